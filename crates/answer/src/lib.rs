@@ -1,0 +1,188 @@
+//! The query path of Pharos, steps 2 to 5 of DESIGN.md: decode the query,
+//! look the name up, encode the answer. A plain function from bytes to
+//! bytes over an immutable [`Snapshot`]; every transport (UDP, TCP, and
+//! the encrypted ones later) is a thin loop around [`respond`].
+
+use std::net::IpAddr;
+
+use pharos_wire::edns::OPTION_NSID;
+use pharos_wire::query::Question;
+use pharos_wire::{Edns, HEADER_LEN, MAX_STREAM_MESSAGE, MIN_UDP_PAYLOAD, MessageWriter, Query, Reject, flags, parse_query, rcode, types};
+use pharos_zone::encode::{answer_flags, fit, write_answer};
+use pharos_zone::{Body, Fitted, Lookup, ZoneSet};
+
+/// The UDP payload size Pharos advertises unless configured otherwise:
+/// the DNS Flag Day 2020 value, which avoids IP fragmentation.
+pub const DEFAULT_UDP_PAYLOAD: u16 = 1232;
+
+/// Everything an answer depends on, frozen. A change builds a new snapshot
+/// and swaps it in whole.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub zones: ZoneSet,
+    pub settings: Settings,
+}
+
+/// Operator settings that shape every response.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Returned in the NSID option (RFC 5001) when a client asks for it.
+    pub nsid: Option<Box<[u8]>>,
+    /// Largest UDP response Pharos sends and advertises.
+    pub udp_payload: u16,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings { nsid: None, udp_payload: DEFAULT_UDP_PAYLOAD }
+    }
+}
+
+/// How the query arrived: it decides how large a response may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Udp,
+    /// TCP, TLS, HTTPS or QUIC: a response may take up to 65535 octets.
+    Stream,
+}
+
+/// Who asked, and how.
+#[derive(Debug, Clone, Copy)]
+pub struct Client {
+    pub address: IpAddr,
+    pub transport: Transport,
+}
+
+/// Answers one query. Appends the response to `out` and returns true, or
+/// returns false (with `out` untouched) when the packet deserves no answer.
+pub fn respond(packet: &[u8], client: &Client, snapshot: &Snapshot, out: &mut Vec<u8>) -> bool {
+    match parse_query(packet) {
+        Ok(query) => answer_query(&query, client, snapshot, out),
+        Err(Reject::Drop) => return false,
+        Err(Reject::Respond { query, rcode }) => write_refusal(&query, rcode, &snapshot.settings, out),
+    }
+    true
+}
+
+/// Answers a datagram that was longer than the receive buffer: FORMERR
+/// from the header alone, or nothing if even that is not a query.
+pub fn respond_oversized(packet: &[u8], out: &mut Vec<u8>) -> bool {
+    match parse_query(&packet[..packet.len().min(HEADER_LEN)]) {
+        Err(Reject::Drop) => false,
+        Ok(query) | Err(Reject::Respond { query, .. }) => {
+            let header_only = Query { question: None, edns: None, ..query };
+            write_refusal(&header_only, rcode::FORMERR, &Settings::default(), out);
+            true
+        }
+    }
+}
+
+fn answer_query(query: &Query<'_>, client: &Client, snapshot: &Snapshot, out: &mut Vec<u8>) {
+    let question = query.question.expect("a parsed query has its question");
+    if let Some(rcode) = unanswerable(&question) {
+        return write_refusal(query, rcode, &snapshot.settings, out);
+    }
+    let mut qname = [0u8; pharos_wire::name::MAX_NAME_LEN];
+    let qname = &mut qname[..question.name_len];
+    pharos_wire::name::lowercase_into(query.qname(), qname);
+    let settings = &snapshot.settings;
+    let room = message_limit(query.edns, client.transport, settings) - HEADER_LEN - question.name_len - 4 - opt_len(query.edns, settings);
+    let mut writer = MessageWriter::new(out);
+    writer.question(query.question_bytes());
+    let (header_flags, rcode, fitted) = match snapshot.zones.lookup(qname, question.qtype) {
+        Lookup::Built(body) => copy_body(&mut writer, body, room),
+        Lookup::Resolved(answer) => {
+            let body_start = writer.len();
+            let mut cuts = Vec::new();
+            write_answer(&answer, &mut writer, &mut cuts);
+            let fitted = fit(&cuts, room);
+            writer.truncate(body_start + fitted.len);
+            (answer_flags(&answer), answer.rcode, fitted)
+        }
+        Lookup::NotAuthoritative => (0, rcode::REFUSED, Fitted { len: 0, counts: [0; 3], truncated: false }),
+    };
+    let truncation = if fitted.truncated { flags::TC } else { 0 };
+    finish(&mut writer, query, header_flags | truncation, rcode, [1, fitted.counts[0], fitted.counts[1], fitted.counts[2]], settings);
+}
+
+/// Questions answered with an error before any lookup.
+fn unanswerable(question: &Question) -> Option<u16> {
+    match question.qtype {
+        // Zone transfers are not offered.
+        types::AXFR | types::IXFR => Some(rcode::REFUSED),
+        // RFC 6891 section 6.1.1: OPT is not a question.
+        types::OPT => Some(rcode::FORMERR),
+        types::ANY => None,
+        qtype if types::is_meta(qtype) => Some(rcode::NOTIMP),
+        _ if question.qclass != types::CLASS_IN && question.qclass != types::CLASS_ANY => Some(rcode::REFUSED),
+        _ => None,
+    }
+}
+
+fn copy_body(writer: &mut MessageWriter<'_>, body: &Body, room: usize) -> (u16, u16, Fitted) {
+    let fitted = body.fit(room);
+    writer.raw(&body.bytes[..fitted.len]);
+    (body.flags, body.rcode, fitted)
+}
+
+/// The largest response this query may get (RFC 6891 section 6.2.5).
+fn message_limit(edns: Option<Edns>, transport: Transport, settings: &Settings) -> usize {
+    match (transport, edns) {
+        (Transport::Stream, _) => MAX_STREAM_MESSAGE,
+        (Transport::Udp, None) => MIN_UDP_PAYLOAD as usize,
+        (Transport::Udp, Some(edns)) => edns.udp_payload.clamp(MIN_UDP_PAYLOAD, settings.udp_payload.max(MIN_UDP_PAYLOAD)) as usize,
+    }
+}
+
+/// A response with no records: the RCODE and, if readable, the question.
+fn write_refusal(query: &Query<'_>, rcode: u16, settings: &Settings, out: &mut Vec<u8>) {
+    let mut writer = MessageWriter::new(out);
+    writer.question(query.question_bytes());
+    let question_count = u16::from(query.question.is_some());
+    finish(&mut writer, query, 0, rcode, [question_count, 0, 0, 0], settings);
+}
+
+/// Fills in the header and appends the OPT record if the query had one.
+fn finish(writer: &mut MessageWriter<'_>, query: &Query<'_>, answer_flags: u16, rcode: u16, counts: [u16; 4], settings: &Settings) {
+    let echoed = query.flags & (flags::OPCODE_MASK | flags::RD | flags::CD);
+    writer.set_id(query.id);
+    writer.set_flags(flags::QR | echoed | answer_flags | (rcode & 0xF));
+    let mut counts = counts;
+    if let Some(edns) = query.edns {
+        write_opt(writer, &edns, rcode, settings);
+        counts[3] += 1;
+    }
+    writer.set_counts(counts);
+}
+
+/// Size of the OPT record `write_opt` will append.
+fn opt_len(edns: Option<Edns>, settings: &Settings) -> usize {
+    match edns {
+        None => 0,
+        Some(edns) => 11 + nsid_for(&edns, settings).map_or(0, |nsid| 4 + nsid.len()),
+    }
+}
+
+fn nsid_for<'s>(edns: &Edns, settings: &'s Settings) -> Option<&'s [u8]> {
+    settings.nsid.as_deref().filter(|_| edns.wants_nsid)
+}
+
+/// The response's OPT record (RFC 6891 section 6.1.3): our payload size,
+/// the upper RCODE bits, version 0, the DO bit echoed (RFC 3225).
+fn write_opt(writer: &mut MessageWriter<'_>, edns: &Edns, rcode: u16, settings: &Settings) {
+    let nsid = nsid_for(edns, settings);
+    let dnssec_ok = if edns.dnssec_ok { 0x8000 } else { 0 };
+    writer.raw(&[0]);
+    writer.u16(types::OPT);
+    writer.u16(settings.udp_payload);
+    writer.u32(u32::from(rcode >> 4) << 24 | dnssec_ok);
+    match nsid {
+        Some(nsid) => {
+            writer.u16(4 + nsid.len() as u16);
+            writer.u16(OPTION_NSID);
+            writer.u16(nsid.len() as u16);
+            writer.raw(nsid);
+        }
+        None => writer.u16(0),
+    }
+}

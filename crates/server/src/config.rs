@@ -1,0 +1,170 @@
+//! Configuration: a TOML file, command-line flags, or both (flags win).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+
+/// Everything `pharos serve` needs to know.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub tcp: TcpConfig,
+    #[serde(default, rename = "zone")]
+    pub zones: Vec<ZoneConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Addresses to serve DNS on, over both UDP and TCP.
+    pub listen: Vec<SocketAddr>,
+    /// UDP worker threads per address (and TCP runtime threads); 0 means
+    /// one per available core.
+    pub threads: usize,
+    /// Name server identifier (RFC 5001) returned when asked.
+    pub nsid: Option<String>,
+    /// Largest UDP response sent and advertised.
+    pub udp_payload: u16,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig { listen: Vec::new(), threads: 0, nsid: None, udp_payload: pharos_answer::DEFAULT_UDP_PAYLOAD }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TcpConfig {
+    /// Close a connection that has sent no complete query for this long
+    /// (RFC 7766 section 6.2.3).
+    pub idle_timeout_ms: u64,
+    /// Give up on a client that does not read its answers for this long.
+    pub write_timeout_ms: u64,
+    pub max_connections: usize,
+    pub max_connections_per_client: usize,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig { idle_timeout_ms: 10_000, write_timeout_ms: 10_000, max_connections: 10_000, max_connections_per_client: 64 }
+    }
+}
+
+impl TcpConfig {
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_millis(self.idle_timeout_ms)
+    }
+
+    pub fn write_timeout(&self) -> Duration {
+        Duration::from_millis(self.write_timeout_ms)
+    }
+}
+
+/// One zone: its origin and master file.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ZoneConfig {
+    pub origin: String,
+    pub file: PathBuf,
+}
+
+impl ZoneConfig {
+    /// Reads `ORIGIN=FILE` as given to `--zone`.
+    pub fn from_flag(flag: &str) -> anyhow::Result<ZoneConfig> {
+        let Some((origin, file)) = flag.split_once('=') else {
+            bail!("--zone {flag:?}: expected ORIGIN=FILE, e.g. example.test=zones/example.test.zone");
+        };
+        if origin.is_empty() || file.is_empty() {
+            bail!("--zone {flag:?}: both the origin and the file are needed");
+        }
+        Ok(ZoneConfig { origin: origin.to_string(), file: PathBuf::from(file) })
+    }
+}
+
+impl Config {
+    /// Reads a configuration file. Relative zone paths are taken relative
+    /// to the file's directory, so a config works from any working directory.
+    pub fn from_file(path: &Path) -> anyhow::Result<Config> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?;
+        let mut config: Config = toml::from_str(&text).with_context(|| format!("{}: invalid configuration", path.display()))?;
+        let directory = path.parent().unwrap_or(Path::new("."));
+        for zone in &mut config.zones {
+            if zone.file.is_relative() {
+                zone.file = directory.join(&zone.file);
+            }
+        }
+        Ok(config)
+    }
+
+    /// An empty configuration, for when everything comes from flags.
+    pub fn empty() -> Config {
+        Config { server: ServerConfig::default(), tcp: TcpConfig::default(), zones: Vec::new() }
+    }
+
+    /// Checks what cannot be checked field by field.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.server.listen.is_empty() {
+            bail!("no listen address: give --listen ADDRESS:PORT or server.listen in the config file");
+        }
+        if self.zones.is_empty() {
+            bail!("no zones: give --zone ORIGIN=FILE or [[zone]] entries in the config file");
+        }
+        if self.server.udp_payload < pharos_wire::MIN_UDP_PAYLOAD {
+            bail!("server.udp_payload = {}: must be at least 512 (RFC 6891 section 6.2.5)", self.server.udp_payload);
+        }
+        if self.tcp.max_connections == 0 || self.tcp.max_connections_per_client == 0 {
+            bail!("tcp.max_connections and tcp.max_connections_per_client must be at least 1");
+        }
+        if self.server.nsid.as_ref().is_some_and(|nsid| nsid.len() > 512) {
+            bail!("server.nsid is longer than 512 octets");
+        }
+        Ok(())
+    }
+
+    /// Worker threads to run: the configured number, or one per core.
+    pub fn threads(&self) -> usize {
+        match self.server.threads {
+            0 => std::thread::available_parallelism().map_or(1, usize::from),
+            threads => threads,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_config_file_with_paths_relative_to_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pharos.toml");
+        std::fs::write(
+            &path,
+            "[server]\nlisten = [\"127.0.0.1:5300\"]\nnsid = \"a\"\n[[zone]]\norigin = \"example.test\"\nfile = \"z.zone\"\n",
+        )
+        .unwrap();
+        let config = Config::from_file(&path).unwrap();
+        assert_eq!(config.zones[0].file, dir.path().join("z.zone"));
+        assert_eq!(config.tcp.idle_timeout_ms, 10_000);
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn rejects_unknown_keys_and_bad_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pharos.toml");
+        std::fs::write(&path, "[server]\nlisten = []\nlsiten = 1\n").unwrap();
+        let err = format!("{:#}", Config::from_file(&path).unwrap_err());
+        assert!(err.contains("lsiten"), "{err}");
+        assert!(ZoneConfig::from_flag("example.test").is_err());
+        assert!(ZoneConfig::from_flag("=file").is_err());
+        assert!(Config::empty().validate().is_err());
+    }
+}

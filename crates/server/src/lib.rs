@@ -1,0 +1,14 @@
+//! The parts of Pharos that touch the world: sockets, threads, signals and
+//! files. Each transport is a loop that hands bytes to
+//! [`pharos_answer::respond`] with the current [`Snapshot`].
+
+pub mod config;
+pub mod snapshot;
+pub mod tcp;
+pub mod udp;
+
+mod run;
+
+pub use config::Config;
+pub use run::{Server, run};
+pub use snapshot::{SharedSnapshot, build_snapshot};

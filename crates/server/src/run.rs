@@ -1,0 +1,97 @@
+//! Starting and stopping a server: sockets, threads, signals, reload.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+use anyhow::Context;
+use arc_swap::ArcSwap;
+
+use crate::config::Config;
+use crate::snapshot::{SharedSnapshot, build_snapshot};
+use crate::{tcp, udp};
+
+/// A running server: its snapshot and its UDP worker threads.
+pub struct Server {
+    pub config: Config,
+    pub snapshot: SharedSnapshot,
+    pub registry: Arc<tcp::Registry>,
+    stop: Arc<AtomicBool>,
+    udp_workers: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Loads the zones, binds every address and starts serving. Must be
+    /// called inside a tokio runtime (TCP runs on it).
+    pub async fn start(config: Config) -> anyhow::Result<Server> {
+        config.validate()?;
+        let snapshot: SharedSnapshot = Arc::new(ArcSwap::from_pointee(build_snapshot(&config)?));
+        let registry = tcp::Registry::new(config.tcp.clone());
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut udp_workers = Vec::new();
+        for &address in &config.server.listen {
+            udp_workers.extend(start_udp(address, config.threads(), &snapshot, &stop)?);
+            let listener = tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen on TCP {address}"))?;
+            tokio::spawn(tcp::serve(listener, snapshot.clone(), registry.clone()));
+        }
+        Ok(Server { config, snapshot, registry, stop, udp_workers })
+    }
+
+    /// Re-reads every zone file and swaps the new zones in whole. On any
+    /// error the old zones keep serving and the error is returned.
+    pub fn reload(&self) -> anyhow::Result<()> {
+        let fresh = build_snapshot(&self.config)?;
+        self.snapshot.store(Arc::new(fresh));
+        Ok(())
+    }
+
+    /// Stops the UDP workers and waits for them.
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for worker in self.udp_workers {
+            let _ = worker.join();
+        }
+    }
+}
+
+fn start_udp(
+    address: SocketAddr,
+    threads: usize,
+    snapshot: &SharedSnapshot,
+    stop: &Arc<AtomicBool>,
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    (0..threads)
+        .map(|index| {
+            let socket = udp::bind_socket(address).with_context(|| format!("cannot listen on UDP {address}"))?;
+            let (snapshot, stop) = (snapshot.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name(format!("udp-{index}"))
+                .spawn(move || udp::serve(socket, snapshot, stop))
+                .context("cannot start a UDP worker thread")
+        })
+        .collect()
+}
+
+/// Runs a server until SIGINT or SIGTERM, reloading zones on SIGHUP.
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let server = Server::start(config).await?;
+    let zone_count = server.snapshot.load().zones.zones().len();
+    tracing::info!(listen = ?server.config.server.listen, zones = zone_count, threads = server.config.threads(), "pharos serving");
+    let mut hangup = signal(SignalKind::hangup())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    loop {
+        tokio::select! {
+            _ = hangup.recv() => match server.reload() {
+                Ok(()) => tracing::info!("zones reloaded"),
+                Err(error) => tracing::error!("reload failed, old zones still serving: {error:#}"),
+            },
+            _ = terminate.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+        }
+    }
+    tracing::info!("stopping");
+    server.stop();
+    Ok(())
+}

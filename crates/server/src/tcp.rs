@@ -1,0 +1,197 @@
+//! DNS over TCP (RFC 7766): two-octet length framing, many queries per
+//! connection, answered as soon as each is read (pipelining), with an idle
+//! timeout and caps on connections that shed the longest-idle one first.
+//!
+//! Each connection is its own task: a client that stalls, reads slowly or
+//! sends half a message holds only its own task, never another's.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use pharos_answer::{Client, Transport, respond};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+
+use crate::config::TcpConfig;
+use crate::snapshot::SharedSnapshot;
+
+/// Read buffer per connection; grows only for a message that needs it.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// What the registry knows of one open connection.
+struct Connection {
+    peer: IpAddr,
+    /// Milliseconds since the registry started, at the last complete query.
+    last_active: Arc<AtomicU64>,
+    /// Told when the connection should close to make room for another.
+    shed: Arc<Notify>,
+}
+
+/// Open connections, for enforcing the caps. Touched on accept and close
+/// only; a query updates its connection's atomic clock and nothing else.
+pub struct Registry {
+    started: Instant,
+    limits: TcpConfig,
+    inner: Mutex<RegistryInner>,
+}
+
+#[derive(Default)]
+struct RegistryInner {
+    next_id: u64,
+    open: HashMap<u64, Connection>,
+    per_peer: HashMap<IpAddr, usize>,
+}
+
+/// A connection's place in the registry; leaving frees it.
+pub struct Admission {
+    registry: Arc<Registry>,
+    id: u64,
+    last_active: Arc<AtomicU64>,
+    shed: Arc<Notify>,
+}
+
+impl Registry {
+    pub fn new(limits: TcpConfig) -> Arc<Registry> {
+        Arc::new(Registry { started: Instant::now(), limits, inner: Mutex::default() })
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Admits a connection from `peer`, first shedding the longest-idle
+    /// connection of that peer (if at its cap) or of anyone (if full).
+    pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Admission {
+        let mut inner = self.inner.lock().expect("registry lock");
+        if inner.per_peer.get(&peer).copied().unwrap_or(0) >= self.limits.max_connections_per_client {
+            inner.shed_longest_idle(Some(peer));
+        } else if inner.open.len() >= self.limits.max_connections {
+            inner.shed_longest_idle(None);
+        }
+        let id = inner.next_id;
+        inner.next_id += 1;
+        let last_active = Arc::new(AtomicU64::new(self.now_ms()));
+        let shed = Arc::new(Notify::new());
+        inner.open.insert(id, Connection { peer, last_active: last_active.clone(), shed: shed.clone() });
+        *inner.per_peer.entry(peer).or_default() += 1;
+        Admission { registry: self.clone(), id, last_active, shed }
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.inner.lock().expect("registry lock").open.len()
+    }
+}
+
+impl RegistryInner {
+    fn shed_longest_idle(&mut self, of_peer: Option<IpAddr>) {
+        let candidate = self
+            .open
+            .iter()
+            .filter(|(_, connection)| of_peer.is_none_or(|peer| connection.peer == peer))
+            .min_by_key(|(_, connection)| connection.last_active.load(Ordering::Relaxed))
+            .map(|(&id, _)| id);
+        if let Some(connection) = candidate.and_then(|id| self.remove(id)) {
+            connection.shed.notify_one();
+        }
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Connection> {
+        let connection = self.open.remove(&id)?;
+        if let Some(count) = self.per_peer.get_mut(&connection.peer) {
+            *count -= 1;
+            if *count == 0 {
+                self.per_peer.remove(&connection.peer);
+            }
+        }
+        Some(connection)
+    }
+}
+
+impl Admission {
+    fn touch(&self) {
+        self.last_active.store(self.registry.now_ms(), Ordering::Relaxed);
+    }
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.registry.inner.lock().expect("registry lock").remove(self.id);
+    }
+}
+
+/// Accepts connections on `listener` forever, one task each.
+pub async fn serve(listener: TcpListener, snapshot: SharedSnapshot, registry: Arc<Registry>) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                // Out of descriptors and the like: keep serving those we have.
+                tracing::warn!(%error, "accept failed");
+                tokio::task::yield_now().await;
+                continue;
+            }
+        };
+        let admission = registry.admit(peer.ip());
+        tokio::spawn(serve_connection(stream, peer, snapshot.clone(), admission));
+    }
+}
+
+/// Reads framed queries and writes framed answers until the client closes,
+/// goes idle, stops reading, or is shed.
+async fn serve_connection(mut stream: TcpStream, peer: SocketAddr, snapshot: SharedSnapshot, admission: Admission) {
+    let _ = stream.set_nodelay(true);
+    let limits = &admission.registry.limits;
+    let client = Client { address: peer.ip(), transport: Transport::Stream };
+    let mut input: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let mut output: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    loop {
+        let read = tokio::select! {
+            read = tokio::time::timeout(limits.idle_timeout(), stream.read_buf(&mut input)) => read,
+            () = admission.shed.notified() => return,
+        };
+        match read {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return,
+            Ok(Ok(_)) => {}
+        }
+        let consumed = answer_frames(&input, &client, &snapshot, &mut output);
+        input.drain(..consumed);
+        if consumed > 0 {
+            admission.touch();
+        }
+        if !output.is_empty() {
+            let written = tokio::time::timeout(limits.write_timeout(), stream.write_all(&output)).await;
+            if !matches!(written, Ok(Ok(()))) {
+                return;
+            }
+            output.clear();
+        }
+        if input.capacity() - input.len() < 512 {
+            input.reserve(READ_CHUNK);
+        }
+    }
+}
+
+/// Answers every complete frame at the start of `input`, appending framed
+/// responses to `output`; returns how many input octets were used.
+pub fn answer_frames(input: &[u8], client: &Client, snapshot: &SharedSnapshot, output: &mut Vec<u8>) -> usize {
+    let current = snapshot.load();
+    let mut consumed = 0;
+    while let Some(length) = input.get(consumed..consumed + 2).map(|prefix| u16::from_be_bytes([prefix[0], prefix[1]]) as usize) {
+        let Some(message) = input.get(consumed + 2..consumed + 2 + length) else { break };
+        let length_at = output.len();
+        output.extend_from_slice(&[0, 0]);
+        if respond(message, client, &current, output) {
+            let response_len = (output.len() - length_at - 2) as u16;
+            output[length_at..length_at + 2].copy_from_slice(&response_len.to_be_bytes());
+        } else {
+            output.truncate(length_at);
+        }
+        consumed += 2 + length;
+    }
+    consumed
+}

@@ -1,0 +1,181 @@
+//! DNS over UDP: one socket per worker thread on the same address
+//! (SO_REUSEPORT, so the kernel spreads clients across workers), each
+//! reading and writing batches of datagrams with recvmmsg and sendmmsg.
+//!
+//! This loop is the hot path, so it talks to the kernel through `libc`
+//! directly: one system call moves up to [`BATCH`] datagrams each way, and
+//! every buffer is allocated once, when the worker starts.
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use pharos_answer::{Client, Transport, respond};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::snapshot::SharedSnapshot;
+
+/// Datagrams moved per system call.
+const BATCH: usize = 32;
+/// Largest query read; a longer datagram is answered FORMERR.
+const MAX_QUERY: usize = 4096;
+/// How often an idle worker looks up to see whether it should stop.
+const STOP_CHECK: Duration = Duration::from_millis(200);
+
+/// Opens a UDP socket that other workers can share (SO_REUSEPORT).
+pub fn bind_socket(address: SocketAddr) -> io::Result<Socket> {
+    let socket = Socket::new(Domain::for_address(address), Type::DGRAM, Some(Protocol::UDP))?;
+    if address.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_reuse_port(true)?;
+    socket.set_reuse_address(true)?;
+    // A larger receive buffer absorbs bursts while a worker is busy.
+    let _ = socket.set_recv_buffer_size(4 << 20);
+    socket.bind(&address.into())?;
+    socket.set_read_timeout(Some(STOP_CHECK))?;
+    Ok(socket)
+}
+
+/// Per-worker buffers for one batch, reused for every batch.
+struct Batch {
+    queries: Vec<[u8; MAX_QUERY]>,
+    responses: Vec<Vec<u8>>,
+    peers: [libc::sockaddr_storage; BATCH],
+    read_iov: [libc::iovec; BATCH],
+    read_headers: [libc::mmsghdr; BATCH],
+    write_iov: [libc::iovec; BATCH],
+    write_headers: [libc::mmsghdr; BATCH],
+}
+
+impl Batch {
+    fn new() -> Box<Batch> {
+        // SAFETY: the libc structs are plain data for which all-zero is a
+        // valid (empty) value; every pointer in them is set before use.
+        let mut batch = Box::new(Batch {
+            queries: vec![[0u8; MAX_QUERY]; BATCH],
+            responses: (0..BATCH).map(|_| Vec::with_capacity(pharos_wire::MAX_STREAM_MESSAGE)).collect(),
+            peers: unsafe { zeroed() },
+            read_iov: unsafe { zeroed() },
+            read_headers: unsafe { zeroed() },
+            write_iov: unsafe { zeroed() },
+            write_headers: unsafe { zeroed() },
+        });
+        for index in 0..BATCH {
+            batch.read_iov[index] = libc::iovec { iov_base: batch.queries[index].as_mut_ptr().cast(), iov_len: MAX_QUERY };
+        }
+        batch
+    }
+
+    /// Receives up to BATCH datagrams; blocks until at least one arrives or
+    /// the stop-check timeout passes.
+    fn receive(&mut self, fd: i32) -> io::Result<usize> {
+        for index in 0..BATCH {
+            let header = &mut self.read_headers[index].msg_hdr;
+            header.msg_name = (&mut self.peers[index] as *mut libc::sockaddr_storage).cast();
+            header.msg_namelen = size_of::<libc::sockaddr_storage>() as u32;
+            header.msg_iov = &mut self.read_iov[index];
+            header.msg_iovlen = 1;
+            header.msg_control = std::ptr::null_mut();
+            header.msg_controllen = 0;
+            header.msg_flags = 0;
+        }
+        // SAFETY: every header points at buffers owned by `self` that
+        // outlive the call, with their true lengths.
+        let received =
+            unsafe { libc::recvmmsg(fd, self.read_headers.as_mut_ptr(), BATCH as u32, libc::MSG_WAITFORONE, std::ptr::null_mut()) };
+        if received < 0 { Err(io::Error::last_os_error()) } else { Ok(received as usize) }
+    }
+
+    /// Answers each received datagram into its response buffer; returns
+    /// how many responses there are (queued at the front of the write headers).
+    fn answer(&mut self, received: usize, snapshot: &pharos_answer::Snapshot) -> usize {
+        let mut ready = 0;
+        for index in 0..received {
+            let header = &self.read_headers[index];
+            let len = header.msg_len as usize;
+            let query = &self.queries[index][..len];
+            let response = &mut self.responses[index];
+            response.clear();
+            let Some(address) = peer_address(&self.peers[index]) else { continue };
+            let client = Client { address, transport: Transport::Udp };
+            let answered = if header.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+                pharos_answer::respond_oversized(query, response)
+            } else {
+                respond(query, &client, snapshot, response)
+            };
+            if answered {
+                self.write_iov[ready] = libc::iovec { iov_base: response.as_mut_ptr().cast(), iov_len: response.len() };
+                let write = &mut self.write_headers[ready].msg_hdr;
+                write.msg_name = (&mut self.peers[index] as *mut libc::sockaddr_storage).cast();
+                write.msg_namelen = header.msg_hdr.msg_namelen;
+                write.msg_iov = &mut self.write_iov[ready];
+                write.msg_iovlen = 1;
+                ready += 1;
+            }
+        }
+        ready
+    }
+
+    /// Sends the first `ready` responses, retrying the remainder of a
+    /// partial send. A datagram the kernel refuses is dropped, as UDP may.
+    fn send(&mut self, fd: i32, ready: usize) {
+        let mut sent = 0;
+        while sent < ready {
+            // SAFETY: headers [sent, ready) point at live response buffers and peers.
+            let result = unsafe { libc::sendmmsg(fd, self.write_headers[sent..].as_mut_ptr(), (ready - sent) as u32, 0) };
+            if result <= 0 {
+                let error = io::Error::last_os_error();
+                if error.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                tracing::debug!(%error, "sendmmsg dropped a datagram");
+                sent += 1;
+            } else {
+                sent += result as usize;
+            }
+        }
+    }
+}
+
+/// Reads the peer address the kernel wrote into a `sockaddr_storage`.
+fn peer_address(storage: &libc::sockaddr_storage) -> Option<IpAddr> {
+    match storage.ss_family as i32 {
+        libc::AF_INET => {
+            // SAFETY: the family says this storage holds a sockaddr_in.
+            let v4 = unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr))))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says this storage holds a sockaddr_in6.
+            let v6 = unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            Some(IpAddr::V6(Ipv6Addr::from(v6.sin6_addr.s6_addr)))
+        }
+        _ => None,
+    }
+}
+
+/// Serves DNS on `socket` until `stop` is set.
+pub fn serve(socket: Socket, snapshot: SharedSnapshot, stop: Arc<AtomicBool>) {
+    let fd = socket.as_raw_fd();
+    let mut batch = Batch::new();
+    while !stop.load(Ordering::Relaxed) {
+        let received = match batch.receive(fd) {
+            Ok(received) => received,
+            Err(error) if matches!(error.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {
+                continue;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "recvmmsg failed");
+                continue;
+            }
+        };
+        let current = snapshot.load();
+        let ready = batch.answer(received, &current);
+        batch.send(fd, ready);
+    }
+}

@@ -1,0 +1,147 @@
+//! EDNS(0) as a query carries it (RFC 6891), with the options Pharos reads:
+//! NSID (RFC 5001), Client Subnet (RFC 7871) and TCP keepalive (RFC 7828).
+
+use crate::read_u16;
+
+pub const OPTION_NSID: u16 = 3;
+pub const OPTION_CLIENT_SUBNET: u16 = 8;
+pub const OPTION_KEEPALIVE: u16 = 11;
+
+/// The OPT record of a query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edns {
+    /// The requestor's UDP payload size, as sent (may be below 512).
+    pub udp_payload: u16,
+    pub version: u8,
+    pub dnssec_ok: bool,
+    pub wants_nsid: bool,
+    pub wants_keepalive: bool,
+    pub client_subnet: Option<ClientSubnet>,
+}
+
+/// An EDNS Client Subnet option (RFC 7871 section 6), validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientSubnet {
+    /// 1 for IPv4, 2 for IPv6 (IANA address family numbers).
+    pub family: u16,
+    pub source_prefix: u8,
+    pub scope_prefix: u8,
+    /// The address, zero beyond `source_prefix`, left-aligned.
+    pub address: [u8; 16],
+}
+
+impl ClientSubnet {
+    /// Bits in an address of this family.
+    pub fn family_bits(family: u16) -> Option<u8> {
+        match family {
+            1 => Some(32),
+            2 => Some(128),
+            _ => None,
+        }
+    }
+
+    /// Parses and validates the option body. RFC 7871 section 7.1.1 (via
+    /// section 6): an unknown family, a prefix longer than the family's
+    /// address, more address octets than the prefix needs, or bits set
+    /// beyond the prefix make the query malformed.
+    pub fn parse(body: &[u8]) -> Option<ClientSubnet> {
+        let family = read_u16(body, 0)?;
+        let source_prefix = *body.get(2)?;
+        let scope_prefix = *body.get(3)?;
+        let address_bytes = &body[4..];
+        let bits = Self::family_bits(family)?;
+        if source_prefix > bits || scope_prefix > bits {
+            return None;
+        }
+        if address_bytes.len() != (source_prefix as usize).div_ceil(8) {
+            return None;
+        }
+        let mut address = [0u8; 16];
+        address[..address_bytes.len()].copy_from_slice(address_bytes);
+        let spare_bits = (8 - source_prefix % 8) % 8;
+        if let Some(&last) = address_bytes.last()
+            && last & ((1u16 << spare_bits) - 1) as u8 != 0
+        {
+            return None;
+        }
+        Some(ClientSubnet { family, source_prefix, scope_prefix, address })
+    }
+}
+
+/// Why an OPT record was rejected: both make the query FORMERR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EdnsError {
+    /// An option runs past the end of the record data.
+    BadOptionLayout,
+    /// A Client Subnet option that RFC 7871 calls malformed.
+    BadClientSubnet,
+}
+
+impl Edns {
+    /// Reads an OPT record from its CLASS, TTL and RDATA fields.
+    pub fn parse(class: u16, ttl: u32, rdata: &[u8]) -> Result<Edns, EdnsError> {
+        let mut edns = Edns {
+            udp_payload: class,
+            version: (ttl >> 16) as u8,
+            dnssec_ok: ttl & 0x8000 != 0,
+            wants_nsid: false,
+            wants_keepalive: false,
+            client_subnet: None,
+        };
+        let mut pos = 0;
+        while pos < rdata.len() {
+            let code = read_u16(rdata, pos).ok_or(EdnsError::BadOptionLayout)?;
+            let len = read_u16(rdata, pos + 2).ok_or(EdnsError::BadOptionLayout)? as usize;
+            let body = rdata.get(pos + 4..pos + 4 + len).ok_or(EdnsError::BadOptionLayout)?;
+            match code {
+                OPTION_NSID => edns.wants_nsid = true,
+                OPTION_KEEPALIVE => edns.wants_keepalive = true,
+                OPTION_CLIENT_SUBNET => {
+                    edns.client_subnet = Some(ClientSubnet::parse(body).ok_or(EdnsError::BadClientSubnet)?);
+                }
+                _ => {} // RFC 6891 section 6.1.2: unknown options are ignored.
+            }
+            pos += 4 + len;
+        }
+        Ok(edns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ecs(family: u16, source: u8, scope: u8, address: &[u8]) -> Vec<u8> {
+        let mut body = family.to_be_bytes().to_vec();
+        body.extend([source, scope]);
+        body.extend(address);
+        body
+    }
+
+    #[test]
+    fn accepts_well_formed_client_subnets() {
+        let v4 = ClientSubnet::parse(&ecs(1, 24, 0, &[192, 0, 2])).unwrap();
+        assert_eq!((v4.family, v4.source_prefix), (1, 24));
+        assert_eq!(&v4.address[..4], &[192, 0, 2, 0]);
+        assert!(ClientSubnet::parse(&ecs(1, 0, 0, &[])).is_some());
+        assert!(ClientSubnet::parse(&ecs(1, 20, 0, &[10, 1, 0x10])).is_some());
+        assert!(ClientSubnet::parse(&ecs(2, 48, 0, &[0x20, 1, 0xd, 0xb8, 0, 1])).is_some());
+    }
+
+    #[test]
+    fn rejects_malformed_client_subnets() {
+        assert!(ClientSubnet::parse(&ecs(3, 8, 0, &[1])).is_none(), "unknown family");
+        assert!(ClientSubnet::parse(&ecs(1, 33, 0, &[1, 2, 3, 4, 5])).is_none(), "prefix too long");
+        assert!(ClientSubnet::parse(&ecs(1, 24, 0, &[1, 2, 3, 4])).is_none(), "too many octets");
+        assert!(ClientSubnet::parse(&ecs(1, 20, 0, &[10, 1, 0x11])).is_none(), "bits past prefix");
+        assert!(ClientSubnet::parse(&[0, 1, 24]).is_none(), "short option");
+    }
+
+    #[test]
+    fn reads_flags_and_ignores_unknown_options() {
+        let rdata = [0, 3, 0, 0, 0xFF, 0x01, 0, 2, 9, 9];
+        let edns = Edns::parse(1232, 0x0001_8000, &rdata).unwrap();
+        assert_eq!((edns.udp_payload, edns.version, edns.dnssec_ok, edns.wants_nsid), (1232, 1, true, true));
+        assert_eq!(Edns::parse(512, 0, &[0, 3, 0, 5, 1]), Err(EdnsError::BadOptionLayout));
+    }
+}

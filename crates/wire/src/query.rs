@@ -1,0 +1,185 @@
+//! Reading a query: header, the one question, and the OPT record.
+
+use crate::edns::Edns;
+use crate::name;
+use crate::{HEADER_LEN, flags, rcode, read_u16, read_u32, types};
+
+/// The question of a query. The name stays in the packet, as the client
+/// wrote it, at offset 12.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Question {
+    pub name_len: usize,
+    pub qtype: u16,
+    pub qclass: u16,
+}
+
+impl Question {
+    /// Offset just past the question section.
+    pub fn end(&self) -> usize {
+        HEADER_LEN + self.name_len + 4
+    }
+}
+
+/// A query as far as it could be read.
+#[derive(Debug, Clone, Copy)]
+pub struct Query<'a> {
+    pub packet: &'a [u8],
+    pub id: u16,
+    /// The second header word as sent: opcode, RD, CD and the rest.
+    pub flags: u16,
+    pub question: Option<Question>,
+    pub edns: Option<Edns>,
+}
+
+/// What to do with a packet that is not a well-formed query.
+#[derive(Debug, Clone, Copy)]
+pub enum Reject<'a> {
+    /// Not worth an answer: too short for a header, or itself a response.
+    Drop,
+    /// Answer with this RCODE and whatever of the query could be read.
+    Respond { query: Query<'a>, rcode: u16 },
+}
+
+impl<'a> Query<'a> {
+    pub fn opcode(&self) -> u8 {
+        ((self.flags & flags::OPCODE_MASK) >> 11) as u8
+    }
+
+    /// The question name exactly as the client wrote it.
+    pub fn qname(&self) -> &'a [u8] {
+        let len = self.question.map_or(0, |question| question.name_len);
+        &self.packet[HEADER_LEN..HEADER_LEN + len]
+    }
+
+    /// The question section exactly as the client wrote it (empty if none).
+    pub fn question_bytes(&self) -> &'a [u8] {
+        let end = self.question.map_or(HEADER_LEN, |question| question.end());
+        &self.packet[HEADER_LEN..end]
+    }
+}
+
+/// Parses a query packet. Succeeds only for a well-formed standard query
+/// with one question and, at most, one OPT record of version 0.
+pub fn parse_query(packet: &[u8]) -> Result<Query<'_>, Reject<'_>> {
+    let Some(header) = packet.get(..HEADER_LEN) else {
+        return Err(Reject::Drop);
+    };
+    let flags_word = read_u16(header, 2).unwrap_or(0);
+    if flags_word & flags::QR != 0 {
+        return Err(Reject::Drop);
+    }
+    let mut query = Query { packet, id: read_u16(header, 0).unwrap_or(0), flags: flags_word, question: None, edns: None };
+    let counts = [4, 6, 8, 10].map(|at| read_u16(header, at).unwrap_or(0));
+    let body = if counts[0] == 1 { parse_question(packet).map(|question| query.question = Some(question)) } else { Err(()) };
+    let body = body.and_then(|()| parse_records(packet, &mut query, counts));
+    let rcode = if query.opcode() != 0 {
+        rcode::NOTIMP
+    } else if body.is_err() {
+        rcode::FORMERR
+    } else if query.edns.is_some_and(|edns| edns.version > 0) {
+        rcode::BADVERS
+    } else {
+        return Ok(query);
+    };
+    Err(Reject::Respond { query, rcode })
+}
+
+fn parse_question(packet: &[u8]) -> Result<Question, ()> {
+    let name_len = name::uncompressed_len(packet, HEADER_LEN).map_err(drop)?;
+    let at = HEADER_LEN + name_len;
+    let qtype = read_u16(packet, at).ok_or(())?;
+    let qclass = read_u16(packet, at + 2).ok_or(())?;
+    Ok(Question { name_len, qtype, qclass })
+}
+
+/// Walks the answer, authority and additional sections, picking out the
+/// OPT record. Records other than OPT are skipped (a query has no use for
+/// them), but they must be well formed.
+fn parse_records(packet: &[u8], query: &mut Query<'_>, counts: [u16; 4]) -> Result<(), ()> {
+    let mut pos = query.question.map_or(HEADER_LEN, |question| question.end());
+    let record_count = counts[1] as usize + counts[2] as usize + counts[3] as usize;
+    for index in 0..record_count {
+        let in_additional = index >= counts[1] as usize + counts[2] as usize;
+        let owner_at = pos;
+        pos = name::skip(packet, pos).map_err(drop)?;
+        let rtype = read_u16(packet, pos).ok_or(())?;
+        let class = read_u16(packet, pos + 2).ok_or(())?;
+        let ttl = read_u32(packet, pos + 4).ok_or(())?;
+        let rdlen = read_u16(packet, pos + 8).ok_or(())? as usize;
+        let rdata = packet.get(pos + 10..pos + 10 + rdlen).ok_or(())?;
+        pos += 10 + rdlen;
+        if rtype == types::OPT {
+            // RFC 6891 section 6.1.1: one OPT, in the additional section, owned by the root.
+            if !in_additional || query.edns.is_some() || !name::is_root_at(packet, owner_at) {
+                return Err(());
+            }
+            query.edns = Some(Edns::parse(class, ttl, rdata).map_err(drop)?);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(flags: u16, counts: [u16; 4], body: &[u8]) -> Vec<u8> {
+        let mut packet = vec![0x12, 0x34];
+        packet.extend(flags.to_be_bytes());
+        for count in counts {
+            packet.extend(count.to_be_bytes());
+        }
+        packet.extend(body);
+        packet
+    }
+
+    const QUESTION: &[u8] = b"\x03WwW\x07example\x00\x00\x01\x00\x01";
+    const OPT: &[u8] = b"\x00\x00\x29\x04\xd0\x00\x00\x80\x00\x00\x00";
+
+    fn rcode_of(packet: &[u8]) -> Option<u16> {
+        match parse_query(packet) {
+            Ok(_) => Some(0),
+            Err(Reject::Respond { rcode, .. }) => Some(rcode),
+            Err(Reject::Drop) => None,
+        }
+    }
+
+    #[test]
+    fn parses_a_plain_query_keeping_case() {
+        let packet = query(0x0100, [1, 0, 0, 0], QUESTION);
+        let parsed = parse_query(&packet).unwrap();
+        assert_eq!(parsed.id, 0x1234);
+        assert_eq!(parsed.qname(), b"\x03WwW\x07example\x00");
+        assert_eq!(parsed.question.unwrap().qtype, 1);
+        assert!(parsed.edns.is_none());
+    }
+
+    #[test]
+    fn parses_edns() {
+        let packet = query(0, [1, 0, 0, 1], &[QUESTION, OPT].concat());
+        let edns = parse_query(&packet).unwrap().edns.unwrap();
+        assert_eq!((edns.udp_payload, edns.dnssec_ok), (1232, true));
+    }
+
+    #[test]
+    fn rejects_what_rfc_1035_and_6891_call_malformed() {
+        assert_eq!(rcode_of(&[0; 11]), None, "no header");
+        assert_eq!(rcode_of(&query(0x8000, [1, 0, 0, 0], QUESTION)), None, "a response");
+        assert_eq!(rcode_of(&query(0, [0, 0, 0, 0], b"")), Some(rcode::FORMERR));
+        assert_eq!(rcode_of(&query(0, [2, 0, 0, 0], &[QUESTION, QUESTION].concat())), Some(rcode::FORMERR));
+        assert_eq!(rcode_of(&query(0, [1, 0, 0, 0], &QUESTION[..8])), Some(rcode::FORMERR));
+        assert_eq!(rcode_of(&query(0, [1, 0, 0, 2], &[QUESTION, OPT, OPT].concat())), Some(rcode::FORMERR));
+        assert_eq!(rcode_of(&query(0, [1, 0, 0, 1], QUESTION)), Some(rcode::FORMERR), "missing record");
+        assert_eq!(rcode_of(&query(0x1000, [1, 0, 0, 0], QUESTION)), Some(rcode::NOTIMP), "STATUS");
+        let version_one = [&OPT[..5], &[0, 1], &OPT[7..]].concat();
+        assert_eq!(rcode_of(&query(0, [1, 0, 0, 1], &[QUESTION, &version_one].concat())), Some(rcode::BADVERS));
+    }
+
+    #[test]
+    fn a_notimp_answer_still_carries_the_question() {
+        let packet = query(0x2000, [1, 0, 0, 0], QUESTION);
+        let Err(Reject::Respond { query, rcode }) = parse_query(&packet) else { panic!("accepted") };
+        assert_eq!(rcode, rcode::NOTIMP);
+        assert_eq!(query.question_bytes(), QUESTION);
+    }
+}

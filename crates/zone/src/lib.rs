@@ -1,0 +1,23 @@
+//! Zones: authoritative data and the answers Pharos gives from it.
+//!
+//! A zone is loaded once (from an RFC 1035 master file through the `domain`
+//! crate's parser), checked, and then frozen: every answer for a name that
+//! exists in it is encoded at load time, as Knot DNS and NSD do, so a query
+//! for it costs a hash lookup and a copy. Names that do not exist (NXDOMAIN,
+//! wildcards, DNAME substitution) are resolved per query by the same code
+//! that built the stored answers.
+
+pub mod encode;
+pub mod load;
+pub mod lookup;
+mod presentation;
+pub mod set;
+pub mod zone;
+
+pub use encode::{Body, Fitted};
+pub use lookup::Answer;
+pub use set::{Lookup, ZoneSet};
+
+pub use load::{LoadError, load_zone_file, parse_zone_text};
+
+pub use zone::{Node, Rrset, Zone};

@@ -1,0 +1,303 @@
+//! Loading a zone from an RFC 1035 master file.
+//!
+//! The `domain` crate scans the text (directives, relative names, escapes,
+//! parentheses, RFC 3597 generic data); this module follows `$INCLUDE`,
+//! turns LOC records into generic data (the parser has no LOC scanner), and
+//! checks the result as an authoritative server must before serving it.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use bytes::Bytes;
+use domain::base::iana::Class;
+use domain::base::rdata::ComposeRecordData;
+use domain::base::{Name, ToName};
+use domain::zonefile::inplace::{Entry, Zonefile};
+use pharos_wire::{name, types};
+use rustc_hash::FxHashMap;
+
+use crate::presentation;
+use crate::zone::{Node, Rrset, Zone};
+
+/// How deep `$INCLUDE` may nest before we call it a loop.
+const MAX_INCLUDE_DEPTH: usize = 8;
+
+/// A zone that cannot be served, with the place that says why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{location}: {message}")]
+pub struct LoadError {
+    /// `file:line`, or just `file` when no line is to blame.
+    pub location: String,
+    pub message: String,
+}
+
+impl LoadError {
+    fn at(file: &str, line: Option<usize>, message: impl Into<String>) -> Self {
+        let location = match line {
+            Some(line) => format!("{file}:{line}"),
+            None => file.to_string(),
+        };
+        LoadError { location, message: message.into() }
+    }
+}
+
+/// One record as read, with where it was read from.
+struct ReadRecord {
+    owner: Box<[u8]>,
+    rtype: u16,
+    ttl: u32,
+    rdata: Box<[u8]>,
+    file: String,
+    line: usize,
+}
+
+/// Reads and checks the zone `origin` from the master file at `path`.
+pub fn load_zone_file(origin: &str, path: &Path) -> Result<Zone, LoadError> {
+    let mut records = Vec::new();
+    let origin_name = parse_origin(origin, &path.display().to_string())?;
+    read_file(path, &origin_name, 0, &mut records)?;
+    build_zone(&origin_name, records, &path.display().to_string())
+}
+
+/// Reads and checks a zone from text; `source` names it in errors and
+/// `$INCLUDE` paths are taken relative to the current directory.
+pub fn parse_zone_text(origin: &str, text: &str, source: &str) -> Result<Zone, LoadError> {
+    let mut records = Vec::new();
+    let origin_name = parse_origin(origin, source)?;
+    read_text(text, source, Path::new("."), &origin_name, 0, &mut records)?;
+    build_zone(&origin_name, records, source)
+}
+
+fn parse_origin(origin: &str, source: &str) -> Result<Name<Bytes>, LoadError> {
+    let absolute = if origin.ends_with('.') { origin.to_string() } else { format!("{origin}.") };
+    Name::from_str(&absolute).map_err(|err| LoadError::at(source, None, format!("zone name {origin:?} is not a domain name: {err}")))
+}
+
+fn read_file(path: &Path, origin: &Name<Bytes>, depth: usize, records: &mut Vec<ReadRecord>) -> Result<(), LoadError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|err| LoadError::at(&file, None, format!("cannot read zone file: {err}")))?;
+    let directory = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    read_text(&text, &file, &directory, origin, depth, records)
+}
+
+fn read_text(
+    text: &str,
+    file: &str,
+    directory: &Path,
+    origin: &Name<Bytes>,
+    depth: usize,
+    records: &mut Vec<ReadRecord>,
+) -> Result<(), LoadError> {
+    let text =
+        presentation::rewrite(text, &presentation_name(origin)).map_err(|(line, message)| LoadError::at(file, Some(line), message))?;
+    let mut zonefile = Zonefile::from(text.as_str());
+    zonefile.set_origin(origin.clone());
+    zonefile.set_default_class(Class::IN);
+    loop {
+        let entry_start = zonefile.current_offset();
+        let entry = match zonefile.next_entry() {
+            Ok(Some(entry)) => entry,
+            Ok(None) => return Ok(()),
+            // The parser's own message starts with "line:column:".
+            Err(err) => return Err(join_location(LoadError { location: file.to_string(), message: err.to_string() })),
+        };
+        let line = line_of_entry(&text, entry_start);
+        match entry {
+            Entry::Record(record) => records.push(convert_record(&record, file, line)?),
+            Entry::Include { path, origin: include_origin } => {
+                if depth >= MAX_INCLUDE_DEPTH {
+                    return Err(LoadError::at(file, Some(line), "$INCLUDE nested too deeply (a loop?)"));
+                }
+                let include_path = resolve_include(directory, &path.to_string());
+                let include_origin = include_origin.or_else(|| zonefile.origin().ok()).unwrap_or_else(|| origin.clone());
+                read_file(&include_path, &include_origin, depth + 1, records)
+                    .map_err(|err| LoadError::at(file, Some(line), format!("in $INCLUDE {}: {err}", include_path.display())))?;
+            }
+        }
+    }
+}
+
+/// An absolute name in presentation format, with its final dot.
+fn presentation_name(name: &Name<Bytes>) -> String {
+    let text = name.to_string();
+    if text.ends_with('.') { text } else { format!("{text}.") }
+}
+
+/// `domain` reports "line:col: message"; fold that into the location.
+fn join_location(err: LoadError) -> LoadError {
+    match err.message.split_once(": ") {
+        Some((position, message)) if position.split(':').all(|part| part.parse::<usize>().is_ok()) => {
+            LoadError { location: format!("{}:{position}", err.location), message: message.to_string() }
+        }
+        _ => err,
+    }
+}
+
+fn resolve_include(directory: &Path, path: &str) -> PathBuf {
+    let path = Path::new(path);
+    if path.is_absolute() { path.to_path_buf() } else { directory.join(path) }
+}
+
+/// The line of the first thing that is neither white space nor comment at
+/// or after `offset`.
+fn line_of_entry(text: &str, offset: usize) -> usize {
+    let mut line = 1 + text.as_bytes()[..offset.min(text.len())].iter().filter(|&&byte| byte == b'\n').count();
+    let mut in_comment = false;
+    for byte in text.as_bytes()[offset.min(text.len())..].iter() {
+        match byte {
+            b'\n' => {
+                line += 1;
+                in_comment = false;
+            }
+            b';' => in_comment = true,
+            b' ' | b'\t' | b'\r' => {}
+            _ if in_comment => {}
+            _ => break,
+        }
+    }
+    line
+}
+
+fn convert_record(record: &domain::zonefile::inplace::ScannedRecord, file: &str, line: usize) -> Result<ReadRecord, LoadError> {
+    if record.class() != Class::IN {
+        return Err(LoadError::at(file, Some(line), format!("class {} is not served; only IN", record.class())));
+    }
+    let mut owner = Vec::with_capacity(64);
+    record.owner().compose(&mut owner).map_err(|_| LoadError::at(file, Some(line), "owner name too long"))?;
+    owner.make_ascii_lowercase();
+    let mut rdata = Vec::with_capacity(64);
+    record.data().compose_rdata(&mut rdata).map_err(|_| LoadError::at(file, Some(line), "record data too long"))?;
+    if rdata.len() > u16::MAX as usize {
+        return Err(LoadError::at(file, Some(line), "record data longer than 65535 octets"));
+    }
+    Ok(ReadRecord {
+        owner: owner.into(),
+        rtype: record.rtype().to_int(),
+        ttl: record.ttl().as_secs(),
+        rdata: rdata.into(),
+        file: file.to_string(),
+        line,
+    })
+}
+
+/// Groups records into RRsets and nodes, then checks the zone as a whole.
+fn build_zone(origin: &Name<Bytes>, records: Vec<ReadRecord>, source: &str) -> Result<Zone, LoadError> {
+    let mut origin_wire = Vec::new();
+    origin.compose(&mut origin_wire).expect("a parsed name fits");
+    origin_wire.make_ascii_lowercase();
+    let mut nodes: FxHashMap<Box<[u8]>, Node> = FxHashMap::default();
+    nodes.insert(origin_wire.clone().into(), Node::default());
+    for record in records {
+        add_record(&mut nodes, &origin_wire, record)?;
+    }
+    let zone_text = name::Display(&origin_wire).to_string();
+    let apex = &nodes[&origin_wire[..]];
+    let soa = apex.get(types::SOA).ok_or_else(|| LoadError::at(source, None, format!("zone {zone_text} has no SOA record at its apex")))?;
+    if soa.rdatas.len() != 1 {
+        return Err(LoadError::at(source, None, format!("zone {zone_text} has {} SOA records; exactly one is allowed", soa.rdatas.len())));
+    }
+    if !apex.has(types::NS) {
+        return Err(LoadError::at(source, None, format!("zone {zone_text} has no NS records at its apex")));
+    }
+    let soa_minimum = soa.rdatas[0]
+        .len()
+        .checked_sub(4)
+        .and_then(|at| soa.rdatas[0].get(at..))
+        .map(|bytes| u32::from_be_bytes(bytes.try_into().unwrap()));
+    let negative_ttl = soa.ttl.min(soa_minimum.unwrap_or(0));
+    for node in nodes.values_mut() {
+        node.rrsets.sort_by_key(|rrset| rrset.rtype);
+    }
+    Ok(Zone { origin: origin_wire.into(), nodes, negative_ttl })
+}
+
+fn add_record(nodes: &mut FxHashMap<Box<[u8]>, Node>, origin: &[u8], record: ReadRecord) -> Result<(), LoadError> {
+    let fail = |message: String| LoadError::at(&record.file, Some(record.line), message);
+    let owner_text = name::Display(&record.owner).to_string();
+    if !name::is_at_or_below(&record.owner, origin) {
+        return Err(fail(format!("{owner_text} is outside the zone {}", name::Display(origin))));
+    }
+    if record.rtype == types::SOA && *record.owner != *origin {
+        return Err(fail(format!("SOA record at {owner_text}, which is not the zone apex")));
+    }
+    if types::is_meta(record.rtype) {
+        return Err(fail(format!("record type {} cannot be stored in a zone", record.rtype)));
+    }
+    add_empty_ancestors(nodes, &record.owner, origin);
+    let node = nodes.entry(record.owner.clone()).or_default();
+    check_coexistence(node, record.rtype).map_err(|message| fail(format!("{owner_text}: {message}")))?;
+    match node.rrsets.iter_mut().find(|rrset| rrset.rtype == record.rtype) {
+        Some(rrset) if rrset.ttl != record.ttl => {
+            return Err(fail(format!(
+                "{owner_text}: TTL {} differs from {} of the other records of this type (RFC 2181 section 5.2)",
+                record.ttl, rrset.ttl
+            )));
+        }
+        // RFC 2181 section 5: a duplicate record is the same record.
+        Some(rrset) if rrset.rdatas.contains(&record.rdata) => {}
+        Some(rrset) => rrset.rdatas.push(record.rdata),
+        None => node.rrsets.push(Rrset { rtype: record.rtype, ttl: record.ttl, rdatas: vec![record.rdata] }),
+    }
+    Ok(())
+}
+
+/// RFC 1034 section 3.6.2 and RFC 6672 section 2.4: a CNAME stands alone,
+/// there is one CNAME and one DNAME at most, and no CNAME beside a DNAME.
+fn check_coexistence(node: &Node, rtype: u16) -> Result<(), String> {
+    let has_cname = node.has(types::CNAME);
+    match rtype {
+        types::CNAME if has_cname => Err("more than one CNAME record".into()),
+        types::CNAME if !node.rrsets.is_empty() => Err("CNAME record beside other data".into()),
+        types::DNAME if node.has(types::DNAME) => Err("more than one DNAME record".into()),
+        _ if has_cname => Err("other data beside a CNAME record".into()),
+        _ => Ok(()),
+    }
+}
+
+/// Makes every name between the owner and the apex exist, so that empty
+/// non-terminals answer NODATA and block wildcards (RFC 4592 section 2.2.2).
+fn add_empty_ancestors(nodes: &mut FxHashMap<Box<[u8]>, Node>, owner: &[u8], origin: &[u8]) {
+    let mut ancestor = name::parent(owner);
+    while let Some(above) = ancestor {
+        if above.len() <= origin.len() || nodes.contains_key(above) {
+            break;
+        }
+        nodes.insert(above.into(), Node::default());
+        ancestor = name::parent(above);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ZONE: &str = "$TTL 300\n@ IN SOA ns hostmaster 1 7200 3600 1209600 60\n  NS ns\nns A 192.0.2.1\n";
+
+    #[test]
+    fn loads_a_small_zone() {
+        let zone = parse_zone_text("example.test", &format!("{ZONE}a.b.c 600 AAAA 2001:db8::1\n"), "inline").unwrap();
+        assert_eq!(zone.negative_ttl, 60);
+        assert!(zone.node(&name::from_dotted("b.c.example.test").unwrap()).unwrap().rrsets.is_empty());
+        assert_eq!(zone.node(&name::from_dotted("a.b.c.example.test").unwrap()).unwrap().rrsets[0].ttl, 600);
+    }
+
+    #[test]
+    fn reports_file_and_line_for_bad_records() {
+        let err = parse_zone_text("example.test", &format!("{ZONE}\n; note\nwww A 300.1.2.3\n"), "z.zone").unwrap_err();
+        assert!(err.location.starts_with("z.zone:"), "{err}");
+        let err = parse_zone_text("example.test", &format!("{ZONE}www CNAME ns\nwww A 192.0.2.2\n"), "z.zone").unwrap_err();
+        assert_eq!(err.to_string(), "z.zone:6: www.example.test.: other data beside a CNAME record");
+        let err = parse_zone_text("example.test", &format!("{ZONE}out.example.org. A 192.0.2.2\n"), "z.zone").unwrap_err();
+        assert_eq!(err.location, "z.zone:5");
+        let err = parse_zone_text("example.test", "@ 300 IN NS ns\n", "z.zone").unwrap_err();
+        assert!(err.message.contains("no SOA"), "{err}");
+    }
+
+    #[test]
+    fn rejects_ttl_mismatch_and_keeps_duplicates_once() {
+        let err = parse_zone_text("example.test", &format!("{ZONE}ns 60 A 192.0.2.9\n"), "z").unwrap_err();
+        assert!(err.message.contains("RFC 2181"), "{err}");
+        let zone = parse_zone_text("example.test", &format!("{ZONE}ns A 192.0.2.1\n"), "z").unwrap();
+        assert_eq!(zone.node(&name::from_dotted("ns.example.test").unwrap()).unwrap().rrsets[0].rdatas.len(), 1);
+    }
+}

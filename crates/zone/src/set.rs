@@ -1,0 +1,105 @@
+//! All zones served, and the answers built for them at load time.
+
+use pharos_wire::{name, types};
+use rustc_hash::FxHashMap;
+
+use crate::encode::Body;
+use crate::lookup::{Answer, resolve};
+use crate::zone::Zone;
+
+/// Answers stored for one existing name: one per query type whose answer
+/// differs from the rest, and one for every other type.
+#[derive(Debug)]
+struct NameAnswers {
+    by_type: Box<[(u16, Body)]>,
+    other_types: Body,
+}
+
+impl NameAnswers {
+    fn for_type(&self, qtype: u16) -> &Body {
+        self.by_type.iter().find(|(rtype, _)| *rtype == qtype).map_or(&self.other_types, |(_, body)| body)
+    }
+}
+
+/// The zones a server answers for, frozen.
+#[derive(Debug, Default)]
+pub struct ZoneSet {
+    zones: Vec<Zone>,
+    by_origin: FxHashMap<Box<[u8]>, usize>,
+    built: FxHashMap<Box<[u8]>, NameAnswers>,
+}
+
+/// How a question is answered.
+#[derive(Debug)]
+pub enum Lookup<'s> {
+    /// The name exists: its answer was encoded when the zone was loaded.
+    Built(&'s Body),
+    /// The name does not exist as such: resolved now.
+    Resolved(Answer<'s>),
+    /// No zone here contains the name.
+    NotAuthoritative,
+}
+
+impl ZoneSet {
+    /// Freezes `zones`, building every stored answer. Two zones with the
+    /// same origin are an error.
+    pub fn new(zones: Vec<Zone>) -> Result<ZoneSet, String> {
+        let mut set = ZoneSet::default();
+        for zone in zones {
+            let index = set.zones.len();
+            if set.by_origin.insert(zone.origin.clone(), index).is_some() {
+                return Err(format!("zone {} is configured twice", name::Display(&zone.origin)));
+            }
+            set.zones.push(zone);
+        }
+        for index in 0..set.zones.len() {
+            set.build_answers(index);
+        }
+        Ok(set)
+    }
+
+    pub fn zones(&self) -> &[Zone] {
+        &self.zones
+    }
+
+    /// The zone with the longest origin at or above `qname` (lowercase).
+    pub fn zone_for(&self, qname: &[u8]) -> Option<&Zone> {
+        name::label_offsets(qname).find_map(|start| self.by_origin.get(&qname[start..])).map(|&index| &self.zones[index])
+    }
+
+    /// Answers a question; `qname` is the lowercase wire name.
+    pub fn lookup(&self, qname: &[u8], qtype: u16) -> Lookup<'_> {
+        if let Some(answers) = self.built.get(qname) {
+            return Lookup::Built(answers.for_type(qtype));
+        }
+        match self.zone_for(qname) {
+            Some(zone) => Lookup::Resolved(resolve(zone, qname, qtype)),
+            None => Lookup::NotAuthoritative,
+        }
+    }
+
+    /// Encodes the answers of every name of zone `index` that this zone,
+    /// and not a more specific one, is authoritative for.
+    fn build_answers(&mut self, index: usize) {
+        let zone = &self.zones[index];
+        let mut asked_types = zone.types_present();
+        asked_types.extend([types::DS, types::ANY, types::CNAME]);
+        asked_types.sort_unstable();
+        asked_types.dedup();
+        let absent_type = (1..=u16::MAX).rev().find(|rtype| !asked_types.contains(rtype)).expect("some type is absent");
+        let mut built = Vec::with_capacity(zone.nodes.len());
+        for owner in zone.nodes.keys() {
+            if !std::ptr::eq(self.zone_for(owner).expect("a zone holds its own names"), zone) {
+                continue;
+            }
+            let other_types = Body::build(&resolve(zone, owner, absent_type), owner);
+            let by_type = asked_types
+                .iter()
+                .map(|&qtype| (qtype, Body::build(&resolve(zone, owner, qtype), owner)))
+                .filter(|(_, body)| *body != other_types)
+                .collect();
+            built.push((owner.clone(), NameAnswers { by_type, other_types }));
+        }
+        self.built.extend(built);
+    }
+}

@@ -1,0 +1,87 @@
+//! The in-memory zone: names (lowercase wire form) mapped to their RRsets.
+
+use pharos_wire::name;
+use pharos_wire::types;
+use rustc_hash::FxHashMap;
+
+/// All records of one type at one name. TTLs in an RRset are equal
+/// (RFC 2181 section 5.2); record data is stored uncompressed, in the case
+/// the zone file wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rrset {
+    pub rtype: u16,
+    pub ttl: u32,
+    pub rdatas: Vec<Box<[u8]>>,
+}
+
+/// One name in the zone. A node with no RRsets is an empty non-terminal.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Node {
+    /// Sorted by type.
+    pub rrsets: Vec<Rrset>,
+}
+
+impl Node {
+    pub fn get(&self, rtype: u16) -> Option<&Rrset> {
+        self.rrsets.iter().find(|rrset| rrset.rtype == rtype)
+    }
+
+    pub fn has(&self, rtype: u16) -> bool {
+        self.get(rtype).is_some()
+    }
+}
+
+/// A zone: its origin, apex SOA facts, and every node by name.
+#[derive(Debug, Clone)]
+pub struct Zone {
+    /// Lowercase wire form.
+    pub origin: Box<[u8]>,
+    pub nodes: FxHashMap<Box<[u8]>, Node>,
+    /// TTL for negative answers: min(SOA TTL, SOA MINIMUM), RFC 2308 section 5.
+    pub negative_ttl: u32,
+}
+
+impl Zone {
+    pub fn node(&self, name: &[u8]) -> Option<&Node> {
+        self.nodes.get(name)
+    }
+
+    pub fn apex(&self) -> &Node {
+        &self.nodes[&self.origin]
+    }
+
+    pub fn soa(&self) -> &Rrset {
+        self.apex().get(types::SOA).expect("a loaded zone has an apex SOA")
+    }
+
+    /// True when `name` is the owner of a delegation: NS below the apex.
+    pub fn is_cut(&self, name: &[u8], node: &Node) -> bool {
+        node.has(types::NS) && name != &*self.origin
+    }
+
+    /// True when `name` lies below a delegation (its data is glue, not
+    /// authoritative) or below a DNAME (its data is unreachable).
+    pub fn is_occluded(&self, name: &[u8]) -> bool {
+        let mut ancestor = name::parent(name);
+        while let Some(above) = ancestor {
+            if above.len() < self.origin.len() {
+                break;
+            }
+            if let Some(node) = self.nodes.get(above)
+                && (self.is_cut(above, node) || node.has(types::DNAME))
+            {
+                return true;
+            }
+            ancestor = name::parent(above);
+        }
+        false
+    }
+
+    /// Every record type that appears anywhere in the zone.
+    pub fn types_present(&self) -> Vec<u16> {
+        let mut present: Vec<u16> = self.nodes.values().flat_map(|node| node.rrsets.iter().map(|rrset| rrset.rtype)).collect();
+        present.sort_unstable();
+        present.dedup();
+        present
+    }
+}

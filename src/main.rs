@@ -1,0 +1,99 @@
+//! `pharos`: the command line of the Pharos name service.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use pharos_server::config::{Config, ZoneConfig};
+
+#[derive(Parser)]
+#[command(name = "pharos", version, about = "A request-routing authoritative name service")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve DNS over UDP and TCP.
+    Serve(ServeArgs),
+    /// Check zone files and report the first error in each, as file:line.
+    CheckZone {
+        /// ORIGIN=FILE, as for `serve --zone`.
+        #[arg(required = true)]
+        zones: Vec<String>,
+    },
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// TOML configuration file; flags below override or add to it.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Address to serve on, over UDP and TCP (repeatable), e.g. 127.0.0.1:5300 or [::1]:5300.
+    #[arg(long)]
+    listen: Vec<SocketAddr>,
+    /// Zone to serve as ORIGIN=FILE (repeatable).
+    #[arg(long)]
+    zone: Vec<String>,
+    /// UDP worker threads per address and TCP threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Name server identifier returned to clients that ask (RFC 5001).
+    #[arg(long)]
+    nsid: Option<String>,
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Serve(args) => serve(args),
+        Command::CheckZone { zones } => check_zones(&zones),
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = serve_config(args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(config.threads()).enable_all().build()?;
+    runtime.block_on(pharos_server::run(config))
+}
+
+fn serve_config(args: ServeArgs) -> anyhow::Result<Config> {
+    let mut config = match &args.config {
+        Some(path) => Config::from_file(path)?,
+        None => Config::empty(),
+    };
+    if !args.listen.is_empty() {
+        config.server.listen = args.listen;
+    }
+    for flag in &args.zone {
+        config.zones.push(ZoneConfig::from_flag(flag)?);
+    }
+    if let Some(threads) = args.threads {
+        config.server.threads = threads;
+    }
+    if args.nsid.is_some() {
+        config.server.nsid = args.nsid;
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+fn check_zones(zones: &[String]) -> anyhow::Result<()> {
+    let mut failed = 0;
+    for flag in zones {
+        let zone = ZoneConfig::from_flag(flag)?;
+        match pharos_zone::load_zone_file(&zone.origin, &zone.file) {
+            Ok(loaded) => println!("{}: ok, {} names", zone.file.display(), loaded.nodes.len()),
+            Err(error) => {
+                eprintln!("{error}");
+                failed += 1;
+            }
+        }
+    }
+    anyhow::ensure!(failed == 0, "{failed} zone(s) failed to load");
+    Ok(())
+}
