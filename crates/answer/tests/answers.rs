@@ -1,0 +1,279 @@
+//! The query path end to end, without sockets: raw query bytes in, raw
+//! response bytes out, read back with the `domain` crate's parser.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use domain::base::iana::{Opcode, Rcode, Rtype};
+use domain::base::{Message, ParsedName};
+use domain::rdata::AllRecordData;
+use pharos_answer::{Client, Settings, Snapshot, Transport, respond};
+use pharos_zone::{ZoneSet, parse_zone_text};
+
+const ZONE: &str = r#"
+$TTL 3600
+@        IN SOA ns1 hostmaster 1 7200 3600 1209600 300
+         NS  ns1
+         NS  ns2.elsewhere.example.
+         MX  10 mail
+ns1      A   192.0.2.53
+mail     A   192.0.2.25
+mail     AAAA 2001:db8::25
+www      CNAME web
+web      CNAME host
+host     A   192.0.2.80
+out      CNAME www.elsewhere.example.
+loop1    CNAME loop2
+loop2    CNAME loop1
+*.wild   A   192.0.2.81
+*.wild   MX  5 mail
+*.cw     CNAME host
+ent.x.deep A 192.0.2.82
+*.deep   A   192.0.2.83
+sub      NS  ns.sub
+sub      DS  12345 8 2 0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF
+ns.sub   A   192.0.2.99
+old      DNAME new.example.test.
+x.new    A   192.0.2.84
+big      TXT "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+big      TXT "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+big      TXT "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+big      TXT "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+big      TXT "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
+big      TXT "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"
+"#;
+
+fn snapshot() -> Snapshot {
+    let zone = parse_zone_text("example.test", ZONE, "test.zone").expect("test zone loads");
+    Snapshot { zones: ZoneSet::new(vec![zone]).unwrap(), settings: Settings { nsid: Some((*b"node-7").into()), ..Settings::default() } }
+}
+
+fn wire_name(text: &str) -> Vec<u8> {
+    let mut wire = Vec::new();
+    for label in text.trim_end_matches('.').split('.') {
+        wire.push(label.len() as u8);
+        wire.extend(label.as_bytes());
+    }
+    wire.push(0);
+    wire
+}
+
+/// A query with RD set and, if `edns` is given, an OPT record with that
+/// payload size, version and options.
+fn query(name: &str, qtype: u16, edns: Option<(u16, u8, &[u8])>) -> Vec<u8> {
+    let mut packet = vec![0xAB, 0xCD, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, u8::from(edns.is_some())];
+    packet.extend(wire_name(name));
+    packet.extend(qtype.to_be_bytes());
+    packet.extend([0, 1]);
+    if let Some((payload, version, options)) = edns {
+        packet.extend([0, 0, 41]);
+        packet.extend(payload.to_be_bytes());
+        packet.extend([0, version, 0, 0]);
+        packet.extend((options.len() as u16).to_be_bytes());
+        packet.extend(options);
+    }
+    packet
+}
+
+fn ask(packet: &[u8], transport: Transport) -> Option<Vec<u8>> {
+    let client = Client { address: IpAddr::V4(Ipv4Addr::LOCALHOST), transport };
+    let mut out = Vec::new();
+    respond(packet, &client, &snapshot(), &mut out).then_some(out)
+}
+
+fn udp(name: &str, qtype: Rtype) -> Message<Vec<u8>> {
+    Message::from_octets(ask(&query(name, qtype.to_int(), Some((1232, 0, &[]))), Transport::Udp).unwrap()).unwrap()
+}
+
+/// Each record of a section as "owner TYPE data", lowercased owners.
+fn section(message: &Message<Vec<u8>>, index: usize) -> Vec<String> {
+    let section = match index {
+        0 => message.answer().unwrap(),
+        1 => message.authority().unwrap(),
+        _ => message.additional().unwrap(),
+    };
+    section
+        .limit_to::<AllRecordData<_, ParsedName<_>>>()
+        .map(|record| record.unwrap())
+        .filter(|record| record.rtype() != Rtype::OPT)
+        .map(|record| {
+            format!("{} {} {} {}", record.owner().to_string().to_lowercase(), record.ttl().as_secs(), record.rtype(), record.data())
+        })
+        .collect()
+}
+
+#[test]
+fn positive_answer_is_authoritative_with_additional_addresses() {
+    let response = udp("example.test", Rtype::MX);
+    assert_eq!(response.header().rcode(), Rcode::NOERROR);
+    assert!(response.header().aa() && response.header().rd() && !response.header().ra());
+    assert_eq!(section(&response, 0), ["example.test 3600 MX 10 mail.example.test."]);
+    assert_eq!(section(&response, 2), ["mail.example.test 3600 A 192.0.2.25", "mail.example.test 3600 AAAA 2001:db8::25"]);
+}
+
+#[test]
+fn negative_answers_carry_soa_with_the_negative_ttl() {
+    let nxdomain = udp("nope.example.test", Rtype::A);
+    assert_eq!(nxdomain.header().rcode(), Rcode::NXDOMAIN);
+    assert_eq!(section(&nxdomain, 1), ["example.test 300 SOA ns1.example.test. hostmaster.example.test. 1 7200 3600 1209600 300"]);
+    let nodata = udp("host.example.test", Rtype::AAAA);
+    assert_eq!(nodata.header().rcode(), Rcode::NOERROR);
+    assert!(section(&nodata, 0).is_empty());
+    assert_eq!(section(&nodata, 1).len(), 1);
+    let empty_non_terminal = udp("deep.example.test", Rtype::A);
+    assert_eq!((empty_non_terminal.header().rcode(), section(&empty_non_terminal, 0).len()), (Rcode::NOERROR, 0));
+}
+
+#[test]
+fn cname_chains_are_followed_inside_the_zone_only() {
+    let chain = udp("www.example.test", Rtype::A);
+    assert_eq!(
+        section(&chain, 0),
+        [
+            "www.example.test 3600 CNAME web.example.test.",
+            "web.example.test 3600 CNAME host.example.test.",
+            "host.example.test 3600 A 192.0.2.80"
+        ]
+    );
+    let out = udp("out.example.test", Rtype::A);
+    assert_eq!((out.header().rcode(), section(&out, 0).len(), section(&out, 1).len()), (Rcode::NOERROR, 1, 0));
+    let looped = udp("loop1.example.test", Rtype::A);
+    assert_eq!(section(&looped, 0).len(), 2, "a loop stops where it closes");
+    let cname_itself = udp("www.example.test", Rtype::CNAME);
+    assert_eq!(section(&cname_itself, 0), ["www.example.test 3600 CNAME web.example.test."]);
+}
+
+#[test]
+fn wildcards_follow_rfc_4592() {
+    let synthesized = udp("a.b.wild.example.test", Rtype::A);
+    assert_eq!(section(&synthesized, 0), ["a.b.wild.example.test 3600 A 192.0.2.81"]);
+    let wildcard_mx = udp("z.wild.example.test", Rtype::MX);
+    assert_eq!(section(&wildcard_mx, 2).len(), 2, "additional addresses for a synthesized MX");
+    let wildcard_nodata = udp("z.wild.example.test", Rtype::TXT);
+    assert_eq!((wildcard_nodata.header().rcode(), section(&wildcard_nodata, 1).len()), (Rcode::NOERROR, 1));
+    let literal = udp("*.wild.example.test", Rtype::A);
+    assert_eq!(section(&literal, 0), ["*.wild.example.test 3600 A 192.0.2.81"]);
+    // The closest encloser is *.wild itself, whose source of synthesis *.*.wild does not exist.
+    let below_star = udp("q.*.wild.example.test", Rtype::A);
+    assert_eq!(below_star.header().rcode(), Rcode::NXDOMAIN);
+    let wildcard_cname = udp("any.cw.example.test", Rtype::A);
+    assert_eq!(section(&wildcard_cname, 0), ["any.cw.example.test 3600 CNAME host.example.test.", "host.example.test 3600 A 192.0.2.80"]);
+    // x.deep exists as an empty non-terminal, so *.deep does not cover names below it.
+    let blocked = udp("other.x.deep.example.test", Rtype::A);
+    assert_eq!(blocked.header().rcode(), Rcode::NXDOMAIN);
+    let covered = udp("other.deep.example.test", Rtype::A);
+    assert_eq!(section(&covered, 0), ["other.deep.example.test 3600 A 192.0.2.83"]);
+}
+
+#[test]
+fn delegations_are_referrals_with_glue() {
+    for name in ["sub.example.test", "a.b.sub.example.test", "ns.sub.example.test"] {
+        let referral = udp(name, Rtype::A);
+        assert!(!referral.header().aa(), "{name}");
+        assert_eq!(referral.header().rcode(), Rcode::NOERROR);
+        assert!(section(&referral, 0).is_empty());
+        assert_eq!(section(&referral, 1), ["sub.example.test 3600 NS ns.sub.example.test."]);
+        assert_eq!(section(&referral, 2), ["ns.sub.example.test 3600 A 192.0.2.99"]);
+    }
+    let ds = udp("sub.example.test", Rtype::DS);
+    assert!(ds.header().aa(), "DS is answered by the parent");
+    assert_eq!(section(&ds, 0).len(), 1);
+}
+
+#[test]
+fn dname_substitutes_and_synthesizes_a_cname() {
+    let response = udp("x.old.example.test", Rtype::A);
+    assert_eq!(
+        section(&response, 0),
+        [
+            "old.example.test 3600 DNAME new.example.test.",
+            "x.old.example.test 3600 CNAME x.new.example.test.",
+            "x.new.example.test 3600 A 192.0.2.84"
+        ]
+    );
+}
+
+#[test]
+fn question_is_echoed_as_asked_and_names_are_matched_without_case() {
+    let packet = query("HoSt.ExAmPlE.TeSt", 1, None);
+    let response = ask(&packet, Transport::Udp).unwrap();
+    assert_eq!(&response[12..12 + 19], &packet[12..12 + 19]);
+    assert_eq!(Message::from_octets(response).unwrap().header_counts().ancount(), 1);
+}
+
+#[test]
+fn names_outside_every_zone_are_refused() {
+    let response = udp("example.org", Rtype::A);
+    assert_eq!(response.header().rcode(), Rcode::REFUSED);
+    assert!(!response.header().aa());
+}
+
+#[test]
+fn any_gets_one_rrset() {
+    let response = udp("example.test", Rtype::ANY);
+    let types: std::collections::BTreeSet<_> =
+        section(&response, 0).iter().map(|record| record.split(' ').nth(2).unwrap().to_string()).collect();
+    assert_eq!(types.len(), 1, "{types:?}");
+}
+
+#[test]
+fn edns_is_echoed_with_our_payload_and_nsid_on_request() {
+    let response =
+        Message::from_octets(ask(&query("host.example.test", 1, Some((4096, 0, &[0, 3, 0, 0]))), Transport::Udp).unwrap()).unwrap();
+    let opt = response.opt().unwrap();
+    assert_eq!((opt.udp_payload_size(), opt.version()), (1232, 0));
+    let nsid: Vec<_> = opt.opt().iter::<domain::base::opt::AllOptData<_, _>>().map(|option| format!("{:?}", option.unwrap())).collect();
+    assert!(nsid[0].contains("node-7") || nsid[0].contains("6e6f64652d37"), "{nsid:?}");
+    let no_edns = Message::from_octets(ask(&query("host.example.test", 1, None), Transport::Udp).unwrap()).unwrap();
+    assert!(no_edns.opt().is_none());
+}
+
+#[test]
+fn edns_errors_are_badvers_and_formerr() {
+    let badvers = Message::from_octets(ask(&query("host.example.test", 1, Some((1232, 1, &[]))), Transport::Udp).unwrap()).unwrap();
+    assert_eq!(badvers.opt_rcode(), domain::base::iana::OptRcode::BADVERS);
+    assert_eq!(badvers.opt().unwrap().version(), 0);
+    let mut two_opts = query("host.example.test", 1, Some((1232, 0, &[])));
+    two_opts.extend_from_slice(&two_opts[two_opts.len() - 11..].to_vec());
+    two_opts[11] = 2;
+    assert_eq!(Message::from_octets(ask(&two_opts, Transport::Udp).unwrap()).unwrap().header().rcode(), Rcode::FORMERR);
+    let bad_subnet = [0, 8, 0, 7, 0, 1, 24, 0, 192, 0, 2, 1];
+    let formerr =
+        Message::from_octets(ask(&query("host.example.test", 1, Some((1232, 0, &bad_subnet[..]))), Transport::Udp).unwrap()).unwrap();
+    assert_eq!(formerr.header().rcode(), Rcode::FORMERR);
+}
+
+#[test]
+fn big_answers_truncate_over_udp_without_partial_rrsets_and_fit_over_tcp() {
+    let truncated = Message::from_octets(ask(&query("big.example.test", 16, None), Transport::Udp).unwrap()).unwrap();
+    assert!(truncated.header().tc());
+    assert_eq!(truncated.header_counts().ancount(), 0, "the one RRset does not fit, so none of it is sent");
+    assert!(truncated.as_slice().len() <= 512);
+    let whole = Message::from_octets(ask(&query("big.example.test", 16, None), Transport::Stream).unwrap()).unwrap();
+    assert!(!whole.header().tc());
+    assert_eq!(whole.header_counts().ancount(), 6);
+}
+
+#[test]
+fn malformed_queries_get_the_right_error_or_none() {
+    let mut response_packet = query("host.example.test", 1, None);
+    response_packet[2] |= 0x80;
+    assert!(ask(&response_packet, Transport::Udp).is_none(), "QR=1 is dropped");
+    assert!(ask(&[1, 2, 3], Transport::Udp).is_none(), "no header is dropped");
+    let mut status = query("host.example.test", 1, None);
+    status[2] |= 2 << 3;
+    let notimp = Message::from_octets(ask(&status, Transport::Udp).unwrap()).unwrap();
+    assert_eq!((notimp.header().rcode(), notimp.header().opcode()), (Rcode::NOTIMP, Opcode::STATUS));
+    let mut two_questions = query("host.example.test", 1, None);
+    two_questions[5] = 2;
+    assert_eq!(Message::from_octets(ask(&two_questions, Transport::Udp).unwrap()).unwrap().header().rcode(), Rcode::FORMERR);
+    let cut_short = &query("host.example.test", 1, None)[..20];
+    assert_eq!(Message::from_octets(ask(cut_short, Transport::Udp).unwrap()).unwrap().header().rcode(), Rcode::FORMERR);
+    let oversized = pharos_answer::respond_oversized(&query("host.example.test", 1, None), &mut Vec::new());
+    assert!(oversized);
+}
+
+#[test]
+fn zone_transfers_are_refused_and_meta_types_not_implemented() {
+    assert_eq!(udp("example.test", Rtype::AXFR).header().rcode(), Rcode::REFUSED);
+    assert_eq!(udp("example.test", Rtype::MAILB).header().rcode(), Rcode::NOTIMP);
+}
