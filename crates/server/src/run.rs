@@ -39,9 +39,11 @@ impl Server {
     }
 
     /// Re-reads every zone file and swaps the new zones in whole. On any
-    /// error the old zones keep serving and the error is returned.
-    pub fn reload(&self) -> anyhow::Result<()> {
-        let fresh = build_snapshot(&self.config)?;
+    /// error the old zones keep serving and the error is returned. Loading
+    /// runs on a blocking thread, away from the TCP workers.
+    pub async fn reload(&self) -> anyhow::Result<()> {
+        let config = self.config.clone();
+        let fresh = tokio::task::spawn_blocking(move || build_snapshot(&config)).await??;
         self.snapshot.store(Arc::new(fresh));
         Ok(())
     }
@@ -76,14 +78,16 @@ fn start_udp(
 /// Runs a server until SIGINT or SIGTERM, reloading zones on SIGHUP.
 pub async fn run(config: Config) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
+    // Handlers first: a SIGHUP that arrived once queries are answered but
+    // before its handler existed would kill the process.
+    let mut hangup = signal(SignalKind::hangup())?;
+    let mut terminate = signal(SignalKind::terminate())?;
     let server = Server::start(config).await?;
     let zone_count = server.snapshot.load().zones.zones().len();
     tracing::info!(listen = ?server.config.server.listen, zones = zone_count, threads = server.config.threads(), "pharos serving");
-    let mut hangup = signal(SignalKind::hangup())?;
-    let mut terminate = signal(SignalKind::terminate())?;
     loop {
         tokio::select! {
-            _ = hangup.recv() => match server.reload() {
+            _ = hangup.recv() => match server.reload().await {
                 Ok(()) => tracing::info!("zones reloaded"),
                 Err(error) => tracing::error!("reload failed, old zones still serving: {error:#}"),
             },

@@ -93,7 +93,8 @@ impl RegistryInner {
             .open
             .iter()
             .filter(|(_, connection)| of_peer.is_none_or(|peer| connection.peer == peer))
-            .min_by_key(|(_, connection)| connection.last_active.load(Ordering::Relaxed))
+            // Ties (same millisecond) go to the older connection.
+            .min_by_key(|&(&id, connection)| (connection.last_active.load(Ordering::Relaxed), id))
             .map(|(&id, _)| id);
         if let Some(connection) = candidate.and_then(|id| self.remove(id)) {
             connection.shed.notify_one();

@@ -95,13 +95,12 @@ fn read_text(
     zonefile.set_default_class(Class::IN);
     loop {
         let entry_start = zonefile.current_offset();
+        let line = line_of_entry(&text, entry_start);
         let entry = match zonefile.next_entry() {
             Ok(Some(entry)) => entry,
             Ok(None) => return Ok(()),
-            // The parser's own message starts with "line:column:".
-            Err(err) => return Err(join_location(LoadError { location: file.to_string(), message: err.to_string() })),
+            Err(error) => return Err(parser_error(file, line, &error)),
         };
-        let line = line_of_entry(&text, entry_start);
         match entry {
             Entry::Record(record) => records.push(convert_record(&record, file, line)?),
             Entry::Include { path, origin: include_origin } => {
@@ -123,14 +122,13 @@ fn presentation_name(name: &Name<Bytes>) -> String {
     if text.ends_with('.') { text } else { format!("{text}.") }
 }
 
-/// `domain` reports "line:col: message"; fold that into the location.
-fn join_location(err: LoadError) -> LoadError {
-    match err.message.split_once(": ") {
-        Some((position, message)) if position.split(':').all(|part| part.parse::<usize>().is_ok()) => {
-            LoadError { location: format!("{}:{position}", err.location), message: message.to_string() }
-        }
-        _ => err,
-    }
+/// `domain` reports "line:col: message", where the position is often past
+/// the bad token (even on the next line); report the line the entry starts
+/// on instead, with its message.
+fn parser_error(file: &str, line: usize, error: &domain::zonefile::inplace::Error) -> LoadError {
+    let text = error.to_string();
+    let message = text.splitn(3, ':').nth(2).map_or(text.as_str(), str::trim);
+    LoadError::at(file, Some(line), message)
 }
 
 fn resolve_include(directory: &Path, path: &str) -> PathBuf {
@@ -284,7 +282,7 @@ mod tests {
     #[test]
     fn reports_file_and_line_for_bad_records() {
         let err = parse_zone_text("example.test", &format!("{ZONE}\n; note\nwww A 300.1.2.3\n"), "z.zone").unwrap_err();
-        assert!(err.location.starts_with("z.zone:"), "{err}");
+        assert_eq!(err.location, "z.zone:7", "{err}");
         let err = parse_zone_text("example.test", &format!("{ZONE}www CNAME ns\nwww A 192.0.2.2\n"), "z.zone").unwrap_err();
         assert_eq!(err.to_string(), "z.zone:6: www.example.test.: other data beside a CNAME record");
         let err = parse_zone_text("example.test", &format!("{ZONE}out.example.org. A 192.0.2.2\n"), "z.zone").unwrap_err();

@@ -1,0 +1,263 @@
+//! The real `pharos` binary over real sockets: TCP behaviour under
+//! pipelining, slow and stalled clients, caps and idle timeouts; reload on
+//! SIGHUP; clear errors at start. Loopback only; every wait has a deadline.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use domain::base::iana::{Rcode, Rtype};
+use domain::base::{Message, MessageBuilder, Name};
+
+const ZONE: &str = "$TTL 300\n@ SOA ns hostmaster 1 7200 3600 1209600 60\n NS ns\nns A 192.0.2.1\nwww A 192.0.2.2\nv TXT \"1\"\n";
+
+/// A running `pharos serve`, killed when dropped.
+struct Pharos {
+    child: Child,
+    address: SocketAddr,
+    zone_file: PathBuf,
+    log_file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Pharos {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_file).unwrap_or_default()
+    }
+}
+
+impl Drop for Pharos {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port free for both UDP and TCP on 127.0.0.1 right now.
+fn free_port() -> u16 {
+    loop {
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = tcp.local_addr().unwrap().port();
+        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+fn start(config_extra: &str) -> Pharos {
+    let dir = tempfile::tempdir().unwrap();
+    let zone_file = dir.path().join("example.test.zone");
+    std::fs::write(&zone_file, ZONE).unwrap();
+    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let config = dir.path().join("pharos.toml");
+    let text = format!(
+        "[server]\nlisten = [\"{address}\"]\nthreads = 1\n{config_extra}\n[[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\n"
+    );
+    std::fs::write(&config, text).unwrap();
+    let log_file = dir.path().join("pharos.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_pharos"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_file).unwrap())
+        .spawn()
+        .unwrap();
+    let pharos = Pharos { child, address, zone_file, log_file, _dir: dir };
+    wait_until("the server answers", || udp_query(pharos.address, "www.example.test", Rtype::A).is_some());
+    pharos
+}
+
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn query_bytes(id: u16, name: &str, rtype: Rtype) -> Vec<u8> {
+    let mut builder = MessageBuilder::new_vec();
+    builder.header_mut().set_id(id);
+    let mut question = builder.question();
+    question.push((Name::<Vec<u8>>::vec_from_str(name).unwrap(), rtype)).unwrap();
+    question.finish()
+}
+
+fn udp_query(server: SocketAddr, name: &str, rtype: Rtype) -> Option<Message<Vec<u8>>> {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    socket.send_to(&query_bytes(7, name, rtype), server).ok()?;
+    let mut buf = vec![0; 4096];
+    let len = socket.recv(&mut buf).ok()?;
+    buf.truncate(len);
+    Message::from_octets(buf).ok()
+}
+
+fn framed(message: &[u8]) -> Vec<u8> {
+    [&(message.len() as u16).to_be_bytes()[..], message].concat()
+}
+
+fn read_frame(stream: &mut TcpStream) -> std::io::Result<Message<Vec<u8>>> {
+    let mut length = [0; 2];
+    stream.read_exact(&mut length)?;
+    let mut message = vec![0; u16::from_be_bytes(length) as usize];
+    stream.read_exact(&mut message)?;
+    Ok(Message::from_octets(message).unwrap())
+}
+
+fn connect(server: SocketAddr) -> TcpStream {
+    let stream = TcpStream::connect(server).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    stream.set_nodelay(true).unwrap();
+    stream
+}
+
+/// True when the server closes the connection (end-of-stream or reset);
+/// false when it stays open until the read timeout.
+fn closed_by_server(stream: &mut TcpStream) -> bool {
+    let mut byte = [0; 1];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Err(error) => !matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+        Ok(_) => false,
+    }
+}
+
+#[test]
+fn tcp_answers_pipelined_queries_sent_in_one_write() {
+    let pharos = start("");
+    let mut stream = connect(pharos.address);
+    let queries: Vec<u8> = (0..100u16).flat_map(|id| framed(&query_bytes(id, "www.example.test", Rtype::A))).collect();
+    stream.write_all(&queries).unwrap();
+    let mut ids: Vec<u16> = (0..100).map(|_| read_frame(&mut stream).unwrap().header().id()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..100).collect::<Vec<_>>());
+}
+
+#[test]
+fn tcp_reassembles_a_query_sent_in_pieces() {
+    let pharos = start("");
+    let mut stream = connect(pharos.address);
+    let query = framed(&query_bytes(42, "www.example.test", Rtype::A));
+    for piece in [&query[..1], &query[1..5], &query[5..]] {
+        stream.write_all(piece).unwrap();
+        stream.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let response = read_frame(&mut stream).unwrap();
+    assert_eq!((response.header().id(), response.header_counts().ancount()), (42, 1));
+}
+
+#[test]
+fn a_stalled_or_unread_client_does_not_delay_others() {
+    let pharos = start("");
+    let mut half = connect(pharos.address);
+    half.write_all(&framed(&query_bytes(1, "www.example.test", Rtype::A))[..7]).unwrap();
+    // A client that sends many queries and never reads the answers.
+    let mut deaf = connect(pharos.address);
+    deaf.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+    let flood: Vec<u8> = (0..2000u16).flat_map(|id| framed(&query_bytes(id, "www.example.test", Rtype::A))).collect();
+    let _ = deaf.write_all(&flood);
+    let started = Instant::now();
+    let mut other = connect(pharos.address);
+    other.write_all(&framed(&query_bytes(9, "www.example.test", Rtype::A))).unwrap();
+    assert_eq!(read_frame(&mut other).unwrap().header().id(), 9);
+    assert!(udp_query(pharos.address, "www.example.test", Rtype::A).is_some());
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn idle_connections_are_closed_after_the_timeout() {
+    let pharos = start("[tcp]\nidle_timeout_ms = 300\n");
+    let mut stream = connect(pharos.address);
+    stream.write_all(&framed(&query_bytes(1, "www.example.test", Rtype::A))).unwrap();
+    read_frame(&mut stream).unwrap();
+    let started = Instant::now();
+    assert!(closed_by_server(&mut stream));
+    assert!(started.elapsed() < Duration::from_secs(4), "closed after {:?}", started.elapsed());
+}
+
+#[test]
+fn the_per_client_cap_sheds_the_longest_idle_connection() {
+    let pharos = start("[tcp]\nmax_connections_per_client = 2\n");
+    let mut oldest = connect(pharos.address);
+    oldest.write_all(&framed(&query_bytes(1, "www.example.test", Rtype::A))).unwrap();
+    read_frame(&mut oldest).unwrap();
+    let mut busy = connect(pharos.address);
+    busy.write_all(&framed(&query_bytes(2, "www.example.test", Rtype::A))).unwrap();
+    read_frame(&mut busy).unwrap();
+    let mut newest = connect(pharos.address);
+    newest.write_all(&framed(&query_bytes(3, "www.example.test", Rtype::A))).unwrap();
+    assert_eq!(read_frame(&mut newest).unwrap().header().id(), 3);
+    assert!(closed_by_server(&mut oldest), "the oldest idle connection was shed");
+    busy.write_all(&framed(&query_bytes(4, "www.example.test", Rtype::A))).unwrap();
+    assert_eq!(read_frame(&mut busy).unwrap().header().id(), 4);
+}
+
+fn hangup(pharos: &Pharos) {
+    // SAFETY: kill(2) with a valid pid and signal number.
+    assert_eq!(unsafe { libc::kill(pharos.child.id() as i32, libc::SIGHUP) }, 0);
+}
+
+fn txt_of_v(server: SocketAddr) -> Option<String> {
+    let response = udp_query(server, "v.example.test", Rtype::TXT)?;
+    let answer = response.answer().ok()?.limit_to::<domain::rdata::Txt<_>>().next()?.ok()?;
+    Some(answer.data().to_string())
+}
+
+#[test]
+fn sighup_swaps_in_new_zones_and_keeps_the_old_ones_on_error() {
+    let pharos = start("");
+    std::fs::write(&pharos.zone_file, ZONE.replace("v TXT \"1\"", "v TXT \"2\"")).unwrap();
+    hangup(&pharos);
+    wait_until("the new zone is served", || txt_of_v(pharos.address).as_deref() == Some("\"2\""));
+    std::fs::write(&pharos.zone_file, format!("{ZONE}broken A 999.1.1.1\n")).unwrap();
+    hangup(&pharos);
+    wait_until("the reload fails", || pharos.log().contains("reload failed"));
+    assert!(pharos.log().contains("example.test.zone:7"), "the log names the bad line: {}", pharos.log());
+    assert_eq!(txt_of_v(pharos.address).as_deref(), Some("\"2\""));
+    let broken = udp_query(pharos.address, "broken.example.test", Rtype::A).unwrap();
+    assert_eq!(broken.header().rcode(), Rcode::NXDOMAIN);
+}
+
+#[test]
+fn queries_during_reloads_are_all_answered() {
+    let pharos = start("");
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut buf = vec![0; 4096];
+    for round in 0..20u16 {
+        std::fs::write(&pharos.zone_file, ZONE.replace("v TXT \"1\"", &format!("v TXT \"{round}\""))).unwrap();
+        hangup(&pharos);
+        for id in 0..50u16 {
+            socket.send_to(&query_bytes(id, "www.example.test", Rtype::A), pharos.address).unwrap();
+            let len = socket.recv(&mut buf).expect("every query is answered during reloads");
+            let response = Message::from_octets(buf[..len].to_vec()).unwrap();
+            assert_eq!((response.header().id(), response.header().rcode(), response.header_counts().ancount()), (id, Rcode::NOERROR, 1));
+        }
+    }
+}
+
+fn serve_and_fail(args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_pharos")).arg("serve").args(args).output().unwrap();
+    assert!(!output.status.success(), "pharos serve {args:?} should fail");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn bad_start_up_input_fails_with_a_clear_message() {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    assert!(serve_and_fail(&["--listen", &listen]).contains("no zones"));
+    assert!(serve_and_fail(&["--listen", &listen, "--zone", "example.test"]).contains("ORIGIN=FILE"));
+    let dir = tempfile::tempdir().unwrap();
+    let zone = dir.path().join("bad.zone");
+    std::fs::write(&zone, "$TTL 300\n@ SOA ns hm 1 2 3 4 5\n NS ns\nns A 192.0.2.1\nwww MX mail\n").unwrap();
+    let zone_flag = format!("example.test={}", zone.display());
+    let message = serve_and_fail(&["--listen", &listen, "--zone", &zone_flag]);
+    assert!(message.contains(&format!("{}:5", zone.display())), "{message}");
+    let missing = format!("example.test={}", Path::new("/nonexistent/zone").display());
+    assert!(serve_and_fail(&["--listen", &listen, "--zone", &missing]).contains("cannot read zone file"));
+}
