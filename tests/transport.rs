@@ -35,12 +35,15 @@ impl Drop for Pharos {
     }
 }
 
-/// A port free for both UDP and TCP on 127.0.0.1 right now.
+/// A port free for UDP and TCP on 127.0.0.1 and ::1 right now.
 fn free_port() -> u16 {
     loop {
         let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = tcp.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+        if UdpSocket::bind(("127.0.0.1", port)).is_ok()
+            && UdpSocket::bind(("::1", port)).is_ok()
+            && TcpListener::bind(("::1", port)).is_ok()
+        {
             return port;
         }
     }
@@ -260,4 +263,31 @@ fn bad_start_up_input_fails_with_a_clear_message() {
     assert!(message.contains(&format!("{}:5", zone.display())), "{message}");
     let missing = format!("example.test={}", Path::new("/nonexistent/zone").display());
     assert!(serve_and_fail(&["--listen", &listen, "--zone", &missing]).contains("cannot read zone file"));
+}
+
+#[test]
+fn serves_ipv4_and_ipv6_from_flags_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let zone = dir.path().join("example.test.zone");
+    std::fs::write(&zone, ZONE).unwrap();
+    let port = free_port();
+    let (v4, v6): (SocketAddr, SocketAddr) = (format!("127.0.0.1:{port}").parse().unwrap(), format!("[::1]:{port}").parse().unwrap());
+    let child = Command::new(env!("CARGO_BIN_EXE_pharos"))
+        .args(["serve", "--listen", &v4.to_string(), "--listen", &v6.to_string(), "--threads", "1", "--zone"])
+        .arg(format!("example.test={}", zone.display()))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _pharos = Pharos { child, address: v4, zone_file: zone, log_file: PathBuf::new(), _dir: dir };
+    wait_until("IPv4 answers", || udp_query(v4, "www.example.test", Rtype::A).is_some());
+    let socket = UdpSocket::bind("[::1]:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    socket.send_to(&query_bytes(5, "www.example.test", Rtype::A), v6).unwrap();
+    let mut buf = [0; 512];
+    let len = socket.recv(&mut buf).expect("IPv6 over UDP answers");
+    assert_eq!(Message::from_octets(buf[..len].to_vec()).unwrap().header_counts().ancount(), 1);
+    let mut stream = TcpStream::connect(v6).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    stream.write_all(&framed(&query_bytes(6, "www.example.test", Rtype::A))).unwrap();
+    assert_eq!(read_frame(&mut stream).unwrap().header().id(), 6, "IPv6 over TCP answers");
 }

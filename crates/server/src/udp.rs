@@ -23,6 +23,9 @@ use crate::snapshot::SharedSnapshot;
 const BATCH: usize = 32;
 /// Largest query read; a longer datagram is answered FORMERR.
 const MAX_QUERY: usize = 4096;
+/// Room reserved per response: the default payload limit and then some.
+/// A larger response grows its buffer once, and the buffer keeps the room.
+const RESPONSE_CAPACITY: usize = 2048;
 /// How often an idle worker looks up to see whether it should stop.
 const STOP_CHECK: Duration = Duration::from_millis(200);
 
@@ -58,7 +61,7 @@ impl Batch {
         // valid (empty) value; every pointer in them is set before use.
         let mut batch = Box::new(Batch {
             queries: vec![[0u8; MAX_QUERY]; BATCH],
-            responses: (0..BATCH).map(|_| Vec::with_capacity(pharos_wire::MAX_STREAM_MESSAGE)).collect(),
+            responses: (0..BATCH).map(|_| Vec::with_capacity(RESPONSE_CAPACITY)).collect(),
             peers: unsafe { zeroed() },
             read_iov: unsafe { zeroed() },
             read_headers: unsafe { zeroed() },
