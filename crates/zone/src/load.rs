@@ -107,7 +107,7 @@ fn read_text(
                 if depth >= MAX_INCLUDE_DEPTH {
                     return Err(LoadError::at(file, Some(line), "$INCLUDE nested too deeply (a loop?)"));
                 }
-                let include_path = resolve_include(directory, &path.to_string());
+                let include_path = resolve_include(directory, path.as_ref());
                 let include_origin = include_origin.or_else(|| zonefile.origin().ok()).unwrap_or_else(|| origin.clone());
                 read_file(&include_path, &include_origin, depth + 1, records)
                     .map_err(|err| LoadError::at(file, Some(line), format!("in $INCLUDE {}: {err}", include_path.display())))?;
@@ -297,5 +297,23 @@ mod tests {
         assert!(err.message.contains("RFC 2181"), "{err}");
         let zone = parse_zone_text("example.test", &format!("{ZONE}ns A 192.0.2.1\n"), "z").unwrap();
         assert_eq!(zone.node(&name::from_dotted("ns.example.test").unwrap()).unwrap().rrsets[0].rdatas.len(), 1);
+    }
+
+    #[test]
+    fn follows_include_relative_to_the_including_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("parts")).unwrap();
+        std::fs::write(dir.path().join("parts/hosts.inc"), "$TTL 120\nhost A 192.0.2.7\n").unwrap();
+        std::fs::write(dir.path().join("parts/lab.inc"), "$TTL 120\n@ TXT \"lab\"\nbad A not-an-address\n").unwrap();
+        let main = dir.path().join("main.zone");
+        std::fs::write(&main, format!("{ZONE}$INCLUDE parts/hosts.inc\n$INCLUDE parts/hosts.inc sub.example.test.\n")).unwrap();
+        let zone = load_zone_file("example.test", &main).unwrap();
+        assert_eq!(zone.node(&name::from_dotted("host.example.test").unwrap()).unwrap().rrsets[0].ttl, 120);
+        assert!(zone.node(&name::from_dotted("host.sub.example.test").unwrap()).is_some(), "origin given to $INCLUDE");
+        std::fs::write(&main, format!("{ZONE}$INCLUDE parts/lab.inc lab.example.test.\n")).unwrap();
+        let error = load_zone_file("example.test", &main).unwrap_err().to_string();
+        assert!(error.contains("main.zone:5") && error.contains("lab.inc:3"), "{error}");
+        std::fs::write(&main, format!("{ZONE}$INCLUDE main.zone\n")).unwrap();
+        assert!(load_zone_file("example.test", &main).unwrap_err().to_string().contains("nested too deeply"));
     }
 }

@@ -19,17 +19,15 @@ const TYPES_WITH_NAMES: [&str; 12] = ["NS", "CNAME", "DNAME", "PTR", "MX", "SRV"
 pub fn rewrite(text: &str, origin: &str) -> Result<String, (usize, String)> {
     let mut origin = origin.to_string();
     let mut out = String::with_capacity(text.len());
-    let mut line_number = 1;
     let mut entry = String::new();
     let mut depth = 0i32;
     let mut entry_line = 1;
-    for line in text.split_inclusive('\n') {
+    for (line_number, line) in (1..).zip(text.split_inclusive('\n')) {
         if entry.is_empty() {
             entry_line = line_number;
         }
         entry.push_str(line);
         depth += paren_balance(line);
-        line_number += 1;
         if depth <= 0 {
             out.push_str(&rewrite_entry(&entry, &mut origin).map_err(|message| (entry_line, message))?);
             entry.clear();
