@@ -1,0 +1,142 @@
+//! The decision: which replicas answer a located client, in what order,
+//! for how long, and for how much of the address space (ECS scope).
+
+use rand::Rng;
+
+use crate::explain::{Explanation, note};
+use crate::locate::Location;
+use crate::model::{Family, Service};
+use crate::policy::{Policy, choose};
+
+/// The answer to "which replicas for this client?".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// Indexes into the service's replicas, in answer order, capped.
+    pub replicas: Vec<usize>,
+    pub ttl: u32,
+    /// Leading client-address bits the decision depended on: 0 when the
+    /// policy ignores who asks.
+    pub scope: u8,
+}
+
+/// Decides the answer of `service` for a client at `location` asking for
+/// `family` addresses. Replicas that are disabled or down are left out;
+/// if that leaves none, every enabled one is answered (fail open) rather
+/// than nothing.
+pub fn decide(
+    service: &Service,
+    family: Family,
+    location: &Location,
+    rng: &mut impl Rng,
+    mut explanation: Option<&mut Explanation>,
+) -> Decision {
+    let of_family: Vec<usize> = (0..service.replicas.len()).filter(|&index| family.holds(service.replicas[index].address)).collect();
+    let serving: Vec<usize> = of_family.iter().copied().filter(|&index| service.replicas[index].is_serving()).collect();
+    let candidates = if serving.is_empty() {
+        let enabled: Vec<usize> = of_family.iter().copied().filter(|&index| service.replicas[index].enabled).collect();
+        note(&mut explanation, || format!("no {family:?} replica is serving: failing open to all {} enabled", enabled.len()));
+        enabled
+    } else {
+        note(&mut explanation, || {
+            let ids: Vec<&str> = serving.iter().map(|&index| service.replicas[index].id.as_str()).collect();
+            format!("{family:?} replicas serving: {}", ids.join(", "))
+        });
+        serving
+    };
+    note(&mut explanation, || format!("policy: {}", service.policy.name()));
+    let choice = choose(&service.policy, &service.replicas, &candidates, location, rng, explanation.as_deref_mut());
+    let mut replicas = choice.order;
+    if service.max_answers > 0 {
+        replicas.truncate(service.max_answers);
+    }
+    let ttl = choice.ttl.unwrap_or(service.ttl);
+    let scope = if depends_on_client(&service.policy) { location.scope } else { 0 };
+    note(&mut explanation, || {
+        let ids: Vec<&str> = replicas.iter().map(|&index| service.replicas[index].id.as_str()).collect();
+        format!("answer: [{}], TTL {ttl}, ECS scope /{scope}", ids.join(", "))
+    });
+    Decision { replicas, ttl, scope }
+}
+
+fn depends_on_client(policy: &Policy) -> bool {
+    matches!(policy, Policy::RegionProbabilities(_))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use rand::SeedableRng;
+    use rand::rngs::SmallRng;
+
+    use super::*;
+    use crate::model::{Health, Replica};
+    use crate::policy::{ProbabilityTable, RegionRow};
+
+    fn replica(id: &str, address: &str) -> Replica {
+        Replica {
+            id: id.into(),
+            address: address.parse().unwrap(),
+            datacenter: None,
+            weight: 1,
+            priority: 1,
+            enabled: true,
+            health: Health::Up,
+        }
+    }
+
+    fn service(policy: Policy) -> Service {
+        let replicas = vec![replica("a", "192.0.2.1"), replica("b", "192.0.2.2"), replica("c", "2001:db8::3"), replica("d", "192.0.2.4")];
+        Service { name: "www.example.test.".into(), replicas, policy, ttl: 300, max_answers: 0 }
+    }
+
+    const HERE: Location = Location { region: 1, scope: 24 };
+
+    #[test]
+    fn answers_only_the_asked_family_and_only_serving_replicas() {
+        let mut service = service(Policy::Static);
+        service.replicas[1].health = Health::Down;
+        service.replicas[3].enabled = false;
+        let mut rng = SmallRng::seed_from_u64(0);
+        assert_eq!(decide(&service, Family::V4, &HERE, &mut rng, None), Decision { replicas: vec![0], ttl: 300, scope: 0 });
+        assert_eq!(decide(&service, Family::V6, &HERE, &mut rng, None).replicas, vec![2]);
+    }
+
+    #[test]
+    fn fails_open_to_enabled_replicas_when_none_is_up() {
+        let mut service = service(Policy::Static);
+        for replica in &mut service.replicas {
+            replica.health = Health::Down;
+        }
+        service.replicas[3].enabled = false;
+        let mut explanation = Explanation::default();
+        let decision = decide(&service, Family::V4, &HERE, &mut SmallRng::seed_from_u64(0), Some(&mut explanation));
+        assert_eq!(decision.replicas, vec![0, 1]);
+        assert!(explanation.steps[0].contains("failing open"), "{explanation}");
+    }
+
+    #[test]
+    fn caps_the_answer_and_rotates_round_robin() {
+        let mut service = service(Policy::round_robin());
+        service.max_answers = 2;
+        let mut rng = SmallRng::seed_from_u64(0);
+        let firsts: Vec<usize> = (0..4).map(|_| decide(&service, Family::V4, &HERE, &mut rng, None).replicas[0]).collect();
+        assert_eq!(firsts, [0, 1, 3, 0]);
+        assert_eq!(decide(&service, Family::V4, &HERE, &mut rng, None).replicas.len(), 2);
+    }
+
+    #[test]
+    fn region_probabilities_set_ttl_and_scope_and_explain_them() {
+        let row = |probability, ttl| RegionRow { probability, ttl };
+        let table = ProbabilityTable {
+            default: vec![row(1.0, 360); 4],
+            regions: HashMap::from([(1, vec![row(0.0, 10), row(0.0, 20), row(0.0, 30), row(1.0, 40)])]),
+        };
+        let service = service(Policy::RegionProbabilities(table));
+        let mut explanation = Explanation::default();
+        let decision = decide(&service, Family::V4, &HERE, &mut SmallRng::seed_from_u64(3), Some(&mut explanation));
+        assert_eq!((decision.replicas[0], decision.ttl, decision.scope), (3, 40, 24));
+        let text = explanation.to_string();
+        assert!(text.contains("region 1") && text.contains("#3 1.000") && text.contains("TTL 40, ECS scope /24"), "{text}");
+    }
+}

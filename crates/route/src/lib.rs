@@ -1,0 +1,27 @@
+//! The routing core of Pharos (DESIGN.md, "One routing core, many
+//! mechanisms"): who is asking ([`locate`]), and which replicas of a
+//! service answer them, in what order, for how long ([`decide`]).
+//!
+//! Everything here is a plain function of an immutable [`Routes`] table,
+//! the asker and a random source: no sockets, clocks or locks. Every
+//! mechanism (DNS, HTTP redirects, the QUIC dispatcher) asks the same core,
+//! and [`decide`] can write down why it chose what it chose.
+
+pub mod decide;
+pub mod explain;
+pub mod locate;
+pub mod model;
+pub mod policy;
+pub mod prefix;
+
+pub use decide::{Decision, decide};
+pub use explain::Explanation;
+pub use locate::{Asker, Location, Regions, locate};
+pub use model::{Family, Health, Replica, Service};
+pub use policy::{Policy, ProbabilityTable, RegionRow};
+
+/// Region 0: clients no region claims (MyXDNS's "undefined region").
+pub const UNCLASSIFIED: RegionId = 0;
+
+/// A region's number, as the control API hands it out.
+pub type RegionId = u32;

@@ -1,0 +1,104 @@
+//! Who is asking: the client's address (from EDNS Client Subnet or the
+//! packet) and the region it falls in (MyXDNS's Find_IP_Region).
+
+use std::net::IpAddr;
+
+use crate::explain::{Explanation, note};
+use crate::prefix::{Bits, PrefixMap};
+use crate::{RegionId, UNCLASSIFIED};
+
+/// The client as the mechanism saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Asker {
+    /// The ECS address if the query carried a trusted one, else the source.
+    pub address: IpAddr,
+    /// How many leading bits of `address` are real: the ECS source prefix,
+    /// or the full width for a source address.
+    pub known_bits: u8,
+    /// Whether `address` came from EDNS Client Subnet.
+    pub from_client_subnet: bool,
+}
+
+impl Asker {
+    /// A client known by its own address (no ECS).
+    pub fn from_source(address: IpAddr) -> Asker {
+        let known_bits = if address.is_ipv4() { 32 } else { 128 };
+        Asker { address, known_bits, from_client_subnet: false }
+    }
+}
+
+/// Where the client was placed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Location {
+    pub region: RegionId,
+    /// Leading address bits the placement depended on (RFC 7871 scope).
+    pub scope: u8,
+}
+
+/// Which rule placed a client in its region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegionRule {
+    Prefix { network: IpAddr, length: u8 },
+}
+
+/// The region definitions: today CIDR lists (longest prefix wins).
+#[derive(Debug, Clone, Default)]
+pub struct Regions {
+    by_prefix: PrefixMap<(RegionId, RegionRule)>,
+}
+
+impl Regions {
+    /// Assigns `network/length` to `region`; returns the region it had.
+    pub fn add_prefix(&mut self, network: IpAddr, length: u8, region: RegionId) -> Option<RegionId> {
+        let rule = RegionRule::Prefix { network, length };
+        self.by_prefix.insert(network, length, (region, rule)).map(|(old, _)| old)
+    }
+}
+
+/// Places `asker` in a region. A client no rule claims is in region 0.
+pub fn locate(asker: &Asker, regions: &Regions, mut explanation: Option<&mut Explanation>) -> Location {
+    let found = regions.by_prefix.lookup_bits(Bits::of(asker.address));
+    let source = if asker.from_client_subnet { "EDNS Client Subnet" } else { "packet source" };
+    note(&mut explanation, || format!("client {}/{} (from the {source})", asker.address, asker.known_bits));
+    match found.value {
+        Some(((region, RegionRule::Prefix { network, length }), _)) => {
+            note(&mut explanation, || format!("region {region}: matched prefix {network}/{length}; answer scope /{}", found.scope));
+            Location { region: *region, scope: found.scope }
+        }
+        None => {
+            note(&mut explanation, || format!("region 0 (unclassified): no region prefix matches; answer scope /{}", found.scope));
+            Location { region: UNCLASSIFIED, scope: found.scope }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn longest_prefix_places_the_client_and_unmatched_is_region_zero() {
+        let mut regions = Regions::default();
+        regions.add_prefix("198.51.100.0".parse().unwrap(), 24, 1);
+        regions.add_prefix("198.51.100.128".parse().unwrap(), 25, 2);
+        regions.add_prefix("2001:db8::".parse().unwrap(), 32, 3);
+        let at = |text: &str| locate(&Asker::from_source(text.parse().unwrap()), &regions, None);
+        assert_eq!(at("198.51.100.7"), Location { region: 1, scope: 25 });
+        assert_eq!(at("198.51.100.200"), Location { region: 2, scope: 25 });
+        assert_eq!(at("2001:db8:1::1").region, 3);
+        assert_eq!(at("203.0.113.1").region, UNCLASSIFIED);
+    }
+
+    #[test]
+    fn explains_the_placement() {
+        let mut regions = Regions::default();
+        regions.add_prefix("10.0.0.0".parse().unwrap(), 8, 4);
+        let mut explanation = Explanation::default();
+        let asker = Asker { address: "10.1.2.0".parse().unwrap(), known_bits: 24, from_client_subnet: true };
+        locate(&asker, &regions, Some(&mut explanation));
+        assert_eq!(
+            explanation.steps,
+            ["client 10.1.2.0/24 (from the EDNS Client Subnet)", "region 4: matched prefix 10.0.0.0/8; answer scope /8"]
+        );
+    }
+}

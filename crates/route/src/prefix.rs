@@ -1,0 +1,174 @@
+//! Longest-prefix match over IP addresses, reporting how many leading bits
+//! of the address the result depended on.
+//!
+//! That second number is what EDNS Client Subnet needs (RFC 7871 section
+//! 7.2.1): a resolver may reuse an answer for every client that shares that
+//! many leading bits, so it must be long enough that no more specific entry
+//! could have answered differently. Crates for longest-prefix match return
+//! only the matching entry, hence this small binary trie.
+
+use std::net::IpAddr;
+
+/// An address as 128 bits, IPv4 in the top 32, plus its family width.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bits {
+    pub value: u128,
+    pub width: u8,
+}
+
+impl Bits {
+    pub fn of(address: IpAddr) -> Bits {
+        match address {
+            IpAddr::V4(v4) => Bits { value: (u32::from(v4) as u128) << 96, width: 32 },
+            IpAddr::V6(v6) => Bits { value: u128::from(v6), width: 128 },
+        }
+    }
+
+    fn bit(&self, index: u8) -> usize {
+        ((self.value >> (127 - index)) & 1) as usize
+    }
+}
+
+/// What a lookup found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Match<'a, T> {
+    /// The value of the longest matching prefix, if any, and its length.
+    pub value: Option<(&'a T, u8)>,
+    /// Leading bits of the address the result depends on: every address
+    /// sharing them gets the same result.
+    pub scope: u8,
+}
+
+#[derive(Debug, Clone)]
+struct Node<T> {
+    children: [Option<u32>; 2],
+    value: Option<T>,
+}
+
+/// A map from IP prefixes to values; IPv4 and IPv6 kept apart.
+#[derive(Debug, Clone)]
+pub struct PrefixMap<T> {
+    nodes: Vec<Node<T>>,
+}
+
+/// Node 0 is the IPv4 root, node 1 the IPv6 root.
+fn root(width: u8) -> usize {
+    usize::from(width == 128)
+}
+
+impl<T> Default for PrefixMap<T> {
+    fn default() -> Self {
+        PrefixMap { nodes: vec![Node { children: [None, None], value: None }, Node { children: [None, None], value: None }] }
+    }
+}
+
+impl<T> PrefixMap<T> {
+    /// Sets the value of `address/length`, returning the one it replaces.
+    /// Bits past `length` are ignored.
+    pub fn insert(&mut self, address: IpAddr, length: u8, value: T) -> Option<T> {
+        let bits = Bits::of(address);
+        assert!(length <= bits.width, "prefix length {length} is longer than the address");
+        let mut node = root(bits.width);
+        for index in 0..length {
+            let side = bits.bit(index);
+            node = match self.nodes[node].children[side] {
+                Some(child) => child as usize,
+                None => {
+                    self.nodes.push(Node { children: [None, None], value: None });
+                    let child = self.nodes.len() - 1;
+                    self.nodes[node].children[side] = Some(child as u32);
+                    child
+                }
+            };
+        }
+        self.nodes[node].value.replace(value)
+    }
+
+    /// The longest prefix containing `address`, and the scope of that answer.
+    pub fn lookup(&self, address: IpAddr) -> Match<'_, T> {
+        self.lookup_bits(Bits::of(address))
+    }
+
+    pub fn lookup_bits(&self, bits: Bits) -> Match<'_, T> {
+        let mut node = &self.nodes[root(bits.width)];
+        let mut best = node.value.as_ref().map(|value| (value, 0));
+        for depth in 0..bits.width {
+            let side = bits.bit(depth);
+            match node.children[side] {
+                Some(child) => {
+                    node = &self.nodes[child as usize];
+                    if let Some(value) = &node.value {
+                        best = Some((value, depth + 1));
+                    }
+                }
+                // Entries below only on the other side: bit `depth` decided.
+                None if node.children[1 - side].is_some() => return Match { value: best, scope: depth + 1 },
+                // Nothing below at all: the bits so far decided.
+                None => return Match { value: best, scope: depth },
+            }
+        }
+        Match { value: best, scope: bits.width }
+    }
+
+    /// Whether no prefix of either family is stored.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.len() == 2 && self.nodes.iter().all(|node| node.value.is_none())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn longest_match_wins_and_scope_excludes_more_specific_entries() {
+        let mut map = PrefixMap::default();
+        map.insert(ip("10.0.0.0"), 8, "eight");
+        map.insert(ip("10.1.0.0"), 16, "sixteen");
+        let inside = map.lookup(ip("10.1.2.3"));
+        assert_eq!((inside.value, inside.scope), (Some((&"sixteen", 16)), 16));
+        let outside = map.lookup(ip("10.2.0.1"));
+        // 10.2/16 differs from 10.1/16 at bit 14 (0-based), so 15 bits decide.
+        assert_eq!((outside.value, outside.scope), (Some((&"eight", 8)), 15));
+        let unmatched = map.lookup(ip("192.0.2.1"));
+        assert_eq!((unmatched.value, unmatched.scope), (None, 1));
+    }
+
+    #[test]
+    fn families_are_separate_and_host_routes_work() {
+        let mut map = PrefixMap::default();
+        map.insert(ip("2001:db8::"), 32, 6);
+        map.insert(ip("0.0.0.0"), 0, 4);
+        map.insert(ip("192.0.2.7"), 32, 7);
+        assert_eq!(map.lookup(ip("2001:db8::1")).value, Some((&6, 32)));
+        assert_eq!(map.lookup(ip("2001:db9::1")).value, None);
+        assert_eq!(map.lookup(ip("198.51.100.1")).value, Some((&4, 0)));
+        assert_eq!(map.lookup(ip("192.0.2.7")), Match { value: Some((&7, 32)), scope: 32 });
+        assert_eq!(map.insert(ip("192.0.2.7"), 32, 8), Some(7));
+    }
+
+    #[test]
+    fn every_address_in_the_scope_gets_the_same_answer() {
+        let mut map = PrefixMap::default();
+        for (net, len) in [("10.0.0.0", 8), ("10.128.0.0", 9), ("10.200.3.0", 24), ("172.16.0.0", 12)] {
+            map.insert(ip(net), len, len);
+        }
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..2000 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let address = std::net::Ipv4Addr::from((state >> 32) as u32 & 0x0FFF_FFFF | 0x0A00_0000);
+            let found = map.lookup(IpAddr::V4(address));
+            let other_bits = 32 - found.scope as u32;
+            let sibling = if other_bits == 0 {
+                u32::from(address)
+            } else {
+                u32::from(address) ^ (((state as u32) | 1) & ((1u64 << other_bits) - 1) as u32)
+            };
+            assert_eq!(map.lookup(IpAddr::V4(sibling.into())).value, found.value, "{address} vs {sibling:#x}");
+        }
+    }
+}
