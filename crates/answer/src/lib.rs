@@ -79,7 +79,7 @@ pub fn respond_oversized(packet: &[u8], out: &mut Vec<u8>) -> bool {
 
 fn answer_query(query: &Query<'_>, client: &Client, snapshot: &Snapshot, out: &mut Vec<u8>) {
     let question = query.question.expect("a parsed query has its question");
-    if let Some(rcode) = unanswerable(&question) {
+    if let Some(rcode) = unanswerable(&question, client.transport) {
         return write_refusal(query, rcode, &snapshot.settings, out);
     }
     let mut qname = [0u8; pharos_wire::name::MAX_NAME_LEN];
@@ -102,18 +102,19 @@ fn answer_query(query: &Query<'_>, client: &Client, snapshot: &Snapshot, out: &m
         Lookup::NotAuthoritative => (0, rcode::REFUSED, Fitted { len: 0, counts: [0; 3], truncated: false }),
     };
     let truncation = if fitted.truncated { flags::TC } else { 0 };
+    // RFC 1034 section 3.7.1: answers to QCLASS=* are never authoritative.
+    let header_flags = if question.qclass == types::CLASS_ANY { header_flags & !flags::AA } else { header_flags };
     finish(&mut writer, query, header_flags | truncation, rcode, [1, fitted.counts[0], fitted.counts[1], fitted.counts[2]], settings);
 }
 
-/// Questions answered with an error before any lookup.
-fn unanswerable(question: &Question) -> Option<u16> {
+/// Questions answered with an error before any lookup. Other meta types
+/// (OPT, MAILA, ...) simply have no data: NODATA, as Knot DNS and NSD say.
+fn unanswerable(question: &Question, transport: Transport) -> Option<u16> {
     match question.qtype {
-        // Zone transfers are not offered.
+        // Transfers are a TCP exchange (RFC 5936 section 4.2; RFC 1995 allows
+        // IXFR over UDP, which we do not offer); over TCP they are not allowed.
+        types::AXFR | types::IXFR if transport == Transport::Udp => Some(rcode::NOTIMP),
         types::AXFR | types::IXFR => Some(rcode::REFUSED),
-        // RFC 6891 section 6.1.1: OPT is not a question.
-        types::OPT => Some(rcode::FORMERR),
-        types::ANY => None,
-        qtype if types::is_meta(qtype) => Some(rcode::NOTIMP),
         _ if question.qclass != types::CLASS_IN && question.qclass != types::CLASS_ANY => Some(rcode::REFUSED),
         _ => None,
     }
@@ -144,7 +145,9 @@ fn write_refusal(query: &Query<'_>, rcode: u16, settings: &Settings, out: &mut V
 
 /// Fills in the header and appends the OPT record if the query had one.
 fn finish(writer: &mut MessageWriter<'_>, query: &Query<'_>, answer_flags: u16, rcode: u16, counts: [u16; 4], settings: &Settings) {
-    let echoed = query.flags & (flags::OPCODE_MASK | flags::RD | flags::CD);
+    // CD is for security-aware servers to copy (RFC 4035 section 3.1.6);
+    // without DNSSEC, Pharos clears it, as Knot DNS and NSD do.
+    let echoed = query.flags & (flags::OPCODE_MASK | flags::RD);
     writer.set_id(query.id);
     writer.set_flags(flags::QR | echoed | answer_flags | (rcode & 0xF));
     let mut counts = counts;

@@ -70,8 +70,14 @@ pub fn parse_query(packet: &[u8]) -> Result<Query<'_>, Reject<'_>> {
     }
     let mut query = Query { packet, id: read_u16(header, 0).unwrap_or(0), flags: flags_word, question: None, edns: None };
     let counts = [4, 6, 8, 10].map(|at| read_u16(header, at).unwrap_or(0));
-    let body = if counts[0] == 1 { parse_question(packet).map(|question| query.question = Some(question)) } else { Err(()) };
-    let body = body.and_then(|()| parse_records(packet, &mut query, counts));
+    let body = match counts[0] {
+        1 => {
+            parse_question(packet).map(|question| query.question = Some(question)).and_then(|()| parse_records(packet, &mut query, counts))
+        }
+        // No question: still read the OPT, so the FORMERR can carry one (RFC 6891 section 7).
+        0 => parse_records(packet, &mut query, counts).and(Err(())),
+        _ => Err(()),
+    };
     let rcode = if query.opcode() != 0 {
         rcode::NOTIMP
     } else if body.is_err() {
@@ -111,6 +117,8 @@ fn parse_records(packet: &[u8], query: &mut Query<'_>, counts: [u16; 4]) -> Resu
         if rtype == types::OPT {
             // RFC 6891 section 6.1.1: one OPT, in the additional section, owned by the root.
             if !in_additional || query.edns.is_some() || !name::is_root_at(packet, owner_at) {
+                // Which OPT would the answer echo? Neither (as Knot DNS and NSD do).
+                query.edns = None;
                 return Err(());
             }
             query.edns = Some(Edns::parse(class, ttl, rdata).map_err(drop)?);
@@ -166,6 +174,12 @@ mod tests {
         assert_eq!(rcode_of(&[0; 11]), None, "no header");
         assert_eq!(rcode_of(&query(0x8000, [1, 0, 0, 0], QUESTION)), None, "a response");
         assert_eq!(rcode_of(&query(0, [0, 0, 0, 0], b"")), Some(rcode::FORMERR));
+        let edns_kept = |packet: &[u8]| match parse_query(packet) {
+            Err(Reject::Respond { query, .. }) => query.edns.is_some(),
+            _ => panic!("accepted"),
+        };
+        assert!(edns_kept(&query(0, [0, 0, 0, 1], OPT)), "a FORMERR for a missing question keeps the OPT");
+        assert!(!edns_kept(&query(0, [1, 0, 0, 2], &[QUESTION, OPT, OPT].concat())), "a FORMERR for two OPTs echoes neither");
         assert_eq!(rcode_of(&query(0, [2, 0, 0, 0], &[QUESTION, QUESTION].concat())), Some(rcode::FORMERR));
         assert_eq!(rcode_of(&query(0, [1, 0, 0, 0], &QUESTION[..8])), Some(rcode::FORMERR));
         assert_eq!(rcode_of(&query(0, [1, 0, 0, 2], &[QUESTION, OPT, OPT].concat())), Some(rcode::FORMERR));

@@ -185,9 +185,12 @@ fn build_zone(origin: &Name<Bytes>, records: Vec<ReadRecord>, source: &str) -> R
     origin_wire.make_ascii_lowercase();
     let mut nodes: FxHashMap<Box<[u8]>, Node> = FxHashMap::default();
     nodes.insert(origin_wire.clone().into(), Node::default());
+    let mut first_seen: FxHashMap<Box<[u8]>, (String, usize)> = FxHashMap::default();
     for record in records {
+        first_seen.entry(record.owner.clone()).or_insert_with(|| (record.file.clone(), record.line));
         add_record(&mut nodes, &origin_wire, record)?;
     }
+    check_nothing_below_dnames(&nodes, &origin_wire, &first_seen)?;
     let zone_text = name::Display(&origin_wire).to_string();
     let apex = &nodes[&origin_wire[..]];
     let soa = apex.get(types::SOA).ok_or_else(|| LoadError::at(source, None, format!("zone {zone_text} has no SOA record at its apex")))?;
@@ -235,6 +238,25 @@ fn add_record(nodes: &mut FxHashMap<Box<[u8]>, Node>, origin: &[u8], record: Rea
         Some(rrset) if rrset.rdatas.contains(&record.rdata) => {}
         Some(rrset) => rrset.rdatas.push(record.rdata),
         None => node.rrsets.push(Rrset { rtype: record.rtype, ttl: record.ttl, rdatas: vec![record.rdata] }),
+    }
+    Ok(())
+}
+
+/// RFC 6672 section 2.4: no data may exist below a DNAME's owner.
+fn check_nothing_below_dnames(
+    nodes: &FxHashMap<Box<[u8]>, Node>,
+    origin: &[u8],
+    first_seen: &FxHashMap<Box<[u8]>, (String, usize)>,
+) -> Result<(), LoadError> {
+    for (owner, (file, line)) in first_seen {
+        let mut ancestor = name::parent(owner);
+        while let Some(above) = ancestor.filter(|above| above.len() >= origin.len()) {
+            if nodes.get(above).is_some_and(|node| node.has(types::DNAME)) {
+                let message = format!("{} is below the DNAME at {} (RFC 6672 section 2.4)", name::Display(owner), name::Display(above));
+                return Err(LoadError::at(file, Some(*line), message));
+            }
+            ancestor = name::parent(above);
+        }
     }
     Ok(())
 }
@@ -287,6 +309,8 @@ mod tests {
         assert_eq!(err.to_string(), "z.zone:6: www.example.test.: other data beside a CNAME record");
         let err = parse_zone_text("example.test", &format!("{ZONE}out.example.org. A 192.0.2.2\n"), "z.zone").unwrap_err();
         assert_eq!(err.location, "z.zone:5");
+        let err = parse_zone_text("example.test", &format!("{ZONE}old DNAME new.example.\nx.old A 192.0.2.3\n"), "z.zone").unwrap_err();
+        assert_eq!(err.to_string(), "z.zone:6: x.old.example.test. is below the DNAME at old.example.test. (RFC 6672 section 2.4)");
         let err = parse_zone_text("example.test", "@ 300 IN NS ns\n", "z.zone").unwrap_err();
         assert!(err.message.contains("no SOA"), "{err}");
     }

@@ -187,7 +187,9 @@ fn wildcard_at<'z>(zone: &'z Zone, encloser: &[u8]) -> Found<'z> {
 
 /// Answers from a node that matched the name (or a wildcard standing in for it).
 fn answer_node<'z>(answer: &mut Answer<'z>, zone: &'z Zone, owner: Owner<'z>, node: &'z Node, qtype: u16) -> Next {
+    // ANY matches the CNAME itself, so there is nothing to chase.
     if qtype != types::CNAME
+        && qtype != types::ANY
         && let Some(cname) = node.get(types::CNAME)
     {
         answer.push(ANSWER, owner, cname, cname.ttl, true);

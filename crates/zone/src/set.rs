@@ -69,6 +69,11 @@ impl ZoneSet {
 
     /// Answers a question; `qname` is the lowercase wire name.
     pub fn lookup(&self, qname: &[u8], qtype: u16) -> Lookup<'_> {
+        if qtype == types::DS
+            && let Some(parent) = self.parent_side_of_apex(qname)
+        {
+            return Lookup::Resolved(resolve(parent, qname, qtype));
+        }
         if let Some(answers) = self.built.get(qname) {
             return Lookup::Built(answers.for_type(qtype));
         }
@@ -76,6 +81,16 @@ impl ZoneSet {
             Some(zone) => Lookup::Resolved(resolve(zone, qname, qtype)),
             None => Lookup::NotAuthoritative,
         }
+    }
+
+    /// The zone above `qname` when `qname` is the apex of a zone that is
+    /// itself delegated from a zone served here: DS lives on the parent
+    /// side of a cut (RFC 4035 section 3.1.4.1).
+    fn parent_side_of_apex(&self, qname: &[u8]) -> Option<&Zone> {
+        if !self.by_origin.contains_key(qname) {
+            return None;
+        }
+        self.zone_for(name::parent(qname)?)
     }
 
     /// Encodes the answers of every name of zone `index` that this zone,
