@@ -3,112 +3,16 @@
 //! SIGHUP; clear errors at start. Loopback only; every wait has a deadline.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use domain::base::Message;
 use domain::base::iana::{Rcode, Rtype};
-use domain::base::{Message, MessageBuilder, Name};
 
-const ZONE: &str = "$TTL 300\n@ SOA ns hostmaster 1 7200 3600 1209600 60\n NS ns\nns A 192.0.2.1\nwww A 192.0.2.2\nv TXT \"1\"\n";
-
-/// A running `pharos serve`, killed when dropped.
-struct Pharos {
-    child: Child,
-    address: SocketAddr,
-    zone_file: PathBuf,
-    log_file: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Pharos {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log_file).unwrap_or_default()
-    }
-}
-
-impl Drop for Pharos {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A port free for UDP and TCP on 127.0.0.1 and ::1 right now.
-fn free_port() -> u16 {
-    loop {
-        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = tcp.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok()
-            && UdpSocket::bind(("::1", port)).is_ok()
-            && TcpListener::bind(("::1", port)).is_ok()
-        {
-            return port;
-        }
-    }
-}
-
-fn start(config_extra: &str) -> Pharos {
-    let dir = tempfile::tempdir().unwrap();
-    let zone_file = dir.path().join("example.test.zone");
-    std::fs::write(&zone_file, ZONE).unwrap();
-    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let config = dir.path().join("pharos.toml");
-    let text = format!(
-        "[server]\nlisten = [\"{address}\"]\nthreads = 1\n{config_extra}\n[[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\n"
-    );
-    std::fs::write(&config, text).unwrap();
-    let log_file = dir.path().join("pharos.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_pharos"))
-        .args(["serve", "--config"])
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log_file).unwrap())
-        .spawn()
-        .unwrap();
-    let pharos = Pharos { child, address, zone_file, log_file, _dir: dir };
-    wait_until("the server answers", || udp_query(pharos.address, "www.example.test", Rtype::A).is_some());
-    pharos
-}
-
-fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn query_bytes(id: u16, name: &str, rtype: Rtype) -> Vec<u8> {
-    let mut builder = MessageBuilder::new_vec();
-    builder.header_mut().set_id(id);
-    let mut question = builder.question();
-    question.push((Name::<Vec<u8>>::vec_from_str(name).unwrap(), rtype)).unwrap();
-    question.finish()
-}
-
-fn udp_query(server: SocketAddr, name: &str, rtype: Rtype) -> Option<Message<Vec<u8>>> {
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
-    socket.send_to(&query_bytes(7, name, rtype), server).ok()?;
-    let mut buf = vec![0; 4096];
-    let len = socket.recv(&mut buf).ok()?;
-    buf.truncate(len);
-    Message::from_octets(buf).ok()
-}
-
-fn framed(message: &[u8]) -> Vec<u8> {
-    [&(message.len() as u16).to_be_bytes()[..], message].concat()
-}
-
-fn read_frame(stream: &mut TcpStream) -> std::io::Result<Message<Vec<u8>>> {
-    let mut length = [0; 2];
-    stream.read_exact(&mut length)?;
-    let mut message = vec![0; u16::from_be_bytes(length) as usize];
-    stream.read_exact(&mut message)?;
-    Ok(Message::from_octets(message).unwrap())
-}
+mod common;
+use common::*;
 
 fn connect(server: SocketAddr) -> TcpStream {
     let stream = TcpStream::connect(server).unwrap();

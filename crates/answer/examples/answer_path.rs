@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use pharos_answer::{Client, Settings, Snapshot, Transport, respond};
 use pharos_zone::{ZoneSet, load_zone_file};
+use rand::SeedableRng;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -21,7 +22,8 @@ fn main() {
     };
     let rounds: usize = rest.first().map_or(200, |rounds| rounds.parse().expect("ROUNDS is a number"));
     let zone = load_zone_file(origin, zone_file.as_ref()).unwrap_or_else(|error| panic!("{error}"));
-    let snapshot = Snapshot { zones: ZoneSet::new(vec![zone]).unwrap(), settings: Settings::default() };
+    let snapshot = Snapshot { zones: ZoneSet::new(vec![zone]).unwrap(), routes: Default::default(), settings: Settings::default() };
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
     let queries: Vec<Vec<u8>> = std::fs::read_to_string(query_file).expect("query file").lines().filter_map(encode_query).collect();
     let client = Client { address: IpAddr::V4(Ipv4Addr::LOCALHOST), transport: Transport::Udp };
     let mut out = Vec::with_capacity(4096);
@@ -30,7 +32,7 @@ fn main() {
     for _ in 0..rounds {
         for query in &queries {
             out.clear();
-            answered += usize::from(respond(query, &client, &snapshot, &mut out));
+            answered += usize::from(respond(query, &client, &snapshot, &mut rng, &mut out));
         }
     }
     let elapsed = started.elapsed();

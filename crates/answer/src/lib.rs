@@ -3,13 +3,17 @@
 //! bytes over an immutable [`Snapshot`]; every transport (UDP, TCP, and
 //! the encrypted ones later) is a thin loop around [`respond`].
 
+mod service;
+
 use std::net::IpAddr;
 
+use pharos_route::Routes;
 use pharos_wire::edns::OPTION_NSID;
 use pharos_wire::query::Question;
 use pharos_wire::{Edns, HEADER_LEN, MAX_STREAM_MESSAGE, MIN_UDP_PAYLOAD, MessageWriter, Query, Reject, flags, parse_query, rcode, types};
 use pharos_zone::encode::{answer_flags, fit, write_answer};
 use pharos_zone::{Body, Fitted, Lookup, ZoneSet};
+use rand::Rng;
 
 /// The UDP payload size Pharos advertises unless configured otherwise:
 /// the DNS Flag Day 2020 value, which avoids IP fragmentation.
@@ -20,6 +24,8 @@ pub const DEFAULT_UDP_PAYLOAD: u16 = 1232;
 #[derive(Debug)]
 pub struct Snapshot {
     pub zones: ZoneSet,
+    /// Services answered by policy, and the regions their policies use.
+    pub routes: Routes,
     pub settings: Settings,
 }
 
@@ -55,9 +61,10 @@ pub struct Client {
 
 /// Answers one query. Appends the response to `out` and returns true, or
 /// returns false (with `out` untouched) when the packet deserves no answer.
-pub fn respond(packet: &[u8], client: &Client, snapshot: &Snapshot, out: &mut Vec<u8>) -> bool {
+/// `rng` draws the random choices of routing policies.
+pub fn respond(packet: &[u8], client: &Client, snapshot: &Snapshot, rng: &mut impl Rng, out: &mut Vec<u8>) -> bool {
     match parse_query(packet) {
-        Ok(query) => answer_query(&query, client, snapshot, out),
+        Ok(query) => answer_query(&query, client, snapshot, rng, out),
         Err(Reject::Drop) => return false,
         Err(Reject::Respond { query, rcode }) => write_refusal(&query, rcode, &snapshot.settings, out),
     }
@@ -77,7 +84,7 @@ pub fn respond_oversized(packet: &[u8], out: &mut Vec<u8>) -> bool {
     }
 }
 
-fn answer_query(query: &Query<'_>, client: &Client, snapshot: &Snapshot, out: &mut Vec<u8>) {
+fn answer_query(query: &Query<'_>, client: &Client, snapshot: &Snapshot, rng: &mut impl Rng, out: &mut Vec<u8>) {
     let question = query.question.expect("a parsed query has its question");
     if let Some(rcode) = unanswerable(&question, client.transport) {
         return write_refusal(query, rcode, &snapshot.settings, out);
@@ -89,6 +96,14 @@ fn answer_query(query: &Query<'_>, client: &Client, snapshot: &Snapshot, out: &m
     let room = message_limit(query.edns, client.transport, settings) - HEADER_LEN - question.name_len - 4 - opt_len(query.edns, settings);
     let mut writer = MessageWriter::new(out);
     writer.question(query.question_bytes());
+    let routed = snapshot.routes.service(qname).zip(service::family_of(question.qtype));
+    if let Some((routed_service, family)) = routed {
+        let asker = service::asker(client, query.edns);
+        let (fitted, scope) = service::write_addresses(&mut writer, routed_service, family, &asker, snapshot, rng, room);
+        let truncation = if fitted.truncated { flags::TC } else { 0 };
+        let counts = [1, fitted.counts[0], 0, 0];
+        return finish(&mut writer, query, flags::AA | truncation, rcode::NOERROR, counts, scope, settings);
+    }
     let (header_flags, rcode, fitted) = match snapshot.zones.lookup(qname, question.qtype) {
         Lookup::Built(body) => copy_body(&mut writer, body, room),
         Lookup::Resolved(answer) => {
@@ -104,7 +119,7 @@ fn answer_query(query: &Query<'_>, client: &Client, snapshot: &Snapshot, out: &m
     let truncation = if fitted.truncated { flags::TC } else { 0 };
     // RFC 1034 section 3.7.1: answers to QCLASS=* are never authoritative.
     let header_flags = if question.qclass == types::CLASS_ANY { header_flags & !flags::AA } else { header_flags };
-    finish(&mut writer, query, header_flags | truncation, rcode, [1, fitted.counts[0], fitted.counts[1], fitted.counts[2]], settings);
+    finish(&mut writer, query, header_flags | truncation, rcode, [1, fitted.counts[0], fitted.counts[1], fitted.counts[2]], 0, settings);
 }
 
 /// Questions answered with an error before any lookup. Other meta types
@@ -140,11 +155,20 @@ fn write_refusal(query: &Query<'_>, rcode: u16, settings: &Settings, out: &mut V
     let mut writer = MessageWriter::new(out);
     writer.question(query.question_bytes());
     let question_count = u16::from(query.question.is_some());
-    finish(&mut writer, query, 0, rcode, [question_count, 0, 0, 0], settings);
+    finish(&mut writer, query, 0, rcode, [question_count, 0, 0, 0], 0, settings);
 }
 
 /// Fills in the header and appends the OPT record if the query had one.
-fn finish(writer: &mut MessageWriter<'_>, query: &Query<'_>, answer_flags: u16, rcode: u16, counts: [u16; 4], settings: &Settings) {
+/// `scope` is the ECS scope of the answer (0: valid for every client).
+fn finish(
+    writer: &mut MessageWriter<'_>,
+    query: &Query<'_>,
+    answer_flags: u16,
+    rcode: u16,
+    counts: [u16; 4],
+    scope: u8,
+    settings: &Settings,
+) {
     // CD is for security-aware servers to copy (RFC 4035 section 3.1.6);
     // without DNSSEC, Pharos clears it, as Knot DNS and NSD do.
     let echoed = query.flags & (flags::OPCODE_MASK | flags::RD);
@@ -152,7 +176,7 @@ fn finish(writer: &mut MessageWriter<'_>, query: &Query<'_>, answer_flags: u16, 
     writer.set_flags(flags::QR | echoed | answer_flags | (rcode & 0xF));
     let mut counts = counts;
     if let Some(edns) = query.edns {
-        write_opt(writer, &edns, rcode, settings);
+        write_opt(writer, &edns, rcode, scope, settings);
         counts[3] += 1;
     }
     writer.set_counts(counts);
@@ -162,7 +186,11 @@ fn finish(writer: &mut MessageWriter<'_>, query: &Query<'_>, answer_flags: u16, 
 fn opt_len(edns: Option<Edns>, settings: &Settings) -> usize {
     match edns {
         None => 0,
-        Some(edns) => 11 + nsid_for(&edns, settings).map_or(0, |nsid| 4 + nsid.len()),
+        Some(edns) => {
+            let nsid = nsid_for(&edns, settings).map_or(0, |nsid| 4 + nsid.len());
+            let subnet = edns.client_subnet.map_or(0, |subnet| 4 + subnet.echo_len());
+            11 + nsid + subnet
+        }
     }
 }
 
@@ -171,21 +199,23 @@ fn nsid_for<'s>(edns: &Edns, settings: &'s Settings) -> Option<&'s [u8]> {
 }
 
 /// The response's OPT record (RFC 6891 section 6.1.3): our payload size,
-/// the upper RCODE bits, version 0, the DO bit echoed (RFC 3225).
-fn write_opt(writer: &mut MessageWriter<'_>, edns: &Edns, rcode: u16, settings: &Settings) {
-    let nsid = nsid_for(edns, settings);
+/// the upper RCODE bits, version 0, the DO bit echoed (RFC 3225), NSID if
+/// asked for, and the client subnet echoed with the answer's scope
+/// (RFC 7871 section 7.2.1).
+fn write_opt(writer: &mut MessageWriter<'_>, edns: &Edns, rcode: u16, scope: u8, settings: &Settings) {
     let dnssec_ok = if edns.dnssec_ok { 0x8000 } else { 0 };
     writer.raw(&[0]);
     writer.u16(types::OPT);
     writer.u16(settings.udp_payload);
     writer.u32(u32::from(rcode >> 4) << 24 | dnssec_ok);
-    match nsid {
-        Some(nsid) => {
-            writer.u16(4 + nsid.len() as u16);
-            writer.u16(OPTION_NSID);
-            writer.u16(nsid.len() as u16);
-            writer.raw(nsid);
+    writer.length_prefixed(|options| {
+        if let Some(nsid) = nsid_for(edns, settings) {
+            options.u16(OPTION_NSID);
+            options.u16(nsid.len() as u16);
+            options.raw(nsid);
         }
-        None => writer.u16(0),
-    }
+        if let Some(subnet) = edns.client_subnet {
+            subnet.write_echo(scope, options);
+        }
+    });
 }

@@ -8,6 +8,7 @@ use domain::base::{Message, ParsedName};
 use domain::rdata::AllRecordData;
 use pharos_answer::{Client, Settings, Snapshot, Transport, respond};
 use pharos_zone::{ZoneSet, parse_zone_text};
+use rand::SeedableRng;
 
 const ZONE: &str = r#"
 $TTL 3600
@@ -44,7 +45,11 @@ big      TXT "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff
 
 fn snapshot() -> Snapshot {
     let zone = parse_zone_text("example.test", ZONE, "test.zone").expect("test zone loads");
-    Snapshot { zones: ZoneSet::new(vec![zone]).unwrap(), settings: Settings { nsid: Some((*b"node-7").into()), ..Settings::default() } }
+    Snapshot {
+        zones: ZoneSet::new(vec![zone]).unwrap(),
+        routes: Default::default(),
+        settings: Settings { nsid: Some((*b"node-7").into()), ..Settings::default() },
+    }
 }
 
 fn wire_name(text: &str) -> Vec<u8> {
@@ -77,7 +82,8 @@ fn query(name: &str, qtype: u16, edns: Option<(u16, u8, &[u8])>) -> Vec<u8> {
 fn ask(packet: &[u8], transport: Transport) -> Option<Vec<u8>> {
     let client = Client { address: IpAddr::V4(Ipv4Addr::LOCALHOST), transport };
     let mut out = Vec::new();
-    respond(packet, &client, &snapshot(), &mut out).then_some(out)
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+    respond(packet, &client, &snapshot(), &mut rng, &mut out).then_some(out)
 }
 
 fn udp(name: &str, qtype: Rtype) -> Message<Vec<u8>> {

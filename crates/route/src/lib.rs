@@ -14,11 +14,15 @@ pub mod model;
 pub mod policy;
 pub mod prefix;
 
+pub mod routes;
+pub mod spec;
+
 pub use decide::{Decision, decide};
 pub use explain::Explanation;
 pub use locate::{Asker, Location, Regions, locate};
 pub use model::{Family, Health, Replica, Service};
 pub use policy::{Policy, ProbabilityTable, RegionRow};
+pub use routes::Routes;
 
 /// Region 0: clients no region claims (MyXDNS's "undefined region").
 pub const UNCLASSIFIED: RegionId = 0;

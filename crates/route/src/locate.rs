@@ -57,9 +57,14 @@ impl Regions {
 
 /// Places `asker` in a region. A client no rule claims is in region 0.
 pub fn locate(asker: &Asker, regions: &Regions, mut explanation: Option<&mut Explanation>) -> Location {
-    let found = regions.by_prefix.lookup_bits(Bits::of(asker.address));
     let source = if asker.from_client_subnet { "EDNS Client Subnet" } else { "packet source" };
     note(&mut explanation, || format!("client {}/{} (from the {source})", asker.address, asker.known_bits));
+    if asker.known_bits == 0 {
+        // RFC 7871 section 7.1.2: a /0 subnet says nothing about the client.
+        note(&mut explanation, || "region 0 (unclassified): the client subnet is /0; answer scope /0".to_string());
+        return Location { region: UNCLASSIFIED, scope: 0 };
+    }
+    let found = regions.by_prefix.lookup_bits(Bits::of(asker.address));
     match found.value {
         Some(((region, RegionRule::Prefix { network, length }), _)) => {
             note(&mut explanation, || format!("region {region}: matched prefix {network}/{length}; answer scope /{}", found.scope));

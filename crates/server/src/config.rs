@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use pharos_route::spec::{RegionSpec, ServiceSpec};
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
 use serde::Deserialize;
 
 /// Everything `pharos serve` needs to know.
@@ -17,6 +20,12 @@ pub struct Config {
     pub tcp: TcpConfig,
     #[serde(default, rename = "zone")]
     pub zones: Vec<ZoneConfig>,
+    /// Regions that routing policies tell apart.
+    #[serde(default, rename = "region")]
+    pub regions: Vec<RegionSpec>,
+    /// Names inside the zones whose addresses a policy chooses.
+    #[serde(default, rename = "service")]
+    pub services: Vec<ServiceSpec>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -31,11 +40,14 @@ pub struct ServerConfig {
     pub nsid: Option<String>,
     /// Largest UDP response sent and advertised.
     pub udp_payload: u16,
+    /// Seed for the random choices of routing policies, for reproducible
+    /// tests; unset, each worker seeds itself from the operating system.
+    pub random_seed: Option<u64>,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { listen: Vec::new(), threads: 0, nsid: None, udp_payload: pharos_answer::DEFAULT_UDP_PAYLOAD }
+        ServerConfig { listen: Vec::new(), threads: 0, nsid: None, udp_payload: pharos_answer::DEFAULT_UDP_PAYLOAD, random_seed: None }
     }
 }
 
@@ -105,7 +117,7 @@ impl Config {
 
     /// An empty configuration, for when everything comes from flags.
     pub fn empty() -> Config {
-        Config { server: ServerConfig::default(), tcp: TcpConfig::default(), zones: Vec::new() }
+        Config { server: ServerConfig::default(), tcp: TcpConfig::default(), zones: Vec::new(), regions: Vec::new(), services: Vec::new() }
     }
 
     /// Checks what cannot be checked field by field.
@@ -126,6 +138,15 @@ impl Config {
             bail!("server.nsid is longer than 512 octets");
         }
         Ok(())
+    }
+
+    /// A random source for one worker: from the configured seed (mixed with
+    /// `worker`, so workers differ) or from the operating system.
+    pub fn worker_rng(&self, worker: u64) -> SmallRng {
+        match self.server.random_seed {
+            Some(seed) => SmallRng::seed_from_u64(seed ^ worker.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            None => SmallRng::from_os_rng(),
+        }
     }
 
     /// Worker threads to run: the configured number, or one per core.

@@ -30,10 +30,11 @@ impl Server {
         let registry = tcp::Registry::new(config.tcp.clone());
         let stop = Arc::new(AtomicBool::new(false));
         let mut udp_workers = Vec::new();
-        for &address in &config.server.listen {
-            udp_workers.extend(start_udp(address, config.threads(), &snapshot, &stop)?);
+        for (index, &address) in config.server.listen.iter().enumerate() {
+            udp_workers.extend(start_udp(&config, address, index, &snapshot, &stop)?);
             let listener = tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen on TCP {address}"))?;
-            tokio::spawn(tcp::serve(listener, snapshot.clone(), registry.clone()));
+            let rng = config.worker_rng(u64::MAX - index as u64);
+            tokio::spawn(tcp::serve(listener, snapshot.clone(), registry.clone(), rng));
         }
         Ok(Server { config, snapshot, registry, stop, udp_workers })
     }
@@ -57,19 +58,23 @@ impl Server {
     }
 }
 
+/// Starts the UDP workers of the `listen_index`th address.
 fn start_udp(
+    config: &Config,
     address: SocketAddr,
-    threads: usize,
+    listen_index: usize,
     snapshot: &SharedSnapshot,
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    let threads = config.threads();
     (0..threads)
         .map(|index| {
             let socket = udp::bind_socket(address).with_context(|| format!("cannot listen on UDP {address}"))?;
             let (snapshot, stop) = (snapshot.clone(), stop.clone());
+            let rng = config.worker_rng((listen_index * threads + index) as u64);
             std::thread::Builder::new()
                 .name(format!("udp-{index}"))
-                .spawn(move || udp::serve(socket, snapshot, stop))
+                .spawn(move || udp::serve(socket, snapshot, rng, stop))
                 .context("cannot start a UDP worker thread")
         })
         .collect()

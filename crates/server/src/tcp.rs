@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use pharos_answer::{Client, Transport, respond};
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
@@ -125,8 +127,9 @@ impl Drop for Admission {
     }
 }
 
-/// Accepts connections on `listener` forever, one task each.
-pub async fn serve(listener: TcpListener, snapshot: SharedSnapshot, registry: Arc<Registry>) {
+/// Accepts connections on `listener` forever, one task each. Each
+/// connection's random source is drawn from `rng`.
+pub async fn serve(listener: TcpListener, snapshot: SharedSnapshot, registry: Arc<Registry>, mut rng: SmallRng) {
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -138,13 +141,14 @@ pub async fn serve(listener: TcpListener, snapshot: SharedSnapshot, registry: Ar
             }
         };
         let admission = registry.admit(peer.ip());
-        tokio::spawn(serve_connection(stream, peer, snapshot.clone(), admission));
+        let connection_rng = SmallRng::from_rng(&mut rng);
+        tokio::spawn(serve_connection(stream, peer, snapshot.clone(), admission, connection_rng));
     }
 }
 
 /// Reads framed queries and writes framed answers until the client closes,
 /// goes idle, stops reading, or is shed.
-async fn serve_connection(mut stream: TcpStream, peer: SocketAddr, snapshot: SharedSnapshot, admission: Admission) {
+async fn serve_connection(mut stream: TcpStream, peer: SocketAddr, snapshot: SharedSnapshot, admission: Admission, mut rng: SmallRng) {
     let _ = stream.set_nodelay(true);
     let limits = &admission.registry.limits;
     let client = Client { address: peer.ip(), transport: Transport::Stream };
@@ -159,7 +163,7 @@ async fn serve_connection(mut stream: TcpStream, peer: SocketAddr, snapshot: Sha
             Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return,
             Ok(Ok(_)) => {}
         }
-        let consumed = answer_frames(&input, &client, &snapshot, &mut output);
+        let consumed = answer_frames(&input, &client, &snapshot, &mut rng, &mut output);
         input.drain(..consumed);
         if consumed > 0 {
             admission.touch();
@@ -179,14 +183,14 @@ async fn serve_connection(mut stream: TcpStream, peer: SocketAddr, snapshot: Sha
 
 /// Answers every complete frame at the start of `input`, appending framed
 /// responses to `output`; returns how many input octets were used.
-pub fn answer_frames(input: &[u8], client: &Client, snapshot: &SharedSnapshot, output: &mut Vec<u8>) -> usize {
+pub fn answer_frames(input: &[u8], client: &Client, snapshot: &SharedSnapshot, rng: &mut SmallRng, output: &mut Vec<u8>) -> usize {
     let current = snapshot.load();
     let mut consumed = 0;
     while let Some(length) = input.get(consumed..consumed + 2).map(|prefix| u16::from_be_bytes([prefix[0], prefix[1]]) as usize) {
         let Some(message) = input.get(consumed + 2..consumed + 2 + length) else { break };
         let length_at = output.len();
         output.extend_from_slice(&[0, 0]);
-        if respond(message, client, &current, output) {
+        if respond(message, client, &current, rng, output) {
             let response_len = (output.len() - length_at - 2) as u16;
             output[length_at..length_at + 2].copy_from_slice(&response_len.to_be_bytes());
         } else {

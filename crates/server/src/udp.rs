@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use pharos_answer::{Client, Transport, respond};
+use rand::rngs::SmallRng;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::snapshot::SharedSnapshot;
@@ -96,7 +97,7 @@ impl Batch {
 
     /// Answers each received datagram into its response buffer; returns
     /// how many responses there are (queued at the front of the write headers).
-    fn answer(&mut self, received: usize, snapshot: &pharos_answer::Snapshot) -> usize {
+    fn answer(&mut self, received: usize, snapshot: &pharos_answer::Snapshot, rng: &mut SmallRng) -> usize {
         let mut ready = 0;
         for index in 0..received {
             let header = &self.read_headers[index];
@@ -109,7 +110,7 @@ impl Batch {
             let answered = if header.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
                 pharos_answer::respond_oversized(query, response)
             } else {
-                respond(query, &client, snapshot, response)
+                respond(query, &client, snapshot, rng, response)
             };
             if answered {
                 self.write_iov[ready] = libc::iovec { iov_base: response.as_mut_ptr().cast(), iov_len: response.len() };
@@ -163,7 +164,7 @@ fn peer_address(storage: &libc::sockaddr_storage) -> Option<IpAddr> {
 }
 
 /// Serves DNS on `socket` until `stop` is set.
-pub fn serve(socket: Socket, snapshot: SharedSnapshot, stop: Arc<AtomicBool>) {
+pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, stop: Arc<AtomicBool>) {
     let fd = socket.as_raw_fd();
     let mut batch = Batch::new();
     while !stop.load(Ordering::Relaxed) {
@@ -178,7 +179,7 @@ pub fn serve(socket: Socket, snapshot: SharedSnapshot, stop: Arc<AtomicBool>) {
             }
         };
         let current = snapshot.load();
-        let ready = batch.answer(received, &current);
+        let ready = batch.answer(received, &current, &mut rng);
         batch.send(fd, ready);
     }
 }

@@ -1,7 +1,7 @@
 //! EDNS(0) as a query carries it (RFC 6891), with the options Pharos reads:
 //! NSID (RFC 5001), Client Subnet (RFC 7871) and TCP keepalive (RFC 7828).
 
-use crate::read_u16;
+use crate::{MessageWriter, read_u16};
 
 pub const OPTION_NSID: u16 = 3;
 pub const OPTION_CLIENT_SUBNET: u16 = 8;
@@ -68,6 +68,32 @@ impl ClientSubnet {
     }
 }
 
+impl ClientSubnet {
+    /// The address as an `IpAddr` (zero beyond the source prefix).
+    pub fn ip(&self) -> std::net::IpAddr {
+        match self.family {
+            1 => std::net::IpAddr::from(<[u8; 4]>::try_from(&self.address[..4]).expect("four octets")),
+            _ => std::net::IpAddr::from(self.address),
+        }
+    }
+
+    /// Length of the option body when echoed.
+    pub fn echo_len(&self) -> usize {
+        4 + (self.source_prefix as usize).div_ceil(8)
+    }
+
+    /// Appends the option (code, length, body) as RFC 7871 section 7.2.1
+    /// says a response carries it: family, source prefix and address as
+    /// asked, and the scope the answer is valid for.
+    pub fn write_echo(&self, scope_prefix: u8, writer: &mut MessageWriter<'_>) {
+        writer.u16(OPTION_CLIENT_SUBNET);
+        writer.u16(self.echo_len() as u16);
+        writer.u16(self.family);
+        writer.raw(&[self.source_prefix, scope_prefix]);
+        writer.raw(&self.address[..(self.source_prefix as usize).div_ceil(8)]);
+    }
+}
+
 /// Why an OPT record was rejected: both make the query FORMERR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EdnsError {
@@ -126,6 +152,16 @@ mod tests {
         assert!(ClientSubnet::parse(&ecs(1, 0, 0, &[])).is_some());
         assert!(ClientSubnet::parse(&ecs(1, 20, 0, &[10, 1, 0x10])).is_some());
         assert!(ClientSubnet::parse(&ecs(2, 48, 0, &[0x20, 1, 0xd, 0xb8, 0, 1])).is_some());
+    }
+
+    #[test]
+    fn echoes_a_client_subnet_with_a_scope() {
+        let subnet = ClientSubnet::parse(&ecs(1, 20, 0, &[10, 1, 0x10])).unwrap();
+        let mut out = Vec::new();
+        let mut writer = MessageWriter::new(&mut out);
+        subnet.write_echo(16, &mut writer);
+        assert_eq!(writer.message()[crate::HEADER_LEN..], [0, 8, 0, 7, 0, 1, 20, 16, 10, 1, 0x10]);
+        assert_eq!(subnet.ip(), "10.1.16.0".parse::<std::net::IpAddr>().unwrap());
     }
 
     #[test]

@@ -76,6 +76,16 @@ impl<'b> MessageWriter<'b> {
         self.buf.extend_from_slice(bytes);
     }
 
+    /// Writes a two-octet length, then whatever `body` writes, then sets
+    /// the length to what was written.
+    pub fn length_prefixed(&mut self, body: impl FnOnce(&mut Self)) {
+        let length_at = self.len();
+        self.u16(0);
+        body(self);
+        let length = (self.len() - length_at - 2) as u16;
+        self.put_u16_at(length_at, length);
+    }
+
     pub fn u16(&mut self, value: u16) {
         self.buf.extend_from_slice(&value.to_be_bytes());
     }
@@ -136,11 +146,7 @@ impl<'b> MessageWriter<'b> {
         self.u16(rtype);
         self.u16(class);
         self.u32(ttl);
-        let length_at = self.len();
-        self.u16(0);
-        self.rdata(rtype, rdata);
-        let rdlength = (self.len() - length_at - 2) as u16;
-        self.put_u16_at(length_at, rdlength);
+        self.length_prefixed(|writer| writer.rdata(rtype, rdata));
     }
 
     fn rdata(&mut self, rtype: u16, rdata: &[u8]) {

@@ -17,7 +17,7 @@ use pharos_wire::{name, types};
 use rustc_hash::FxHashMap;
 
 use crate::presentation;
-use crate::zone::{Node, Rrset, Zone};
+use crate::zone::{Node, Rrset, Zone, add_empty_ancestors};
 
 /// How deep `$INCLUDE` may nest before we call it a loop.
 const MAX_INCLUDE_DEPTH: usize = 8;
@@ -271,19 +271,6 @@ fn check_coexistence(node: &Node, rtype: u16) -> Result<(), String> {
         types::DNAME if node.has(types::DNAME) => Err("more than one DNAME record".into()),
         _ if has_cname => Err("other data beside a CNAME record".into()),
         _ => Ok(()),
-    }
-}
-
-/// Makes every name between the owner and the apex exist, so that empty
-/// non-terminals answer NODATA and block wildcards (RFC 4592 section 2.2.2).
-fn add_empty_ancestors(nodes: &mut FxHashMap<Box<[u8]>, Node>, owner: &[u8], origin: &[u8]) {
-    let mut ancestor = name::parent(owner);
-    while let Some(above) = ancestor {
-        if above.len() <= origin.len() || nodes.contains_key(above) {
-            break;
-        }
-        nodes.insert(above.into(), Node::default());
-        ancestor = name::parent(above);
     }
 }
 

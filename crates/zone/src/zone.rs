@@ -77,11 +77,43 @@ impl Zone {
         false
     }
 
+    /// Makes `name` (lowercase wire form, inside the zone) exist with no
+    /// records, for a name whose addresses a routing policy answers. A name
+    /// that holds records, or lies below a delegation or DNAME, is refused.
+    pub fn reserve_name(&mut self, name: &[u8]) -> Result<(), String> {
+        let shown = name::Display(name);
+        if !name::is_at_or_below(name, &self.origin) {
+            return Err(format!("{shown} is not inside the zone {}", name::Display(&self.origin)));
+        }
+        if self.nodes.get(name).is_some_and(|node| !node.rrsets.is_empty()) {
+            return Err(format!("{shown} already has records in the zone file; a name is either zone data or a service, not both"));
+        }
+        if self.is_occluded(name) {
+            return Err(format!("{shown} is below a delegation or DNAME in the zone"));
+        }
+        add_empty_ancestors(&mut self.nodes, name, &self.origin);
+        self.nodes.entry(name.into()).or_default();
+        Ok(())
+    }
+
     /// Every record type that appears anywhere in the zone.
     pub fn types_present(&self) -> Vec<u16> {
         let mut present: Vec<u16> = self.nodes.values().flat_map(|node| node.rrsets.iter().map(|rrset| rrset.rtype)).collect();
         present.sort_unstable();
         present.dedup();
         present
+    }
+}
+
+/// Makes every name between `owner` and the apex exist, so that empty
+/// non-terminals answer NODATA and block wildcards (RFC 4592 section 2.2.2).
+pub(crate) fn add_empty_ancestors(nodes: &mut FxHashMap<Box<[u8]>, Node>, owner: &[u8], origin: &[u8]) {
+    let mut ancestor = name::parent(owner);
+    while let Some(above) = ancestor {
+        if above.len() <= origin.len() || nodes.contains_key(above) {
+            break;
+        }
+        nodes.insert(above.into(), Node::default());
+        ancestor = name::parent(above);
     }
 }

@@ -1,0 +1,61 @@
+//! Step 4 of a query's life (DESIGN.md): the name is a service, so the
+//! routing core picks the addresses.
+
+use pharos_route::{Asker, Family, Service, decide, locate};
+use pharos_wire::{Edns, MessageWriter, types};
+use pharos_zone::Fitted;
+use rand::Rng;
+
+use crate::{Client, Snapshot};
+
+/// The asker as the routing core sees it: the EDNS Client Subnet when the
+/// query has one, else the packet's source.
+pub fn asker(client: &Client, edns: Option<Edns>) -> Asker {
+    match edns.and_then(|edns| edns.client_subnet) {
+        Some(subnet) => Asker { address: subnet.ip(), known_bits: subnet.source_prefix, from_client_subnet: true },
+        None => Asker::from_source(client.address),
+    }
+}
+
+/// Writes the address records the service's policy chose for this client.
+/// Returns how much fit and the ECS scope the answer depends on.
+pub fn write_addresses(
+    writer: &mut MessageWriter<'_>,
+    service: &Service,
+    family: Family,
+    asker: &Asker,
+    snapshot: &Snapshot,
+    rng: &mut impl Rng,
+    room: usize,
+) -> (Fitted, u8) {
+    let location = locate(asker, &snapshot.routes.regions, None);
+    let decision = decide(service, family, &location, rng, None);
+    let rtype = match family {
+        Family::V4 => types::A,
+        Family::V6 => types::AAAA,
+    };
+    let body_start = writer.len();
+    for &index in &decision.replicas {
+        let octets = match service.replicas[index].address {
+            std::net::IpAddr::V4(v4) => v4.octets().to_vec(),
+            std::net::IpAddr::V6(v6) => v6.octets().to_vec(),
+        };
+        writer.record_at(pharos_wire::HEADER_LEN as u16, rtype, types::CLASS_IN, decision.ttl, &octets);
+    }
+    let length = writer.len() - body_start;
+    // The addresses form one RRset: all of it fits, or none and TC.
+    if length > room {
+        writer.truncate(body_start);
+        return (Fitted { len: 0, counts: [0; 3], truncated: true }, decision.scope);
+    }
+    (Fitted { len: length, counts: [decision.replicas.len() as u16, 0, 0], truncated: false }, decision.scope)
+}
+
+/// Which family of addresses a question asks a service for, if any.
+pub fn family_of(qtype: u16) -> Option<Family> {
+    match qtype {
+        types::A | types::ANY => Some(Family::V4),
+        types::AAAA => Some(Family::V6),
+        _ => None,
+    }
+}

@@ -1,0 +1,21 @@
+//! The routing table of a snapshot: services by name, and the regions.
+
+use rustc_hash::FxHashMap;
+
+use crate::locate::Regions;
+use crate::model::Service;
+
+/// Everything the routing core reads, frozen with the snapshot.
+#[derive(Debug, Default)]
+pub struct Routes {
+    /// By lowercase wire-format name.
+    pub services: FxHashMap<Box<[u8]>, Service>,
+    pub regions: Regions,
+}
+
+impl Routes {
+    /// The service at `name` (lowercase wire form), if there is one.
+    pub fn service(&self, name: &[u8]) -> Option<&Service> {
+        if self.services.is_empty() { None } else { self.services.get(name) }
+    }
+}

@@ -1,0 +1,326 @@
+//! Services and regions as an operator declares them (the config file now,
+//! the control API later), and their checked conversion into [`Routes`].
+//!
+//! Every check runs before anything is built, and the first failure names
+//! the field to fix; a rejected declaration changes nothing.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::locate::Regions;
+use crate::model::{DEFAULT_TTL, Health, Replica, Service};
+use crate::policy::{Policy, ProbabilityTable, RegionRow};
+use crate::{RegionId, Routes, UNCLASSIFIED};
+
+/// A named class of client addresses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegionSpec {
+    /// 1 or more; 0 is reserved for unclassified clients.
+    pub id: RegionId,
+    pub name: String,
+    /// CIDR prefixes, IPv4 or IPv6 ("192.0.2.0/24").
+    #[serde(default)]
+    pub prefixes: Vec<String>,
+}
+
+/// A service: a name answered by policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceSpec {
+    pub name: String,
+    #[serde(default = "default_policy")]
+    pub policy: String,
+    #[serde(default = "default_ttl")]
+    pub ttl: u32,
+    /// At most this many addresses per answer (0: all).
+    #[serde(default)]
+    pub max_answers: usize,
+    #[serde(default, rename = "replica")]
+    pub replicas: Vec<ReplicaSpec>,
+    /// For `region-probabilities`: table name ("default" or a region's
+    /// name) -> replica id -> probability and TTL.
+    #[serde(default)]
+    pub probabilities: BTreeMap<String, BTreeMap<String, ProbabilitySpec>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaSpec {
+    pub id: String,
+    pub address: IpAddr,
+    #[serde(default)]
+    pub datacenter: Option<String>,
+    #[serde(default = "one")]
+    pub weight: u32,
+    #[serde(default = "one")]
+    pub priority: u32,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbabilitySpec {
+    pub probability: f64,
+    #[serde(default = "default_ttl")]
+    pub ttl: u32,
+}
+
+fn default_policy() -> String {
+    "static".into()
+}
+fn default_ttl() -> u32 {
+    DEFAULT_TTL
+}
+fn one() -> u32 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+
+/// What is wrong with a declaration, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError {
+    /// A path to the field, e.g. `service[www.example.test].replica[fra-1].address`.
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+fn fail<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, SpecError> {
+    Err(SpecError { field: field.into(), message: message.into() })
+}
+
+/// Names of the policies a service may declare.
+pub const POLICIES: [&str; 5] = ["static", "round-robin", "weighted", "failover", "region-probabilities"];
+
+/// Checks regions and services together and builds the routing table.
+/// `wire_name` turns a service name into its lowercase wire form (or says
+/// why it cannot).
+pub fn build_routes(
+    regions: &[RegionSpec],
+    services: &[ServiceSpec],
+    wire_name: impl Fn(&str) -> Result<Box<[u8]>, String>,
+) -> Result<Routes, SpecError> {
+    let (built_regions, region_ids) = build_regions(regions)?;
+    let mut routes = Routes { services: Default::default(), regions: built_regions };
+    for spec in services {
+        let field = format!("service[{}]", spec.name);
+        let name = wire_name(&spec.name).or_else(|message| fail(format!("{field}.name"), message))?;
+        let service = build_service(spec, &field, &region_ids)?;
+        if routes.services.insert(name, service).is_some() {
+            return fail(field, "declared twice");
+        }
+    }
+    Ok(routes)
+}
+
+fn build_regions(specs: &[RegionSpec]) -> Result<(Regions, HashMap<String, RegionId>), SpecError> {
+    let mut regions = Regions::default();
+    let mut ids = HashMap::new();
+    let mut seen_ids = HashSet::new();
+    let mut claimed: HashMap<(IpAddr, u8), String> = HashMap::new();
+    for spec in specs {
+        let field = format!("region[{}]", spec.name);
+        if spec.id == UNCLASSIFIED {
+            return fail(format!("{field}.id"), "0 is reserved for unclassified clients; use 1 or more");
+        }
+        if !seen_ids.insert(spec.id) || ids.insert(spec.name.clone(), spec.id).is_some() {
+            return fail(field, format!("region id {} or name {:?} is used twice", spec.id, spec.name));
+        }
+        for (index, text) in spec.prefixes.iter().enumerate() {
+            let (network, length) = parse_prefix(text).or_else(|message| fail(format!("{field}.prefixes[{index}]"), message))?;
+            if let Some(other) = claimed.insert((network, length), spec.name.clone()) {
+                return fail(format!("{field}.prefixes[{index}]"), format!("{text} already belongs to region {other:?}"));
+            }
+            regions.add_prefix(network, length, spec.id);
+        }
+    }
+    Ok((regions, ids))
+}
+
+/// Parses `address/length`, refusing host bits set past the length.
+pub fn parse_prefix(text: &str) -> Result<(IpAddr, u8), String> {
+    let (address, length) = text.split_once('/').ok_or_else(|| format!("{text:?} is not a prefix like 192.0.2.0/24"))?;
+    let address: IpAddr = address.parse().map_err(|_| format!("{address:?} is not an IP address"))?;
+    let width = if address.is_ipv4() { 32 } else { 128 };
+    let length: u8 =
+        length.parse().ok().filter(|&length| length <= width).ok_or_else(|| format!("prefix length {length:?} must be 0 to {width}"))?;
+    let bits = crate::prefix::Bits::of(address).value;
+    let host_bits = if length == 0 { u128::MAX } else { u128::MAX >> length };
+    if bits & host_bits != 0 {
+        return Err(format!("{text} has bits set past /{length}"));
+    }
+    Ok((address, length))
+}
+
+fn build_service(spec: &ServiceSpec, field: &str, region_ids: &HashMap<String, RegionId>) -> Result<Service, SpecError> {
+    let mut replicas = Vec::with_capacity(spec.replicas.len());
+    for replica in &spec.replicas {
+        if replicas.iter().any(|known: &Replica| known.id == replica.id) {
+            return fail(format!("{field}.replica[{}]", replica.id), "replica id used twice");
+        }
+        replicas.push(Replica {
+            id: replica.id.clone(),
+            address: replica.address,
+            datacenter: replica.datacenter.clone(),
+            weight: replica.weight,
+            priority: replica.priority,
+            enabled: replica.enabled,
+            health: Health::Up,
+        });
+    }
+    if replicas.is_empty() {
+        return fail(format!("{field}.replica"), "a service needs at least one replica");
+    }
+    let policy = match spec.policy.as_str() {
+        "static" => Policy::Static,
+        "round-robin" => Policy::round_robin(),
+        "weighted" => Policy::Weighted,
+        "failover" => Policy::Failover,
+        "region-probabilities" => Policy::RegionProbabilities(build_table(spec, field, &replicas, region_ids)?),
+        other => return fail(format!("{field}.policy"), format!("unknown policy {other:?}; one of {}", POLICIES.join(", "))),
+    };
+    if !matches!(policy, Policy::RegionProbabilities(_)) && !spec.probabilities.is_empty() {
+        return fail(format!("{field}.probabilities"), "probabilities need policy = \"region-probabilities\"");
+    }
+    Ok(Service { name: spec.name.clone(), replicas, policy, ttl: spec.ttl, max_answers: spec.max_answers })
+}
+
+/// The probability table, rows indexed like `replicas`. Replicas missing
+/// from a row get probability 0; a missing default row gives every
+/// replica an equal share.
+fn build_table(
+    spec: &ServiceSpec,
+    field: &str,
+    replicas: &[Replica],
+    region_ids: &HashMap<String, RegionId>,
+) -> Result<ProbabilityTable, SpecError> {
+    let equal = RegionRow { probability: 1.0, ttl: spec.ttl };
+    let mut table = ProbabilityTable { default: vec![equal; replicas.len()], regions: HashMap::new() };
+    for (table_name, entries) in &spec.probabilities {
+        let table_field = format!("{field}.probabilities[{table_name}]");
+        let mut rows = vec![RegionRow { probability: 0.0, ttl: spec.ttl }; replicas.len()];
+        for (replica_id, entry) in entries {
+            let entry_field = format!("{table_field}[{replica_id}]");
+            let index = replicas
+                .iter()
+                .position(|replica| replica.id == *replica_id)
+                .ok_or_else(|| SpecError { field: entry_field.clone(), message: format!("no replica {replica_id:?} in this service") })?;
+            if !entry.probability.is_finite() || entry.probability < 0.0 {
+                return fail(format!("{entry_field}.probability"), format!("{} is not a probability (0 or more)", entry.probability));
+            }
+            rows[index] = RegionRow { probability: entry.probability, ttl: entry.ttl };
+        }
+        if rows.iter().map(|row| row.probability).sum::<f64>() <= 0.0 {
+            return fail(table_field, "the probabilities add up to 0, so they cannot be normalized");
+        }
+        if table_name == "default" {
+            table.default = rows;
+        } else {
+            let region = region_ids.get(table_name).ok_or_else(|| SpecError {
+                field: table_field.clone(),
+                message: format!("no region named {table_name:?} (declare it, or use \"default\")"),
+            })?;
+            table.regions.insert(*region, rows);
+        }
+    }
+    Ok(table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wire(name: &str) -> Result<Box<[u8]>, String> {
+        Ok(name.as_bytes().into())
+    }
+
+    fn service(policy: &str) -> ServiceSpec {
+        let replica = |id: &str, address: &str| ReplicaSpec {
+            id: id.into(),
+            address: address.parse().unwrap(),
+            datacenter: None,
+            weight: 1,
+            priority: 1,
+            enabled: true,
+        };
+        ServiceSpec {
+            name: "www.example.test".into(),
+            policy: policy.into(),
+            ttl: 300,
+            max_answers: 0,
+            replicas: vec![replica("a", "192.0.2.1"), replica("b", "192.0.2.2")],
+            probabilities: BTreeMap::new(),
+        }
+    }
+
+    fn region(id: RegionId, name: &str, prefixes: &[&str]) -> RegionSpec {
+        RegionSpec { id, name: name.into(), prefixes: prefixes.iter().map(|prefix| prefix.to_string()).collect() }
+    }
+
+    fn error(regions: &[RegionSpec], services: &[ServiceSpec]) -> String {
+        build_routes(regions, services, wire).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn builds_a_region_probability_service() {
+        let mut spec = service("region-probabilities");
+        spec.probabilities.insert("eu".into(), BTreeMap::from([("b".into(), ProbabilitySpec { probability: 1.0, ttl: 30 })]));
+        let routes = build_routes(&[region(1, "eu", &["192.0.2.0/24"])], &[spec], wire).unwrap();
+        let Policy::RegionProbabilities(table) = &routes.services[&b"www.example.test"[..]].policy else { panic!() };
+        assert_eq!(table.regions[&1], [RegionRow { probability: 0.0, ttl: 300 }, RegionRow { probability: 1.0, ttl: 30 }]);
+        assert_eq!(table.default.len(), 2);
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let mut unknown_replica = service("region-probabilities");
+        unknown_replica
+            .probabilities
+            .insert("default".into(), BTreeMap::from([("zz".into(), ProbabilitySpec { probability: 1.0, ttl: 1 })]));
+        assert_eq!(
+            error(&[], &[unknown_replica]),
+            "service[www.example.test].probabilities[default][zz]: no replica \"zz\" in this service"
+        );
+        let mut negative = service("region-probabilities");
+        negative.probabilities.insert("default".into(), BTreeMap::from([("a".into(), ProbabilitySpec { probability: -1.0, ttl: 1 })]));
+        assert!(error(&[], &[negative]).contains("[a].probability: -1 is not a probability"));
+        let mut zero = service("region-probabilities");
+        zero.probabilities.insert("default".into(), BTreeMap::from([("a".into(), ProbabilitySpec { probability: 0.0, ttl: 1 })]));
+        assert!(error(&[], &[zero]).contains("cannot be normalized"));
+        let mut unknown_region = service("region-probabilities");
+        unknown_region.probabilities.insert("mars".into(), BTreeMap::from([("a".into(), ProbabilitySpec { probability: 1.0, ttl: 1 })]));
+        assert!(error(&[], &[unknown_region]).contains("no region named \"mars\""));
+        assert!(error(&[], &[service("fastest")]).contains(".policy: unknown policy \"fastest\""));
+        assert!(error(&[region(0, "x", &[])], &[]).contains("region[x].id: 0 is reserved"));
+        assert!(error(&[region(1, "x", &["192.0.2.1/24"])], &[]).contains("region[x].prefixes[0]: 192.0.2.1/24 has bits set past /24"));
+        assert!(
+            error(&[region(1, "x", &["10.0.0.0/8"]), region(2, "y", &["10.0.0.0/8"])], &[]).contains("already belongs to region \"x\"")
+        );
+        assert!(error(&[], &[service("static"), service("static")]).contains("declared twice"));
+        let mut empty = service("static");
+        empty.replicas.clear();
+        assert!(error(&[], &[empty]).contains("at least one replica"));
+    }
+
+    #[test]
+    fn parses_prefixes_of_both_families() {
+        assert_eq!(parse_prefix("2001:db8::/32").unwrap().1, 32);
+        assert_eq!(parse_prefix("0.0.0.0/0").unwrap().1, 0);
+        assert!(parse_prefix("10.0.0.0/33").is_err());
+        assert!(parse_prefix("10.0.0.0").is_err());
+    }
+}

@@ -1,0 +1,212 @@
+//! The routing core through the real server: services answered by region
+//! probabilities, EDNS Client Subnet in and scope out, per-region TTLs,
+//! and declarations refused whole with the field named.
+
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::process::Command;
+use std::time::Duration;
+
+use domain::base::Message;
+use domain::base::iana::{Rcode, Rtype};
+use domain::base::opt::ClientSubnet;
+use domain::rdata::{A, Aaaa};
+
+mod common;
+use common::*;
+
+const ROUTING: &str = r#"random_seed = 7
+
+[[region]]
+id = 1
+name = "europe"
+prefixes = ["198.51.100.0/24"]
+
+[[region]]
+id = 2
+name = "asia"
+prefixes = ["203.0.113.0/24", "2001:db8:aa::/48"]
+
+[[service]]
+name = "svc.example.test"
+policy = "region-probabilities"
+ttl = 300
+
+[[service.replica]]
+id = "fra"
+address = "192.0.2.10"
+
+[[service.replica]]
+id = "sin"
+address = "192.0.2.20"
+
+[[service.replica]]
+id = "iad"
+address = "192.0.2.30"
+
+[[service.replica]]
+id = "six"
+address = "2001:db8::10"
+
+[service.probabilities.default]
+fra = { probability = 0.2, ttl = 360 }
+sin = { probability = 0.3, ttl = 360 }
+iad = { probability = 0.5, ttl = 360 }
+six = { probability = 1.0, ttl = 360 }
+
+[service.probabilities.europe]
+fra = { probability = 0.6, ttl = 60 }
+sin = { probability = 0.3, ttl = 120 }
+iad = { probability = 0.1, ttl = 180 }
+
+[service.probabilities.asia]
+sin = { probability = 1.0, ttl = 30 }
+"#;
+
+/// A query for `name` with an OPT record and, if given, a client subnet.
+fn query(id: u16, name: &str, rtype: Rtype, subnet: Option<(IpAddr, u8)>) -> Vec<u8> {
+    let mut packet = query_bytes(id, name, rtype);
+    packet[11] = 1;
+    let mut options = Vec::new();
+    if let Some((address, prefix)) = subnet {
+        let (family, octets): (u16, Vec<u8>) = match address {
+            IpAddr::V4(v4) => (1, v4.octets().to_vec()),
+            IpAddr::V6(v6) => (2, v6.octets().to_vec()),
+        };
+        let kept = (prefix as usize).div_ceil(8);
+        options.extend([0, 8]);
+        options.extend(((4 + kept) as u16).to_be_bytes());
+        options.extend(family.to_be_bytes());
+        options.extend([prefix, 0]);
+        options.extend(&octets[..kept]);
+    }
+    packet.extend([0, 0, 41, 4, 0xd0, 0, 0, 0, 0]);
+    packet.extend((options.len() as u16).to_be_bytes());
+    packet.extend(options);
+    packet
+}
+
+struct Asked {
+    socket: UdpSocket,
+    server: SocketAddr,
+}
+
+impl Asked {
+    fn new(server: SocketAddr) -> Asked {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        Asked { socket, server }
+    }
+
+    fn ask(&self, packet: &[u8]) -> Message<Vec<u8>> {
+        self.socket.send_to(packet, self.server).unwrap();
+        let mut buf = vec![0; 4096];
+        let len = self.socket.recv(&mut buf).expect("an answer");
+        buf.truncate(len);
+        Message::from_octets(buf).unwrap()
+    }
+}
+
+fn first_address_and_ttl(response: &Message<Vec<u8>>) -> (IpAddr, u32) {
+    let record = response.answer().unwrap().limit_to::<A>().next().expect("an A record").unwrap();
+    (IpAddr::V4(record.data().addr()), record.ttl().as_secs())
+}
+
+fn echoed_subnet(response: &Message<Vec<u8>>) -> Option<ClientSubnet> {
+    response.opt()?.opt().first::<ClientSubnet>()
+}
+
+/// Pearson's chi-square statistic of observed counts against expected shares.
+fn chi_square(observed: &[u32], expected_shares: &[f64]) -> f64 {
+    let total: u32 = observed.iter().sum();
+    observed.iter().zip(expected_shares).map(|(&count, share)| (count as f64 - share * total as f64).powi(2) / (share * total as f64)).sum()
+}
+
+#[test]
+fn first_answers_follow_each_regions_probabilities_with_its_ttls() {
+    let pharos = start(ROUTING);
+    let asked = Asked::new(pharos.address);
+    let replica = |last: u8| IpAddr::from([192, 0, 2, last]);
+    // (client subnet, expected share of fra/sin/iad first, TTL of each as first)
+    let cases = [("198.51.100.0", [0.6, 0.3, 0.1], [60, 120, 180]), ("192.0.2.0", [0.2, 0.3, 0.5], [360, 360, 360])];
+    for (subnet, shares, ttls) in cases {
+        let mut firsts = [0u32; 3];
+        for id in 0..3000u16 {
+            let response = asked.ask(&query(id, "svc.example.test", Rtype::A, Some((subnet.parse().unwrap(), 24))));
+            let (first, ttl) = first_address_and_ttl(&response);
+            let index = [10, 20, 30].iter().position(|&last| first == replica(last)).expect("a known replica");
+            assert_eq!(ttl, ttls[index], "TTL of {first} first in {subnet}");
+            assert_eq!(response.header_counts().ancount(), 3, "every v4 replica is listed");
+            firsts[index] += 1;
+        }
+        // Two degrees of freedom; 13.82 is the 0.1% critical value.
+        let statistic = chi_square(&firsts, &shares);
+        assert!(statistic < 13.82, "{subnet}: first answers {firsts:?} vs shares {shares:?}, chi-square {statistic:.2}");
+    }
+    for id in 0..50u16 {
+        let (first, ttl) =
+            first_address_and_ttl(&asked.ask(&query(id, "svc.example.test", Rtype::A, Some(("203.0.113.0".parse().unwrap(), 24)))));
+        assert_eq!((first, ttl), (replica(20), 30), "asia always gets sin first");
+    }
+}
+
+#[test]
+fn client_subnet_is_echoed_with_the_scope_the_answer_depends_on() {
+    let pharos = start(ROUTING);
+    let asked = Asked::new(pharos.address);
+    let in_europe = asked.ask(&query(1, "svc.example.test", Rtype::A, Some(("198.51.100.0".parse().unwrap(), 24))));
+    let echoed = echoed_subnet(&in_europe).expect("ECS echoed");
+    assert_eq!((echoed.addr(), echoed.source_prefix_len(), echoed.scope_prefix_len()), ("198.51.100.0".parse().unwrap(), 24, 24));
+    let in_asia_v6 = asked.ask(&query(2, "svc.example.test", Rtype::A, Some(("2001:db8:aa::".parse().unwrap(), 56))));
+    assert_eq!(echoed_subnet(&in_asia_v6).unwrap().scope_prefix_len(), 48);
+    assert_eq!(first_address_and_ttl(&in_asia_v6).1, 30, "an IPv6 client subnet places the client too");
+    let zero = asked.ask(&query(3, "svc.example.test", Rtype::A, Some(("0.0.0.0".parse().unwrap(), 0))));
+    assert_eq!(echoed_subnet(&zero).unwrap().scope_prefix_len(), 0, "a /0 subnet says nothing: scope 0");
+    let static_data = asked.ask(&query(4, "www.example.test", Rtype::A, Some(("198.51.100.0".parse().unwrap(), 24))));
+    assert_eq!(echoed_subnet(&static_data).unwrap().scope_prefix_len(), 0, "zone data is the same for everyone");
+    let no_subnet = asked.ask(&query(5, "svc.example.test", Rtype::A, None));
+    assert!(echoed_subnet(&no_subnet).is_none());
+    // 198.51.100.0/20: the third octet's low bits (100 = 0b0110_0100) lie past the prefix.
+    let malformed = asked.ask(&query(6, "svc.example.test", Rtype::A, Some(("198.51.100.0".parse().unwrap(), 20))));
+    assert_eq!(malformed.header().rcode(), Rcode::FORMERR, "address bits past the source prefix (RFC 7871 section 6)");
+}
+
+#[test]
+fn a_service_name_answers_its_other_types_like_any_name() {
+    let pharos = start(ROUTING);
+    let asked = Asked::new(pharos.address);
+    let v6 = asked.ask(&query(1, "svc.example.test", Rtype::AAAA, None));
+    let record = v6.answer().unwrap().limit_to::<Aaaa>().next().unwrap().unwrap();
+    assert_eq!(record.data().addr().to_string(), "2001:db8::10");
+    let txt = asked.ask(&query(2, "svc.example.test", Rtype::TXT, None));
+    assert_eq!(
+        (txt.header().rcode(), txt.header_counts().ancount(), txt.header_counts().nscount()),
+        (Rcode::NOERROR, 0, 1),
+        "NODATA with SOA"
+    );
+    assert!(txt.header().aa());
+}
+
+fn refused_declaration(extra: &str, zone: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("z.zone"), zone).unwrap();
+    let config = dir.path().join("pharos.toml");
+    std::fs::write(
+        &config,
+        format!("[server]\nlisten = [\"127.0.0.1:{}\"]\n{extra}\n[[zone]]\norigin = \"example.test\"\nfile = \"z.zone\"\n", free_port()),
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_pharos")).args(["serve", "--config"]).arg(&config).output().unwrap();
+    assert!(!output.status.success());
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn bad_declarations_are_refused_naming_the_field() {
+    let unknown_replica = ROUTING.replace("sin = { probability = 1.0, ttl = 30 }", "nowhere = { probability = 1.0, ttl = 30 }");
+    assert!(refused_declaration(&unknown_replica, ZONE).contains("service[svc.example.test].probabilities[asia][nowhere]: no replica"));
+    let taken = ROUTING.replace("svc.example.test", "www.example.test");
+    let message = refused_declaration(&taken, ZONE);
+    assert!(message.contains("service[www.example.test.].name: www.example.test. already has records"), "{message}");
+    let outside = ROUTING.replace("svc.example.test", "svc.example.org");
+    assert!(refused_declaration(&outside, ZONE).contains("not inside any served zone"));
+}
