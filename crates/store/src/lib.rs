@@ -1,0 +1,75 @@
+//! The source of truth for routing state: regions and services as the
+//! operator declared them. The live snapshot is built from what is here.
+//!
+//! A [`Store`] applies a batch of changes in one transaction and returns
+//! only once it is committed, so an acknowledged update survives a crash.
+//! SQLite is the embedded default; a PostgreSQL store for fleets is meant
+//! to implement the same trait.
+
+mod sqlite;
+
+use pharos_route::spec::{RegionSpec, ServiceSpec};
+
+pub use sqlite::SqliteStore;
+
+/// Everything stored, in a stable order (by name).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct State {
+    pub regions: Vec<RegionSpec>,
+    pub services: Vec<ServiceSpec>,
+}
+
+/// One change to the state. A batch of them is applied all or nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    PutRegion(RegionSpec),
+    DeleteRegion(String),
+    PutService(ServiceSpec),
+    DeleteService(String),
+}
+
+impl State {
+    /// The state after `changes`, in memory (the store is not touched).
+    pub fn with(&self, changes: &[Change]) -> State {
+        let mut next = self.clone();
+        for change in changes {
+            match change {
+                Change::PutRegion(region) => {
+                    next.regions.retain(|known| known.name != region.name);
+                    next.regions.push(region.clone());
+                }
+                Change::DeleteRegion(name) => next.regions.retain(|known| known.name != *name),
+                Change::PutService(service) => {
+                    next.services.retain(|known| known.name != service.name);
+                    next.services.push(service.clone());
+                }
+                Change::DeleteService(name) => next.services.retain(|known| known.name != *name),
+            }
+        }
+        next.regions.sort_by(|a, b| a.name.cmp(&b.name));
+        next.services.sort_by(|a, b| a.name.cmp(&b.name));
+        next
+    }
+}
+
+/// Why the store could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Database(#[from] rusqlite::Error),
+    #[error("stored {what} {name:?} cannot be read back: {error}")]
+    Corrupt { what: &'static str, name: String, error: serde_json::Error },
+    #[error("the database schema is version {found}, newer than this Pharos knows ({known}); upgrade Pharos")]
+    TooNew { found: i64, known: i64 },
+}
+
+/// Durable storage of the routing state.
+pub trait Store: Send {
+    /// Reads the whole state.
+    fn load(&mut self) -> Result<State, StoreError>;
+    /// Applies `changes` in one transaction; returns once committed.
+    fn apply(&mut self, changes: &[Change]) -> Result<(), StoreError>;
+    /// A value kept for the server itself (e.g. the API token).
+    fn setting(&mut self, key: &str) -> Result<Option<String>, StoreError>;
+    fn set_setting(&mut self, key: &str, value: &str) -> Result<(), StoreError>;
+}

@@ -1,0 +1,165 @@
+//! The embedded store: one SQLite file, created on first use.
+
+use std::path::Path;
+
+use pharos_route::spec::{RegionSpec, ServiceSpec};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::de::DeserializeOwned;
+
+use crate::{Change, State, Store, StoreError};
+
+/// Schema migrations, applied in order; the database records how many
+/// it has had in `PRAGMA user_version`. Never edit one that has shipped:
+/// add the next.
+const MIGRATIONS: &[&str] = &[
+    // 1: regions and services, each one row holding its declaration as JSON,
+    // so a service's replicas and probability table change together.
+    "CREATE TABLE regions (name TEXT PRIMARY KEY, spec TEXT NOT NULL);
+     CREATE TABLE services (name TEXT PRIMARY KEY, spec TEXT NOT NULL);
+     CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+];
+
+/// Routing state in a SQLite database file.
+pub struct SqliteStore {
+    connection: Connection,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and brings its
+    /// schema up to date.
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        let mut connection = Connection::open(path)?;
+        // WAL: readers never block the writer. synchronous=NORMAL in WAL
+        // mode keeps every committed transaction across a process crash
+        // (kill -9); only a power loss can drop the last few.
+        connection.pragma_update(None, "journal_mode", "WAL")?;
+        connection.pragma_update(None, "synchronous", "NORMAL")?;
+        connection.busy_timeout(std::time::Duration::from_secs(5))?;
+        migrate(&mut connection)?;
+        Ok(SqliteStore { connection })
+    }
+}
+
+fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
+    let version: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    let known = MIGRATIONS.len() as i64;
+    if version > known {
+        return Err(StoreError::TooNew { found: version, known });
+    }
+    for (index, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let transaction = connection.transaction()?;
+        transaction.execute_batch(migration)?;
+        transaction.pragma_update(None, "user_version", index as i64 + 1)?;
+        transaction.commit()?;
+    }
+    Ok(())
+}
+
+fn read_all<T: DeserializeOwned>(connection: &Connection, table: &str, what: &'static str) -> Result<Vec<T>, StoreError> {
+    let mut statement = connection.prepare(&format!("SELECT name, spec FROM {table} ORDER BY name"))?;
+    let rows = statement.query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))?;
+    rows.map(|row| {
+        let (name, spec) = row?;
+        serde_json::from_str(&spec).map_err(|error| StoreError::Corrupt { what, name, error })
+    })
+    .collect()
+}
+
+impl Store for SqliteStore {
+    fn load(&mut self) -> Result<State, StoreError> {
+        let regions: Vec<RegionSpec> = read_all(&self.connection, "regions", "region")?;
+        let services: Vec<ServiceSpec> = read_all(&self.connection, "services", "service")?;
+        Ok(State { regions, services })
+    }
+
+    fn apply(&mut self, changes: &[Change]) -> Result<(), StoreError> {
+        let transaction = self.connection.transaction()?;
+        for change in changes {
+            match change {
+                Change::PutRegion(region) => {
+                    let spec = serde_json::to_string(region).expect("a region serializes");
+                    transaction.execute("INSERT OR REPLACE INTO regions (name, spec) VALUES (?1, ?2)", params![region.name, spec])?;
+                }
+                Change::DeleteRegion(name) => {
+                    transaction.execute("DELETE FROM regions WHERE name = ?1", params![name])?;
+                }
+                Change::PutService(service) => {
+                    let spec = serde_json::to_string(service).expect("a service serializes");
+                    transaction.execute("INSERT OR REPLACE INTO services (name, spec) VALUES (?1, ?2)", params![service.name, spec])?;
+                }
+                Change::DeleteService(name) => {
+                    transaction.execute("DELETE FROM services WHERE name = ?1", params![name])?;
+                }
+            }
+        }
+        transaction.commit()?;
+        Ok(())
+    }
+
+    fn setting(&mut self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.connection.query_row("SELECT value FROM settings WHERE key = ?1", params![key], |row| row.get(0)).optional()?)
+    }
+
+    fn set_setting(&mut self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.connection.execute("INSERT OR REPLACE INTO settings (key, value) VALUES (?1, ?2)", params![key, value])?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn region(name: &str, id: u32) -> RegionSpec {
+        RegionSpec { id, name: name.into(), prefixes: vec!["192.0.2.0/24".into()] }
+    }
+
+    fn service(name: &str) -> ServiceSpec {
+        ServiceSpec {
+            name: name.into(),
+            policy: "static".into(),
+            ttl: 60,
+            max_answers: 0,
+            replicas: Vec::new(),
+            probabilities: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn changes_are_applied_together_and_read_back_after_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pharos.sqlite");
+        let mut store = SqliteStore::open(&path).unwrap();
+        let changes = [Change::PutRegion(region("eu", 1)), Change::PutService(service("b.test")), Change::PutService(service("a.test"))];
+        store.apply(&changes).unwrap();
+        store.apply(&[Change::DeleteService("b.test".into())]).unwrap();
+        store.set_setting("token", "secret").unwrap();
+        drop(store);
+        let mut reopened = SqliteStore::open(&path).unwrap();
+        let state = reopened.load().unwrap();
+        assert_eq!(state, State::default().with(&changes).with(&[Change::DeleteService("b.test".into())]));
+        assert_eq!(reopened.setting("token").unwrap().as_deref(), Some("secret"));
+        assert_eq!(reopened.setting("missing").unwrap(), None);
+    }
+
+    #[test]
+    fn refuses_a_schema_newer_than_it_knows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pharos.sqlite");
+        drop(SqliteStore::open(&path).unwrap());
+        Connection::open(&path).unwrap().pragma_update(None, "user_version", 99).unwrap();
+        assert!(matches!(SqliteStore::open(&path), Err(StoreError::TooNew { found: 99, .. })));
+    }
+
+    #[test]
+    fn reports_corrupt_rows_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pharos.sqlite");
+        let mut store = SqliteStore::open(&path).unwrap();
+        store.connection.execute("INSERT INTO services (name, spec) VALUES ('x.test', '{')", []).unwrap();
+        let error = store.load().unwrap_err().to_string();
+        assert!(error.contains("service \"x.test\""), "{error}");
+    }
+}
