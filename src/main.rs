@@ -1,5 +1,7 @@
 //! `pharos`: the command line of the Pharos name service.
 
+mod ctl;
+
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -18,6 +20,8 @@ struct Cli {
 enum Command {
     /// Serve DNS over UDP and TCP.
     Serve(ServeArgs),
+    /// Talk to a running server's control API.
+    Ctl(ctl::CtlArgs),
     /// Check zone files and report the first error in each, as file:line.
     CheckZone {
         /// ORIGIN=FILE, as for `serve --zone`.
@@ -54,6 +58,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => serve(args),
         Command::CheckZone { zones } => check_zones(&zones),
+        Command::Ctl(args) => ctl::run(args),
     }
 }
 
@@ -72,7 +77,7 @@ fn serve_config(args: ServeArgs) -> anyhow::Result<Config> {
         config.server.listen = args.listen;
     }
     for flag in &args.zone {
-        config.zones.push(ZoneConfig::from_flag(flag)?);
+        config.flag_zones.push(ZoneConfig::from_flag(flag)?);
     }
     if let Some(threads) = args.threads {
         config.server.threads = threads;

@@ -182,7 +182,7 @@ fn serves_ipv4_and_ipv6_from_flags_alone() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let _pharos = Pharos { child, address: v4, zone_file: zone, log_file: PathBuf::new(), _dir: dir };
+    let _pharos = Pharos { child, address: v4, zone_file: zone, log_file: PathBuf::new(), config: PathBuf::new(), _dir: dir };
     wait_until("IPv4 answers", || udp_query(v4, "www.example.test", Rtype::A).is_some());
     let socket = UdpSocket::bind("[::1]:0").unwrap();
     socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();

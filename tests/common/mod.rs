@@ -19,12 +19,23 @@ pub struct Pharos {
     pub address: SocketAddr,
     pub zone_file: PathBuf,
     pub log_file: PathBuf,
+    pub config: PathBuf,
     pub _dir: tempfile::TempDir,
 }
 
 impl Pharos {
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log_file).unwrap_or_default()
+    }
+
+    /// Kills the server with SIGKILL (no chance to flush anything) and
+    /// starts it again on the same configuration and files.
+    pub fn kill_and_restart(mut self) -> Pharos {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        self.child = spawn(&self.config, &self.log_file);
+        wait_until("the restarted server answers", || udp_query(self.address, "www.example.test", Rtype::A).is_some());
+        self
     }
 }
 
@@ -33,6 +44,16 @@ impl Drop for Pharos {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn spawn(config: &std::path::Path, log_file: &std::path::Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_pharos"))
+        .args(["serve", "--config"])
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(log_file).unwrap())
+        .spawn()
+        .unwrap()
 }
 
 /// A port free for UDP and TCP on 127.0.0.1 and ::1 right now.
@@ -65,14 +86,8 @@ pub fn start_with(config_extra: &str, zone: &str) -> Pharos {
     );
     std::fs::write(&config, text).unwrap();
     let log_file = dir.path().join("pharos.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_pharos"))
-        .args(["serve", "--config"])
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log_file).unwrap())
-        .spawn()
-        .unwrap();
-    let pharos = Pharos { child, address, zone_file, log_file, _dir: dir };
+    let child = spawn(&config, &log_file);
+    let pharos = Pharos { child, address, zone_file, log_file, config, _dir: dir };
     wait_until("the server answers", || udp_query(pharos.address, "www.example.test", Rtype::A).is_some());
     pharos
 }

@@ -22,7 +22,7 @@ fn main() {
     };
     let rounds: usize = rest.first().map_or(200, |rounds| rounds.parse().expect("ROUNDS is a number"));
     let zone = load_zone_file(origin, zone_file.as_ref()).unwrap_or_else(|error| panic!("{error}"));
-    let snapshot = Snapshot { zones: ZoneSet::new(vec![zone]).unwrap(), routes: Default::default(), settings: Settings::default() };
+    let snapshot = Snapshot { zones: ZoneSet::new(vec![zone]).unwrap().into(), routes: Default::default(), settings: Settings::default() };
     let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
     let queries: Vec<Vec<u8>> = std::fs::read_to_string(query_file).expect("query file").lines().filter_map(encode_query).collect();
     let client = Client { address: IpAddr::V4(Ipv4Addr::LOCALHOST), transport: Transport::Udp };

@@ -23,7 +23,9 @@ pub const DEFAULT_UDP_PAYLOAD: u16 = 1232;
 /// and swaps it in whole.
 #[derive(Debug)]
 pub struct Snapshot {
-    pub zones: ZoneSet,
+    /// Shared between snapshots while the zones and service names stay
+    /// the same: a policy update does not rebuild the zones.
+    pub zones: std::sync::Arc<ZoneSet>,
     /// Services answered by policy, and the regions their policies use.
     pub routes: Routes,
     pub settings: Settings,

@@ -46,7 +46,7 @@ big      TXT "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff
 fn snapshot() -> Snapshot {
     let zone = parse_zone_text("example.test", ZONE, "test.zone").expect("test zone loads");
     Snapshot {
-        zones: ZoneSet::new(vec![zone]).unwrap(),
+        zones: ZoneSet::new(vec![zone]).unwrap().into(),
         routes: Default::default(),
         settings: Settings { nsid: Some((*b"node-7").into()), ..Settings::default() },
     }

@@ -137,6 +137,6 @@ mod tests {
         let decision = decide(&service, Family::V4, &HERE, &mut SmallRng::seed_from_u64(3), Some(&mut explanation));
         assert_eq!((decision.replicas[0], decision.ttl, decision.scope), (3, 40, 24));
         let text = explanation.to_string();
-        assert!(text.contains("region 1") && text.contains("#3 1.000") && text.contains("TTL 40, ECS scope /24"), "{text}");
+        assert!(text.contains("region 1") && text.contains("d 1.000") && text.contains("TTL 40, ECS scope /24"), "{text}");
     }
 }

@@ -60,6 +60,10 @@ pub struct ReplicaSpec {
     pub priority: u32,
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// Marked down by an operator (passive health): not answered until
+    /// marked up again.
+    #[serde(default)]
+    pub down: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -179,7 +183,7 @@ fn build_service(spec: &ServiceSpec, field: &str, region_ids: &HashMap<String, R
             weight: replica.weight,
             priority: replica.priority,
             enabled: replica.enabled,
-            health: Health::Up,
+            health: if replica.down { Health::Down } else { Health::Up },
         });
     }
     if replicas.is_empty() {
@@ -256,6 +260,7 @@ mod tests {
             weight: 1,
             priority: 1,
             enabled: true,
+            down: false,
         };
         ServiceSpec {
             name: "www.example.test".into(),

@@ -11,7 +11,7 @@ use rand::rngs::SmallRng;
 use serde::Deserialize;
 
 /// Everything `pharos serve` needs to know.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     #[serde(default)]
@@ -26,6 +26,36 @@ pub struct Config {
     /// Names inside the zones whose addresses a policy chooses.
     #[serde(default, rename = "service")]
     pub services: Vec<ServiceSpec>,
+    #[serde(default)]
+    pub store: StoreConfig,
+    #[serde(default)]
+    pub control: ControlConfig,
+    /// Zones given on the command line; kept across reloads of the file.
+    #[serde(skip)]
+    pub flag_zones: Vec<ZoneConfig>,
+    /// The file this configuration was read from, re-read on reload.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+}
+
+/// Where routing state is kept.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// SQLite database file, created on first start. Unset: state lives in
+    /// memory only and is lost at exit.
+    pub path: Option<PathBuf>,
+}
+
+/// The HTTP/JSON control API.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlConfig {
+    /// Address to serve the API on; unset, there is no API.
+    pub listen: Option<SocketAddr>,
+    /// Bearer token clients must send. Unset: one is generated at first
+    /// start, kept in the store and printed once.
+    pub token: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -112,12 +142,30 @@ impl Config {
                 zone.file = directory.join(&zone.file);
             }
         }
+        if let Some(store) = config.store.path.as_mut().filter(|store| store.is_relative()) {
+            *store = directory.join(&*store);
+        }
+        config.source = Some(path.to_path_buf());
         Ok(config)
+    }
+
+    /// The configuration as it is now on disk: the file re-read (if there
+    /// is one), with this one's command-line zones. Listen addresses and
+    /// other start-up settings keep their running values.
+    pub fn reread(&self) -> anyhow::Result<Config> {
+        let Some(path) = &self.source else { return Ok(self.clone()) };
+        let file = Config::from_file(path)?;
+        Ok(Config { zones: file.zones, regions: file.regions, services: file.services, ..self.clone() })
+    }
+
+    /// Zones from the file and from flags.
+    pub fn all_zones(&self) -> impl Iterator<Item = &ZoneConfig> {
+        self.zones.iter().chain(&self.flag_zones)
     }
 
     /// An empty configuration, for when everything comes from flags.
     pub fn empty() -> Config {
-        Config { server: ServerConfig::default(), tcp: TcpConfig::default(), zones: Vec::new(), regions: Vec::new(), services: Vec::new() }
+        Config::default()
     }
 
     /// Checks what cannot be checked field by field.
@@ -125,7 +173,7 @@ impl Config {
         if self.server.listen.is_empty() {
             bail!("no listen address: give --listen ADDRESS:PORT or server.listen in the config file");
         }
-        if self.zones.is_empty() {
+        if self.all_zones().next().is_none() {
             bail!("no zones: give --zone ORIGIN=FILE or [[zone]] entries in the config file");
         }
         if self.server.udp_payload < pharos_wire::MIN_UDP_PAYLOAD {

@@ -2,7 +2,9 @@
 //! files. Each transport is a loop that hands bytes to
 //! [`pharos_answer::respond`] with the current [`Snapshot`].
 
+mod api;
 pub mod config;
+pub mod control;
 pub mod snapshot;
 pub mod tcp;
 pub mod udp;
@@ -10,5 +12,6 @@ pub mod udp;
 mod run;
 
 pub use config::Config;
+pub use control::Control;
 pub use run::{Server, run};
-pub use snapshot::{SharedSnapshot, build_snapshot};
+pub use snapshot::SharedSnapshot;

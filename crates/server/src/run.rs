@@ -1,20 +1,21 @@
 //! Starting and stopping a server: sockets, threads, signals, reload.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use anyhow::Context;
-use arc_swap::ArcSwap;
 
 use crate::config::Config;
-use crate::snapshot::{SharedSnapshot, build_snapshot};
-use crate::{tcp, udp};
+use crate::control::Control;
+use crate::snapshot::SharedSnapshot;
+use crate::{api, tcp, udp};
 
-/// A running server: its snapshot and its UDP worker threads.
+/// A running server: its control plane, snapshot and UDP worker threads.
 pub struct Server {
     pub config: Config,
+    pub control: Arc<Mutex<Control>>,
     pub snapshot: SharedSnapshot,
     pub registry: Arc<tcp::Registry>,
     stop: Arc<AtomicBool>,
@@ -26,7 +27,12 @@ impl Server {
     /// called inside a tokio runtime (TCP runs on it).
     pub async fn start(config: Config) -> anyhow::Result<Server> {
         config.validate()?;
-        let snapshot: SharedSnapshot = Arc::new(ArcSwap::from_pointee(build_snapshot(&config)?));
+        let control = Control::open(config.clone())?;
+        let snapshot = control.snapshot().clone();
+        let control = Arc::new(Mutex::new(control));
+        if let Some(address) = config.control.listen {
+            api::start(address, control.clone()).await?;
+        }
         let registry = tcp::Registry::new(config.tcp.clone());
         let stop = Arc::new(AtomicBool::new(false));
         let mut udp_workers = Vec::new();
@@ -36,16 +42,15 @@ impl Server {
             let rng = config.worker_rng(u64::MAX - index as u64);
             tokio::spawn(tcp::serve(listener, snapshot.clone(), registry.clone(), rng));
         }
-        Ok(Server { config, snapshot, registry, stop, udp_workers })
+        Ok(Server { config, control, snapshot, registry, stop, udp_workers })
     }
 
-    /// Re-reads every zone file and swaps the new zones in whole. On any
-    /// error the old zones keep serving and the error is returned. Loading
-    /// runs on a blocking thread, away from the TCP workers.
+    /// Re-reads the config and zone files and swaps the result in whole.
+    /// On any error the old state keeps serving and the error is returned.
+    /// Loading runs on a blocking thread, away from the TCP workers.
     pub async fn reload(&self) -> anyhow::Result<()> {
-        let config = self.config.clone();
-        let fresh = tokio::task::spawn_blocking(move || build_snapshot(&config)).await??;
-        self.snapshot.store(Arc::new(fresh));
+        let control = self.control.clone();
+        tokio::task::spawn_blocking(move || control.lock().expect("control lock").reload()).await??;
         Ok(())
     }
 

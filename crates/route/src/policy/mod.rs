@@ -72,6 +72,6 @@ pub fn choose(
         Policy::RoundRobin { next } => round_robin::choose(next, candidates),
         Policy::Weighted => weighted::choose(replicas, candidates, rng, explanation),
         Policy::Failover => failover::choose(replicas, candidates, rng, explanation),
-        Policy::RegionProbabilities(table) => region_probabilities::choose(table, candidates, location, rng, explanation),
+        Policy::RegionProbabilities(table) => region_probabilities::choose(table, replicas, candidates, location, rng, explanation),
     }
 }

@@ -10,6 +10,7 @@ use rand::seq::SliceRandom;
 use super::Choice;
 use crate::explain::{Explanation, note};
 use crate::locate::Location;
+use crate::model::Replica;
 use crate::{RegionId, UNCLASSIFIED};
 
 /// One replica's entry in one region: the chance it is drawn and the TTL
@@ -30,6 +31,7 @@ pub struct ProbabilityTable {
 
 pub fn choose(
     table: &ProbabilityTable,
+    replicas: &[Replica],
     candidates: &[usize],
     location: &Location,
     rng: &mut impl Rng,
@@ -51,8 +53,10 @@ pub fn choose(
     let weights: Vec<(usize, f64)> = candidates.iter().map(|&index| (index, rows.get(index).map_or(0.0, |row| row.probability))).collect();
     note(&mut explanation, || {
         let total: f64 = weights.iter().map(|(_, weight)| weight).sum();
-        let listed: Vec<String> =
-            weights.iter().map(|(index, weight)| format!("#{index} {:.3}", if total > 0.0 { weight / total } else { 0.0 })).collect();
+        let listed: Vec<String> = weights
+            .iter()
+            .map(|(index, weight)| format!("{} {:.3}", replicas[*index].id, if total > 0.0 { weight / total } else { 0.0 }))
+            .collect();
         format!("normalized probabilities: {}", listed.join(", "))
     });
     let order = order_by_probability(&weights, rng);
@@ -125,9 +129,20 @@ mod tests {
         };
         table.regions.insert(5, vec![RegionRow { probability: 0.0, ttl: 60 }, RegionRow { probability: 1.0, ttl: 20 }]);
         let mut rng = SmallRng::seed_from_u64(1);
-        let in_region = choose(&table, &[0, 1], &Location { region: 5, scope: 24 }, &mut rng, None);
+        let replicas: Vec<Replica> = ["a", "b"]
+            .map(|id| Replica {
+                id: id.into(),
+                address: "192.0.2.1".parse().unwrap(),
+                datacenter: None,
+                weight: 1,
+                priority: 1,
+                enabled: true,
+                health: Default::default(),
+            })
+            .into();
+        let in_region = choose(&table, &replicas, &[0, 1], &Location { region: 5, scope: 24 }, &mut rng, None);
         assert_eq!(in_region, Choice { order: vec![1, 0], ttl: Some(20) });
-        let elsewhere = choose(&table, &[0, 1], &Location { region: 9, scope: 24 }, &mut rng, None);
+        let elsewhere = choose(&table, &replicas, &[0, 1], &Location { region: 9, scope: 24 }, &mut rng, None);
         assert_eq!(elsewhere, Choice { order: vec![0, 1], ttl: Some(360) });
     }
 }

@@ -1,0 +1,327 @@
+//! The control API: HTTP/JSON over the control plane, described by the
+//! OpenAPI document at `/openapi.json`, with bearer-token authentication.
+//!
+//! Every change goes through [`Control::apply`]: it is validated whole,
+//! committed to the store, and live in the snapshot before the reply.
+//! MyXDNS's calls map to: Add_Region -> `POST /v1/regions` (returns the
+//! id), Remove_Region -> `DELETE /v1/regions/{name}`, Update_Prob ->
+//! `PUT /v1/services/{name}/probabilities` (the whole table at once).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use pharos_route::Family;
+use pharos_route::spec::{ProbabilitySpec, RegionSpec, ServiceSpec};
+use pharos_store::Change;
+use rand::TryRngCore;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::control::{Control, ControlError};
+
+const OPENAPI: &str = include_str!("openapi.json");
+const TOKEN_SETTING: &str = "api_token";
+
+#[derive(Clone)]
+struct Api {
+    control: Arc<Mutex<Control>>,
+    token: Arc<str>,
+}
+
+/// An error reply: a status and `{"error": ..., "field": ...}`.
+struct ApiError {
+    status: StatusCode,
+    message: String,
+    field: Option<String>,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(json!({ "error": self.message, "field": self.field }))).into_response()
+    }
+}
+
+impl From<ControlError> for ApiError {
+    fn from(error: ControlError) -> ApiError {
+        match error {
+            ControlError::Invalid(spec) => {
+                ApiError { status: StatusCode::UNPROCESSABLE_ENTITY, message: spec.message, field: Some(spec.field) }
+            }
+            ControlError::NotFound(what) => ApiError { status: StatusCode::NOT_FOUND, message: format!("{what} not found"), field: None },
+            ControlError::Store(_) => ApiError { status: StatusCode::SERVICE_UNAVAILABLE, message: error.to_string(), field: None },
+            ControlError::Zones(_) => {
+                ApiError { status: StatusCode::UNPROCESSABLE_ENTITY, message: error.to_string(), field: Some("zone".into()) }
+            }
+        }
+    }
+}
+
+fn bad_request(field: &str, message: impl Into<String>) -> ApiError {
+    ApiError { status: StatusCode::BAD_REQUEST, message: message.into(), field: Some(field.into()) }
+}
+
+type Reply<T> = Result<T, ApiError>;
+
+/// Binds the API, prints the token if it was just made, and serves.
+pub async fn start(address: SocketAddr, control: Arc<Mutex<Control>>) -> anyhow::Result<()> {
+    let token = api_token(&control)?;
+    let listener =
+        tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen for the control API on {address}"))?;
+    let app = router(Api { control, token: token.into() });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    tracing::info!(%address, "control API listening");
+    Ok(())
+}
+
+/// The configured token, else the one kept in the store, else a new one
+/// (kept, and shown once).
+fn api_token(control: &Mutex<Control>) -> anyhow::Result<String> {
+    let mut control = control.lock().expect("control lock");
+    if let Some(token) = control.config().control.token.clone() {
+        return Ok(token);
+    }
+    if let Some(token) = control.store().setting(TOKEN_SETTING)? {
+        return Ok(token);
+    }
+    let mut bytes = [0u8; 24];
+    rand::rngs::OsRng.try_fill_bytes(&mut bytes).context("no randomness for the API token")?;
+    let token: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+    control.store().set_setting(TOKEN_SETTING, &token)?;
+    eprintln!("pharos: control API token (shown once; kept in the store): {token}");
+    Ok(token)
+}
+
+fn router(api: Api) -> Router {
+    let protected = Router::new()
+        .route("/v1/regions", get(list_regions).post(add_region))
+        .route("/v1/regions/{name}", get(get_region).put(put_region).delete(delete_region))
+        .route("/v1/services", get(list_services))
+        .route("/v1/services/{name}", get(get_service).put(put_service).delete(delete_service))
+        .route("/v1/services/{name}/probabilities", put(put_probabilities))
+        .route("/v1/services/{name}/replicas/{id}", axum::routing::patch(patch_replica))
+        .route("/v1/explain", get(explain))
+        .route("/v1/export", get(export))
+        .route("/v1/reload", post(reload))
+        .layer(middleware::from_fn_with_state(api.clone(), require_token));
+    Router::new()
+        .route("/openapi.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }))
+        .merge(protected)
+        .with_state(api)
+}
+
+async fn require_token(State(api): State<Api>, request: Request, next: Next) -> Response {
+    let presented =
+        request.headers().get(header::AUTHORIZATION).and_then(|value| value.to_str().ok()).and_then(|value| value.strip_prefix("Bearer "));
+    if presented.is_some_and(|token| constant_time_eq(token.as_bytes(), api.token.as_bytes())) {
+        return next.run(request).await;
+    }
+    let error =
+        ApiError { status: StatusCode::UNAUTHORIZED, message: "missing or wrong bearer token".into(), field: Some("Authorization".into()) };
+    (error.status, [(header::WWW_AUTHENTICATE, "Bearer")], error).into_response()
+}
+
+/// Compares without stopping at the first difference, so timing does not
+/// tell how much of a guessed token was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Runs `work` on the control plane off the async workers (it may commit
+/// to the store, which blocks).
+async fn with_control<T: Send + 'static>(api: &Api, work: impl FnOnce(&mut Control) -> Reply<T> + Send + 'static) -> Reply<T> {
+    let control = api.control.clone();
+    tokio::task::spawn_blocking(move || work(&mut control.lock().expect("control lock"))).await.map_err(|error| ApiError {
+        status: StatusCode::INTERNAL_SERVER_ERROR,
+        message: error.to_string(),
+        field: None,
+    })?
+}
+
+async fn list_regions(State(api): State<Api>) -> Reply<Json<Vec<RegionSpec>>> {
+    with_control(&api, |control| Ok(Json(control.state().regions.clone()))).await
+}
+
+async fn get_region(State(api): State<Api>, Path(name): Path<String>) -> Reply<Json<RegionSpec>> {
+    with_control(&api, move |control| {
+        control
+            .state()
+            .regions
+            .iter()
+            .find(|region| region.name == name)
+            .cloned()
+            .map(Json)
+            .ok_or_else(|| ControlError::NotFound(format!("region {name}")).into())
+    })
+    .await
+}
+
+/// MyXDNS Add_Region: the body names the region and its prefixes; the
+/// reply carries the id it was given.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewRegion {
+    name: String,
+    #[serde(default)]
+    prefixes: Vec<String>,
+}
+
+async fn add_region(State(api): State<Api>, Json(new): Json<NewRegion>) -> Reply<(StatusCode, Json<serde_json::Value>)> {
+    with_control(&api, move |control| {
+        if control.state().regions.iter().any(|region| region.name == new.name) {
+            return Err(ApiError {
+                status: StatusCode::CONFLICT,
+                message: format!("region {:?} exists", new.name),
+                field: Some("name".into()),
+            });
+        }
+        let id = control.state().regions.iter().map(|region| region.id).max().unwrap_or(0) + 1;
+        control.apply(&[Change::PutRegion(RegionSpec { id, name: new.name, prefixes: new.prefixes })])?;
+        Ok((StatusCode::CREATED, Json(json!({ "id": id }))))
+    })
+    .await
+}
+
+async fn put_region(State(api): State<Api>, Path(name): Path<String>, Json(region): Json<RegionSpec>) -> Reply<StatusCode> {
+    if region.name != name {
+        return Err(bad_request("name", format!("the body names region {:?}, the path {name:?}", region.name)));
+    }
+    with_control(&api, move |control| Ok(control.apply(&[Change::PutRegion(region)]).map(|()| StatusCode::OK)?)).await
+}
+
+async fn delete_region(State(api): State<Api>, Path(name): Path<String>) -> Reply<StatusCode> {
+    with_control(&api, move |control| {
+        if !control.state().regions.iter().any(|region| region.name == name) {
+            return Err(ControlError::NotFound(format!("region {name}")).into());
+        }
+        control.apply(&[Change::DeleteRegion(name)])?;
+        Ok(StatusCode::NO_CONTENT)
+    })
+    .await
+}
+
+async fn list_services(State(api): State<Api>) -> Reply<Json<Vec<ServiceSpec>>> {
+    with_control(&api, |control| Ok(Json(control.state().services.clone()))).await
+}
+
+fn find_service(control: &Control, name: &str) -> Reply<ServiceSpec> {
+    control
+        .state()
+        .services
+        .iter()
+        .find(|service| service.name == name)
+        .cloned()
+        .ok_or_else(|| ControlError::NotFound(format!("service {name}")).into())
+}
+
+async fn get_service(State(api): State<Api>, Path(name): Path<String>) -> Reply<Json<ServiceSpec>> {
+    with_control(&api, move |control| find_service(control, &name).map(Json)).await
+}
+
+async fn put_service(State(api): State<Api>, Path(name): Path<String>, Json(service): Json<ServiceSpec>) -> Reply<StatusCode> {
+    if service.name != name {
+        return Err(bad_request("name", format!("the body names service {:?}, the path {name:?}", service.name)));
+    }
+    with_control(&api, move |control| Ok(control.apply(&[Change::PutService(service)]).map(|()| StatusCode::OK)?)).await
+}
+
+async fn delete_service(State(api): State<Api>, Path(name): Path<String>) -> Reply<StatusCode> {
+    with_control(&api, move |control| {
+        find_service(control, &name)?;
+        control.apply(&[Change::DeleteService(name)])?;
+        Ok(StatusCode::NO_CONTENT)
+    })
+    .await
+}
+
+/// MyXDNS Update_Prob: the whole table (table name -> replica -> entry).
+async fn put_probabilities(
+    State(api): State<Api>,
+    Path(name): Path<String>,
+    Json(table): Json<BTreeMap<String, BTreeMap<String, ProbabilitySpec>>>,
+) -> Reply<StatusCode> {
+    with_control(&api, move |control| {
+        let mut service = find_service(control, &name)?;
+        service.probabilities = table;
+        control.apply(&[Change::PutService(service)])?;
+        Ok(StatusCode::OK)
+    })
+    .await
+}
+
+/// Operator switches on one replica; fields left out stay as they are.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplicaPatch {
+    enabled: Option<bool>,
+    down: Option<bool>,
+    weight: Option<u32>,
+    priority: Option<u32>,
+}
+
+async fn patch_replica(
+    State(api): State<Api>,
+    Path((name, id)): Path<(String, String)>,
+    Json(patch): Json<ReplicaPatch>,
+) -> Reply<StatusCode> {
+    with_control(&api, move |control| {
+        let mut service = find_service(control, &name)?;
+        let replica = service
+            .replicas
+            .iter_mut()
+            .find(|replica| replica.id == id)
+            .ok_or_else(|| ControlError::NotFound(format!("replica {id} of {name}")))?;
+        replica.enabled = patch.enabled.unwrap_or(replica.enabled);
+        replica.down = patch.down.unwrap_or(replica.down);
+        replica.weight = patch.weight.unwrap_or(replica.weight);
+        replica.priority = patch.priority.unwrap_or(replica.priority);
+        control.apply(&[Change::PutService(service)])?;
+        Ok(StatusCode::OK)
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+struct ExplainQuery {
+    name: String,
+    client: String,
+    #[serde(default)]
+    qtype: Option<String>,
+}
+
+async fn explain(State(api): State<Api>, Query(query): Query<ExplainQuery>) -> Reply<Json<crate::control::Explained>> {
+    let family = match query.qtype.as_deref().unwrap_or("A") {
+        "A" | "a" => Family::V4,
+        "AAAA" | "aaaa" => Family::V6,
+        other => return Err(bad_request("qtype", format!("{other:?}: explain answers A or AAAA"))),
+    };
+    with_control(&api, move |control| Ok(Json(control.explain(&query.name, &query.client, family)?))).await
+}
+
+/// The live regions and services in the config file's format.
+#[derive(Serialize)]
+struct Declarations {
+    region: Vec<RegionSpec>,
+    service: Vec<ServiceSpec>,
+}
+
+async fn export(State(api): State<Api>) -> Reply<impl IntoResponse> {
+    let state = with_control(&api, |control| Ok(control.state().clone())).await?;
+    let text = toml::to_string(&Declarations { region: state.regions, service: state.services }).map_err(|error| ApiError {
+        status: StatusCode::INTERNAL_SERVER_ERROR,
+        message: error.to_string(),
+        field: None,
+    })?;
+    Ok(([(header::CONTENT_TYPE, "application/toml")], text))
+}
+
+async fn reload(State(api): State<Api>) -> Reply<StatusCode> {
+    with_control(&api, |control| Ok(control.reload().map(|()| StatusCode::OK)?)).await
+}

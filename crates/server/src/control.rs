@@ -1,0 +1,283 @@
+//! The control plane: the one path by which routing state changes, whether
+//! the change comes from the API or from the config file.
+//!
+//! A change is applied to a copy of the state, the new snapshot is built
+//! from the copy (which validates everything), the change is committed to
+//! the store, and only then is the snapshot swapped in. Anything that
+//! fails on the way leaves the store and the live snapshot as they were.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use pharos_answer::{Settings, Snapshot};
+use pharos_route::spec::{SpecError, build_routes};
+use pharos_route::{Asker, Explanation, Family, Routes, decide, locate};
+use pharos_store::{Change, SqliteStore, State, Store, StoreError};
+use pharos_wire::name;
+use pharos_zone::{Zone, ZoneSet, load_zone_file};
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::snapshot::SharedSnapshot;
+
+/// Why a change was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// The change would make the state invalid; `field` says where.
+    #[error("{0}")]
+    Invalid(SpecError),
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The store could not commit: nothing changed, try again later.
+    #[error("the store is unavailable: {0}")]
+    Store(#[from] StoreError),
+    /// Zone files could not be loaded: the old zones keep serving.
+    #[error("{0:#}")]
+    Zones(anyhow::Error),
+}
+
+impl ControlError {
+    fn invalid(field: impl Into<String>, message: impl Into<String>) -> ControlError {
+        ControlError::Invalid(SpecError { field: field.into(), message: message.into() })
+    }
+}
+
+/// The zones as loaded from their files, and the frozen set built from them.
+struct Zones {
+    loaded: Vec<Zone>,
+    frozen: Frozen,
+}
+
+/// A frozen zone set and the service names reserved in it (sorted).
+#[derive(Clone)]
+struct Frozen {
+    set: Arc<ZoneSet>,
+    reserved: Vec<Box<[u8]>>,
+}
+
+/// Routing state, its store, and the snapshot published from them.
+pub struct Control {
+    config: Config,
+    store: Box<dyn Store>,
+    state: State,
+    zones: Zones,
+    snapshot: SharedSnapshot,
+}
+
+/// Why a client gets what it gets (the `explain` API).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Explained {
+    pub service: String,
+    pub region: u32,
+    pub scope: u8,
+    pub ttl: u32,
+    /// Replica ids and addresses, in answer order.
+    pub answer: Vec<(String, String)>,
+    pub steps: Vec<String>,
+}
+
+impl Control {
+    /// Loads the zones, opens the store (an in-memory one if none is
+    /// configured), applies the file's declarations and builds the first
+    /// snapshot.
+    pub fn open(config: Config) -> anyhow::Result<Control> {
+        let store: Box<dyn Store> = match &config.store.path {
+            Some(path) => Box::new(SqliteStore::open(path).with_context(|| format!("cannot open the store {}", path.display()))?),
+            None => Box::new(SqliteStore::open(std::path::Path::new(":memory:"))?),
+        };
+        let loaded = load_zones(&config)?;
+        let frozen = Frozen { set: Arc::new(ZoneSet::new(loaded.clone()).map_err(anyhow::Error::msg)?), reserved: Vec::new() };
+        let first = Snapshot { zones: frozen.set.clone(), routes: Routes::default(), settings: settings(&config) };
+        let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(first));
+        let zones = Zones { loaded, frozen };
+        let mut control = Control { config, store, state: State::default(), zones, snapshot };
+        control.state = control.store.load()?;
+        let changed = control.changed_declarations(&control.config.clone())?;
+        control.apply(&changed).map_err(|error| anyhow::anyhow!("{error}"))?;
+        control.remember_declarations(&changed)?;
+        Ok(control)
+    }
+
+    pub fn snapshot(&self) -> &SharedSnapshot {
+        &self.snapshot
+    }
+
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The store, for the server's own settings.
+    pub fn store(&mut self) -> &mut dyn Store {
+        self.store.as_mut()
+    }
+
+    /// Applies `changes` all or nothing (see the module comment).
+    pub fn apply(&mut self, changes: &[Change]) -> Result<(), ControlError> {
+        self.commit(changes, None)
+    }
+
+    /// Re-reads the config file and the zone files, and re-applies the
+    /// file's declarations. On any error the old zones and state keep serving.
+    pub fn reload(&mut self) -> Result<(), ControlError> {
+        let fresh = self.config.reread().map_err(ControlError::Zones)?;
+        let loaded = load_zones(&fresh).map_err(ControlError::Zones)?;
+        let changed = self.changed_declarations(&fresh)?;
+        self.commit(&changed, Some((fresh, loaded)))?;
+        self.remember_declarations(&changed)?;
+        Ok(())
+    }
+
+    /// The file's declarations that differ from the version of them last
+    /// applied: those are the ones the file changed, and they win. What the
+    /// file did not change keeps any change made through the API since.
+    fn changed_declarations(&mut self, config: &Config) -> Result<Vec<Change>, StoreError> {
+        let mut changed = Vec::new();
+        for change in declarations(config) {
+            let (key, value) = declaration_record(&change);
+            if self.store.setting(&key)?.as_deref() != Some(value.as_str()) {
+                changed.push(change);
+            }
+        }
+        Ok(changed)
+    }
+
+    fn remember_declarations(&mut self, applied: &[Change]) -> Result<(), StoreError> {
+        for change in applied {
+            let (key, value) = declaration_record(change);
+            self.store.set_setting(&key, &value)?;
+        }
+        Ok(())
+    }
+
+    /// Validates `changes` (with newly read files, if any) by building the
+    /// next snapshot, commits them, then publishes the snapshot.
+    fn commit(&mut self, changes: &[Change], files: Option<(Config, Vec<Zone>)>) -> Result<(), ControlError> {
+        let next = self.state.with(changes);
+        let routes = build_routes(&next.regions, &next.services, service_name).map_err(ControlError::Invalid)?;
+        let frozen = match &files {
+            Some((_, loaded)) => freeze(loaded, &routes)?,
+            None => self.frozen_reserving(&routes)?,
+        };
+        self.store.apply(changes)?;
+        if let Some((config, loaded)) = files {
+            self.config = config;
+            self.zones.loaded = loaded;
+        }
+        self.snapshot.store(Arc::new(Snapshot { zones: frozen.set.clone(), routes, settings: settings(&self.config) }));
+        self.zones.frozen = frozen;
+        self.state = next;
+        Ok(())
+    }
+
+    /// The frozen zones with every service name of `routes` reserved: the
+    /// current ones if the names did not change, else rebuilt.
+    fn frozen_reserving(&self, routes: &Routes) -> Result<Frozen, ControlError> {
+        if sorted_names(routes) == self.zones.frozen.reserved {
+            return Ok(self.zones.frozen.clone());
+        }
+        freeze(&self.zones.loaded, routes)
+    }
+
+    /// Why a client at `client` (an address, or an address/prefix as ECS
+    /// would carry it) gets what it gets for `service` and `family`.
+    pub fn explain(&self, service: &str, client: &str, family: Family) -> Result<Explained, ControlError> {
+        let asker = parse_asker(client)?;
+        let current = self.snapshot.load();
+        let wire = service_name(service).map_err(|message| ControlError::invalid("name", message))?;
+        let routed = current.routes.service(&wire).ok_or_else(|| ControlError::NotFound(format!("service {service}")))?;
+        let mut explanation = Explanation::default();
+        let location = locate(&asker, &current.routes.regions, Some(&mut explanation));
+        // A fixed seed: the explanation shows one draw, reproducibly.
+        let decision = decide(routed, family, &location, &mut SmallRng::seed_from_u64(0), Some(&mut explanation));
+        let answer = decision
+            .replicas
+            .iter()
+            .map(|&index| (routed.replicas[index].id.clone(), routed.replicas[index].address.to_string()))
+            .collect();
+        Ok(Explained {
+            service: routed.name.clone(),
+            region: location.region,
+            scope: decision.scope,
+            ttl: decision.ttl,
+            answer,
+            steps: explanation.steps,
+        })
+    }
+}
+
+/// Every region and service a config file declares, as upserts.
+fn declarations(config: &Config) -> Vec<Change> {
+    let regions = config.regions.iter().cloned().map(Change::PutRegion);
+    regions.chain(config.services.iter().cloned().map(Change::PutService)).collect()
+}
+
+/// The store setting that remembers a file declaration as last applied.
+fn declaration_record(change: &Change) -> (String, String) {
+    match change {
+        Change::PutRegion(region) => (format!("declared region {}", region.name), serde_json::to_string(region).expect("serializable")),
+        Change::PutService(service) => {
+            (format!("declared service {}", service.name), serde_json::to_string(service).expect("serializable"))
+        }
+        Change::DeleteRegion(_) | Change::DeleteService(_) => unreachable!("a file only declares"),
+    }
+}
+
+fn sorted_names(routes: &Routes) -> Vec<Box<[u8]>> {
+    let mut names: Vec<Box<[u8]>> = routes.services.keys().cloned().collect();
+    names.sort();
+    names
+}
+
+/// Freezes `loaded` zones with every service name of `routes` reserved.
+fn freeze(loaded: &[Zone], routes: &Routes) -> Result<Frozen, ControlError> {
+    let names = sorted_names(routes);
+    let mut zones = loaded.to_vec();
+    for service in &names {
+        reserve_in_zone(&mut zones, service)?;
+    }
+    let set = ZoneSet::new(zones).map_err(|message| ControlError::Zones(anyhow::anyhow!(message)))?;
+    Ok(Frozen { set: Arc::new(set), reserved: names })
+}
+
+fn settings(config: &Config) -> Settings {
+    Settings { nsid: config.server.nsid.as_ref().map(|nsid| nsid.as_bytes().into()), udp_payload: config.server.udp_payload }
+}
+
+fn load_zones(config: &Config) -> anyhow::Result<Vec<Zone>> {
+    config.all_zones().map(|zone| load_zone_file(&zone.origin, &zone.file).with_context(|| format!("zone {}", zone.origin))).collect()
+}
+
+/// Lowercase wire form of a service name given in text.
+pub fn service_name(text: &str) -> Result<Box<[u8]>, String> {
+    name::from_dotted(text).map(Box::from).map_err(|error| format!("{text:?} is not a domain name ({error:?})"))
+}
+
+/// Makes a service's name exist in the most specific zone containing it.
+fn reserve_in_zone(zones: &mut [Zone], service: &[u8]) -> Result<(), ControlError> {
+    let field = format!("service[{}].name", name::Display(service));
+    let zone = zones
+        .iter_mut()
+        .filter(|zone| name::is_at_or_below(service, &zone.origin))
+        .max_by_key(|zone| zone.origin.len())
+        .ok_or_else(|| ControlError::invalid(&field, "not inside any served zone"))?;
+    zone.reserve_name(service).map_err(|message| ControlError::invalid(field, message))
+}
+
+/// Reads "192.0.2.1" or "192.0.2.0/24" as the routing core's asker.
+fn parse_asker(client: &str) -> Result<Asker, ControlError> {
+    let invalid = || ControlError::invalid("client", format!("{client:?} is not an address or address/prefix"));
+    match client.split_once('/') {
+        None => client.parse().map(Asker::from_source).map_err(|_| invalid()),
+        Some(_) => {
+            let (address, known_bits) =
+                pharos_route::spec::parse_prefix(client).map_err(|message| ControlError::invalid("client", message))?;
+            Ok(Asker { address, known_bits, from_client_subnet: true })
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! `pharos ctl`: the command-line client of the control API. Tables for
+//! people by default, the API's JSON with `--json`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+#[derive(Args)]
+pub struct CtlArgs {
+    /// Base URL of the control API.
+    #[arg(long, default_value = "http://127.0.0.1:5380", env = "PHAROS_API")]
+    api: String,
+    /// Bearer token (printed by `pharos serve` at first start).
+    #[arg(long, env = "PHAROS_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Print the API's JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+    #[command(subcommand)]
+    command: CtlCommand,
+}
+
+#[derive(Subcommand)]
+enum CtlCommand {
+    /// List regions.
+    Regions,
+    /// Add a region and print the id it was given (MyXDNS Add_Region).
+    RegionAdd {
+        name: String,
+        prefixes: Vec<String>,
+    },
+    /// Remove a region (MyXDNS Remove_Region).
+    RegionRemove {
+        name: String,
+    },
+    /// List services.
+    Services,
+    /// Show one service with its replicas and table.
+    Service {
+        name: String,
+    },
+    /// Create or replace a service from a JSON file (the API's Service schema).
+    ServicePut {
+        file: PathBuf,
+    },
+    ServiceDelete {
+        name: String,
+    },
+    /// Replace a service's whole probability table from a JSON file (MyXDNS Update_Prob).
+    Probabilities {
+        name: String,
+        file: PathBuf,
+    },
+    /// Change one replica's switches.
+    Replica {
+        service: String,
+        id: String,
+        #[arg(long, conflicts_with = "disable")]
+        enable: bool,
+        #[arg(long)]
+        disable: bool,
+        #[arg(long, conflicts_with = "up")]
+        down: bool,
+        #[arg(long)]
+        up: bool,
+        #[arg(long)]
+        weight: Option<u32>,
+        #[arg(long)]
+        priority: Option<u32>,
+    },
+    /// Why CLIENT (an address, or address/prefix) gets what it gets for NAME.
+    Explain {
+        name: String,
+        client: String,
+        #[arg(long)]
+        aaaa: bool,
+    },
+    /// Print the live regions and services in the config file's format.
+    Export,
+    /// Re-read the config file and zone files.
+    Reload,
+}
+
+pub fn run(args: CtlArgs) -> anyhow::Result<()> {
+    let client = Client { base: args.api.trim_end_matches('/').to_string(), token: args.token };
+    let reply = match &args.command {
+        CtlCommand::Regions => client.call("GET", "/v1/regions", None)?,
+        CtlCommand::RegionAdd { name, prefixes } => {
+            client.call("POST", "/v1/regions", Some(json!({ "name": name, "prefixes": prefixes })))?
+        }
+        CtlCommand::RegionRemove { name } => client.call("DELETE", &format!("/v1/regions/{name}"), None)?,
+        CtlCommand::Services => client.call("GET", "/v1/services", None)?,
+        CtlCommand::Service { name } => client.call("GET", &format!("/v1/services/{name}"), None)?,
+        CtlCommand::ServicePut { file } => {
+            let service = read_json(file)?;
+            let name = service["name"].as_str().context("the service file has no \"name\"")?.to_string();
+            client.call("PUT", &format!("/v1/services/{name}"), Some(service))?
+        }
+        CtlCommand::ServiceDelete { name } => client.call("DELETE", &format!("/v1/services/{name}"), None)?,
+        CtlCommand::Probabilities { name, file } => {
+            client.call("PUT", &format!("/v1/services/{name}/probabilities"), Some(read_json(file)?))?
+        }
+        CtlCommand::Replica { service, id, enable, disable, down, up, weight, priority } => {
+            let mut patch = serde_json::Map::new();
+            if *enable || *disable {
+                patch.insert("enabled".into(), json!(*enable));
+            }
+            if *down || *up {
+                patch.insert("down".into(), json!(*down));
+            }
+            if let Some(weight) = weight {
+                patch.insert("weight".into(), json!(weight));
+            }
+            if let Some(priority) = priority {
+                patch.insert("priority".into(), json!(priority));
+            }
+            if patch.is_empty() {
+                bail!("nothing to change: give --enable, --disable, --down, --up, --weight or --priority");
+            }
+            client.call("PATCH", &format!("/v1/services/{service}/replicas/{id}"), Some(Value::Object(patch)))?
+        }
+        CtlCommand::Explain { name, client: asker, aaaa } => {
+            let qtype = if *aaaa { "AAAA" } else { "A" };
+            client.call("GET", &format!("/v1/explain?name={}&client={}&qtype={qtype}", encode(name), encode(asker)), None)?
+        }
+        CtlCommand::Export => return client.text("/v1/export").map(|text| print!("{text}")),
+        CtlCommand::Reload => client.call("POST", "/v1/reload", None)?,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&reply)?);
+    } else {
+        print_human(&args.command, &reply);
+    }
+    Ok(())
+}
+
+fn read_json(file: &PathBuf) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", file.display()))
+}
+
+/// Percent-encodes a query value (names and addresses need little).
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|byte| match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-' | b'_' | b':' => (byte as char).to_string(),
+            _ => format!("%{byte:02X}"),
+        })
+        .collect()
+}
+
+struct Client {
+    base: String,
+    token: Option<String>,
+}
+
+impl Client {
+    fn agent() -> ureq::Agent {
+        ureq::Agent::config_builder().http_status_as_error(false).build().into()
+    }
+
+    /// Sends a request; a non-2xx reply becomes an error with the API's message.
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+        let url = format!("{}{path}", self.base);
+        let request = ureq::http::Request::builder()
+            .method(method)
+            .uri(&url)
+            .header("Authorization", format!("Bearer {}", self.token.as_deref().unwrap_or("")));
+        let agent = Self::agent();
+        let response = match body {
+            Some(body) => agent.run(request.header("Content-Type", "application/json").body(body.to_string())?),
+            None => agent.run(request.body(())?),
+        }
+        .with_context(|| format!("cannot reach the control API at {}", self.base))?;
+        let status = response.status();
+        let text = response.into_body().read_to_string()?;
+        let value: Value = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+        if !status.is_success() {
+            let field = value["field"].as_str().map(|field| format!(" ({field})")).unwrap_or_default();
+            bail!("{status}: {}{field}", value["error"].as_str().unwrap_or("request failed"));
+        }
+        Ok(value)
+    }
+
+    fn text(&self, path: &str) -> anyhow::Result<String> {
+        match self.call("GET", path, None)? {
+            Value::String(text) => Ok(text),
+            other => Ok(other.to_string()),
+        }
+    }
+}
+
+fn print_human(command: &CtlCommand, reply: &Value) {
+    match command {
+        CtlCommand::Regions => {
+            println!("{:>4}  {:<16} PREFIXES", "ID", "NAME");
+            for region in reply.as_array().into_iter().flatten() {
+                let prefixes: Vec<&str> = region["prefixes"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+                println!("{:>4}  {:<16} {}", region["id"], region["name"].as_str().unwrap_or(""), prefixes.join(" "));
+            }
+        }
+        CtlCommand::RegionAdd { name, .. } => println!("region {name} added with id {}", reply["id"]),
+        CtlCommand::Services => {
+            println!("{:<32} {:<22} {:>6} REPLICAS", "NAME", "POLICY", "TTL");
+            for service in reply.as_array().into_iter().flatten() {
+                let replicas = service["replica"].as_array().map_or(0, Vec::len);
+                println!(
+                    "{:<32} {:<22} {:>6} {replicas}",
+                    service["name"].as_str().unwrap_or(""),
+                    service["policy"].as_str().unwrap_or(""),
+                    service["ttl"]
+                );
+            }
+        }
+        CtlCommand::Service { .. } => {
+            println!("{} (policy {}, TTL {})", reply["name"].as_str().unwrap_or(""), reply["policy"].as_str().unwrap_or(""), reply["ttl"]);
+            println!("  {:<12} {:<40} {:>6} {:>8} STATE", "REPLICA", "ADDRESS", "WEIGHT", "PRIORITY");
+            for replica in reply["replica"].as_array().into_iter().flatten() {
+                let state = match (replica["enabled"].as_bool(), replica["down"].as_bool()) {
+                    (Some(false), _) => "disabled",
+                    (_, Some(true)) => "marked down",
+                    _ => "serving",
+                };
+                let id = replica["id"].as_str().unwrap_or("");
+                println!(
+                    "  {id:<12} {:<40} {:>6} {:>8} {state}",
+                    replica["address"].as_str().unwrap_or(""),
+                    replica["weight"],
+                    replica["priority"]
+                );
+            }
+        }
+        CtlCommand::Explain { .. } => {
+            for (number, step) in reply["steps"].as_array().into_iter().flatten().enumerate() {
+                println!("{}. {}", number + 1, step.as_str().unwrap_or(""));
+            }
+        }
+        _ => println!("ok"),
+    }
+}

@@ -1,0 +1,197 @@
+//! The control API and `pharos ctl` against the real server: bearer-token
+//! authentication, the documented routes, changes live in DNS at once,
+//! invalid changes refused whole, and durability across `kill -9`.
+
+use std::net::{IpAddr, UdpSocket};
+use std::process::Command;
+use std::time::Duration;
+
+use domain::base::Message;
+use domain::base::iana::Rtype;
+use domain::rdata::A;
+use serde_json::{Value, json};
+
+mod common;
+use common::*;
+
+const TOKEN: &str = "test-token-0123";
+
+/// A server with the API, a durable store and one region-probability service.
+fn start_with_api() -> (Pharos, String) {
+    let api = format!("127.0.0.1:{}", free_port());
+    let extra = format!(
+        r#"random_seed = 1
+[control]
+listen = "{api}"
+token = "{TOKEN}"
+[store]
+path = "state.sqlite"
+[[region]]
+id = 1
+name = "europe"
+prefixes = ["198.51.100.0/24"]
+[[service]]
+name = "svc.example.test"
+policy = "region-probabilities"
+[[service.replica]]
+id = "fra"
+address = "192.0.2.10"
+[[service.replica]]
+id = "sin"
+address = "192.0.2.20"
+[service.probabilities.europe]
+fra = {{ probability = 1.0, ttl = 60 }}
+"#
+    );
+    (start(&extra), format!("http://{api}"))
+}
+
+fn request(method: &str, url: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let mut builder = ureq::http::Request::builder().method(method).uri(url);
+    if let Some(token) = token {
+        builder = builder.header("Authorization", format!("Bearer {token}"));
+    }
+    let response = match body {
+        Some(body) => agent.run(builder.header("Content-Type", "application/json").body(body.to_string()).unwrap()),
+        None => agent.run(builder.body(()).unwrap()),
+    }
+    .unwrap();
+    let status = response.status().as_u16();
+    let text = response.into_body().read_to_string().unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+fn call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
+    request(method, url, Some(TOKEN), body)
+}
+
+/// The first address answered for svc.example.test to a client in `subnet`/24.
+fn first_for(pharos: &Pharos, subnet: &str) -> IpAddr {
+    let mut packet = query_bytes(1, "svc.example.test", Rtype::A);
+    packet[11] = 1;
+    let address: IpAddr = subnet.parse().unwrap();
+    let IpAddr::V4(v4) = address else { panic!() };
+    packet.extend([0, 0, 41, 4, 0xd0, 0, 0, 0, 0, 0, 11, 0, 8, 0, 7, 0, 1, 24, 0]);
+    packet.extend(&v4.octets()[..3]);
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    socket.send_to(&packet, pharos.address).unwrap();
+    let mut buf = vec![0; 2048];
+    let len = socket.recv(&mut buf).unwrap();
+    let response = Message::from_octets(buf[..len].to_vec()).unwrap();
+    IpAddr::V4(response.answer().unwrap().limit_to::<A>().next().unwrap().unwrap().data().addr())
+}
+
+#[test]
+fn the_api_needs_the_token_and_serves_every_documented_route() {
+    let (_pharos, api) = start_with_api();
+    assert_eq!(request("GET", &format!("{api}/v1/regions"), None, None).0, 401);
+    assert_eq!(request("GET", &format!("{api}/v1/regions"), Some("wrong"), None).0, 401);
+    let (status, document) = request("GET", &format!("{api}/openapi.json"), None, None);
+    assert_eq!(status, 200);
+    let paths = document["paths"].as_object().unwrap();
+    assert!(paths.len() >= 9);
+    for (path, operations) in paths {
+        for method in operations.as_object().unwrap().keys().filter(|key| *key != "parameters") {
+            let concrete = path.replace("{name}", "svc.example.test").replace("{id}", "fra");
+            let status = request(&method.to_uppercase(), &format!("{api}{concrete}"), None, None).0;
+            let expected = if path == "/openapi.json" { 200 } else { 401 };
+            assert_eq!(status, expected, "{method} {path} is documented but answers {status}");
+        }
+    }
+}
+
+#[test]
+fn an_accepted_update_is_in_the_next_answer() {
+    let (pharos, api) = start_with_api();
+    assert_eq!(first_for(&pharos, "198.51.100.0"), "192.0.2.10".parse::<IpAddr>().unwrap());
+    let table = json!({ "europe": { "sin": { "probability": 1.0, "ttl": 30 } } });
+    assert_eq!(call("PUT", &format!("{api}/v1/services/svc.example.test/probabilities"), Some(table)).0, 200);
+    assert_eq!(first_for(&pharos, "198.51.100.0"), "192.0.2.20".parse::<IpAddr>().unwrap());
+    let (status, reply) = call("POST", &format!("{api}/v1/regions"), Some(json!({ "name": "asia", "prefixes": ["203.0.113.0/24"] })));
+    assert_eq!((status, reply["id"].as_u64()), (201, Some(2)), "{reply}");
+    assert_eq!(call("PATCH", &format!("{api}/v1/services/svc.example.test/replicas/sin"), Some(json!({ "down": true }))).0, 200);
+    assert_eq!(first_for(&pharos, "198.51.100.0"), "192.0.2.10".parse::<IpAddr>().unwrap(), "a replica marked down is not answered");
+}
+
+#[test]
+fn an_invalid_update_is_refused_whole_and_changes_nothing() {
+    let (pharos, api) = start_with_api();
+    let before = call("GET", &format!("{api}/v1/services/svc.example.test"), None).1;
+    let bad_tables = [
+        (json!({ "europe": { "nowhere": { "probability": 1.0 } } }), "service[svc.example.test].probabilities[europe][nowhere]"),
+        (json!({ "europe": { "fra": { "probability": -0.5 } } }), "service[svc.example.test].probabilities[europe][fra].probability"),
+        (json!({ "europe": { "fra": { "probability": 0.0 } } }), "service[svc.example.test].probabilities[europe]"),
+        (json!({ "mars": { "fra": { "probability": 1.0 } } }), "service[svc.example.test].probabilities[mars]"),
+    ];
+    for (table, field) in bad_tables {
+        let (status, reply) = call("PUT", &format!("{api}/v1/services/svc.example.test/probabilities"), Some(table));
+        assert_eq!((status, reply["field"].as_str()), (422, Some(field)), "{reply}");
+    }
+    let (status, reply) =
+        call("PUT", &format!("{api}/v1/regions/bad"), Some(json!({ "id": 9, "name": "bad", "prefixes": ["10.0.0.1/8"] })));
+    assert_eq!((status, reply["field"].as_str()), (422, Some("region[bad].prefixes[0]")));
+    assert_eq!(call("DELETE", &format!("{api}/v1/regions/europe"), None).0, 422, "the table still uses it");
+    assert_eq!(call("DELETE", &format!("{api}/v1/regions/nowhere"), None).0, 404);
+    assert_eq!(call("POST", &format!("{api}/v1/regions"), Some(json!({ "name": "europe" }))).0, 409);
+    assert_eq!(call("PUT", &format!("{api}/v1/services/svc.example.test"), Some(json!({ "name": "other" }))).0, 400);
+    assert_eq!(call("GET", &format!("{api}/v1/services/svc.example.test"), None).1, before);
+    assert_eq!(first_for(&pharos, "198.51.100.0"), "192.0.2.10".parse::<IpAddr>().unwrap());
+}
+
+#[test]
+fn acknowledged_updates_survive_kill_9() {
+    let (pharos, api) = start_with_api();
+    for weight in 1..=25u32 {
+        let patch = json!({ "weight": weight });
+        assert_eq!(call("PATCH", &format!("{api}/v1/services/svc.example.test/replicas/sin"), Some(patch)).0, 200);
+    }
+    assert_eq!(call("POST", &format!("{api}/v1/regions"), Some(json!({ "name": "asia", "prefixes": ["203.0.113.0/24"] }))).0, 201);
+    let pharos = pharos.kill_and_restart();
+    let service = call("GET", &format!("{api}/v1/services/svc.example.test"), None).1;
+    assert_eq!(service["replica"][1]["weight"], 25);
+    let regions = call("GET", &format!("{api}/v1/regions"), None).1;
+    assert_eq!(regions.as_array().unwrap().len(), 2, "{regions}");
+    assert_eq!(first_for(&pharos, "198.51.100.0"), "192.0.2.10".parse::<IpAddr>().unwrap());
+}
+
+#[test]
+fn explain_and_ctl_show_the_decision_path() {
+    let (_pharos, api) = start_with_api();
+    let (status, explained) = call("GET", &format!("{api}/v1/explain?name=svc.example.test&client=198.51.100.0/24"), None);
+    assert_eq!(status, 200, "{explained}");
+    assert_eq!((explained["region"].as_u64(), explained["scope"].as_u64(), explained["ttl"].as_u64()), (Some(1), Some(24), Some(60)));
+    let steps: Vec<&str> = explained["steps"].as_array().unwrap().iter().map(|step| step.as_str().unwrap()).collect();
+    assert!(steps.iter().any(|step| step.contains("matched prefix 198.51.100.0/24")), "{steps:?}");
+    let ctl = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_pharos")).args(["ctl", "--api", &api, "--token", TOKEN]).args(args).output().unwrap()
+    };
+    let regions = ctl(&["regions"]);
+    assert!(regions.status.success() && String::from_utf8_lossy(&regions.stdout).contains("europe"));
+    let explain = ctl(&["explain", "svc.example.test", "198.51.100.7"]);
+    assert!(
+        String::from_utf8_lossy(&explain.stdout).contains("answer: [fra, sin], TTL 60"),
+        "{}",
+        String::from_utf8_lossy(&explain.stdout)
+    );
+    let export = ctl(&["export"]);
+    assert!(String::from_utf8_lossy(&export.stdout).contains("[[service]]"));
+    let refused = Command::new(env!("CARGO_BIN_EXE_pharos")).args(["ctl", "--api", &api, "--token", "wrong", "regions"]).output().unwrap();
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("401"));
+}
+
+#[test]
+fn an_edited_file_wins_at_reload_for_what_it_declares() {
+    let (pharos, api) = start_with_api();
+    let table = json!({ "europe": { "sin": { "probability": 1.0, "ttl": 30 } } });
+    assert_eq!(call("PUT", &format!("{api}/v1/services/svc.example.test/probabilities"), Some(table)).0, 200);
+    assert_eq!(call("POST", &format!("{api}/v1/reload"), None).0, 200);
+    assert_eq!(first_for(&pharos, "198.51.100.0"), "192.0.2.20".parse::<IpAddr>().unwrap(), "an unchanged file keeps the API's change");
+    let text = std::fs::read_to_string(&pharos.config).unwrap().replace("ttl = 60", "ttl = 90");
+    std::fs::write(&pharos.config, text).unwrap();
+    assert_eq!(call("POST", &format!("{api}/v1/reload"), None).0, 200);
+    assert_eq!(first_for(&pharos, "198.51.100.0"), "192.0.2.10".parse::<IpAddr>().unwrap(), "the edited declaration wins");
+    let explained = call("GET", &format!("{api}/v1/explain?name=svc.example.test&client=198.51.100.1"), None).1;
+    assert_eq!(explained["ttl"], 90);
+}
