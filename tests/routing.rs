@@ -210,3 +210,17 @@ fn bad_declarations_are_refused_naming_the_field() {
     let outside = ROUTING.replace("svc.example.test", "svc.example.org");
     assert!(refused_declaration(&outside, ZONE).contains("not inside any served zone"));
 }
+
+#[test]
+fn client_subnets_from_untrusted_resolvers_are_ignored() {
+    let untrusting = ROUTING.replace("random_seed = 7", "random_seed = 7\nclient_subnet_trusted_from = [\"10.0.0.0/8\"]");
+    let pharos = start(&untrusting);
+    let asked = Asked::new(pharos.address);
+    let mut ttls = std::collections::BTreeSet::new();
+    for id in 0..40u16 {
+        let response = asked.ask(&query(id, "svc.example.test", Rtype::A, Some(("203.0.113.0".parse().unwrap(), 24))));
+        ttls.insert(first_address_and_ttl(&response).1);
+        assert_eq!(echoed_subnet(&response).unwrap().scope_prefix_len(), 0);
+    }
+    assert_eq!(ttls.into_iter().collect::<Vec<_>>(), [360], "placed by the source 127.0.0.1 (unclassified), not by asia's subnet");
+}

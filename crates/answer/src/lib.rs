@@ -8,6 +8,7 @@ mod service;
 use std::net::IpAddr;
 
 use pharos_route::Routes;
+use pharos_route::prefix::PrefixMap;
 use pharos_wire::edns::OPTION_NSID;
 use pharos_wire::query::Question;
 use pharos_wire::{Edns, HEADER_LEN, MAX_STREAM_MESSAGE, MIN_UDP_PAYLOAD, MessageWriter, Query, Reject, flags, parse_query, rcode, types};
@@ -38,11 +39,14 @@ pub struct Settings {
     pub nsid: Option<Box<[u8]>>,
     /// Largest UDP response Pharos sends and advertises.
     pub udp_payload: u16,
+    /// Resolvers whose EDNS Client Subnet is believed; `None` trusts all.
+    /// From anyone else the subnet is ignored (answered with scope 0).
+    pub trusted_subnet_senders: Option<PrefixMap<()>>,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { nsid: None, udp_payload: DEFAULT_UDP_PAYLOAD }
+        Settings { nsid: None, udp_payload: DEFAULT_UDP_PAYLOAD, trusted_subnet_senders: None }
     }
 }
 
@@ -100,8 +104,10 @@ fn answer_query(query: &Query<'_>, client: &Client, snapshot: &Snapshot, rng: &m
     writer.question(query.question_bytes());
     let routed = snapshot.routes.service(qname).zip(service::family_of(question.qtype));
     if let Some((routed_service, family)) = routed {
-        let asker = service::asker(client, query.edns);
+        let asker = service::asker(client, query.edns, settings);
         let (fitted, scope) = service::write_addresses(&mut writer, routed_service, family, &asker, snapshot, rng, room);
+        // A subnet that was not used says nothing about this answer's reach.
+        let scope = if asker.from_client_subnet { scope } else { 0 };
         let truncation = if fitted.truncated { flags::TC } else { 0 };
         let counts = [1, fitted.counts[0], 0, 0];
         return finish(&mut writer, query, flags::AA | truncation, rcode::NOERROR, counts, scope, settings);

@@ -6,12 +6,13 @@ use pharos_wire::{Edns, MessageWriter, types};
 use pharos_zone::Fitted;
 use rand::Rng;
 
-use crate::{Client, Snapshot};
+use crate::{Client, Settings, Snapshot};
 
 /// The asker as the routing core sees it: the EDNS Client Subnet when the
-/// query has one, else the packet's source.
-pub fn asker(client: &Client, edns: Option<Edns>) -> Asker {
-    match edns.and_then(|edns| edns.client_subnet) {
+/// query has one from a trusted sender, else the packet's source.
+pub fn asker(client: &Client, edns: Option<Edns>, settings: &Settings) -> Asker {
+    let trusted = settings.trusted_subnet_senders.as_ref().is_none_or(|senders| senders.lookup(client.address).value.is_some());
+    match edns.and_then(|edns| edns.client_subnet).filter(|_| trusted) {
         Some(subnet) => Asker { address: subnet.ip(), known_bits: subnet.source_prefix, from_client_subnet: true },
         None => Asker::from_source(client.address),
     }

@@ -73,11 +73,21 @@ pub struct ServerConfig {
     /// Seed for the random choices of routing policies, for reproducible
     /// tests; unset, each worker seeds itself from the operating system.
     pub random_seed: Option<u64>,
+    /// Resolvers (CIDR prefixes) whose EDNS Client Subnet is believed.
+    /// Unset: every sender's. From others, routing uses the packet source.
+    pub client_subnet_trusted_from: Option<Vec<String>>,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { listen: Vec::new(), threads: 0, nsid: None, udp_payload: pharos_answer::DEFAULT_UDP_PAYLOAD, random_seed: None }
+        ServerConfig {
+            listen: Vec::new(),
+            threads: 0,
+            nsid: None,
+            udp_payload: pharos_answer::DEFAULT_UDP_PAYLOAD,
+            random_seed: None,
+            client_subnet_trusted_from: None,
+        }
     }
 }
 
@@ -181,6 +191,10 @@ impl Config {
         }
         if self.tcp.max_connections == 0 || self.tcp.max_connections_per_client == 0 {
             bail!("tcp.max_connections and tcp.max_connections_per_client must be at least 1");
+        }
+        for (index, prefix) in self.server.client_subnet_trusted_from.iter().flatten().enumerate() {
+            pharos_route::spec::parse_prefix(prefix)
+                .map_err(|message| anyhow::anyhow!("server.client_subnet_trusted_from[{index}]: {message}"))?;
         }
         if self.server.nsid.as_ref().is_some_and(|nsid| nsid.len() > 512) {
             bail!("server.nsid is longer than 512 octets");

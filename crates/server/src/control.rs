@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use pharos_answer::{Settings, Snapshot};
+use pharos_route::prefix::PrefixMap;
 use pharos_route::spec::{SpecError, build_routes};
 use pharos_route::{Asker, Explanation, Family, Routes, decide, locate};
 use pharos_store::{Change, SqliteStore, State, Store, StoreError};
@@ -246,7 +247,18 @@ fn freeze(loaded: &[Zone], routes: &Routes) -> Result<Frozen, ControlError> {
 }
 
 fn settings(config: &Config) -> Settings {
-    Settings { nsid: config.server.nsid.as_ref().map(|nsid| nsid.as_bytes().into()), udp_payload: config.server.udp_payload }
+    let trusted_subnet_senders = config.server.client_subnet_trusted_from.as_ref().map(|prefixes| {
+        let mut senders = PrefixMap::default();
+        for (network, length) in prefixes.iter().filter_map(|prefix| pharos_route::spec::parse_prefix(prefix).ok()) {
+            senders.insert(network, length, ());
+        }
+        senders
+    });
+    Settings {
+        nsid: config.server.nsid.as_ref().map(|nsid| nsid.as_bytes().into()),
+        udp_payload: config.server.udp_payload,
+        trusted_subnet_senders,
+    }
 }
 
 fn load_zones(config: &Config) -> anyhow::Result<Vec<Zone>> {
