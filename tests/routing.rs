@@ -224,3 +224,61 @@ fn client_subnets_from_untrusted_resolvers_are_ignored() {
     }
     assert_eq!(ttls.into_iter().collect::<Vec<_>>(), [360], "placed by the source 127.0.0.1 (unclassified), not by asia's subnet");
 }
+
+/// Regions by AS number (RouteViews 2014 table via pyasn) and by country and
+/// continent (MaxMind's GeoIP2 Country test database), from ../shared/data.
+fn geo_routing() -> String {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
+    assert!(data.is_dir(), "the shared test data is expected at {}", data.display());
+    let mmdb = data.join("geoip/maxmind-test-GeoIP2-Country-Test.mmdb");
+    let asn_table = data.join("ip2asn/pyasn-ipasn_20140513.dat.gz");
+    format!(
+        r#"random_seed = 3
+[geo]
+database = "{}"
+asn_table = "{}"
+[[region]]
+id = 1
+name = "google"
+asns = [15169]
+[[region]]
+id = 2
+name = "sweden"
+countries = ["SE"]
+[[region]]
+id = 3
+name = "europe"
+continents = ["EU"]
+[[service]]
+name = "svc.example.test"
+policy = "region-probabilities"
+[[service.replica]]
+id = "only"
+address = "192.0.2.10"
+[service.probabilities.default]
+only = {{ probability = 1.0, ttl = 100 }}
+[service.probabilities.google]
+only = {{ probability = 1.0, ttl = 101 }}
+[service.probabilities.sweden]
+only = {{ probability = 1.0, ttl = 102 }}
+[service.probabilities.europe]
+only = {{ probability = 1.0, ttl = 103 }}
+"#,
+        mmdb.display(),
+        asn_table.display()
+    )
+}
+
+#[test]
+fn regions_by_as_number_country_and_continent_from_real_data() {
+    let pharos = start(&geo_routing());
+    let asked = Asked::new(pharos.address);
+    let ask = |subnet: &str, prefix: u8| asked.ask(&query(1, "svc.example.test", Rtype::A, Some((subnet.parse().unwrap(), prefix))));
+    let ttl_for = |subnet: &str, prefix: u8| first_address_and_ttl(&ask(subnet, prefix)).1;
+    assert_eq!(ttl_for("8.8.8.0", 24), 101, "8.8.8.0/24 originates in AS15169");
+    assert_eq!(echoed_subnet(&ask("8.8.8.0", 24)).unwrap().scope_prefix_len(), 24, "the table's prefix is 8.8.8.0/24");
+    // The test database covers small networks around its sample addresses.
+    assert_eq!(ttl_for("89.160.20.112", 32), 102, "MaxMind's test data puts 89.160.20.112 in Sweden");
+    assert_eq!(ttl_for("81.2.69.142", 32), 103, "and 81.2.69.142 in the United Kingdom, in Europe");
+    assert_eq!(ttl_for("216.160.83.56", 32), 100, "and 216.160.83.56 in the United States: no region");
+}

@@ -15,6 +15,7 @@ pub mod policy;
 pub mod prefix;
 
 pub mod routes;
+pub mod sources;
 pub mod spec;
 
 pub use decide::{Decision, decide};

@@ -3,8 +3,12 @@
 
 use std::net::IpAddr;
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use crate::explain::{Explanation, note};
 use crate::prefix::{Bits, PrefixMap};
+use crate::sources::{AsnTable, GeoDatabase};
 use crate::{RegionId, UNCLASSIFIED};
 
 /// The client as the mechanism saw it.
@@ -41,10 +45,17 @@ pub enum RegionRule {
     Prefix { network: IpAddr, length: u8 },
 }
 
-/// The region definitions: today CIDR lists (longest prefix wins).
+/// The region definitions, tried in this order: CIDR lists (longest prefix
+/// wins), AS numbers (through the IP-to-AS table), countries, continents
+/// (through the MaxMind DB).
 #[derive(Debug, Clone, Default)]
 pub struct Regions {
     by_prefix: PrefixMap<(RegionId, RegionRule)>,
+    pub by_asn: HashMap<u32, RegionId>,
+    pub by_country: HashMap<[u8; 2], RegionId>,
+    pub by_continent: HashMap<[u8; 2], RegionId>,
+    pub asn_table: Option<Arc<AsnTable>>,
+    pub geo: Option<Arc<GeoDatabase>>,
 }
 
 impl Regions {
@@ -65,16 +76,45 @@ pub fn locate(asker: &Asker, regions: &Regions, mut explanation: Option<&mut Exp
         return Location { region: UNCLASSIFIED, scope: 0 };
     }
     let found = regions.by_prefix.lookup_bits(Bits::of(asker.address));
-    match found.value {
-        Some(((region, RegionRule::Prefix { network, length }), _)) => {
-            note(&mut explanation, || format!("region {region}: matched prefix {network}/{length}; answer scope /{}", found.scope));
-            Location { region: *region, scope: found.scope }
-        }
-        None => {
-            note(&mut explanation, || format!("region 0 (unclassified): no region prefix matches; answer scope /{}", found.scope));
-            Location { region: UNCLASSIFIED, scope: found.scope }
+    if let Some(((region, RegionRule::Prefix { network, length }), _)) = found.value {
+        note(&mut explanation, || format!("region {region}: matched prefix {network}/{length}; answer scope /{}", found.scope));
+        return Location { region: *region, scope: found.scope };
+    }
+    // Every source consulted shapes the answer: the scope is the most
+    // specific of them.
+    let mut scope = found.scope;
+    if let Some(table) = regions.asn_table.as_ref().filter(|_| !regions.by_asn.is_empty()) {
+        let (origin, asn_scope) = table.lookup(asker.address);
+        scope = scope.max(asn_scope);
+        if let Some((asn, length)) = origin {
+            if let Some(&region) = regions.by_asn.get(&asn) {
+                note(&mut explanation, || format!("region {region}: origin AS{asn} (table prefix /{length}); answer scope /{scope}"));
+                return Location { region, scope };
+            }
+            note(&mut explanation, || format!("origin AS{asn} belongs to no region"));
         }
     }
+    if let Some(geo) = regions.geo.as_ref().filter(|_| !regions.by_country.is_empty() || !regions.by_continent.is_empty()) {
+        let (place, geo_scope) = geo.lookup(asker.address);
+        scope = scope.max(geo_scope);
+        let place = place.unwrap_or(crate::sources::GeoPlace { country: None, continent: None });
+        let show = |code: Option<[u8; 2]>| code.map_or("unknown".to_string(), |code| String::from_utf8_lossy(&code).into_owned());
+        if let Some(&region) = place.country.and_then(|country| regions.by_country.get(&country)) {
+            note(&mut explanation, || {
+                format!("region {region}: country {} (MaxMind DB prefix /{geo_scope}); answer scope /{scope}", show(place.country))
+            });
+            return Location { region, scope };
+        }
+        if let Some(&region) = place.continent.and_then(|continent| regions.by_continent.get(&continent)) {
+            note(&mut explanation, || {
+                format!("region {region}: continent {} (MaxMind DB prefix /{geo_scope}); answer scope /{scope}", show(place.continent))
+            });
+            return Location { region, scope };
+        }
+        note(&mut explanation, || format!("country {} / continent {} belong to no region", show(place.country), show(place.continent)));
+    }
+    note(&mut explanation, || format!("region 0 (unclassified): no region rule matches; answer scope /{scope}"));
+    Location { region: UNCLASSIFIED, scope }
 }
 
 #[cfg(test)]

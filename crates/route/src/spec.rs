@@ -10,13 +10,16 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
+use std::sync::Arc;
+
 use crate::locate::Regions;
 use crate::model::{DEFAULT_TTL, Health, Replica, Service};
 use crate::policy::{Policy, ProbabilityTable, RegionRow};
+use crate::sources::{AsnTable, GeoDatabase};
 use crate::{RegionId, Routes, UNCLASSIFIED};
 
 /// A named class of client addresses.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegionSpec {
     /// 1 or more; 0 is reserved for unclassified clients.
@@ -25,7 +28,25 @@ pub struct RegionSpec {
     /// CIDR prefixes, IPv4 or IPv6 ("192.0.2.0/24").
     #[serde(default)]
     pub prefixes: Vec<String>,
+    /// Origin AS numbers, resolved through the IP-to-AS table.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asns: Vec<u32>,
+    /// ISO 3166-1 alpha-2 country codes ("DE"), through the MaxMind DB.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub countries: Vec<String>,
+    /// Continent codes (AF AN AS EU NA OC SA), through the MaxMind DB.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub continents: Vec<String>,
 }
+
+/// Data that region rules beyond CIDR lists look addresses up in.
+#[derive(Debug, Clone, Default)]
+pub struct DataSources {
+    pub asn_table: Option<Arc<AsnTable>>,
+    pub geo: Option<Arc<GeoDatabase>>,
+}
+
+const CONTINENTS: [&str; 7] = ["AF", "AN", "AS", "EU", "NA", "OC", "SA"];
 
 /// A service: a name answered by policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -116,9 +137,10 @@ pub const POLICIES: [&str; 5] = ["static", "round-robin", "weighted", "failover"
 pub fn build_routes(
     regions: &[RegionSpec],
     services: &[ServiceSpec],
+    sources: &DataSources,
     wire_name: impl Fn(&str) -> Result<Box<[u8]>, String>,
 ) -> Result<Routes, SpecError> {
-    let (built_regions, region_ids) = build_regions(regions)?;
+    let (built_regions, region_ids) = build_regions(regions, sources)?;
     let mut routes = Routes { services: Default::default(), regions: built_regions };
     for spec in services {
         let field = format!("service[{}]", spec.name);
@@ -131,8 +153,10 @@ pub fn build_routes(
     Ok(routes)
 }
 
-fn build_regions(specs: &[RegionSpec]) -> Result<(Regions, HashMap<String, RegionId>), SpecError> {
+fn build_regions(specs: &[RegionSpec], sources: &DataSources) -> Result<(Regions, HashMap<String, RegionId>), SpecError> {
     let mut regions = Regions::default();
+    regions.asn_table = sources.asn_table.clone();
+    regions.geo = sources.geo.clone();
     let mut ids = HashMap::new();
     let mut seen_ids = HashSet::new();
     let mut claimed: HashMap<(IpAddr, u8), String> = HashMap::new();
@@ -151,8 +175,62 @@ fn build_regions(specs: &[RegionSpec]) -> Result<(Regions, HashMap<String, Regio
             }
             regions.add_prefix(network, length, spec.id);
         }
+        add_codes(
+            &mut regions.by_asn,
+            spec,
+            &field,
+            "asns",
+            spec.asns.iter().map(|&asn| Ok(asn)),
+            sources.asn_table.is_some(),
+            "[geo] asn_table",
+        )?;
+        let countries = spec.countries.iter().map(|code| country_code(code));
+        add_codes(&mut regions.by_country, spec, &field, "countries", countries, sources.geo.is_some(), "[geo] database")?;
+        let continents = spec.continents.iter().map(|code| continent_code(code));
+        add_codes(&mut regions.by_continent, spec, &field, "continents", continents, sources.geo.is_some(), "[geo] database")?;
     }
     Ok((regions, ids))
+}
+
+/// Adds a region's AS numbers or codes to their map, refusing bad ones,
+/// ones another region has, and any at all without the data to use them.
+fn add_codes<K: std::hash::Hash + Eq + fmt::Debug>(
+    map: &mut HashMap<K, RegionId>,
+    spec: &RegionSpec,
+    field: &str,
+    list: &str,
+    codes: impl Iterator<Item = Result<K, String>>,
+    source_present: bool,
+    source_name: &str,
+) -> Result<(), SpecError> {
+    for (index, code) in codes.enumerate() {
+        let code_field = format!("{field}.{list}[{index}]");
+        if !source_present {
+            return fail(code_field, format!("needs a {source_name} to look clients up in; none is configured"));
+        }
+        let code = code.or_else(|message| fail(&code_field, message))?;
+        if let Some(other) = map.insert(code, spec.id).filter(|&other| other != spec.id) {
+            return fail(code_field, format!("already belongs to region {other}"));
+        }
+    }
+    Ok(())
+}
+
+fn country_code(code: &str) -> Result<[u8; 2], String> {
+    match code.as_bytes() {
+        [a, b] if a.is_ascii_alphabetic() && b.is_ascii_alphabetic() => Ok([a.to_ascii_uppercase(), b.to_ascii_uppercase()]),
+        _ => Err(format!("{code:?} is not a two-letter country code (ISO 3166-1 alpha-2)")),
+    }
+}
+
+fn continent_code(code: &str) -> Result<[u8; 2], String> {
+    let upper = code.to_ascii_uppercase();
+    if CONTINENTS.contains(&upper.as_str()) {
+        let bytes = upper.as_bytes();
+        Ok([bytes[0], bytes[1]])
+    } else {
+        Err(format!("{code:?} is not a continent code; one of {}", CONTINENTS.join(" ")))
+    }
 }
 
 /// Parses `address/length`, refusing host bits set past the length.
@@ -273,18 +351,18 @@ mod tests {
     }
 
     fn region(id: RegionId, name: &str, prefixes: &[&str]) -> RegionSpec {
-        RegionSpec { id, name: name.into(), prefixes: prefixes.iter().map(|prefix| prefix.to_string()).collect() }
+        RegionSpec { id, name: name.into(), prefixes: prefixes.iter().map(|prefix| prefix.to_string()).collect(), ..RegionSpec::default() }
     }
 
     fn error(regions: &[RegionSpec], services: &[ServiceSpec]) -> String {
-        build_routes(regions, services, wire).unwrap_err().to_string()
+        build_routes(regions, services, &DataSources::default(), wire).unwrap_err().to_string()
     }
 
     #[test]
     fn builds_a_region_probability_service() {
         let mut spec = service("region-probabilities");
         spec.probabilities.insert("eu".into(), BTreeMap::from([("b".into(), ProbabilitySpec { probability: 1.0, ttl: 30 })]));
-        let routes = build_routes(&[region(1, "eu", &["192.0.2.0/24"])], &[spec], wire).unwrap();
+        let routes = build_routes(&[region(1, "eu", &["192.0.2.0/24"])], &[spec], &DataSources::default(), wire).unwrap();
         let Policy::RegionProbabilities(table) = &routes.services[&b"www.example.test"[..]].policy else { panic!() };
         assert_eq!(table.regions[&1], [RegionRow { probability: 0.0, ttl: 300 }, RegionRow { probability: 1.0, ttl: 30 }]);
         assert_eq!(table.default.len(), 2);
@@ -316,6 +394,8 @@ mod tests {
             error(&[region(1, "x", &["10.0.0.0/8"]), region(2, "y", &["10.0.0.0/8"])], &[]).contains("already belongs to region \"x\"")
         );
         assert!(error(&[], &[service("static"), service("static")]).contains("declared twice"));
+        let by_country = RegionSpec { countries: vec!["DE".into()], ..region(1, "de", &[]) };
+        assert_eq!(error(&[by_country], &[]), "region[de].countries[0]: needs a [geo] database to look clients up in; none is configured");
         let mut empty = service("static");
         empty.replicas.clear();
         assert!(error(&[], &[empty]).contains("at least one replica"));

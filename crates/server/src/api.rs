@@ -171,6 +171,12 @@ struct NewRegion {
     name: String,
     #[serde(default)]
     prefixes: Vec<String>,
+    #[serde(default)]
+    asns: Vec<u32>,
+    #[serde(default)]
+    countries: Vec<String>,
+    #[serde(default)]
+    continents: Vec<String>,
 }
 
 async fn add_region(State(api): State<Api>, Json(new): Json<NewRegion>) -> Reply<(StatusCode, Json<serde_json::Value>)> {
@@ -183,7 +189,9 @@ async fn add_region(State(api): State<Api>, Json(new): Json<NewRegion>) -> Reply
             });
         }
         let id = control.state().regions.iter().map(|region| region.id).max().unwrap_or(0) + 1;
-        control.apply(&[Change::PutRegion(RegionSpec { id, name: new.name, prefixes: new.prefixes })])?;
+        let region =
+            RegionSpec { id, name: new.name, prefixes: new.prefixes, asns: new.asns, countries: new.countries, continents: new.continents };
+        control.apply(&[Change::PutRegion(region)])?;
         Ok((StatusCode::CREATED, Json(json!({ "id": id }))))
     })
     .await

@@ -27,6 +27,8 @@ pub struct Config {
     #[serde(default, rename = "service")]
     pub services: Vec<ServiceSpec>,
     #[serde(default)]
+    pub geo: GeoConfig,
+    #[serde(default)]
     pub store: StoreConfig,
     #[serde(default)]
     pub control: ControlConfig,
@@ -36,6 +38,18 @@ pub struct Config {
     /// The file this configuration was read from, re-read on reload.
     #[serde(skip)]
     pub source: Option<PathBuf>,
+}
+
+/// Address data for region rules beyond CIDR lists.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GeoConfig {
+    /// MaxMind DB file (GeoIP2/GeoLite2 Country or City, DB-IP) for
+    /// regions by country and continent.
+    pub database: Option<PathBuf>,
+    /// IP-to-AS table for regions by AS number: ranges `first,last,asn,...`
+    /// or prefixes `network/length asn`, plain or .gz.
+    pub asn_table: Option<PathBuf>,
 }
 
 /// Where routing state is kept.
@@ -152,8 +166,9 @@ impl Config {
                 zone.file = directory.join(&zone.file);
             }
         }
-        if let Some(store) = config.store.path.as_mut().filter(|store| store.is_relative()) {
-            *store = directory.join(&*store);
+        let relative_paths = [config.store.path.as_mut(), config.geo.database.as_mut(), config.geo.asn_table.as_mut()];
+        for path in relative_paths.into_iter().flatten().filter(|path| path.is_relative()) {
+            *path = directory.join(&*path);
         }
         config.source = Some(path.to_path_buf());
         Ok(config)
@@ -165,7 +180,7 @@ impl Config {
     pub fn reread(&self) -> anyhow::Result<Config> {
         let Some(path) = &self.source else { return Ok(self.clone()) };
         let file = Config::from_file(path)?;
-        Ok(Config { zones: file.zones, regions: file.regions, services: file.services, ..self.clone() })
+        Ok(Config { zones: file.zones, regions: file.regions, services: file.services, geo: file.geo, ..self.clone() })
     }
 
     /// Zones from the file and from flags.

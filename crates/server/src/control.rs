@@ -11,7 +11,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use pharos_answer::{Settings, Snapshot};
 use pharos_route::prefix::PrefixMap;
-use pharos_route::spec::{SpecError, build_routes};
+use pharos_route::sources::{AsnTable, GeoDatabase};
+use pharos_route::spec::{DataSources, SpecError, build_routes};
 use pharos_route::{Asker, Explanation, Family, Routes, decide, locate};
 use pharos_store::{Change, SqliteStore, State, Store, StoreError};
 use pharos_wire::name;
@@ -61,6 +62,7 @@ struct Frozen {
 /// Routing state, its store, and the snapshot published from them.
 pub struct Control {
     config: Config,
+    sources: DataSources,
     store: Box<dyn Store>,
     state: State,
     zones: Zones,
@@ -93,7 +95,8 @@ impl Control {
         let first = Snapshot { zones: frozen.set.clone(), routes: Routes::default(), settings: settings(&config) };
         let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(first));
         let zones = Zones { loaded, frozen };
-        let mut control = Control { config, store, state: State::default(), zones, snapshot };
+        let sources = load_sources(&config)?;
+        let mut control = Control { config, sources, store, state: State::default(), zones, snapshot };
         control.state = control.store.load()?;
         let changed = control.changed_declarations(&control.config.clone())?;
         control.apply(&changed).map_err(|error| anyhow::anyhow!("{error}"))?;
@@ -128,8 +131,13 @@ impl Control {
     pub fn reload(&mut self) -> Result<(), ControlError> {
         let fresh = self.config.reread().map_err(ControlError::Zones)?;
         let loaded = load_zones(&fresh).map_err(ControlError::Zones)?;
+        let sources = load_sources(&fresh).map_err(ControlError::Zones)?;
         let changed = self.changed_declarations(&fresh)?;
-        self.commit(&changed, Some((fresh, loaded)))?;
+        let previous_sources = std::mem::replace(&mut self.sources, sources);
+        if let Err(error) = self.commit(&changed, Some((fresh, loaded))) {
+            self.sources = previous_sources;
+            return Err(error);
+        }
         self.remember_declarations(&changed)?;
         Ok(())
     }
@@ -160,7 +168,7 @@ impl Control {
     /// next snapshot, commits them, then publishes the snapshot.
     fn commit(&mut self, changes: &[Change], files: Option<(Config, Vec<Zone>)>) -> Result<(), ControlError> {
         let next = self.state.with(changes);
-        let routes = build_routes(&next.regions, &next.services, service_name).map_err(ControlError::Invalid)?;
+        let routes = build_routes(&next.regions, &next.services, &self.sources, service_name).map_err(ControlError::Invalid)?;
         let frozen = match &files {
             Some((_, loaded)) => freeze(loaded, &routes)?,
             None => self.frozen_reserving(&routes)?,
@@ -259,6 +267,39 @@ fn settings(config: &Config) -> Settings {
         udp_payload: config.server.udp_payload,
         trusted_subnet_senders,
     }
+}
+
+/// Reads the MaxMind DB and IP-to-AS table the config names, if any.
+fn load_sources(config: &Config) -> anyhow::Result<DataSources> {
+    let geo = match &config.geo.database {
+        Some(path) => {
+            let bytes = std::fs::read(path).with_context(|| format!("cannot read the MaxMind DB {}", path.display()))?;
+            Some(Arc::new(GeoDatabase::from_bytes(bytes).map_err(|message| anyhow::anyhow!("{}: {message}", path.display()))?))
+        }
+        None => None,
+    };
+    let asn_table = match &config.geo.asn_table {
+        Some(path) => {
+            let text = read_maybe_gzipped(path).with_context(|| format!("cannot read the IP-to-AS table {}", path.display()))?;
+            let table = AsnTable::parse(&text).map_err(|message| anyhow::anyhow!("{}: {message}", path.display()))?;
+            tracing::info!(path = %path.display(), prefixes = table.prefixes, "IP-to-AS table loaded");
+            Some(Arc::new(table))
+        }
+        None => None,
+    };
+    Ok(DataSources { asn_table, geo })
+}
+
+fn read_maybe_gzipped(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let mut text = String::new();
+    if path.extension().is_some_and(|extension| extension == "gz") {
+        flate2::read::GzDecoder::new(file).read_to_string(&mut text)?;
+    } else {
+        std::io::BufReader::new(file).read_to_string(&mut text)?;
+    }
+    Ok(text)
 }
 
 fn load_zones(config: &Config) -> anyhow::Result<Vec<Zone>> {

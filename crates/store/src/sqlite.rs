@@ -113,7 +113,7 @@ mod tests {
     use super::*;
 
     fn region(name: &str, id: u32) -> RegionSpec {
-        RegionSpec { id, name: name.into(), prefixes: vec!["192.0.2.0/24".into()] }
+        RegionSpec { id, name: name.into(), prefixes: vec!["192.0.2.0/24".into()], ..RegionSpec::default() }
     }
 
     fn service(name: &str) -> ServiceSpec {

@@ -1,0 +1,162 @@
+//! Address data that places clients beyond CIDR lists: an IP-to-AS table
+//! and a MaxMind DB (country and continent). Both are parsed from bytes
+//! the caller read; nothing here opens a file.
+
+use std::net::IpAddr;
+
+use crate::prefix::{Bits, PrefixMap};
+
+/// Longest-prefix IP-to-AS table.
+#[derive(Debug, Clone, Default)]
+pub struct AsnTable {
+    origins: PrefixMap<u32>,
+    pub prefixes: usize,
+}
+
+impl AsnTable {
+    /// Reads either format of `../shared/data/ip2asn/`, line by line:
+    /// ranges `first,last,asn[,org]` (ip-location-db), or prefixes
+    /// `network/length<TAB>asn` (pyasn); `;` and `#` start comments.
+    /// A bad line is reported with its number.
+    pub fn parse(text: &str) -> Result<AsnTable, String> {
+        let mut table = AsnTable::default();
+        for (number, line) in (1..).zip(text.lines()) {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with([';', '#']) {
+                continue;
+            }
+            table.add_line(line).map_err(|message| format!("line {number}: {message}: {line:?}"))?;
+        }
+        Ok(table)
+    }
+
+    fn add_line(&mut self, line: &str) -> Result<(), String> {
+        if let Some((first, rest)) = line.split_once(',') {
+            let mut fields = rest.splitn(3, ',');
+            let last = fields.next().ok_or("no range end")?;
+            let asn = fields.next().ok_or("no AS number")?.trim().parse::<u32>().map_err(|_| "bad AS number")?;
+            let first: IpAddr = first.trim().parse().map_err(|_| "bad range start")?;
+            let last: IpAddr = last.trim().parse().map_err(|_| "bad range end")?;
+            for (network, length) in range_to_prefixes(first, last)? {
+                self.origins.insert(network, length, asn);
+                self.prefixes += 1;
+            }
+            return Ok(());
+        }
+        let mut fields = line.split_whitespace();
+        let (network, length) = crate::spec::parse_prefix(fields.next().ok_or("empty")?)?;
+        let asn = fields.next().ok_or("no AS number")?.parse::<u32>().map_err(|_| "bad AS number")?;
+        self.origins.insert(network, length, asn);
+        self.prefixes += 1;
+        Ok(())
+    }
+
+    /// The origin AS of `address`, the prefix it came from, and the scope
+    /// (leading bits the answer depends on).
+    pub fn lookup(&self, address: IpAddr) -> (Option<(u32, u8)>, u8) {
+        let found = self.origins.lookup(address);
+        (found.value.map(|(asn, length)| (*asn, length)), found.scope)
+    }
+}
+
+/// Splits an inclusive address range into the fewest CIDR prefixes.
+fn range_to_prefixes(first: IpAddr, last: IpAddr) -> Result<Vec<(IpAddr, u8)>, String> {
+    let (start, end) = (Bits::of(first), Bits::of(last));
+    if start.width != end.width || start.value > end.value {
+        return Err("range ends before it starts, or mixes families".into());
+    }
+    let shift = 128 - start.width as u32;
+    let (mut low, high) = (start.value >> shift, end.value >> shift);
+    let mut prefixes = Vec::new();
+    loop {
+        // The largest aligned block starting at `low` that stays within `high`.
+        let mut size_bits = if low == 0 { start.width as u32 } else { low.trailing_zeros().min(start.width as u32) };
+        while size_bits > 0 && (size_bits >= 128 || low + ((1u128 << size_bits) - 1) > high) {
+            size_bits -= 1;
+        }
+        let network = if start.width == 32 { IpAddr::from((low as u32).to_be_bytes()) } else { IpAddr::from(low.to_be_bytes()) };
+        prefixes.push((network, start.width - size_bits as u8));
+        let block_end = low + if size_bits >= 128 { u128::MAX } else { (1u128 << size_bits) - 1 };
+        if block_end >= high {
+            return Ok(prefixes);
+        }
+        low = block_end + 1;
+    }
+}
+
+/// A MaxMind DB (GeoIP2/GeoLite2 Country or City, or DB-IP), in memory.
+pub struct GeoDatabase {
+    reader: maxminddb::Reader<Vec<u8>>,
+}
+
+impl std::fmt::Debug for GeoDatabase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GeoDatabase({})", self.reader.metadata().database_type)
+    }
+}
+
+/// Where a MaxMind DB places an address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GeoPlace {
+    /// ISO 3166-1 alpha-2, upper case.
+    pub country: Option<[u8; 2]>,
+    /// Two-letter continent code (AF AN AS EU NA OC SA).
+    pub continent: Option<[u8; 2]>,
+}
+
+impl GeoDatabase {
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<GeoDatabase, String> {
+        maxminddb::Reader::from_source(bytes).map(|reader| GeoDatabase { reader }).map_err(|error| format!("not a MaxMind DB: {error}"))
+    }
+
+    /// The place of `address` and the prefix length the database answered
+    /// for (every address in that prefix gets the same place).
+    pub fn lookup(&self, address: IpAddr) -> (Option<GeoPlace>, u8) {
+        let Ok(result) = self.reader.lookup(address) else { return (None, full_width(address)) };
+        let scope = result.network().map_or(full_width(address), |network| network.prefix());
+        let place = result.decode::<maxminddb::geoip2::Country>().ok().flatten().map(|record| GeoPlace {
+            country: record.country.iso_code.and_then(two_letters),
+            continent: record.continent.code.and_then(two_letters),
+        });
+        (place, scope)
+    }
+}
+
+fn two_letters(code: &str) -> Option<[u8; 2]> {
+    let bytes = code.as_bytes();
+    (bytes.len() == 2).then(|| [bytes[0].to_ascii_uppercase(), bytes[1].to_ascii_uppercase()])
+}
+
+fn full_width(address: IpAddr) -> u8 {
+    if address.is_ipv4() { 32 } else { 128 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn ranges_become_the_fewest_prefixes() {
+        assert_eq!(range_to_prefixes(ip("1.0.4.0"), ip("1.0.7.255")).unwrap(), [(ip("1.0.4.0"), 22)]);
+        assert_eq!(range_to_prefixes(ip("10.0.0.1"), ip("10.0.0.6")).unwrap().len(), 4, "1/32, 2/31, 4/31, 6/32");
+        assert_eq!(range_to_prefixes(ip("0.0.0.0"), ip("255.255.255.255")).unwrap(), [(ip("0.0.0.0"), 0)]);
+        assert_eq!(range_to_prefixes(ip("2001::"), ip("2001::ffff:ffff:ffff:ffff:ffff:ffff")).unwrap(), [(ip("2001::"), 32)]);
+        assert!(range_to_prefixes(ip("10.0.0.9"), ip("10.0.0.1")).is_err());
+    }
+
+    #[test]
+    fn reads_both_table_formats_and_names_bad_lines() {
+        let table = AsnTable::parse("; comment\n1.0.0.0/24\t15169\n1.0.4.0,1.0.7.255,38803,\"Gtelecom, Pty\"\n").unwrap();
+        assert_eq!(table.lookup(ip("1.0.0.9")).0, Some((15169, 24)));
+        assert_eq!(table.lookup(ip("1.0.6.1")).0, Some((38803, 22)));
+        assert_eq!(table.lookup(ip("9.9.9.9")).0, None);
+        assert_eq!(
+            AsnTable::parse("1.0.0.0/24\t15169\n1.2.3.0/33 7\n").unwrap_err(),
+            "line 2: prefix length \"33\" must be 0 to 32: \"1.2.3.0/33 7\""
+        );
+    }
+}
