@@ -282,3 +282,84 @@ fn regions_by_as_number_country_and_continent_from_real_data() {
     assert_eq!(ttl_for("81.2.69.142", 32), 103, "and 81.2.69.142 in the United Kingdom, in Europe");
     assert_eq!(ttl_for("216.160.83.56", 32), 100, "and 216.160.83.56 in the United States: no region");
 }
+
+/// A classifier process: answers region 5 for 203.0.113.0/24, and too late
+/// (after the timeout) for 198.18.0.0/24.
+fn spawn_classifier() -> SocketAddr {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut writer = stream;
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|read| read > 0) {
+                    let answer = match line.trim() {
+                        "203.0.113.0/24" => "5\n",
+                        "198.18.0.0/24" => {
+                            std::thread::sleep(Duration::from_millis(400));
+                            "5\n"
+                        }
+                        _ => "0\n",
+                    };
+                    if writer.write_all(answer.as_bytes()).is_err() {
+                        return;
+                    }
+                    line.clear();
+                }
+            });
+        }
+    });
+    address
+}
+
+fn classified_routing(classifier: SocketAddr) -> String {
+    format!(
+        r#"random_seed = 5
+[classifier]
+address = "{classifier}"
+timeout_ms = 100
+[[region]]
+id = 5
+name = "external"
+[[service]]
+name = "svc.example.test"
+policy = "region-probabilities"
+[[service.replica]]
+id = "only"
+address = "192.0.2.10"
+[service.probabilities.default]
+only = {{ probability = 1.0, ttl = 100 }}
+[service.probabilities.external]
+only = {{ probability = 1.0, ttl = 55 }}
+"#
+    )
+}
+
+#[test]
+fn an_external_classifier_places_clients_without_delaying_answers() {
+    let pharos = start(&classified_routing(spawn_classifier()));
+    let asked = Asked::new(pharos.address);
+    let ttl_for =
+        |subnet: &str| first_address_and_ttl(&asked.ask(&query(1, "svc.example.test", Rtype::A, Some((subnet.parse().unwrap(), 24))))).1;
+    assert_eq!(ttl_for("203.0.113.0"), 100, "unclassified until the classifier has answered");
+    wait_until("the classifier's answer is used", || ttl_for("203.0.113.0") == 55);
+    let response = asked.ask(&query(2, "svc.example.test", Rtype::A, Some(("203.0.113.0".parse().unwrap(), 24))));
+    assert_eq!(echoed_subnet(&response).unwrap().scope_prefix_len(), 24, "answers are cached per /24");
+    for _ in 0..10 {
+        assert_eq!(ttl_for("198.18.0.0"), 100, "a classifier slower than the timeout leaves the client unclassified");
+    }
+}
+
+#[test]
+fn a_missing_classifier_leaves_clients_unclassified() {
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let pharos = start(&classified_routing(nobody));
+    let asked = Asked::new(pharos.address);
+    for id in 0..20u16 {
+        let response = asked.ask(&query(id, "svc.example.test", Rtype::A, Some(("203.0.113.0".parse().unwrap(), 24))));
+        assert_eq!(first_address_and_ttl(&response).1, 100);
+    }
+}

@@ -9,6 +9,7 @@
 
 pub mod decide;
 pub mod explain;
+pub mod external;
 pub mod locate;
 pub mod model;
 pub mod policy;

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::explain::{Explanation, note};
+use crate::external::ExternalRegions;
 use crate::prefix::{Bits, PrefixMap};
 use crate::sources::{AsnTable, GeoDatabase};
 use crate::{RegionId, UNCLASSIFIED};
@@ -56,6 +57,8 @@ pub struct Regions {
     pub by_continent: HashMap<[u8; 2], RegionId>,
     pub asn_table: Option<Arc<AsnTable>>,
     pub geo: Option<Arc<GeoDatabase>>,
+    /// Asked last, when no rule above places the client.
+    pub external: Option<Arc<ExternalRegions>>,
 }
 
 impl Regions {
@@ -112,6 +115,16 @@ pub fn locate(asker: &Asker, regions: &Regions, mut explanation: Option<&mut Exp
             return Location { region, scope };
         }
         note(&mut explanation, || format!("country {} / continent {} belong to no region", show(place.country), show(place.continent)));
+    }
+    if let Some(external) = &regions.external {
+        scope = scope.max(external.scope_for(asker.address));
+        match external.lookup(asker.address) {
+            Some(region) => {
+                note(&mut explanation, || format!("region {region}: from the external classifier; answer scope /{scope}"));
+                return Location { region, scope };
+            }
+            None => note(&mut explanation, || "the external classifier has not answered for this subnet (yet): unclassified".to_string()),
+        }
     }
     note(&mut explanation, || format!("region 0 (unclassified): no region rule matches; answer scope /{scope}"));
     Location { region: UNCLASSIFIED, scope }

@@ -10,7 +10,7 @@
 use std::net::IpAddr;
 
 /// An address as 128 bits, IPv4 in the top 32, plus its family width.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Bits {
     pub value: u128,
     pub width: u8,

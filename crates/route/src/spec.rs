@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use std::sync::Arc;
 
+use crate::external::ExternalRegions;
 use crate::locate::Regions;
 use crate::model::{DEFAULT_TTL, Health, Replica, Service};
 use crate::policy::{Policy, ProbabilityTable, RegionRow};
@@ -44,6 +45,7 @@ pub struct RegionSpec {
 pub struct DataSources {
     pub asn_table: Option<Arc<AsnTable>>,
     pub geo: Option<Arc<GeoDatabase>>,
+    pub external: Option<Arc<ExternalRegions>>,
 }
 
 const CONTINENTS: [&str; 7] = ["AF", "AN", "AS", "EU", "NA", "OC", "SA"];
@@ -157,6 +159,7 @@ fn build_regions(specs: &[RegionSpec], sources: &DataSources) -> Result<(Regions
     let mut regions = Regions::default();
     regions.asn_table = sources.asn_table.clone();
     regions.geo = sources.geo.clone();
+    regions.external = sources.external.clone();
     let mut ids = HashMap::new();
     let mut seen_ids = HashSet::new();
     let mut claimed: HashMap<(IpAddr, u8), String> = HashMap::new();

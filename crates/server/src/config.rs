@@ -28,6 +28,8 @@ pub struct Config {
     pub services: Vec<ServiceSpec>,
     #[serde(default)]
     pub geo: GeoConfig,
+    /// An external process that places clients no region rule places.
+    pub classifier: Option<ClassifierConfig>,
     #[serde(default)]
     pub store: StoreConfig,
     #[serde(default)]
@@ -50,6 +52,32 @@ pub struct GeoConfig {
     /// IP-to-AS table for regions by AS number: ranges `first,last,asn,...`
     /// or prefixes `network/length asn`, plain or .gz.
     pub asn_table: Option<PathBuf>,
+}
+
+/// The external classifier (MyXDNS's Find_IP_Region as a process).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassifierConfig {
+    /// TCP address of the process.
+    pub address: SocketAddr,
+    /// How long to wait for one answer before giving up on it.
+    #[serde(default = "default_classifier_timeout")]
+    pub timeout_ms: u64,
+    /// Answers are asked for and cached per subnet of this size.
+    #[serde(default = "default_v4_prefix")]
+    pub v4_prefix: u8,
+    #[serde(default = "default_v6_prefix")]
+    pub v6_prefix: u8,
+}
+
+fn default_classifier_timeout() -> u64 {
+    50
+}
+fn default_v4_prefix() -> u8 {
+    24
+}
+fn default_v6_prefix() -> u8 {
+    56
 }
 
 /// Where routing state is kept.

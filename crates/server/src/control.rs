@@ -95,7 +95,8 @@ impl Control {
         let first = Snapshot { zones: frozen.set.clone(), routes: Routes::default(), settings: settings(&config) };
         let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(first));
         let zones = Zones { loaded, frozen };
-        let sources = load_sources(&config)?;
+        let mut sources = load_sources(&config)?;
+        sources.external = config.classifier.as_ref().map(crate::classifier::start).transpose()?;
         let mut control = Control { config, sources, store, state: State::default(), zones, snapshot };
         control.state = control.store.load()?;
         let changed = control.changed_declarations(&control.config.clone())?;
@@ -131,7 +132,12 @@ impl Control {
     pub fn reload(&mut self) -> Result<(), ControlError> {
         let fresh = self.config.reread().map_err(ControlError::Zones)?;
         let loaded = load_zones(&fresh).map_err(ControlError::Zones)?;
-        let sources = load_sources(&fresh).map_err(ControlError::Zones)?;
+        let mut sources = load_sources(&fresh).map_err(ControlError::Zones)?;
+        // The classifier keeps running; its answers are asked for afresh.
+        sources.external = self.sources.external.clone();
+        if let Some(external) = &sources.external {
+            external.clear();
+        }
         let changed = self.changed_declarations(&fresh)?;
         let previous_sources = std::mem::replace(&mut self.sources, sources);
         if let Err(error) = self.commit(&changed, Some((fresh, loaded))) {
@@ -287,7 +293,7 @@ fn load_sources(config: &Config) -> anyhow::Result<DataSources> {
         }
         None => None,
     };
-    Ok(DataSources { asn_table, geo })
+    Ok(DataSources { asn_table, geo, external: None })
 }
 
 fn read_maybe_gzipped(path: &std::path::Path) -> std::io::Result<String> {

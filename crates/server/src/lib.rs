@@ -3,6 +3,7 @@
 //! [`pharos_answer::respond`] with the current [`Snapshot`].
 
 mod api;
+mod classifier;
 pub mod config;
 pub mod control;
 pub mod snapshot;
