@@ -8,6 +8,9 @@
 //!   the current origin but the parser reads as a label named "@": it is
 //!   replaced by the origin, tracked through `$ORIGIN`.
 //!
+//! It also refuses a '(' that is never closed and ends the text with a line
+//! break: the parser can fail badly on either (found by fuzzing).
+//!
 //! Line breaks are kept, so error messages still point at the right line.
 
 /// Record types whose data holds domain names where `@` may stand.
@@ -34,7 +37,14 @@ pub fn rewrite(text: &str, origin: &str) -> Result<String, (usize, String)> {
             depth = 0;
         }
     }
+    if depth > 0 {
+        return Err((entry_line, "a '(' is never closed".into()));
+    }
     out.push_str(&rewrite_entry(&entry, &mut origin).map_err(|message| (entry_line, message))?);
+    // The parser has read past the end of a last line with no line break.
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
     Ok(out)
 }
 
