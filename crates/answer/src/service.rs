@@ -37,11 +37,11 @@ pub fn write_addresses(
     };
     let body_start = writer.len();
     for &index in &decision.replicas {
-        let octets = match service.replicas[index].address {
-            std::net::IpAddr::V4(v4) => v4.octets().to_vec(),
-            std::net::IpAddr::V6(v6) => v6.octets().to_vec(),
-        };
-        writer.record_at(pharos_wire::HEADER_LEN as u16, rtype, types::CLASS_IN, decision.ttl, &octets);
+        let question = pharos_wire::HEADER_LEN as u16;
+        match service.replicas[index].address {
+            std::net::IpAddr::V4(v4) => writer.record_at(question, rtype, types::CLASS_IN, decision.ttl, &v4.octets()),
+            std::net::IpAddr::V6(v6) => writer.record_at(question, rtype, types::CLASS_IN, decision.ttl, &v6.octets()),
+        }
     }
     let length = writer.len() - body_start;
     // The addresses form one RRset: all of it fits, or none and TC.

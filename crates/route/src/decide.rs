@@ -6,13 +6,13 @@ use rand::Rng;
 use crate::explain::{Explanation, note};
 use crate::locate::Location;
 use crate::model::{Family, Service};
-use crate::policy::{Policy, choose};
+use crate::policy::{Order, Policy, choose};
 
 /// The answer to "which replicas for this client?".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
     /// Indexes into the service's replicas, in answer order, capped.
-    pub replicas: Vec<usize>,
+    pub replicas: Order,
     pub ttl: u32,
     /// Leading client-address bits the decision depended on: 0 when the
     /// policy ignores who asks.
@@ -30,21 +30,16 @@ pub fn decide(
     rng: &mut impl Rng,
     mut explanation: Option<&mut Explanation>,
 ) -> Decision {
-    let of_family: Vec<usize> = (0..service.replicas.len()).filter(|&index| family.holds(service.replicas[index].address)).collect();
-    let serving: Vec<usize> = of_family.iter().copied().filter(|&index| service.replicas[index].is_serving()).collect();
-    let candidates = if serving.is_empty() {
-        let enabled: Vec<usize> = of_family.iter().copied().filter(|&index| service.replicas[index].enabled).collect();
-        note(&mut explanation, || format!("no {family:?} replica is serving: failing open to all {} enabled", enabled.len()));
-        enabled
-    } else {
-        note(&mut explanation, || {
-            let ids: Vec<&str> = serving.iter().map(|&index| service.replicas[index].id.as_str()).collect();
-            format!("{family:?} replicas serving: {}", ids.join(", "))
-        });
-        serving
-    };
+    let candidates = service.candidates(family);
+    note(&mut explanation, || {
+        let ids: Vec<&str> = candidates.indexes.iter().map(|&index| service.replicas[index].id.as_str()).collect();
+        match candidates.failing_open {
+            true => format!("no {family:?} replica is serving: failing open to all enabled ({})", ids.join(", ")),
+            false => format!("{family:?} replicas serving: {}", ids.join(", ")),
+        }
+    });
     note(&mut explanation, || format!("policy: {}", service.policy.name()));
-    let choice = choose(&service.policy, &service.replicas, &candidates, location, rng, explanation.as_deref_mut());
+    let choice = choose(&service.policy, &service.replicas, &candidates.indexes, location, rng, explanation.as_deref_mut());
     let mut replicas = choice.order;
     if service.max_answers > 0 {
         replicas.truncate(service.max_answers);
@@ -64,7 +59,6 @@ fn depends_on_client(policy: &Policy) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
 
     use rand::SeedableRng;
     use rand::rngs::SmallRng;
@@ -85,40 +79,47 @@ mod tests {
         }
     }
 
+    fn service_with(policy: Policy, max_answers: usize, edit: impl FnOnce(&mut Vec<Replica>)) -> Service {
+        let mut replicas =
+            vec![replica("a", "192.0.2.1"), replica("b", "192.0.2.2"), replica("c", "2001:db8::3"), replica("d", "192.0.2.4")];
+        edit(&mut replicas);
+        Service::new("www.example.test.".into(), replicas, policy, 300, max_answers)
+    }
+
     fn service(policy: Policy) -> Service {
-        let replicas = vec![replica("a", "192.0.2.1"), replica("b", "192.0.2.2"), replica("c", "2001:db8::3"), replica("d", "192.0.2.4")];
-        Service { name: "www.example.test.".into(), replicas, policy, ttl: 300, max_answers: 0 }
+        service_with(policy, 0, |_| {})
     }
 
     const HERE: Location = Location { region: 1, scope: 24 };
 
     #[test]
     fn answers_only_the_asked_family_and_only_serving_replicas() {
-        let mut service = service(Policy::Static);
-        service.replicas[1].health = Health::Down;
-        service.replicas[3].enabled = false;
+        let service = service_with(Policy::Static, 0, |replicas| {
+            replicas[1].health = Health::Down;
+            replicas[3].enabled = false;
+        });
         let mut rng = SmallRng::seed_from_u64(0);
-        assert_eq!(decide(&service, Family::V4, &HERE, &mut rng, None), Decision { replicas: vec![0], ttl: 300, scope: 0 });
-        assert_eq!(decide(&service, Family::V6, &HERE, &mut rng, None).replicas, vec![2]);
+        assert_eq!(decide(&service, Family::V4, &HERE, &mut rng, None), Decision { replicas: Order::from_slice(&[0]), ttl: 300, scope: 0 });
+        assert_eq!(decide(&service, Family::V6, &HERE, &mut rng, None).replicas[..], [2]);
     }
 
     #[test]
     fn fails_open_to_enabled_replicas_when_none_is_up() {
-        let mut service = service(Policy::Static);
-        for replica in &mut service.replicas {
-            replica.health = Health::Down;
-        }
-        service.replicas[3].enabled = false;
+        let service = service_with(Policy::Static, 0, |replicas| {
+            for replica in replicas.iter_mut() {
+                replica.health = Health::Down;
+            }
+            replicas[3].enabled = false;
+        });
         let mut explanation = Explanation::default();
         let decision = decide(&service, Family::V4, &HERE, &mut SmallRng::seed_from_u64(0), Some(&mut explanation));
-        assert_eq!(decision.replicas, vec![0, 1]);
+        assert_eq!(decision.replicas[..], [0, 1]);
         assert!(explanation.steps[0].contains("failing open"), "{explanation}");
     }
 
     #[test]
     fn caps_the_answer_and_rotates_round_robin() {
-        let mut service = service(Policy::round_robin());
-        service.max_answers = 2;
+        let service = service_with(Policy::round_robin(), 2, |_| {});
         let mut rng = SmallRng::seed_from_u64(0);
         let firsts: Vec<usize> = (0..4).map(|_| decide(&service, Family::V4, &HERE, &mut rng, None).replicas[0]).collect();
         assert_eq!(firsts, [0, 1, 3, 0]);
@@ -130,7 +131,7 @@ mod tests {
         let row = |probability, ttl| RegionRow { probability, ttl };
         let table = ProbabilityTable {
             default: vec![row(1.0, 360); 4],
-            regions: HashMap::from([(1, vec![row(0.0, 10), row(0.0, 20), row(0.0, 30), row(1.0, 40)])]),
+            regions: [(1, vec![row(0.0, 10), row(0.0, 20), row(0.0, 30), row(1.0, 40)])].into_iter().collect(),
         };
         let service = service(Policy::RegionProbabilities(table));
         let mut explanation = Explanation::default();

@@ -37,8 +37,8 @@ pub struct Replica {
 /// Which address family a question asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
-    V4,
-    V6,
+    V4 = 0,
+    V6 = 1,
 }
 
 impl Family {
@@ -58,6 +58,40 @@ pub struct Service {
     pub ttl: u32,
     /// At most this many addresses per answer (0: no cap).
     pub max_answers: usize,
+    /// Who may be answered, per family, worked out once: replicas change
+    /// only by building a new snapshot.
+    candidates: [Candidates; 2],
+}
+
+/// The replicas of one family a policy chooses among.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Candidates {
+    pub indexes: Vec<usize>,
+    /// True when none is serving, so these are every enabled replica
+    /// (fail open) rather than nothing.
+    pub failing_open: bool,
+}
+
+impl Service {
+    pub fn new(name: String, replicas: Vec<Replica>, policy: Policy, ttl: u32, max_answers: usize) -> Service {
+        let candidates = [Family::V4, Family::V6].map(|family| candidates_of(&replicas, family));
+        Service { name, replicas, policy, ttl, max_answers, candidates }
+    }
+
+    pub fn candidates(&self, family: Family) -> &Candidates {
+        &self.candidates[family as usize]
+    }
+}
+
+/// Serving replicas of `family`; if there are none, every enabled one.
+fn candidates_of(replicas: &[Replica], family: Family) -> Candidates {
+    let of_family = || (0..replicas.len()).filter(|&index| family.holds(replicas[index].address));
+    let serving: Vec<usize> = of_family().filter(|&index| replicas[index].is_serving()).collect();
+    if serving.is_empty() {
+        Candidates { indexes: of_family().filter(|&index| replicas[index].enabled).collect(), failing_open: true }
+    } else {
+        Candidates { indexes: serving, failing_open: false }
+    }
 }
 
 impl Replica {

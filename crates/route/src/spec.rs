@@ -281,7 +281,7 @@ fn build_service(spec: &ServiceSpec, field: &str, region_ids: &HashMap<String, R
     if !matches!(policy, Policy::RegionProbabilities(_)) && !spec.probabilities.is_empty() {
         return fail(format!("{field}.probabilities"), "probabilities need policy = \"region-probabilities\"");
     }
-    Ok(Service { name: spec.name.clone(), replicas, policy, ttl: spec.ttl, max_answers: spec.max_answers })
+    Ok(Service::new(spec.name.clone(), replicas, policy, spec.ttl, spec.max_answers))
 }
 
 /// The probability table, rows indexed like `replicas`. Replicas missing
@@ -294,7 +294,7 @@ fn build_table(
     region_ids: &HashMap<String, RegionId>,
 ) -> Result<ProbabilityTable, SpecError> {
     let equal = RegionRow { probability: 1.0, ttl: spec.ttl };
-    let mut table = ProbabilityTable { default: vec![equal; replicas.len()], regions: HashMap::new() };
+    let mut table = ProbabilityTable { default: vec![equal; replicas.len()], regions: Default::default() };
     for (table_name, entries) in &spec.probabilities {
         let table_field = format!("{field}.probabilities[{table_name}]");
         let mut rows = vec![RegionRow { probability: 0.0, ttl: spec.ttl }; replicas.len()];

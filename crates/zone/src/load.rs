@@ -91,11 +91,12 @@ fn read_text(
     let text =
         presentation::rewrite(text, &presentation_name(origin)).map_err(|(line, message)| LoadError::at(file, Some(line), message))?;
     let mut zonefile = Zonefile::from(text.as_str());
+    let mut lines = Lines::new(&text);
     zonefile.set_origin(origin.clone());
     zonefile.set_default_class(Class::IN);
     loop {
         let entry_start = zonefile.current_offset();
-        let line = line_of_entry(&text, entry_start);
+        let line = lines.of_entry_at(entry_start);
         // The parser has panicked on some malformed input (found by fuzzing
         // domain 0.12.3: a TXT string at the end of an open record); a bad
         // zone file must be an error, never a crash.
@@ -141,24 +142,42 @@ fn resolve_include(directory: &Path, path: &str) -> PathBuf {
     if path.is_absolute() { path.to_path_buf() } else { directory.join(path) }
 }
 
-/// The line of the first thing that is neither white space nor comment at
-/// or after `offset`.
-fn line_of_entry(text: &str, offset: usize) -> usize {
-    let mut line = 1 + text.as_bytes()[..offset.min(text.len())].iter().filter(|&&byte| byte == b'\n').count();
-    let mut in_comment = false;
-    for byte in text.as_bytes()[offset.min(text.len())..].iter() {
-        match byte {
-            b'\n' => {
-                line += 1;
-                in_comment = false;
-            }
-            b';' => in_comment = true,
-            b' ' | b'\t' | b'\r' => {}
-            _ if in_comment => {}
-            _ => break,
-        }
+/// Line numbers of entries, counted incrementally as the parser moves
+/// forward through the text (counting from the top each time would make
+/// loading quadratic in the size of the zone).
+struct Lines<'t> {
+    text: &'t [u8],
+    counted_to: usize,
+    line: usize,
+}
+
+impl<'t> Lines<'t> {
+    fn new(text: &'t str) -> Self {
+        Lines { text: text.as_bytes(), counted_to: 0, line: 1 }
     }
-    line
+
+    /// The line of the first thing that is neither white space nor a
+    /// comment at or after `offset`. Offsets must not go backwards.
+    fn of_entry_at(&mut self, offset: usize) -> usize {
+        let offset = offset.min(self.text.len()).max(self.counted_to);
+        self.line += self.text[self.counted_to..offset].iter().filter(|&&byte| byte == b'\n').count();
+        self.counted_to = offset;
+        let mut line = self.line;
+        let mut in_comment = false;
+        for byte in &self.text[offset..] {
+            match byte {
+                b'\n' => {
+                    line += 1;
+                    in_comment = false;
+                }
+                b';' => in_comment = true,
+                b' ' | b'\t' | b'\r' => {}
+                _ if in_comment => {}
+                _ => break,
+            }
+        }
+        line
+    }
 }
 
 fn convert_record(record: &domain::zonefile::inplace::ScannedRecord, file: &str, line: usize) -> Result<ReadRecord, LoadError> {

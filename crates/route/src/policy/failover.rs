@@ -3,7 +3,7 @@
 
 use rand::Rng;
 
-use super::{Choice, order_by_probability};
+use super::{Choice, Order, Weights, order_by_probability};
 use crate::explain::{Explanation, note};
 use crate::model::Replica;
 
@@ -12,9 +12,9 @@ pub fn choose(replicas: &[Replica], candidates: &[usize], rng: &mut impl Rng, mu
     priorities.sort_unstable();
     priorities.dedup();
     note(&mut explanation, || format!("priorities present: {priorities:?}; lowest first"));
-    let mut order = Vec::with_capacity(candidates.len());
+    let mut order = Order::new();
     for priority in priorities {
-        let tier: Vec<(usize, f64)> = candidates
+        let tier: Weights = candidates
             .iter()
             .filter(|&&index| replicas[index].priority == priority)
             .map(|&index| (index, replicas[index].weight as f64))

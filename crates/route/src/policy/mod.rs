@@ -11,6 +11,7 @@ mod weighted;
 use std::sync::atomic::AtomicU32;
 
 use rand::Rng;
+use smallvec::SmallVec;
 
 pub use region_probabilities::{ProbabilityTable, RegionRow, order_by_probability};
 
@@ -50,11 +51,17 @@ impl Policy {
     }
 }
 
+/// Replica indexes in answer order; on the stack for up to 8 replicas.
+pub type Order = SmallVec<[usize; 8]>;
+
+/// Weights or probabilities of candidates, on the stack for up to 8.
+pub type Weights = SmallVec<[(usize, f64); 8]>;
+
 /// What a policy chose: replica indexes in answer order, and a TTL if the
 /// policy sets one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Choice {
-    pub order: Vec<usize>,
+    pub order: Order,
     pub ttl: Option<u32>,
 }
 
@@ -68,7 +75,7 @@ pub fn choose(
     explanation: Option<&mut Explanation>,
 ) -> Choice {
     match policy {
-        Policy::Static => Choice { order: candidates.to_vec(), ttl: None },
+        Policy::Static => Choice { order: Order::from_slice(candidates), ttl: None },
         Policy::RoundRobin { next } => round_robin::choose(next, candidates),
         Policy::Weighted => weighted::choose(replicas, candidates, rng, explanation),
         Policy::Failover => failover::choose(replicas, candidates, rng, explanation),

@@ -2,12 +2,11 @@
 //! and a TTL per region, and a default row for unclassified clients. The
 //! answer lists the replicas in the order of MyXDNS Algorithm 1.
 
-use std::collections::HashMap;
-
 use rand::Rng;
 use rand::seq::SliceRandom;
+use rustc_hash::FxHashMap;
 
-use super::Choice;
+use super::{Choice, Order, Weights};
 use crate::explain::{Explanation, note};
 use crate::locate::Location;
 use crate::model::Replica;
@@ -26,7 +25,7 @@ pub struct RegionRow {
 pub struct ProbabilityTable {
     /// For region 0 and for regions the table has no rows for.
     pub default: Vec<RegionRow>,
-    pub regions: HashMap<RegionId, Vec<RegionRow>>,
+    pub regions: FxHashMap<RegionId, Vec<RegionRow>>,
 }
 
 pub fn choose(
@@ -50,7 +49,7 @@ pub fn choose(
             &table.default
         }
     };
-    let weights: Vec<(usize, f64)> = candidates.iter().map(|&index| (index, rows.get(index).map_or(0.0, |row| row.probability))).collect();
+    let weights: Weights = candidates.iter().map(|&index| (index, rows.get(index).map_or(0.0, |row| row.probability))).collect();
     note(&mut explanation, || {
         let total: f64 = weights.iter().map(|(_, weight)| weight).sum();
         let listed: Vec<String> = weights
@@ -67,14 +66,14 @@ pub fn choose(
 /// MyXDNS Algorithm 1: repeatedly draw the next replica among those left,
 /// in proportion to their probabilities; once every one left has
 /// probability 0, append them in random order.
-pub fn order_by_probability(weights: &[(usize, f64)], rng: &mut impl Rng) -> Vec<usize> {
-    let mut left: Vec<(usize, f64)> = weights.iter().map(|&(index, weight)| (index, weight.max(0.0))).collect();
-    let mut order = Vec::with_capacity(left.len());
+pub fn order_by_probability(weights: &[(usize, f64)], rng: &mut impl Rng) -> Order {
+    let mut left: Weights = weights.iter().map(|&(index, weight)| (index, weight.max(0.0))).collect();
+    let mut order = Order::new();
     while !left.is_empty() {
         let total: f64 = left.iter().map(|(_, weight)| weight).sum();
         if total <= 0.0 {
             left.shuffle(rng);
-            order.extend(left.iter().map(|(index, _)| index));
+            order.extend(left.iter().map(|&(index, _)| index));
             break;
         }
         let mut point = rng.random::<f64>() * total;
@@ -125,7 +124,7 @@ mod tests {
     fn the_ttl_is_the_first_replicas_ttl_in_the_clients_region() {
         let mut table = ProbabilityTable {
             default: vec![RegionRow { probability: 1.0, ttl: 360 }, RegionRow { probability: 0.0, ttl: 30 }],
-            regions: HashMap::new(),
+            regions: FxHashMap::default(),
         };
         table.regions.insert(5, vec![RegionRow { probability: 0.0, ttl: 60 }, RegionRow { probability: 1.0, ttl: 20 }]);
         let mut rng = SmallRng::seed_from_u64(1);
@@ -141,8 +140,8 @@ mod tests {
             })
             .into();
         let in_region = choose(&table, &replicas, &[0, 1], &Location { region: 5, scope: 24 }, &mut rng, None);
-        assert_eq!(in_region, Choice { order: vec![1, 0], ttl: Some(20) });
+        assert_eq!(in_region, Choice { order: Order::from_slice(&[1, 0]), ttl: Some(20) });
         let elsewhere = choose(&table, &replicas, &[0, 1], &Location { region: 9, scope: 24 }, &mut rng, None);
-        assert_eq!(elsewhere, Choice { order: vec![0, 1], ttl: Some(360) });
+        assert_eq!(elsewhere, Choice { order: Order::from_slice(&[0, 1]), ttl: Some(360) });
     }
 }

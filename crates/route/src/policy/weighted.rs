@@ -3,12 +3,12 @@
 
 use rand::Rng;
 
-use super::{Choice, order_by_probability};
+use super::{Choice, Weights, order_by_probability};
 use crate::explain::{Explanation, note};
 use crate::model::Replica;
 
 pub fn choose(replicas: &[Replica], candidates: &[usize], rng: &mut impl Rng, mut explanation: Option<&mut Explanation>) -> Choice {
-    let weights: Vec<(usize, f64)> = candidates.iter().map(|&index| (index, replicas[index].weight as f64)).collect();
+    let weights: Weights = candidates.iter().map(|&index| (index, replicas[index].weight as f64)).collect();
     note(&mut explanation, || {
         let listed: Vec<String> = weights.iter().map(|(index, weight)| format!("{}={weight}", replicas[*index].id)).collect();
         format!("weights: {}", listed.join(", "))
