@@ -34,6 +34,7 @@ impl Server {
             api::start(address, control.clone()).await?;
         }
         let registry = tcp::Registry::new(config.tcp.clone());
+        tokio::spawn(registry.clone().close_idle_connections());
         let stop = Arc::new(AtomicBool::new(false));
         let mut udp_workers = Vec::new();
         for (index, &address) in config.server.listen.iter().enumerate() {

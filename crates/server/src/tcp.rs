@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use pharos_answer::{Client, Transport, respond};
 use rand::SeedableRng;
@@ -115,6 +115,30 @@ impl RegistryInner {
     }
 }
 
+impl Registry {
+    /// Closes every connection that has sent no complete query for the
+    /// idle timeout (RFC 7766 section 6.2.3), checking a few times per
+    /// timeout, forever.
+    pub async fn close_idle_connections(self: Arc<Self>) {
+        let idle_ms = self.limits.idle_timeout_ms;
+        let mut every = tokio::time::interval(Duration::from_millis((idle_ms / 4).clamp(10, 1000)));
+        loop {
+            every.tick().await;
+            let now = self.now_ms();
+            let mut inner = self.inner.lock().expect("registry lock");
+            let idle: Vec<u64> = inner
+                .open
+                .iter()
+                .filter(|(_, connection)| now.saturating_sub(connection.last_active.load(Ordering::Relaxed)) >= idle_ms)
+                .map(|(&id, _)| id)
+                .collect();
+            for connection in idle.into_iter().filter_map(|id| inner.remove(id)) {
+                connection.shed.notify_one();
+            }
+        }
+    }
+}
+
 impl Admission {
     fn touch(&self) {
         self.last_active.store(self.registry.now_ms(), Ordering::Relaxed);
@@ -150,18 +174,20 @@ pub async fn serve(listener: TcpListener, snapshot: SharedSnapshot, registry: Ar
 /// goes idle, stops reading, or is shed.
 async fn serve_connection(mut stream: TcpStream, peer: SocketAddr, snapshot: SharedSnapshot, admission: Admission, mut rng: SmallRng) {
     let _ = stream.set_nodelay(true);
-    let limits = &admission.registry.limits;
     let client = Client { address: peer.ip(), transport: Transport::Stream };
     let mut input: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut output: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    // Registered once: idle connections are closed by the registry's
+    // sweeper through this, so no read needs a timer of its own.
+    let shed = admission.shed.notified();
+    tokio::pin!(shed);
     loop {
         let read = tokio::select! {
-            read = tokio::time::timeout(limits.idle_timeout(), stream.read_buf(&mut input)) => read,
-            () = admission.shed.notified() => return,
+            read = stream.read_buf(&mut input) => read,
+            () = &mut shed => return,
         };
-        match read {
-            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return,
-            Ok(Ok(_)) => {}
+        if !matches!(read, Ok(read) if read > 0) {
+            return;
         }
         let consumed = answer_frames(&input, &client, &snapshot, &mut rng, &mut output);
         input.drain(..consumed);
@@ -169,8 +195,7 @@ async fn serve_connection(mut stream: TcpStream, peer: SocketAddr, snapshot: Sha
             admission.touch();
         }
         if !output.is_empty() {
-            let written = tokio::time::timeout(limits.write_timeout(), stream.write_all(&output)).await;
-            if !matches!(written, Ok(Ok(()))) {
+            if !write_answers(&mut stream, &output, admission.registry.limits.write_timeout()).await {
                 return;
             }
             output.clear();
@@ -179,6 +204,21 @@ async fn serve_connection(mut stream: TcpStream, peer: SocketAddr, snapshot: Sha
             input.reserve(READ_CHUNK);
         }
     }
+}
+
+/// Writes `output`: straight away if the socket takes it all (the usual
+/// case), else waiting up to `timeout` for a client that reads slowly.
+/// False if the connection should close.
+async fn write_answers(stream: &mut TcpStream, output: &[u8], timeout: Duration) -> bool {
+    let written = match stream.try_write(output) {
+        Ok(written) => written,
+        Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => 0,
+        Err(_) => return false,
+    };
+    if written == output.len() {
+        return true;
+    }
+    matches!(tokio::time::timeout(timeout, stream.write_all(&output[written..])).await, Ok(Ok(())))
 }
 
 /// Answers every complete frame at the start of `input`, appending framed
