@@ -195,3 +195,21 @@ fn an_edited_file_wins_at_reload_for_what_it_declares() {
     let explained = call("GET", &format!("{api}/v1/explain?name=svc.example.test&client=198.51.100.1"), None).1;
     assert_eq!(explained["ttl"], 90);
 }
+
+#[test]
+fn data_centers_are_managed_and_checked() {
+    let (_pharos, api) = start_with_api();
+    let frankfurt = json!({ "id": "fra", "latitude": 50.11, "longitude": 8.68, "asn": 64500 });
+    assert_eq!(call("PUT", &format!("{api}/v1/datacenters/fra"), Some(frankfurt.clone())).0, 200);
+    assert_eq!(call("GET", &format!("{api}/v1/datacenters/fra"), None).1, frankfurt);
+    let (status, reply) =
+        call("PUT", &format!("{api}/v1/datacenters/bad"), Some(json!({ "id": "bad", "latitude": 95.0, "longitude": 0.0 })));
+    assert_eq!((status, reply["field"].as_str()), (422, Some("datacenter[bad].latitude")));
+    let mut service = call("GET", &format!("{api}/v1/services/svc.example.test"), None).1;
+    service["replica"][0]["datacenter"] = json!("ams");
+    let (status, reply) = call("PUT", &format!("{api}/v1/services/svc.example.test"), Some(service.clone()));
+    assert_eq!((status, reply["field"].as_str()), (422, Some("service[svc.example.test].replica[fra].datacenter")));
+    service["replica"][0]["datacenter"] = json!("fra");
+    assert_eq!(call("PUT", &format!("{api}/v1/services/svc.example.test"), Some(service)).0, 200);
+    assert_eq!(call("DELETE", &format!("{api}/v1/datacenters/fra"), None).0, 422, "a replica still runs there");
+}

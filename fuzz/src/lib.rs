@@ -11,7 +11,7 @@ use domain::base::{Message, ParsedName};
 use domain::rdata::AllRecordData;
 use pharos_answer::{Client, Settings, Snapshot, Transport, respond, respond_oversized};
 use pharos_route::Routes;
-use pharos_route::spec::{DataSources, RegionSpec, ServiceSpec, build_routes};
+use pharos_route::spec::{DataSources, Declared, RegionSpec, ServiceSpec, build_routes};
 use pharos_zone::{Zone, ZoneSet, parse_zone_text};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -59,7 +59,7 @@ pub fn snapshot() -> &'static Snapshot {
 /// Services of every policy under example.test, and three regions.
 fn routes() -> Routes {
     #[derive(serde::Deserialize)]
-    struct Declared {
+    struct ServicesFile {
         #[serde(rename = "region")]
         regions: Vec<RegionSpec>,
         #[serde(rename = "service")]
@@ -73,8 +73,9 @@ fn routes() -> Routes {
         text.push_str(&format!("{{ id = \"r{i}\", address = \"10.0.{third}.{fourth}\", weight = {weight}, enabled = {enabled} }},\n"));
     }
     text.push_str("]\n");
-    let declared: Declared = toml::from_str(&text).unwrap_or_else(|err| panic!("fuzz services: {err}"));
-    build_routes(&declared.regions, &declared.services, &DataSources::default(), |name| {
+    let file: ServicesFile = toml::from_str(&text).unwrap_or_else(|err| panic!("fuzz services: {err}"));
+    let declared = Declared { regions: &file.regions, services: &file.services, ..Declared::default() };
+    build_routes(&declared, &DataSources::default(), |name| {
         let mut wire = Vec::new();
         for label in name.trim_end_matches('.').split('.') {
             wire.push(label.len() as u8);

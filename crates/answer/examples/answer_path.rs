@@ -15,7 +15,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
 
 use pharos_answer::{Client, Settings, Snapshot, Transport, respond};
-use pharos_route::spec::{DataSources, ProbabilitySpec, RegionSpec, ReplicaSpec, ServiceSpec, build_routes};
+use pharos_route::spec::{DataSources, Declared, ProbabilitySpec, RegionSpec, ReplicaSpec, ServiceSpec, build_routes};
 use pharos_zone::{ZoneSet, load_zone_file};
 use rand::SeedableRng;
 
@@ -31,7 +31,8 @@ fn main() {
     let mut zone = load_zone_file(origin, zone_file.as_ref()).unwrap_or_else(|error| panic!("{error}"));
     let service_name = format!("svc.{}", origin.trim_end_matches('.'));
     let (routes, queries) = if routed {
-        let routes = build_routes(&regions(), &[service(&service_name)], &DataSources::default(), |name| {
+        let declared = Declared { regions: &regions(), services: &[service(&service_name)], ..Declared::default() };
+        let routes = build_routes(&declared, &DataSources::default(), |name| {
             pharos_wire::name::from_dotted(name).map(Box::from).map_err(|error| format!("{error:?}"))
         })
         .expect("the benchmark service is valid");

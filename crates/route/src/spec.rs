@@ -40,6 +40,38 @@ pub struct RegionSpec {
     pub continents: Vec<String>,
 }
 
+/// A data center: where replicas run, for proximity policies.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataCenterSpec {
+    pub id: String,
+    /// Degrees, -90 to 90.
+    pub latitude: f64,
+    /// Degrees, -180 to 180.
+    pub longitude: f64,
+    /// The AS the data center's addresses are announced from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asn: Option<u32>,
+}
+
+/// Checks data center declarations: unique ids, coordinates on Earth.
+pub fn check_datacenters(datacenters: &[DataCenterSpec]) -> Result<(), SpecError> {
+    let mut seen = HashSet::new();
+    for datacenter in datacenters {
+        let field = format!("datacenter[{}]", datacenter.id);
+        if datacenter.id.is_empty() || !seen.insert(datacenter.id.as_str()) {
+            return fail(field, "the id is empty or used twice");
+        }
+        if !(-90.0..=90.0).contains(&datacenter.latitude) {
+            return fail(format!("{field}.latitude"), format!("{} is not a latitude (-90 to 90)", datacenter.latitude));
+        }
+        if !(-180.0..=180.0).contains(&datacenter.longitude) {
+            return fail(format!("{field}.longitude"), format!("{} is not a longitude (-180 to 180)", datacenter.longitude));
+        }
+    }
+    Ok(())
+}
+
 /// Data that region rules beyond CIDR lists look addresses up in.
 #[derive(Debug, Clone, Default)]
 pub struct DataSources {
@@ -130,6 +162,14 @@ fn fail<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, Sp
     Err(SpecError { field: field.into(), message: message.into() })
 }
 
+/// Everything an operator declares, as one borrowed view.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Declared<'a> {
+    pub datacenters: &'a [DataCenterSpec],
+    pub regions: &'a [RegionSpec],
+    pub services: &'a [ServiceSpec],
+}
+
 /// Names of the policies a service may declare.
 pub const POLICIES: [&str; 5] = ["static", "round-robin", "weighted", "failover", "region-probabilities"];
 
@@ -137,16 +177,21 @@ pub const POLICIES: [&str; 5] = ["static", "round-robin", "weighted", "failover"
 /// `wire_name` turns a service name into its lowercase wire form (or says
 /// why it cannot).
 pub fn build_routes(
-    regions: &[RegionSpec],
-    services: &[ServiceSpec],
+    declared: &Declared<'_>,
     sources: &DataSources,
     wire_name: impl Fn(&str) -> Result<Box<[u8]>, String>,
 ) -> Result<Routes, SpecError> {
-    let (built_regions, region_ids) = build_regions(regions, sources)?;
+    check_datacenters(declared.datacenters)?;
+    let (built_regions, region_ids) = build_regions(declared.regions, sources)?;
     let mut routes = Routes { services: Default::default(), regions: built_regions };
-    for spec in services {
+    for spec in declared.services {
         let field = format!("service[{}]", spec.name);
         let name = wire_name(&spec.name).or_else(|message| fail(format!("{field}.name"), message))?;
+        for replica in &spec.replicas {
+            if let Some(datacenter) = replica.datacenter.as_ref().filter(|id| !declared.datacenters.iter().any(|known| known.id == **id)) {
+                return fail(format!("{field}.replica[{}].datacenter", replica.id), format!("no data center {datacenter:?} is declared"));
+            }
+        }
         let service = build_service(spec, &field, &region_ids)?;
         if routes.services.insert(name, service).is_some() {
             return fail(field, "declared twice");
@@ -358,14 +403,15 @@ mod tests {
     }
 
     fn error(regions: &[RegionSpec], services: &[ServiceSpec]) -> String {
-        build_routes(regions, services, &DataSources::default(), wire).unwrap_err().to_string()
+        build_routes(&Declared { regions, services, ..Declared::default() }, &DataSources::default(), wire).unwrap_err().to_string()
     }
 
     #[test]
     fn builds_a_region_probability_service() {
         let mut spec = service("region-probabilities");
         spec.probabilities.insert("eu".into(), BTreeMap::from([("b".into(), ProbabilitySpec { probability: 1.0, ttl: 30 })]));
-        let routes = build_routes(&[region(1, "eu", &["192.0.2.0/24"])], &[spec], &DataSources::default(), wire).unwrap();
+        let declared = Declared { regions: &[region(1, "eu", &["192.0.2.0/24"])], services: &[spec], ..Declared::default() };
+        let routes = build_routes(&declared, &DataSources::default(), wire).unwrap();
         let Policy::RegionProbabilities(table) = &routes.services[&b"www.example.test"[..]].policy else { panic!() };
         assert_eq!(table.regions[&1], [RegionRow { probability: 0.0, ttl: 300 }, RegionRow { probability: 1.0, ttl: 30 }]);
         assert_eq!(table.default.len(), 2);
@@ -402,6 +448,12 @@ mod tests {
         let mut empty = service("static");
         empty.replicas.clear();
         assert!(error(&[], &[empty]).contains("at least one replica"));
+        let mut placed = service("static");
+        placed.replicas[0].datacenter = Some("fra".into());
+        assert_eq!(error(&[], &[placed]), "service[www.example.test].replica[a].datacenter: no data center \"fra\" is declared");
+        let far = DataCenterSpec { id: "x".into(), latitude: 91.0, longitude: 0.0, asn: None };
+        let declared = Declared { datacenters: &[far], ..Declared::default() };
+        assert_eq!(build_routes(&declared, &DataSources::default(), wire).unwrap_err().field, "datacenter[x].latitude");
     }
 
     #[test]

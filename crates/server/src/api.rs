@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use pharos_route::Family;
-use pharos_route::spec::{ProbabilitySpec, RegionSpec, ServiceSpec};
+use pharos_route::spec::{DataCenterSpec, ProbabilitySpec, RegionSpec, ServiceSpec};
 use pharos_store::Change;
 use rand::TryRngCore;
 use serde::{Deserialize, Serialize};
@@ -101,6 +101,8 @@ fn api_token(control: &Mutex<Control>) -> anyhow::Result<String> {
 
 fn router(api: Api) -> Router {
     let protected = Router::new()
+        .route("/v1/datacenters", get(list_datacenters))
+        .route("/v1/datacenters/{id}", get(get_datacenter).put(put_datacenter).delete(delete_datacenter))
         .route("/v1/regions", get(list_regions).post(add_region))
         .route("/v1/regions/{name}", get(get_region).put(put_region).delete(delete_region))
         .route("/v1/services", get(list_services))
@@ -143,6 +145,36 @@ async fn with_control<T: Send + 'static>(api: &Api, work: impl FnOnce(&mut Contr
         message: error.to_string(),
         field: None,
     })?
+}
+
+async fn list_datacenters(State(api): State<Api>) -> Reply<Json<Vec<DataCenterSpec>>> {
+    with_control(&api, |control| Ok(Json(control.state().datacenters.clone()))).await
+}
+
+async fn get_datacenter(State(api): State<Api>, Path(id): Path<String>) -> Reply<Json<DataCenterSpec>> {
+    with_control(&api, move |control| {
+        let found = control.state().datacenters.iter().find(|datacenter| datacenter.id == id).cloned();
+        found.map(Json).ok_or_else(|| ControlError::NotFound(format!("data center {id}")).into())
+    })
+    .await
+}
+
+async fn put_datacenter(State(api): State<Api>, Path(id): Path<String>, Json(datacenter): Json<DataCenterSpec>) -> Reply<StatusCode> {
+    if datacenter.id != id {
+        return Err(bad_request("id", format!("the body names data center {:?}, the path {id:?}", datacenter.id)));
+    }
+    with_control(&api, move |control| Ok(control.apply(&[Change::PutDataCenter(datacenter)]).map(|()| StatusCode::OK)?)).await
+}
+
+async fn delete_datacenter(State(api): State<Api>, Path(id): Path<String>) -> Reply<StatusCode> {
+    with_control(&api, move |control| {
+        if !control.state().datacenters.iter().any(|datacenter| datacenter.id == id) {
+            return Err(ControlError::NotFound(format!("data center {id}")).into());
+        }
+        control.apply(&[Change::DeleteDataCenter(id)])?;
+        Ok(StatusCode::NO_CONTENT)
+    })
+    .await
 }
 
 async fn list_regions(State(api): State<Api>) -> Reply<Json<Vec<RegionSpec>>> {
@@ -316,17 +348,15 @@ async fn explain(State(api): State<Api>, Query(query): Query<ExplainQuery>) -> R
 /// The live regions and services in the config file's format.
 #[derive(Serialize)]
 struct Declarations {
+    datacenter: Vec<DataCenterSpec>,
     region: Vec<RegionSpec>,
     service: Vec<ServiceSpec>,
 }
 
 async fn export(State(api): State<Api>) -> Reply<impl IntoResponse> {
     let state = with_control(&api, |control| Ok(control.state().clone())).await?;
-    let text = toml::to_string(&Declarations { region: state.regions, service: state.services }).map_err(|error| ApiError {
-        status: StatusCode::INTERNAL_SERVER_ERROR,
-        message: error.to_string(),
-        field: None,
-    })?;
+    let text = toml::to_string(&Declarations { datacenter: state.datacenters, region: state.regions, service: state.services })
+        .map_err(|error| ApiError { status: StatusCode::INTERNAL_SERVER_ERROR, message: error.to_string(), field: None })?;
     Ok(([(header::CONTENT_TYPE, "application/toml")], text))
 }
 

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use pharos_route::spec::{RegionSpec, ServiceSpec};
+use pharos_route::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde::Deserialize;
@@ -20,6 +20,9 @@ pub struct Config {
     pub tcp: TcpConfig,
     #[serde(default, rename = "zone")]
     pub zones: Vec<ZoneConfig>,
+    /// Data centers replicas run in.
+    #[serde(default, rename = "datacenter")]
+    pub datacenters: Vec<DataCenterSpec>,
     /// Regions that routing policies tell apart.
     #[serde(default, rename = "region")]
     pub regions: Vec<RegionSpec>,
@@ -208,7 +211,14 @@ impl Config {
     pub fn reread(&self) -> anyhow::Result<Config> {
         let Some(path) = &self.source else { return Ok(self.clone()) };
         let file = Config::from_file(path)?;
-        Ok(Config { zones: file.zones, regions: file.regions, services: file.services, geo: file.geo, ..self.clone() })
+        Ok(Config {
+            zones: file.zones,
+            datacenters: file.datacenters,
+            regions: file.regions,
+            services: file.services,
+            geo: file.geo,
+            ..self.clone()
+        })
     }
 
     /// Zones from the file and from flags.

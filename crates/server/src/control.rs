@@ -174,7 +174,7 @@ impl Control {
     /// next snapshot, commits them, then publishes the snapshot.
     fn commit(&mut self, changes: &[Change], files: Option<(Config, Vec<Zone>)>) -> Result<(), ControlError> {
         let next = self.state.with(changes);
-        let routes = build_routes(&next.regions, &next.services, &self.sources, service_name).map_err(ControlError::Invalid)?;
+        let routes = build_routes(&next.declared(), &self.sources, service_name).map_err(ControlError::Invalid)?;
         let frozen = match &files {
             Some((_, loaded)) => freeze(loaded, &routes)?,
             None => self.frozen_reserving(&routes)?,
@@ -226,20 +226,24 @@ impl Control {
     }
 }
 
-/// Every region and service a config file declares, as upserts.
+/// Every data center, region and service a config file declares, as upserts.
 fn declarations(config: &Config) -> Vec<Change> {
+    let datacenters = config.datacenters.iter().cloned().map(Change::PutDataCenter);
     let regions = config.regions.iter().cloned().map(Change::PutRegion);
-    regions.chain(config.services.iter().cloned().map(Change::PutService)).collect()
+    datacenters.chain(regions).chain(config.services.iter().cloned().map(Change::PutService)).collect()
 }
 
 /// The store setting that remembers a file declaration as last applied.
 fn declaration_record(change: &Change) -> (String, String) {
     match change {
+        Change::PutDataCenter(datacenter) => {
+            (format!("declared datacenter {}", datacenter.id), serde_json::to_string(datacenter).expect("serializable"))
+        }
         Change::PutRegion(region) => (format!("declared region {}", region.name), serde_json::to_string(region).expect("serializable")),
         Change::PutService(service) => {
             (format!("declared service {}", service.name), serde_json::to_string(service).expect("serializable"))
         }
-        Change::DeleteRegion(_) | Change::DeleteService(_) => unreachable!("a file only declares"),
+        Change::DeleteDataCenter(_) | Change::DeleteRegion(_) | Change::DeleteService(_) => unreachable!("a file only declares"),
     }
 }
 

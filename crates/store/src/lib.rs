@@ -8,13 +8,14 @@
 
 mod sqlite;
 
-use pharos_route::spec::{RegionSpec, ServiceSpec};
+use pharos_route::spec::{DataCenterSpec, Declared, RegionSpec, ServiceSpec};
 
 pub use sqlite::SqliteStore;
 
 /// Everything stored, in a stable order (by name).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct State {
+    pub datacenters: Vec<DataCenterSpec>,
     pub regions: Vec<RegionSpec>,
     pub services: Vec<ServiceSpec>,
 }
@@ -22,6 +23,8 @@ pub struct State {
 /// One change to the state. A batch of them is applied all or nothing.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
+    PutDataCenter(DataCenterSpec),
+    DeleteDataCenter(String),
     PutRegion(RegionSpec),
     DeleteRegion(String),
     PutService(ServiceSpec),
@@ -34,6 +37,11 @@ impl State {
         let mut next = self.clone();
         for change in changes {
             match change {
+                Change::PutDataCenter(datacenter) => {
+                    next.datacenters.retain(|known| known.id != datacenter.id);
+                    next.datacenters.push(datacenter.clone());
+                }
+                Change::DeleteDataCenter(id) => next.datacenters.retain(|known| known.id != *id),
                 Change::PutRegion(region) => {
                     next.regions.retain(|known| known.name != region.name);
                     next.regions.push(region.clone());
@@ -46,9 +54,17 @@ impl State {
                 Change::DeleteService(name) => next.services.retain(|known| known.name != *name),
             }
         }
+        next.datacenters.sort_by(|a, b| a.id.cmp(&b.id));
         next.regions.sort_by(|a, b| a.name.cmp(&b.name));
         next.services.sort_by(|a, b| a.name.cmp(&b.name));
         next
+    }
+}
+
+impl State {
+    /// Everything declared, as the routing core's builder takes it.
+    pub fn declared(&self) -> Declared<'_> {
+        Declared { datacenters: &self.datacenters, regions: &self.regions, services: &self.services }
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use pharos_route::spec::{RegionSpec, ServiceSpec};
+use pharos_route::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::de::DeserializeOwned;
 
@@ -17,6 +17,8 @@ const MIGRATIONS: &[&str] = &[
     "CREATE TABLE regions (name TEXT PRIMARY KEY, spec TEXT NOT NULL);
      CREATE TABLE services (name TEXT PRIMARY KEY, spec TEXT NOT NULL);
      CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+    // 2: data centers, where replicas run.
+    "CREATE TABLE datacenters (name TEXT PRIMARY KEY, spec TEXT NOT NULL);",
 ];
 
 /// Routing state in a SQLite database file.
@@ -67,30 +69,30 @@ fn read_all<T: DeserializeOwned>(connection: &Connection, table: &str, what: &'s
 
 impl Store for SqliteStore {
     fn load(&mut self) -> Result<State, StoreError> {
+        let datacenters: Vec<DataCenterSpec> = read_all(&self.connection, "datacenters", "data center")?;
         let regions: Vec<RegionSpec> = read_all(&self.connection, "regions", "region")?;
         let services: Vec<ServiceSpec> = read_all(&self.connection, "services", "service")?;
-        Ok(State { regions, services })
+        Ok(State { datacenters, regions, services })
     }
 
     fn apply(&mut self, changes: &[Change]) -> Result<(), StoreError> {
         let transaction = self.connection.transaction()?;
         for change in changes {
-            match change {
-                Change::PutRegion(region) => {
-                    let spec = serde_json::to_string(region).expect("a region serializes");
-                    transaction.execute("INSERT OR REPLACE INTO regions (name, spec) VALUES (?1, ?2)", params![region.name, spec])?;
+            let (table, name, spec) = match change {
+                Change::PutDataCenter(datacenter) => ("datacenters", &datacenter.id, Some(serde_json::to_string(datacenter))),
+                Change::DeleteDataCenter(id) => ("datacenters", id, None),
+                Change::PutRegion(region) => ("regions", &region.name, Some(serde_json::to_string(region))),
+                Change::DeleteRegion(name) => ("regions", name, None),
+                Change::PutService(service) => ("services", &service.name, Some(serde_json::to_string(service))),
+                Change::DeleteService(name) => ("services", name, None),
+            };
+            match spec {
+                Some(spec) => {
+                    let spec = spec.expect("declarations serialize");
+                    transaction.execute(&format!("INSERT OR REPLACE INTO {table} (name, spec) VALUES (?1, ?2)"), params![name, spec])?
                 }
-                Change::DeleteRegion(name) => {
-                    transaction.execute("DELETE FROM regions WHERE name = ?1", params![name])?;
-                }
-                Change::PutService(service) => {
-                    let spec = serde_json::to_string(service).expect("a service serializes");
-                    transaction.execute("INSERT OR REPLACE INTO services (name, spec) VALUES (?1, ?2)", params![service.name, spec])?;
-                }
-                Change::DeleteService(name) => {
-                    transaction.execute("DELETE FROM services WHERE name = ?1", params![name])?;
-                }
-            }
+                None => transaction.execute(&format!("DELETE FROM {table} WHERE name = ?1"), params![name])?,
+            };
         }
         transaction.commit()?;
         Ok(())
@@ -132,7 +134,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("pharos.sqlite");
         let mut store = SqliteStore::open(&path).unwrap();
-        let changes = [Change::PutRegion(region("eu", 1)), Change::PutService(service("b.test")), Change::PutService(service("a.test"))];
+        let fra = DataCenterSpec { id: "fra".into(), latitude: 50.1, longitude: 8.7, asn: Some(64500) };
+        let changes = [
+            Change::PutRegion(region("eu", 1)),
+            Change::PutService(service("b.test")),
+            Change::PutService(service("a.test")),
+            Change::PutDataCenter(fra),
+        ];
         store.apply(&changes).unwrap();
         store.apply(&[Change::DeleteService("b.test".into())]).unwrap();
         store.set_setting("token", "secret").unwrap();
