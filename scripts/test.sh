@@ -34,6 +34,10 @@ fi
 echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The fuzz targets are their own workspace: check them too, so a change of
+# API breaks here and not only when fuzzing runs.
+cargo fmt --manifest-path fuzz/Cargo.toml -- --check
+cargo clippy --manifest-path fuzz/Cargo.toml --quiet -- -D warnings
 
 echo "== tests"
 cargo test --workspace

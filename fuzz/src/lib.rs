@@ -11,7 +11,7 @@ use domain::base::{Message, ParsedName};
 use domain::rdata::AllRecordData;
 use pharos_answer::{Client, Settings, Snapshot, Transport, respond, respond_oversized};
 use pharos_route::Routes;
-use pharos_route::spec::{DataSources, Declared, RegionSpec, ServiceSpec, build_routes};
+use pharos_route::spec::{DataCenterSpec, DataSources, Declared, RegionSpec, ServiceSpec, build_routes};
 use pharos_zone::{Zone, ZoneSet, parse_zone_text};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -60,6 +60,8 @@ pub fn snapshot() -> &'static Snapshot {
 fn routes() -> Routes {
     #[derive(serde::Deserialize)]
     struct ServicesFile {
+        #[serde(rename = "datacenter")]
+        datacenters: Vec<DataCenterSpec>,
         #[serde(rename = "region")]
         regions: Vec<RegionSpec>,
         #[serde(rename = "service")]
@@ -74,7 +76,7 @@ fn routes() -> Routes {
     }
     text.push_str("]\n");
     let file: ServicesFile = toml::from_str(&text).unwrap_or_else(|err| panic!("fuzz services: {err}"));
-    let declared = Declared { regions: &file.regions, services: &file.services, ..Declared::default() };
+    let declared = Declared { datacenters: &file.datacenters, regions: &file.regions, services: &file.services };
     build_routes(&declared, &DataSources::default(), |name| {
         let mut wire = Vec::new();
         for label in name.trim_end_matches('.').split('.') {
