@@ -31,16 +31,12 @@ pub fn write_addresses(
 ) -> (Fitted, u8) {
     let location = locate(asker, &snapshot.routes.regions, None);
     let decision = decide(service, family, &location, rng, None);
-    let rtype = match family {
-        Family::V4 => types::A,
-        Family::V6 => types::AAAA,
-    };
     let body_start = writer.len();
+    let question = pharos_wire::HEADER_LEN as u16;
     for &index in &decision.replicas {
-        let question = pharos_wire::HEADER_LEN as u16;
         match service.replicas[index].address {
-            std::net::IpAddr::V4(v4) => writer.record_at(question, rtype, types::CLASS_IN, decision.ttl, &v4.octets()),
-            std::net::IpAddr::V6(v6) => writer.record_at(question, rtype, types::CLASS_IN, decision.ttl, &v6.octets()),
+            std::net::IpAddr::V4(v4) => writer.address_record_at(question, decision.ttl, &v4.octets()),
+            std::net::IpAddr::V6(v6) => writer.address_record_at(question, decision.ttl, &v6.octets()),
         }
     }
     let length = writer.len() - body_start;

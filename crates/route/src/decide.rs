@@ -30,6 +30,11 @@ pub fn decide(
     rng: &mut impl Rng,
     mut explanation: Option<&mut Explanation>,
 ) -> Decision {
+    if explanation.is_none()
+        && let Some(orders) = service.prepared(family).for_region(location.region)
+    {
+        return decide_prepared(service, orders.draw(rng), location);
+    }
     let candidates = service.candidates(family);
     note(&mut explanation, || {
         let ids: Vec<&str> = candidates.indexes.iter().map(|&index| service.replicas[index].id.as_str()).collect();
@@ -51,6 +56,20 @@ pub fn decide(
         format!("answer: [{}], TTL {ttl}, ECS scope /{scope}", ids.join(", "))
     });
     Decision { replicas, ttl, scope }
+}
+
+/// The query path's shortcut: an order drawn from the prepared
+/// distribution (the same distribution the steps above draw from).
+fn decide_prepared(service: &Service, order: &Order, location: &Location) -> Decision {
+    let ttl = match &service.policy {
+        Policy::RegionProbabilities(table) => {
+            let rows = table.regions.get(&location.region).unwrap_or(&table.default);
+            order.first().and_then(|&first| rows.get(first)).map_or(service.ttl, |row| row.ttl)
+        }
+        _ => service.ttl,
+    };
+    let scope = if depends_on_client(&service.policy) { location.scope } else { 0 };
+    Decision { replicas: order.clone(), ttl, scope }
 }
 
 fn depends_on_client(policy: &Policy) -> bool {

@@ -14,6 +14,7 @@ pub mod locate;
 pub mod model;
 pub mod policy;
 pub mod prefix;
+pub mod prepared;
 
 pub mod routes;
 pub mod sources;

@@ -3,6 +3,7 @@
 use std::net::IpAddr;
 
 use crate::policy::Policy;
+use crate::prepared::Prepared;
 
 /// TTL for answers when neither the policy nor the service sets one
 /// (MyXDNS's default).
@@ -61,6 +62,9 @@ pub struct Service {
     /// Who may be answered, per family, worked out once: replicas change
     /// only by building a new snapshot.
     candidates: [Candidates; 2],
+    /// The answer orders the policy can give, per family, where they can
+    /// be enumerated.
+    prepared: [Prepared; 2],
 }
 
 /// The replicas of one family a policy chooses among.
@@ -75,11 +79,17 @@ pub struct Candidates {
 impl Service {
     pub fn new(name: String, replicas: Vec<Replica>, policy: Policy, ttl: u32, max_answers: usize) -> Service {
         let candidates = [Family::V4, Family::V6].map(|family| candidates_of(&replicas, family));
-        Service { name, replicas, policy, ttl, max_answers, candidates }
+        let prepared =
+            [Family::V4, Family::V6].map(|family| Prepared::new(&policy, &replicas, &candidates[family as usize].indexes, max_answers));
+        Service { name, replicas, policy, ttl, max_answers, candidates, prepared }
     }
 
     pub fn candidates(&self, family: Family) -> &Candidates {
         &self.candidates[family as usize]
+    }
+
+    pub fn prepared(&self, family: Family) -> &Prepared {
+        &self.prepared[family as usize]
     }
 }
 
