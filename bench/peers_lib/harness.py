@@ -1,0 +1,291 @@
+"""Running servers and measuring them, for bench/dynamic and bench/storm.
+
+Same conventions as bench/peers: each server in its own session pinned with
+taskset, readiness polled with a deadline, CPU of the whole process tree from
+/proc, and a noise indicator (CPU used by everything else on the machine).
+"""
+
+import json
+import os
+import resource
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+from . import dnsmsg, procs
+
+
+class ServerFailed(Exception):
+    pass
+
+
+class LoadError(RuntimeError):
+    pass
+
+
+def logger(tag):
+    def log(msg):
+        print("[%s %s] %s" % (tag, time.strftime("%H:%M:%S"), msg), file=sys.stderr, flush=True)
+    return log
+
+
+def port_free(port):
+    for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
+        with socket.socket(socket.AF_INET, kind) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
+
+
+def med(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+class Running:
+    """One started server process, in its own session so its group can be stopped."""
+
+    def __init__(self, srv, cpu, label):
+        self.srv = srv
+        argv = ["taskset", "-c", str(cpu)] + srv.prepare()
+        self.log_path = os.path.join(srv.dir, "server.log")
+        self.log = open(self.log_path, "a")
+        self.log.write("\n===== %s: %s\n" % (label, " ".join(argv)))
+        self.log.flush()
+        self.proc = subprocess.Popen(argv, cwd=srv.dir, stdin=subprocess.DEVNULL,
+                                     stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self.argv = argv
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def log_tail(self, n=15):
+        try:
+            with open(self.log_path) as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+    def wait_ready(self, deadline_s, extra_probe=None):
+        """Poll an SOA query over UDP (and `extra_probe()`, which returns None
+        when ready or a reason string) until both succeed, or fail."""
+        end = time.monotonic() + deadline_s
+        dns_ok, last = False, "no answer"
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise ServerFailed("%s exited with status %s during startup:\n%s"
+                                   % (self.srv.name, self.proc.returncode, self.log_tail()))
+            if not dns_ok:
+                try:
+                    r = dnsmsg.query_udp("127.0.0.1", self.srv.port, "bench.test", "SOA", timeout=0.2)
+                    if r["rcode"] == "NOERROR" and "SOA" in r["answer"]:
+                        dns_ok = True
+                    else:
+                        last = "SOA query: rcode %s answer %s" % (r["rcode"], r["answer"])
+                except (OSError, ValueError) as e:
+                    last = "udp: %s" % e
+            if dns_ok:
+                if extra_probe is None:
+                    return
+                why = extra_probe()
+                if why is None:
+                    return
+                last = why
+            time.sleep(0.05)  # poll interval
+        raise ServerFailed("%s not ready after %gs (%s):\n%s"
+                           % (self.srv.name, deadline_s, last, self.log_tail()))
+
+    def stop(self):
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.proc.wait(timeout=10)
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)   # stragglers in the group
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.log.close()
+
+
+class QuietGate:
+    """Wait (bounded) until other processes leave the machine alone.
+
+    Before a measured run, samples /proc/stat over `window` seconds; the
+    machine is quiet when everything busy adds up to less than `threshold`
+    percent of one CPU (nothing of ours is under load at that moment). Waits
+    at most `per_wait` seconds each time and `budget` seconds in all."""
+
+    def __init__(self, threshold=15.0, per_wait=15.0, budget=150.0, window=0.5, log=None):
+        self.threshold, self.per_wait, self.budget, self.window = threshold, per_wait, budget, window
+        self.waited = 0.0
+        self.log = log
+
+    def busy_pct(self):
+        a = procs.system_cpu()
+        time.sleep(self.window)
+        b = procs.system_cpu()
+        return 100.0 * (b["busy"] - a["busy"]) / self.window
+
+    def wait(self):
+        t0 = time.monotonic()
+        limit = min(self.per_wait, max(0.0, self.budget - self.waited))
+        busy = self.busy_pct()
+        while busy > self.threshold and time.monotonic() - t0 < limit:
+            busy = self.busy_pct()
+        spent = time.monotonic() - t0
+        self.waited += spent
+        if spent > 2 * self.window and self.log:
+            self.log("  waited %.1fs for other processes (now %.0f%% of a CPU busy; %.0fs of %.0fs "
+                     "budget used)" % (spent, busy, self.waited, self.budget))
+        return busy
+
+
+def _children_cpu():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def dnsload(binary, cpu, port, queries, duration, rate=None, ecs=None, outstanding=None,
+            sockets=None, timeout_ms=None):
+    """Run target/release/dnsload pinned to `cpu`; return the peers-style dict
+    (sent, completed, lost, qps, mean_us, p50_us, p99_us, rcodes, loadgen_cpu_*)."""
+    argv = ["taskset", "-c", str(cpu), binary, "--server", "127.0.0.1:%d" % port,
+            "--queries", queries, "--duration", "%g" % duration]
+    if rate is not None:
+        argv += ["--rate", str(int(rate))]
+    if ecs:
+        argv += ["--ecs-file", ecs]
+    if outstanding:
+        argv += ["--outstanding", str(outstanding)]
+    if sockets:
+        argv += ["--sockets", str(sockets)]
+    if timeout_ms:
+        argv += ["--timeout-ms", str(timeout_ms)]
+    argv.append("--json")
+    cpu0, t0 = _children_cpu(), time.monotonic()
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60)
+    wall, used = time.monotonic() - t0, _children_cpu() - cpu0
+    if p.returncode != 0:
+        raise LoadError("dnsload failed (rc=%d): %s\n%s" % (p.returncode, " ".join(argv),
+                                                          (p.stdout + p.stderr)[-2000:]))
+    doc = None
+    for line in reversed(p.stdout.strip().splitlines()):
+        if line.lstrip().startswith("{"):
+            try:
+                doc = json.loads(line)
+                break
+            except ValueError:
+                continue
+    if not isinstance(doc, dict):
+        raise LoadError("dnsload printed no JSON object: %r" % p.stdout[-500:])
+    missing = [k for k in ("sent", "answered", "lost", "qps", "mean_us", "p50_us", "p99_us")
+               if k not in doc]
+    if missing:
+        raise LoadError("dnsload JSON lacks %s: %r" % (missing, doc))
+    rcodes = doc.get("rcodes") if isinstance(doc.get("rcodes"), dict) else {}
+    return {
+        "sent": doc["sent"], "completed": doc["answered"], "lost": doc["lost"],
+        "qps": doc["qps"], "run_s": doc.get("elapsed_s") or duration,
+        "mean_us": doc["mean_us"], "p50_us": doc["p50_us"], "p99_us": doc["p99_us"],
+        "p999_us": doc.get("p999_us"), "max_us": doc.get("max_us"),
+        "rcodes": {str(k).upper(): int(v) for k, v in rcodes.items() if int(v)},
+        "loadgen_cpu_s": used, "loadgen_cpu_pct": 100.0 * used / wall if wall > 0 else None,
+        "argv": argv, "raw": doc,
+    }
+
+
+def cpu_busy(cpu):
+    """Busy seconds (user+nice+system+irq, no softirq) of one CPU, from /proc/stat."""
+    tag = "cpu%d" % cpu
+    with open("/proc/stat") as f:
+        for line in f:
+            fields = line.split()
+            if fields and fields[0] == tag:
+                v = [int(x) for x in fields[1:8]]
+                return (v[0] + v[1] + v[2] + v[5]) / procs.CLK_TCK
+    return 0.0
+
+
+def measured(run_fn, root_pid, other_known_cpu=None, server_cpu=None, **kw):
+    """Run `run_fn(**kw)` and add the server tree's CPU and the noise indicators.
+
+    other_known_cpu: a callable returning CPU seconds used meanwhile by known
+    helpers (e.g. the update driver), so they are not counted as noise.
+    server_cpu: the CPU the server is pinned to; adds `other_server_cpu_pct`,
+    what else ran on that CPU (the server's CPU minus the server)."""
+    sys0 = procs.system_cpu()
+    c0 = cpu_busy(server_cpu) if server_cpu is not None else None
+    before = procs.snapshot(root_pid)
+    t0 = time.monotonic()
+    res = run_fn(**kw)
+    wall = time.monotonic() - t0
+    after = procs.snapshot(root_pid)
+    sys1 = procs.system_cpu()
+    c1 = cpu_busy(server_cpu) if server_cpu is not None else None
+    cpu_s = procs.cpu_seconds_between(before, after)
+    if c0 is not None:
+        res["other_server_cpu_pct"] = 100.0 * max(0.0, c1 - c0 - cpu_s) / wall
+    known = (res.get("loadgen_cpu_s") or 0.0) + (other_known_cpu() if other_known_cpu else 0.0)
+    other = sys1["busy"] - sys0["busy"] - cpu_s - known
+    res["wall_s"] = wall
+    res["other_cpu_pct"] = 100.0 * max(0.0, other) / wall
+    res["steal_pct"] = 100.0 * (sys1["steal"] - sys0["steal"]) / wall
+    res["softirq_pct"] = 100.0 * (sys1["softirq"] - sys0["softirq"]) / wall
+    res["server_cpu_s"] = cpu_s
+    res["server_cpu_us_per_query"] = (1e6 * cpu_s / res["completed"]) if res.get("completed") else None
+    res["server_cpu_pct"] = 100.0 * cpu_s / (res.get("run_s") or wall)
+    return res
+
+
+def noisy(x, threshold):
+    """A run is noisy when other processes used more than `threshold` % of a
+    CPU, or -- at saturation -- when neither the server (< 90 %) nor dnsload
+    (< 95 %) was saturated: something outside the guest held both back (on a
+    shared host whose steal time the guest does not see); or -- at a fixed
+    rate -- when dnsload did not get the asked rate answered (it fell behind).
+
+    At a fixed rate only the server's CPU counts (when measured): dnsload,
+    lightly loaded there, leaves kernel time on its own CPU that no process
+    is charged for (about 40% of a CPU when it paces 1,000 q/s), which is
+    not other processes' doing."""
+    if x.get("mode") == "rate" and x.get("rate"):
+        other = x.get("other_server_cpu_pct", x["other_cpu_pct"])
+        return other > threshold or (x["qps"] or 0) < 0.97 * x["rate"]
+    if x["other_cpu_pct"] > threshold:
+        return True
+    return x.get("mode") == "saturation" and (x["server_cpu_pct"] or 0) < 90 \
+        and (x["loadgen_cpu_pct"] or 0) < 95
+
+
+def binary_identity(path):
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    st = os.stat(path)
+    return {"sha256": h.hexdigest(), "bytes": st.st_size,
+            "built": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(st.st_mtime))}
+
+
+def fmt(v, pattern):
+    return pattern % v if v is not None else "–"
