@@ -168,14 +168,16 @@ fn real_main() -> Result<()> {
     let cpu = cpu_seconds() - cpu_start;
     let mut stats = Stats::new();
     let mut stop_ns = 0;
+    let mut rate_skipped = 0;
     for o in &outcomes {
+        rate_skipped += o.rate_skipped;
         stats.merge(&o.stats);
         stop_ns = stop_ns.max(o.stop_ns);
     }
     // Elapsed: until sending stopped or the last answer came, whichever is
     // later (waiting for lost queries does not count).
     let elapsed = stop_ns.max(stats.last_answer_ns).max(1) as f64 / 1e9;
-    let report = Report { args: &args, stats: &stats, elapsed, outstanding, threads, cpu, wall };
+    let report = Report { args: &args, stats: &stats, elapsed, outstanding, threads, cpu, wall, rate_skipped };
     if args.json {
         println!("{}", report.json());
     } else {
@@ -194,6 +196,8 @@ struct Report<'a> {
     cpu: f64,
     /// Wall-clock seconds of the run, waiting for stragglers included.
     wall: f64,
+    /// Open loop: scheduled sends skipped because the sender fell behind.
+    rate_skipped: u64,
 }
 
 /// User + system CPU time of this process so far, in seconds.
@@ -245,7 +249,7 @@ impl Report<'_> {
              \"sent\":{},\"answered\":{},\"lost\":{},\"unexpected\":{},\"truncated\":{},\
              \"send_errors\":{},\"recv_errors\":{},\"conn_failures\":{},\
              \"qps\":{:.1},\"send_qps\":{:.1},\
-             \"mean_us\":{:.1},\"p50_us\":{:.1},\"p99_us\":{:.1},\"p999_us\":{:.1},\"max_us\":{:.1},\"cpu_s\":{:.3},\"cpu_util\":{:.3},\"rcodes\":{{",
+             \"mean_us\":{:.1},\"p50_us\":{:.1},\"p99_us\":{:.1},\"p999_us\":{:.1},\"max_us\":{:.1},\"cpu_s\":{:.3},\"cpu_util\":{:.3},\"rate_skipped\":{},\"rcodes\":{{",
             self.args.server,
             if self.args.tcp { "tcp" } else { "udp" },
             if self.args.rate.is_some() { "open" } else { "closed" },
@@ -267,6 +271,7 @@ impl Report<'_> {
             max,
             self.cpu,
             self.cpu / self.wall.max(1e-9),
+            self.rate_skipped,
         );
         for (i, (name, n)) in RCODE_NAMES.iter().zip(s.rcodes).enumerate() {
             let _ = write!(o, "{}\"{name}\":{n}", if i > 0 { "," } else { "" });
@@ -286,6 +291,9 @@ impl Report<'_> {
         let pct = |n: u64| if s.sent > 0 { 100.0 * n as f64 / s.sent as f64 } else { 0.0 };
         let _ = writeln!(o, "  lost         {} ({:.3}%)", s.lost, pct(s.lost));
         let _ = writeln!(o, "  unexpected   {}", s.unexpected);
+        if self.rate_skipped > 0 {
+            let _ = writeln!(o, "  rate skipped {} (sender fell behind the --rate schedule)", self.rate_skipped);
+        }
         let _ = writeln!(o, "  truncated    {}", s.truncated);
         if s.send_errors + s.recv_errors + s.conn_failures > 0 {
             let _ = writeln!(o, "  errors       send {} recv {} connection {}", s.send_errors, s.recv_errors, s.conn_failures);

@@ -56,6 +56,8 @@ pub struct Outcome {
     pub stats: Stats,
     /// When sending stopped (ns after the epoch).
     pub stop_ns: u64,
+    /// Open loop: scheduled queries skipped because the sender fell behind.
+    pub rate_skipped: u64,
 }
 
 /// Maps sequence numbers to (query, ECS option): query i uses query
@@ -85,18 +87,39 @@ impl<'a> Sequence<'a> {
 }
 
 /// Open-loop pacing: how many queries are due, and when the next one is.
+///
+/// Query k of the schedule is due at k / rate. When the sender falls
+/// behind (descheduled, or the rate is beyond what it can do), at most
+/// `max_backlog` (1 ms worth, at least 64) are sent at once and the rest of
+/// the schedule is skipped and counted, rather than hitting the server with
+/// a burst that the target rate never asked for.
 struct Pacer {
     rate: f64,
-    sent: u64,
+    /// Schedule slots used: sent or skipped.
+    scheduled: u64,
+    skipped: u64,
+    max_backlog: u64,
 }
 
 impl Pacer {
-    fn due(&self, now_ns: u64) -> u64 {
-        let target = (self.rate * now_ns as f64 / 1e9) as u64 + 1;
-        target.saturating_sub(self.sent)
+    fn new(rate: f64) -> Pacer {
+        Pacer { rate, scheduled: 0, skipped: 0, max_backlog: ((rate / 1000.0) as u64).max(64) }
     }
+
+    fn due(&mut self, now_ns: u64) -> u64 {
+        let target = (self.rate * now_ns as f64 / 1e9) as u64 + 1;
+        let due = target.saturating_sub(self.scheduled);
+        if due > self.max_backlog {
+            let skip = due - self.max_backlog;
+            self.skipped += skip;
+            self.scheduled += skip;
+            return self.max_backlog;
+        }
+        due
+    }
+
     fn next_due_ns(&self) -> u64 {
-        ((self.sent as f64) * 1e9 / self.rate) as u64
+        ((self.scheduled as f64) * 1e9 / self.rate) as u64
     }
 }
 
@@ -110,7 +133,7 @@ struct Control {
 
 impl Control {
     fn new(job: &Job) -> Control {
-        Control { budget: job.budget, pacer: job.rate.map(|rate| Pacer { rate, sent: 0 }), sending: true, stop_ns: 0 }
+        Control { budget: job.budget, pacer: job.rate.map(Pacer::new), sending: true, stop_ns: 0 }
     }
 
     /// Updates the stop condition; returns how many may be sent now.
@@ -122,7 +145,7 @@ impl Control {
         if !self.sending {
             return 0;
         }
-        match &self.pacer {
+        match &mut self.pacer {
             Some(p) => p.due(now).min(self.budget),
             None => self.budget,
         }
@@ -131,7 +154,7 @@ impl Control {
     fn sent(&mut self, n: u64) {
         self.budget -= n;
         if let Some(p) = &mut self.pacer {
-            p.sent += n;
+            p.scheduled += n;
         }
     }
 
@@ -349,7 +372,7 @@ pub fn run_udp(sh: &Shared, job: &Job, socks: Vec<UdpSocket>) -> Outcome {
             break;
         }
     }
-    Outcome { stats, stop_ns: ctl.stop_ns }
+    Outcome { stats, stop_ns: ctl.stop_ns, rate_skipped: ctl.pacer.map_or(0, |p| p.skipped) }
 }
 
 struct TcpConn {
@@ -547,7 +570,7 @@ pub fn run_tcp(sh: &Shared, job: &Job, server: SocketAddr, streams: Vec<TcpStrea
             break;
         }
     }
-    Outcome { stats, stop_ns: ctl.stop_ns }
+    Outcome { stats, stop_ns: ctl.stop_ns, rate_skipped: ctl.pacer.map_or(0, |p| p.skipped) }
 }
 
 #[cfg(test)]
@@ -556,12 +579,17 @@ mod tests {
 
     #[test]
     fn pacer_counts_due_queries() {
-        let mut p = Pacer { rate: 1000.0, sent: 0 };
+        let mut p = Pacer::new(1000.0);
         assert_eq!(p.due(0), 1);
         assert_eq!(p.due(10_000_000), 11);
-        p.sent = 11;
+        p.scheduled = 11;
         assert_eq!(p.due(10_000_000), 0);
         assert_eq!(p.next_due_ns(), 11_000_000);
+        // 1 s behind: only max_backlog (64) now, the rest skipped.
+        assert_eq!(p.due(1_010_000_000), 64);
+        assert_eq!(p.skipped, 1011 - 11 - 64);
+        p.scheduled += 64;
+        assert_eq!(p.due(1_010_000_000), 0);
     }
 
     #[test]
