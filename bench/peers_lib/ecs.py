@@ -9,6 +9,8 @@ import random
 import socket
 import struct
 
+from .dnsmsg import _skip_name
+
 
 def build_query(name, subnet, qid=None, rtype=1):
     """A query for `name` (type A by default), RD clear, EDNS payload 1232,
@@ -30,16 +32,6 @@ def build_query(name, subnet, qid=None, rtype=1):
         opt_data = struct.pack("!HH", 8, len(ecs)) + ecs
     opt = b"\x00" + struct.pack("!HHIH", 41, 1232, 0, len(opt_data)) + opt_data
     return qid, hdr + q + opt
-
-
-def _skip_name(msg, off):
-    while True:
-        n = msg[off]
-        if n == 0:
-            return off + 1
-        if n & 0xC0 == 0xC0:
-            return off + 2
-        off += 1 + n
 
 
 def parse(msg):

@@ -5,7 +5,6 @@ taskset, readiness polled with a deadline, CPU of the whole process tree from
 /proc, and a noise indicator (CPU used by everything else on the machine).
 """
 
-import json
 import os
 import resource
 import signal
@@ -15,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from . import dnsmsg, procs
+from . import dnsmsg, loadgen, procs
 
 
 class ServerFailed(Exception):
@@ -187,14 +186,7 @@ def dnsload(binary, cpu, port, queries, duration, rate=None, ecs=None, outstandi
     if p.returncode != 0:
         raise LoadError("dnsload failed (rc=%d): %s\n%s" % (p.returncode, " ".join(argv),
                                                           (p.stdout + p.stderr)[-2000:]))
-    doc = None
-    for line in reversed(p.stdout.strip().splitlines()):
-        if line.lstrip().startswith("{"):
-            try:
-                doc = json.loads(line)
-                break
-            except ValueError:
-                continue
+    doc = loadgen.last_json_object(p.stdout.strip())
     if not isinstance(doc, dict):
         raise LoadError("dnsload printed no JSON object: %r" % p.stdout[-500:])
     missing = [k for k in ("sent", "answered", "lost", "qps", "mean_us", "p50_us", "p99_us")

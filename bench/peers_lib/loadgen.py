@@ -116,18 +116,8 @@ class Dnsload:
         if p.returncode != 0:
             raise LoadgenError("dnsload failed (rc=%d): %s\n%s" % (p.returncode, " ".join(argv),
                                                                  (p.stdout + p.stderr)[-2000:]))
-        doc = None
         text = p.stdout.strip()
-        try:
-            doc = json.loads(text)
-        except ValueError:
-            for line in reversed(text.splitlines()):
-                if line.lstrip().startswith("{"):
-                    try:
-                        doc = json.loads(line)
-                        break
-                    except ValueError:
-                        continue
+        doc = last_json_object(text)
         if not isinstance(doc, dict):
             raise LoadgenError("dnsload printed no JSON object: %r" % text[-500:])
         missing = [k for k in ("sent", "answered", "lost", "qps", "mean_us", "p50_us", "p99_us")
@@ -149,3 +139,19 @@ class Dnsload:
 
 def dnsload_path(repo):
     return os.path.join(repo, "target", "release", "dnsload")
+
+
+def last_json_object(text):
+    """The JSON object dnsload printed: the whole output, else the last
+    line that parses as one; None if there is none."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    for line in reversed(text.splitlines()):
+        if line.lstrip().startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    return None

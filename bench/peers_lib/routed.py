@@ -424,25 +424,8 @@ class PdnsLua(servers.Server):
         with open(os.path.join(d, "named.conf"), "w") as f:
             f.write('zone "%s" { type master; file "%s"; };\n' % (ZONE, zone))
         with open(os.path.join(d, "pdns.conf"), "w") as f:
-            f.write(f"""\
-# written by bench/dynamic
-launch=bind
-bind-config={d}/named.conf
-local-address=127.0.0.1:{self.port}
-daemon=no
-guardian=no
-socket-dir={d}
-receiver-threads=1
-distributor-threads=1
-reuseport=no
-webserver=no
-api=no
-disable-syslog=yes
-loglevel=4
-security-poll-suffix=
-enable-lua-records=yes
-edns-subnet-processing=yes
-""")
+            f.write("# written by bench/dynamic\n" + servers.pdns_base_conf(d, self.port)
+                    + "enable-lua-records=yes\nedns-subnet-processing=yes\n")
         return ["pdns_server", "--config-dir=%s" % d]
 
 

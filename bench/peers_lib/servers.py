@@ -228,24 +228,7 @@ zone "{ZONE}" {{
     file "{self.zonefile}";
 }};
 """)
-        self._write("pdns.conf", f"""\
-# written by bench/peers
-launch=bind
-bind-config={d}/named.conf
-local-address=127.0.0.1:{self.port}
-daemon=no
-guardian=no
-socket-dir={d}
-receiver-threads=1
-distributor-threads=1
-reuseport=no
-webserver=no
-api=no
-disable-syslog=yes
-loglevel=4
-# no DNS lookup of the security-status name at startup
-security-poll-suffix=
-""")
+        self._write("pdns.conf", "# written by bench/peers\n" + pdns_base_conf(d, self.port))
         return ["pdns_server", "--config-dir=%s" % d]
 
 
@@ -277,3 +260,25 @@ ALL = [Pharos, Knot, Nsd, Bind, PowerDns, Gdnsd]
 BY_NAME = {c.name: c for c in ALL}
 # Offsets from --base-port, fixed per server so logs and configs are stable.
 PORT_OFFSET = {"pharos": 0, "knot": 1, "nsd": 2, "bind": 3, "pdns": 4, "gdnsd": 5}
+
+
+def pdns_base_conf(directory, port):
+    """pdns.conf for one pinned-down PowerDNS on loopback with the bind
+    backend reading DIRECTORY/named.conf; callers append their extras."""
+    return f"""\
+launch=bind
+bind-config={directory}/named.conf
+local-address=127.0.0.1:{port}
+daemon=no
+guardian=no
+socket-dir={directory}
+receiver-threads=1
+distributor-threads=1
+reuseport=no
+webserver=no
+api=no
+disable-syslog=yes
+loglevel=4
+# no DNS lookup of the security-status name at startup
+security-poll-suffix=
+"""
