@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use anyhow::Context;
 use axum::extract::{Path, Query, Request, State};
@@ -26,13 +26,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::control::{Control, ControlError};
+use crate::plane::ControlHandle;
 
 const OPENAPI: &str = include_str!("openapi.json");
 const TOKEN_SETTING: &str = "api_token";
 
 #[derive(Clone)]
 struct Api {
-    control: Arc<Mutex<Control>>,
+    control: ControlHandle,
     token: Arc<str>,
 }
 
@@ -56,7 +57,10 @@ impl From<ControlError> for ApiError {
                 ApiError { status: StatusCode::UNPROCESSABLE_ENTITY, message: spec.message, field: Some(spec.field) }
             }
             ControlError::NotFound(what) => ApiError { status: StatusCode::NOT_FOUND, message: format!("{what} not found"), field: None },
-            ControlError::Store(_) => ApiError { status: StatusCode::SERVICE_UNAVAILABLE, message: error.to_string(), field: None },
+            ControlError::Conflict { field, message } => ApiError { status: StatusCode::CONFLICT, message, field: Some(field) },
+            ControlError::Store(_) | ControlError::Stopped => {
+                ApiError { status: StatusCode::SERVICE_UNAVAILABLE, message: error.to_string(), field: None }
+            }
             ControlError::Zones(_) => {
                 ApiError { status: StatusCode::UNPROCESSABLE_ENTITY, message: error.to_string(), field: Some("zone".into()) }
             }
@@ -70,9 +74,8 @@ fn bad_request(field: &str, message: impl Into<String>) -> ApiError {
 
 type Reply<T> = Result<T, ApiError>;
 
-/// Binds the API, prints the token if it was just made, and serves.
-pub async fn start(address: SocketAddr, control: Arc<Mutex<Control>>) -> anyhow::Result<()> {
-    let token = api_token(&control)?;
+/// Binds the API and serves it, asking for `token`.
+pub async fn start(address: SocketAddr, control: ControlHandle, token: String) -> anyhow::Result<()> {
     let listener =
         tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen for the control API on {address}"))?;
     let app = router(Api { control, token: token.into() });
@@ -83,8 +86,7 @@ pub async fn start(address: SocketAddr, control: Arc<Mutex<Control>>) -> anyhow:
 
 /// The configured token, else the one kept in the store, else a new one
 /// (kept, and shown once).
-fn api_token(control: &Mutex<Control>) -> anyhow::Result<String> {
-    let mut control = control.lock().expect("control lock");
+pub fn token(control: &mut Control) -> anyhow::Result<String> {
     if let Some(token) = control.config().control.token.clone() {
         return Ok(token);
     }
@@ -136,68 +138,55 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Runs `work` on the control plane off the async workers (it may commit
-/// to the store, which blocks).
-async fn with_control<T: Send + 'static>(api: &Api, work: impl FnOnce(&mut Control) -> Reply<T> + Send + 'static) -> Reply<T> {
-    let control = api.control.clone();
-    tokio::task::spawn_blocking(move || work(&mut control.lock().expect("control lock"))).await.map_err(|error| ApiError {
-        status: StatusCode::INTERNAL_SERVER_ERROR,
-        message: error.to_string(),
-        field: None,
-    })?
-}
-
-async fn list_datacenters(State(api): State<Api>) -> Reply<Json<Vec<DataCenterSpec>>> {
-    with_control(&api, |control| Ok(Json(control.state().datacenters.clone()))).await
+async fn list_datacenters(State(api): State<Api>) -> Json<Vec<DataCenterSpec>> {
+    Json(api.control.state().datacenters.clone())
 }
 
 async fn get_datacenter(State(api): State<Api>, Path(id): Path<String>) -> Reply<Json<DataCenterSpec>> {
-    with_control(&api, move |control| {
-        let found = control.state().datacenters.iter().find(|datacenter| datacenter.id == id).cloned();
-        found.map(Json).ok_or_else(|| ControlError::NotFound(format!("data center {id}")).into())
-    })
-    .await
+    let found = api.control.state().datacenters.iter().find(|datacenter| datacenter.id == id).cloned();
+    found.map(Json).ok_or_else(|| ControlError::NotFound(format!("data center {id}")).into())
+}
+
+/// Queues `edit` on the control plane; returns once it is committed and
+/// live, with the changes it made.
+async fn commit(
+    api: &Api,
+    edit: impl Fn(&pharos_store::State) -> Result<Vec<Change>, ControlError> + Send + 'static,
+) -> Reply<Vec<Change>> {
+    Ok(api.control.edit(Box::new(edit)).await?)
 }
 
 async fn put_datacenter(State(api): State<Api>, Path(id): Path<String>, Json(datacenter): Json<DataCenterSpec>) -> Reply<StatusCode> {
     if datacenter.id != id {
         return Err(bad_request("id", format!("the body names data center {:?}, the path {id:?}", datacenter.id)));
     }
-    with_control(&api, move |control| Ok(control.apply(&[Change::PutDataCenter(datacenter)]).map(|()| StatusCode::OK)?)).await
+    commit(&api, move |_| Ok(vec![Change::PutDataCenter(datacenter.clone())])).await?;
+    Ok(StatusCode::OK)
 }
 
 async fn delete_datacenter(State(api): State<Api>, Path(id): Path<String>) -> Reply<StatusCode> {
-    with_control(&api, move |control| {
-        if !control.state().datacenters.iter().any(|datacenter| datacenter.id == id) {
-            return Err(ControlError::NotFound(format!("data center {id}")).into());
+    commit(&api, move |state| {
+        if !state.datacenters.iter().any(|datacenter| datacenter.id == id) {
+            return Err(ControlError::NotFound(format!("data center {id}")));
         }
-        control.apply(&[Change::DeleteDataCenter(id)])?;
-        Ok(StatusCode::NO_CONTENT)
+        Ok(vec![Change::DeleteDataCenter(id.clone())])
     })
-    .await
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
-async fn list_regions(State(api): State<Api>) -> Reply<Json<Vec<RegionSpec>>> {
-    with_control(&api, |control| Ok(Json(control.state().regions.clone()))).await
+async fn list_regions(State(api): State<Api>) -> Json<Vec<RegionSpec>> {
+    Json(api.control.state().regions.clone())
 }
 
 async fn get_region(State(api): State<Api>, Path(name): Path<String>) -> Reply<Json<RegionSpec>> {
-    with_control(&api, move |control| {
-        control
-            .state()
-            .regions
-            .iter()
-            .find(|region| region.name == name)
-            .cloned()
-            .map(Json)
-            .ok_or_else(|| ControlError::NotFound(format!("region {name}")).into())
-    })
-    .await
+    let found = api.control.state().regions.iter().find(|region| region.name == name).cloned();
+    found.map(Json).ok_or_else(|| ControlError::NotFound(format!("region {name}")).into())
 }
 
 /// MyXDNS Add_Region: the body names the region and its prefixes; the
 /// reply carries the id it was given.
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NewRegion {
     name: String,
@@ -212,73 +201,65 @@ struct NewRegion {
 }
 
 async fn add_region(State(api): State<Api>, Json(new): Json<NewRegion>) -> Reply<(StatusCode, Json<serde_json::Value>)> {
-    with_control(&api, move |control| {
-        if control.state().regions.iter().any(|region| region.name == new.name) {
-            return Err(ApiError {
-                status: StatusCode::CONFLICT,
-                message: format!("region {:?} exists", new.name),
-                field: Some("name".into()),
-            });
+    let changes = commit(&api, move |state| {
+        if state.regions.iter().any(|region| region.name == new.name) {
+            return Err(ControlError::Conflict { field: "name".into(), message: format!("region {:?} exists", new.name) });
         }
-        let id = control.state().regions.iter().map(|region| region.id).max().unwrap_or(0) + 1;
-        let region =
-            RegionSpec { id, name: new.name, prefixes: new.prefixes, asns: new.asns, countries: new.countries, continents: new.continents };
-        control.apply(&[Change::PutRegion(region)])?;
-        Ok((StatusCode::CREATED, Json(json!({ "id": id }))))
+        let id = state.regions.iter().map(|region| region.id).max().unwrap_or(0) + 1;
+        let NewRegion { name, prefixes, asns, countries, continents } = new.clone();
+        Ok(vec![Change::PutRegion(RegionSpec { id, name, prefixes, asns, countries, continents })])
     })
-    .await
+    .await?;
+    let id = changes.iter().find_map(|change| if let Change::PutRegion(region) = change { Some(region.id) } else { None });
+    Ok((StatusCode::CREATED, Json(json!({ "id": id }))))
 }
 
 async fn put_region(State(api): State<Api>, Path(name): Path<String>, Json(region): Json<RegionSpec>) -> Reply<StatusCode> {
     if region.name != name {
         return Err(bad_request("name", format!("the body names region {:?}, the path {name:?}", region.name)));
     }
-    with_control(&api, move |control| Ok(control.apply(&[Change::PutRegion(region)]).map(|()| StatusCode::OK)?)).await
+    commit(&api, move |_| Ok(vec![Change::PutRegion(region.clone())])).await?;
+    Ok(StatusCode::OK)
 }
 
 async fn delete_region(State(api): State<Api>, Path(name): Path<String>) -> Reply<StatusCode> {
-    with_control(&api, move |control| {
-        if !control.state().regions.iter().any(|region| region.name == name) {
-            return Err(ControlError::NotFound(format!("region {name}")).into());
+    commit(&api, move |state| {
+        if !state.regions.iter().any(|region| region.name == name) {
+            return Err(ControlError::NotFound(format!("region {name}")));
         }
-        control.apply(&[Change::DeleteRegion(name)])?;
-        Ok(StatusCode::NO_CONTENT)
+        Ok(vec![Change::DeleteRegion(name.clone())])
     })
-    .await
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
-async fn list_services(State(api): State<Api>) -> Reply<Json<Vec<ServiceSpec>>> {
-    with_control(&api, |control| Ok(Json(control.state().services.clone()))).await
+async fn list_services(State(api): State<Api>) -> Json<Vec<ServiceSpec>> {
+    Json(api.control.state().services.clone())
 }
 
-fn find_service(control: &Control, name: &str) -> Reply<ServiceSpec> {
-    control
-        .state()
-        .services
-        .iter()
-        .find(|service| service.name == name)
-        .cloned()
-        .ok_or_else(|| ControlError::NotFound(format!("service {name}")).into())
+fn find_service(state: &pharos_store::State, name: &str) -> Result<ServiceSpec, ControlError> {
+    state.services.iter().find(|service| service.name == name).cloned().ok_or_else(|| ControlError::NotFound(format!("service {name}")))
 }
 
 async fn get_service(State(api): State<Api>, Path(name): Path<String>) -> Reply<Json<ServiceSpec>> {
-    with_control(&api, move |control| find_service(control, &name).map(Json)).await
+    Ok(Json(find_service(&api.control.state(), &name)?))
 }
 
 async fn put_service(State(api): State<Api>, Path(name): Path<String>, Json(service): Json<ServiceSpec>) -> Reply<StatusCode> {
     if service.name != name {
         return Err(bad_request("name", format!("the body names service {:?}, the path {name:?}", service.name)));
     }
-    with_control(&api, move |control| Ok(control.apply(&[Change::PutService(service)]).map(|()| StatusCode::OK)?)).await
+    commit(&api, move |_| Ok(vec![Change::PutService(service.clone())])).await?;
+    Ok(StatusCode::OK)
 }
 
 async fn delete_service(State(api): State<Api>, Path(name): Path<String>) -> Reply<StatusCode> {
-    with_control(&api, move |control| {
-        find_service(control, &name)?;
-        control.apply(&[Change::DeleteService(name)])?;
-        Ok(StatusCode::NO_CONTENT)
+    commit(&api, move |state| {
+        find_service(state, &name)?;
+        Ok(vec![Change::DeleteService(name.clone())])
     })
-    .await
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// MyXDNS Update_Prob: the whole table (table name -> replica -> entry).
@@ -287,13 +268,15 @@ async fn put_probabilities(
     Path(name): Path<String>,
     Json(table): Json<BTreeMap<String, BTreeMap<String, ProbabilitySpec>>>,
 ) -> Reply<StatusCode> {
-    with_control(&api, move |control| {
-        let mut service = find_service(control, &name)?;
-        service.probabilities = table;
-        control.apply(&[Change::PutService(service)])?;
-        Ok(StatusCode::OK)
+    // Refused here already if unknown, without queueing behind commits.
+    find_service(&api.control.state(), &name)?;
+    commit(&api, move |state| {
+        let mut service = find_service(state, &name)?;
+        service.probabilities = table.clone();
+        Ok(vec![Change::PutService(service)])
     })
-    .await
+    .await?;
+    Ok(StatusCode::OK)
 }
 
 /// Operator switches on one replica; fields left out stay as they are.
@@ -311,8 +294,8 @@ async fn patch_replica(
     Path((name, id)): Path<(String, String)>,
     Json(patch): Json<ReplicaPatch>,
 ) -> Reply<StatusCode> {
-    with_control(&api, move |control| {
-        let mut service = find_service(control, &name)?;
+    commit(&api, move |state| {
+        let mut service = find_service(state, &name)?;
         let replica = service
             .replicas
             .iter_mut()
@@ -322,10 +305,10 @@ async fn patch_replica(
         replica.down = patch.down.unwrap_or(replica.down);
         replica.weight = patch.weight.unwrap_or(replica.weight);
         replica.priority = patch.priority.unwrap_or(replica.priority);
-        control.apply(&[Change::PutService(service)])?;
-        Ok(StatusCode::OK)
+        Ok(vec![Change::PutService(service)])
     })
-    .await
+    .await?;
+    Ok(StatusCode::OK)
 }
 
 #[derive(Deserialize)]
@@ -342,7 +325,7 @@ async fn explain(State(api): State<Api>, Query(query): Query<ExplainQuery>) -> R
         "AAAA" | "aaaa" => Family::V6,
         other => return Err(bad_request("qtype", format!("{other:?}: explain answers A or AAAA"))),
     };
-    with_control(&api, move |control| Ok(Json(control.explain(&query.name, &query.client, family)?))).await
+    Ok(Json(crate::control::explain(&api.control.snapshot().load(), &query.name, &query.client, family)?))
 }
 
 /// The live regions and services in the config file's format.
@@ -354,12 +337,18 @@ struct Declarations {
 }
 
 async fn export(State(api): State<Api>) -> Reply<impl IntoResponse> {
-    let state = with_control(&api, |control| Ok(control.state().clone())).await?;
-    let text = toml::to_string(&Declarations { datacenter: state.datacenters, region: state.regions, service: state.services })
-        .map_err(|error| ApiError { status: StatusCode::INTERNAL_SERVER_ERROR, message: error.to_string(), field: None })?;
+    let state = api.control.state();
+    let declarations =
+        Declarations { datacenter: state.datacenters.clone(), region: state.regions.clone(), service: state.services.clone() };
+    let text = toml::to_string(&declarations).map_err(|error| ApiError {
+        status: StatusCode::INTERNAL_SERVER_ERROR,
+        message: error.to_string(),
+        field: None,
+    })?;
     Ok(([(header::CONTENT_TYPE, "application/toml")], text))
 }
 
 async fn reload(State(api): State<Api>) -> Reply<StatusCode> {
-    with_control(&api, |control| Ok(control.reload().map(|()| StatusCode::OK)?)).await
+    api.control.reload().await?;
+    Ok(StatusCode::OK)
 }

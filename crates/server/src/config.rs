@@ -93,14 +93,24 @@ pub struct StoreConfig {
 }
 
 /// The HTTP/JSON control API.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct ControlConfig {
     /// Address to serve the API on; unset, there is no API.
     pub listen: Option<SocketAddr>,
     /// Bearer token clients must send. Unset: one is generated at first
     /// start, kept in the store and printed once.
     pub token: Option<String>,
+    /// Under a storm of updates, commit at most once per this many
+    /// milliseconds, each commit taking every update queued meanwhile. A
+    /// lone update is committed at once.
+    pub commit_window_ms: u64,
+}
+
+impl Default for ControlConfig {
+    fn default() -> Self {
+        ControlConfig { listen: None, token: None, commit_window_ms: 10 }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

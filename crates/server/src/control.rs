@@ -25,19 +25,37 @@ use crate::config::Config;
 use crate::snapshot::SharedSnapshot;
 
 /// Why a change was not made.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ControlError {
     /// The change would make the state invalid; `field` says where.
     #[error("{0}")]
     Invalid(SpecError),
     #[error("{0} not found")]
     NotFound(String),
+    /// The change would create what exists already; `field` says which.
+    #[error("{message}")]
+    Conflict { field: String, message: String },
     /// The store could not commit: nothing changed, try again later.
     #[error("the store is unavailable: {0}")]
-    Store(#[from] StoreError),
+    Store(String),
     /// Zone files could not be loaded: the old zones keep serving.
-    #[error("{0:#}")]
-    Zones(anyhow::Error),
+    #[error("{0}")]
+    Zones(String),
+    /// The control thread is gone (the server is stopping).
+    #[error("the control plane has stopped")]
+    Stopped,
+}
+
+impl From<StoreError> for ControlError {
+    fn from(error: StoreError) -> ControlError {
+        ControlError::Store(error.to_string())
+    }
+}
+
+impl ControlError {
+    fn zones(error: anyhow::Error) -> ControlError {
+        ControlError::Zones(format!("{error:#}"))
+    }
 }
 
 impl ControlError {
@@ -130,9 +148,9 @@ impl Control {
     /// Re-reads the config file and the zone files, and re-applies the
     /// file's declarations. On any error the old zones and state keep serving.
     pub fn reload(&mut self) -> Result<(), ControlError> {
-        let fresh = self.config.reread().map_err(ControlError::Zones)?;
-        let loaded = load_zones(&fresh).map_err(ControlError::Zones)?;
-        let mut sources = load_sources(&fresh).map_err(ControlError::Zones)?;
+        let fresh = self.config.reread().map_err(ControlError::zones)?;
+        let loaded = load_zones(&fresh).map_err(ControlError::zones)?;
+        let mut sources = load_sources(&fresh).map_err(ControlError::zones)?;
         // The classifier keeps running; its answers are asked for afresh.
         sources.external = self.sources.external.clone();
         if let Some(external) = &sources.external {
@@ -198,32 +216,28 @@ impl Control {
         }
         freeze(&self.zones.loaded, routes)
     }
+}
 
-    /// Why a client at `client` (an address, or an address/prefix as ECS
-    /// would carry it) gets what it gets for `service` and `family`.
-    pub fn explain(&self, service: &str, client: &str, family: Family) -> Result<Explained, ControlError> {
-        let asker = parse_asker(client)?;
-        let current = self.snapshot.load();
-        let wire = service_name(service).map_err(|message| ControlError::invalid("name", message))?;
-        let routed = current.routes.service(&wire).ok_or_else(|| ControlError::NotFound(format!("service {service}")))?;
-        let mut explanation = Explanation::default();
-        let location = locate(&asker, &current.routes.regions, Some(&mut explanation));
-        // A fixed seed: the explanation shows one draw, reproducibly.
-        let decision = decide(routed, family, &location, &mut SmallRng::seed_from_u64(0), Some(&mut explanation));
-        let answer = decision
-            .replicas
-            .iter()
-            .map(|&index| (routed.replicas[index].id.clone(), routed.replicas[index].address.to_string()))
-            .collect();
-        Ok(Explained {
-            service: routed.name.clone(),
-            region: location.region,
-            scope: decision.scope,
-            ttl: decision.ttl,
-            answer,
-            steps: explanation.steps,
-        })
-    }
+/// Why a client at `client` (an address, or an address/prefix as ECS would
+/// carry it) gets what it gets for `service` and `family` in `snapshot`.
+pub fn explain(snapshot: &Snapshot, service: &str, client: &str, family: Family) -> Result<Explained, ControlError> {
+    let asker = parse_asker(client)?;
+    let wire = service_name(service).map_err(|message| ControlError::invalid("name", message))?;
+    let routed = snapshot.routes.service(&wire).ok_or_else(|| ControlError::NotFound(format!("service {service}")))?;
+    let mut explanation = Explanation::default();
+    let location = locate(&asker, &snapshot.routes.regions, Some(&mut explanation));
+    // A fixed seed: the explanation shows one draw, reproducibly.
+    let decision = decide(routed, family, &location, &mut SmallRng::seed_from_u64(0), Some(&mut explanation));
+    let answer =
+        decision.replicas.iter().map(|&index| (routed.replicas[index].id.clone(), routed.replicas[index].address.to_string())).collect();
+    Ok(Explained {
+        service: routed.name.clone(),
+        region: location.region,
+        scope: decision.scope,
+        ttl: decision.ttl,
+        answer,
+        steps: explanation.steps,
+    })
 }
 
 /// Every data center, region and service a config file declares, as upserts.
@@ -260,7 +274,7 @@ fn freeze(loaded: &[Zone], routes: &Routes) -> Result<Frozen, ControlError> {
     for service in &names {
         reserve_in_zone(&mut zones, service)?;
     }
-    let set = ZoneSet::new(zones).map_err(|message| ControlError::Zones(anyhow::anyhow!(message)))?;
+    let set = ZoneSet::new(zones).map_err(ControlError::Zones)?;
     Ok(Frozen { set: Arc::new(set), reserved: names })
 }
 

@@ -6,6 +6,7 @@ mod api;
 mod classifier;
 pub mod config;
 pub mod control;
+pub mod plane;
 pub mod snapshot;
 pub mod tcp;
 pub mod udp;
@@ -14,5 +15,6 @@ mod run;
 
 pub use config::Config;
 pub use control::Control;
+pub use plane::ControlHandle;
 pub use run::{Server, run};
 pub use snapshot::SharedSnapshot;

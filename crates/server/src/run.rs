@@ -1,21 +1,23 @@
 //! Starting and stopping a server: sockets, threads, signals, reload.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use anyhow::Context;
 
 use crate::config::Config;
 use crate::control::Control;
+use crate::plane::ControlHandle;
 use crate::snapshot::SharedSnapshot;
 use crate::{api, tcp, udp};
 
 /// A running server: its control plane, snapshot and UDP worker threads.
 pub struct Server {
     pub config: Config,
-    pub control: Arc<Mutex<Control>>,
+    pub control: ControlHandle,
     pub snapshot: SharedSnapshot,
     pub registry: Arc<tcp::Registry>,
     stop: Arc<AtomicBool>,
@@ -27,11 +29,13 @@ impl Server {
     /// called inside a tokio runtime (TCP runs on it).
     pub async fn start(config: Config) -> anyhow::Result<Server> {
         config.validate()?;
-        let control = Control::open(config.clone())?;
+        let mut control = Control::open(config.clone())?;
         let snapshot = control.snapshot().clone();
-        let control = Arc::new(Mutex::new(control));
-        if let Some(address) = config.control.listen {
-            api::start(address, control.clone()).await?;
+        let token = config.control.listen.map(|_| api::token(&mut control)).transpose()?;
+        let window = Duration::from_millis(config.control.commit_window_ms);
+        let control = ControlHandle::start(control, window).context("cannot start the control thread")?;
+        if let (Some(address), Some(token)) = (config.control.listen, token) {
+            api::start(address, control.clone(), token).await?;
         }
         let registry = tcp::Registry::new(config.tcp.clone());
         tokio::spawn(registry.clone().close_idle_connections());
@@ -48,11 +52,9 @@ impl Server {
 
     /// Re-reads the config and zone files and swaps the result in whole.
     /// On any error the old state keeps serving and the error is returned.
-    /// Loading runs on a blocking thread, away from the TCP workers.
+    /// Loading runs on the control thread, away from the TCP workers.
     pub async fn reload(&self) -> anyhow::Result<()> {
-        let control = self.control.clone();
-        tokio::task::spawn_blocking(move || control.lock().expect("control lock").reload()).await??;
-        Ok(())
+        Ok(self.control.reload().await?)
     }
 
     /// Stops the UDP workers and waits for them.

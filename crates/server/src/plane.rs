@@ -1,0 +1,249 @@
+//! The control plane's thread, and the handle the API and signals use to
+//! reach it.
+//!
+//! One thread owns [`Control`]; every change is a request on its queue,
+//! so changes are applied one after another without a lock. Under a storm
+//! of updates the thread commits at most once per commit window: each
+//! commit takes every request that queued meanwhile, applies them in
+//! order, validates them together, writes them to the store in one
+//! transaction and publishes one snapshot (group commit, as databases do
+//! with their logs). A lone update is committed at once. Readers of the
+//! state never queue: they load the last published copy.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use pharos_store::{Change, State};
+use tokio::sync::oneshot;
+
+use crate::control::{Control, ControlError};
+use crate::snapshot::SharedSnapshot;
+
+/// The most requests one commit takes, so a reply never waits for an
+/// unbounded batch.
+const MAX_BATCH: usize = 256;
+
+/// Computes a request's changes from the state as it stands once every
+/// request before it is applied. It may run twice: if its batch as a whole
+/// is invalid, each request is redone alone against the committed state.
+pub type Edit = Box<dyn Fn(&State) -> Result<Vec<Change>, ControlError> + Send>;
+
+/// What the control thread is asked to do.
+enum Request {
+    Edit { edit: Edit, done: oneshot::Sender<Result<Vec<Change>, ControlError>> },
+    Reload { done: oneshot::Sender<Result<(), ControlError>> },
+}
+
+/// A cheap, clonable way to the control thread and to what it published.
+#[derive(Clone)]
+pub struct ControlHandle {
+    requests: Sender<Request>,
+    state: Arc<ArcSwap<State>>,
+    snapshot: SharedSnapshot,
+}
+
+impl ControlHandle {
+    /// Moves `control` onto its own thread, committing at most once per
+    /// `window`.
+    pub fn start(control: Control, window: Duration) -> std::io::Result<ControlHandle> {
+        let (requests, queue) = std::sync::mpsc::channel();
+        let state = Arc::new(ArcSwap::from_pointee(control.state().clone()));
+        let snapshot = control.snapshot().clone();
+        let published = state.clone();
+        std::thread::Builder::new().name("control".into()).spawn(move || serve(control, queue, published, window))?;
+        Ok(ControlHandle { requests, state, snapshot })
+    }
+
+    /// The state as last committed.
+    pub fn state(&self) -> Arc<State> {
+        self.state.load_full()
+    }
+
+    /// The snapshot the transports serve.
+    pub fn snapshot(&self) -> &SharedSnapshot {
+        &self.snapshot
+    }
+
+    /// Queues `edit`; resolves once its changes are committed and live (to
+    /// the changes made), or refused (to why).
+    pub async fn edit(&self, edit: Edit) -> Result<Vec<Change>, ControlError> {
+        let (done, reply) = oneshot::channel();
+        self.ask(Request::Edit { edit, done }, reply).await?
+    }
+
+    /// Re-reads the config and zone files between two commits.
+    pub async fn reload(&self) -> Result<(), ControlError> {
+        let (done, reply) = oneshot::channel();
+        self.ask(Request::Reload { done }, reply).await?
+    }
+
+    async fn ask<T>(&self, request: Request, reply: oneshot::Receiver<T>) -> Result<T, ControlError> {
+        let gone = || ControlError::Stopped;
+        self.requests.send(request).map_err(|_| gone())?;
+        reply.await.map_err(|_| gone())
+    }
+}
+
+/// The control thread: waits for a request, lets the commit window pass
+/// since the last commit, then serves everything queued by then.
+fn serve(mut control: Control, queue: Receiver<Request>, published: Arc<ArcSwap<State>>, window: Duration) {
+    let mut last_commit: Option<Instant> = None;
+    while let Ok(first) = queue.recv() {
+        if let Some(wait) = last_commit.and_then(|at| (at + window).checked_duration_since(Instant::now())) {
+            std::thread::sleep(wait);
+        }
+        let batch = drain(first, &queue);
+        last_commit = Some(Instant::now());
+        serve_batch(&mut control, batch);
+        published.store(Arc::new(control.state().clone()));
+    }
+}
+
+fn drain(first: Request, queue: &Receiver<Request>) -> Vec<Request> {
+    let mut batch = vec![first];
+    while batch.len() < MAX_BATCH {
+        match queue.try_recv() {
+            Ok(request) => batch.push(request),
+            Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+        }
+    }
+    batch
+}
+
+/// Serves requests in arrival order: runs of edits commit together, a
+/// reload on its own between them.
+fn serve_batch(control: &mut Control, batch: Vec<Request>) {
+    let mut edits = Vec::new();
+    for request in batch {
+        match request {
+            Request::Edit { edit, done } => edits.push((edit, done)),
+            Request::Reload { done } => {
+                commit_edits(control, std::mem::take(&mut edits));
+                let _ = done.send(control.reload());
+            }
+        }
+    }
+    commit_edits(control, edits);
+}
+
+type Pending = (Edit, oneshot::Sender<Result<Vec<Change>, ControlError>>);
+
+/// Commits `edits` in one transaction if together they are valid; if not,
+/// one at a time, so each is accepted or refused on its own merits.
+fn commit_edits(control: &mut Control, edits: Vec<Pending>) {
+    if edits.is_empty() {
+        return;
+    }
+    let mut state = control.state().clone();
+    let mut accepted: Vec<(Pending, Vec<Change>)> = Vec::with_capacity(edits.len());
+    for (edit, done) in edits {
+        match edit(&state) {
+            Ok(changes) => {
+                state = state.with(&changes);
+                accepted.push(((edit, done), changes));
+            }
+            Err(refused) => {
+                let _ = done.send(Err(refused));
+            }
+        }
+    }
+    let all: Vec<Change> = accepted.iter().flat_map(|(_, changes)| changes.iter().cloned()).collect();
+    match control.apply(&all) {
+        Ok(()) => accepted.into_iter().for_each(|((_, done), changes)| drop(done.send(Ok(changes)))),
+        Err(ControlError::Invalid(_)) if accepted.len() > 1 => {
+            accepted.into_iter().for_each(|((edit, done), _)| commit_alone(control, edit, done))
+        }
+        Err(error) => accepted.into_iter().for_each(|((_, done), _)| drop(done.send(Err(error.clone())))),
+    }
+}
+
+fn commit_alone(control: &mut Control, edit: Edit, done: oneshot::Sender<Result<Vec<Change>, ControlError>>) {
+    let result = edit(control.state()).and_then(|changes| control.apply(&changes).map(|()| changes));
+    let _ = done.send(result);
+}
+
+#[cfg(test)]
+mod tests {
+    use pharos_route::spec::ServiceSpec;
+    use pharos_store::Store;
+
+    use super::*;
+    use crate::config::Config;
+
+    /// A control plane serving one zone, with no services yet.
+    fn control(dir: &std::path::Path) -> Control {
+        let zone = "$TTL 300\n@ SOA ns hostmaster 1 3600 600 86400 300\n@ NS ns\nns A 192.0.2.53\n";
+        std::fs::write(dir.join("example.test.zone"), zone).unwrap();
+        let text = "[[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\n[store]\npath = \"state.db\"\n";
+        std::fs::write(dir.join("pharos.toml"), text).unwrap();
+        Control::open(Config::from_file(&dir.join("pharos.toml")).unwrap()).unwrap()
+    }
+
+    fn service(name: &str) -> ServiceSpec {
+        serde_json::from_value(serde_json::json!({
+            "name": name, "replica": [{ "id": "a", "address": "192.0.2.1" }, { "id": "b", "address": "192.0.2.2" }],
+        }))
+        .unwrap()
+    }
+
+    /// An edit that sets replica `a`'s weight of `name` from what it finds.
+    fn add_weight(name: &'static str, extra: u32) -> Edit {
+        Box::new(move |state: &State| {
+            let mut service = state.services.iter().find(|known| known.name == name).cloned().ok_or(ControlError::NotFound(name.into()))?;
+            service.replicas[0].weight += extra;
+            Ok(vec![Change::PutService(service)])
+        })
+    }
+
+    fn queue(edits: Vec<Edit>) -> (Vec<Request>, Vec<oneshot::Receiver<Result<Vec<Change>, ControlError>>>) {
+        edits
+            .into_iter()
+            .map(|edit| {
+                let (done, reply) = oneshot::channel();
+                (Request::Edit { edit, done }, reply)
+            })
+            .unzip()
+    }
+
+    #[test]
+    fn a_batch_applies_in_order_and_refuses_only_the_invalid() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut control = control(dir.path());
+        let put = |spec: ServiceSpec| -> Edit { Box::new(move |_: &State| Ok(vec![Change::PutService(spec.clone())])) };
+        let (batch, mut replies) = queue(vec![
+            put(service("www.example.test")),
+            add_weight("www.example.test", 4),
+            put(service("www.elsewhere.test")),
+            add_weight("nosuch.example.test", 1),
+            add_weight("www.example.test", 10),
+        ]);
+        serve_batch(&mut control, batch);
+        let outcomes: Vec<_> = replies.iter_mut().map(|reply| reply.try_recv().unwrap().map(|_| ())).collect();
+        assert!(outcomes[0].is_ok() && outcomes[1].is_ok() && outcomes[4].is_ok(), "{outcomes:?}");
+        assert!(matches!(&outcomes[2], Err(ControlError::Invalid(error)) if error.message.contains("not inside any served zone")));
+        assert!(matches!(outcomes[3], Err(ControlError::NotFound(_))));
+        // Both read-modify-writes landed: none overwrote the other.
+        assert_eq!(control.state().services.len(), 1);
+        assert_eq!(control.state().services[0].replicas[0].weight, 15);
+        assert!(control.snapshot().load().routes.service(b"\x03www\x07example\x04test\x00").is_some());
+        drop(control);
+        let reopened = pharos_store::SqliteStore::open(&dir.path().join("state.db")).unwrap().load().unwrap();
+        assert_eq!(reopened.services[0].replicas[0].weight, 15, "committed to the store");
+    }
+
+    #[tokio::test]
+    async fn the_handle_commits_lone_edits_and_reloads() {
+        let dir = tempfile::tempdir().unwrap();
+        let handle = ControlHandle::start(control(dir.path()), Duration::from_millis(20)).unwrap();
+        let spec = service("app.example.test");
+        let changes = handle.edit(Box::new(move |_: &State| Ok(vec![Change::PutService(spec.clone())]))).await.unwrap();
+        assert_eq!(changes.len(), 1);
+        assert_eq!(handle.state().services[0].name, "app.example.test");
+        handle.reload().await.unwrap();
+        let (first, second) = tokio::join!(handle.edit(add_weight("app.example.test", 1)), handle.edit(add_weight("app.example.test", 2)));
+        assert!(first.is_ok() && second.is_ok());
+        assert_eq!(handle.state().services[0].replicas[0].weight, 4);
+    }
+}
