@@ -14,6 +14,7 @@ declare -A needed=(
   [nsd]=nsd               # second reference server
   [kdig]=knot-dnsutils    # DNS client
   [dig]=bind9-dnsutils    # DNS client
+  [curl]=curl             # DNS over HTTPS client
 )
 missing=()
 for command in "${!needed[@]}"; do

@@ -2,7 +2,7 @@
 //! pipelining, slow and stalled clients, caps and idle timeouts; reload on
 //! SIGHUP; clear errors at start. Loopback only; every wait has a deadline.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -19,17 +19,6 @@ fn connect(server: SocketAddr) -> TcpStream {
     stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     stream.set_nodelay(true).unwrap();
     stream
-}
-
-/// True when the server closes the connection (end-of-stream or reset);
-/// false when it stays open until the read timeout.
-fn closed_by_server(stream: &mut TcpStream) -> bool {
-    let mut byte = [0; 1];
-    match stream.read(&mut byte) {
-        Ok(0) => true,
-        Err(error) => !matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
-        Ok(_) => false,
-    }
 }
 
 #[test]

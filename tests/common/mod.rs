@@ -3,7 +3,7 @@
 #![allow(dead_code)] // each test file uses its own subset
 
 use std::io::Read;
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -122,10 +122,22 @@ pub fn framed(message: &[u8]) -> Vec<u8> {
     [&(message.len() as u16).to_be_bytes()[..], message].concat()
 }
 
-pub fn read_frame(stream: &mut TcpStream) -> std::io::Result<Message<Vec<u8>>> {
+/// Reads one length-framed message: DNS over TCP, or over TLS.
+pub fn read_frame(stream: &mut impl Read) -> std::io::Result<Message<Vec<u8>>> {
     let mut length = [0; 2];
     stream.read_exact(&mut length)?;
     let mut message = vec![0; u16::from_be_bytes(length) as usize];
     stream.read_exact(&mut message)?;
     Ok(Message::from_octets(message).unwrap())
+}
+
+/// True when the server closes the connection (end-of-stream or reset);
+/// false when it stays open until the read timeout.
+pub fn closed_by_server(stream: &mut impl Read) -> bool {
+    let mut byte = [0; 1];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Err(error) => !matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+        Ok(_) => false,
+    }
 }

@@ -1,7 +1,7 @@
 //! The query path of Pharos, steps 2 to 5 of DESIGN.md: decode the query,
 //! look the name up, encode the answer. A plain function from bytes to
-//! bytes over an immutable [`Snapshot`]; every transport (UDP, TCP, and
-//! the encrypted ones later) is a thin loop around [`respond`].
+//! bytes over an immutable [`Snapshot`]; every transport (UDP, TCP, TLS,
+//! HTTPS and QUIC) is a thin loop around [`respond`] or [`respond_with`].
 
 mod service;
 
@@ -9,7 +9,7 @@ use std::net::IpAddr;
 
 use pharos_route::Routes;
 use pharos_route::prefix::PrefixMap;
-use pharos_wire::edns::OPTION_NSID;
+use pharos_wire::edns::{MAX_PADDING_OPTION_LEN, OPTION_NSID, write_keepalive, write_padding};
 use pharos_wire::query::Question;
 use pharos_wire::{Edns, HEADER_LEN, MAX_STREAM_MESSAGE, MIN_UDP_PAYLOAD, MessageWriter, Query, Reject, flags, parse_query, rcode, types};
 use pharos_zone::encode::{answer_flags, fit, write_answer};
@@ -65,14 +65,49 @@ pub struct Client {
     pub transport: Transport,
 }
 
+/// What a connection adds to the OPT record of its responses, each only
+/// when the query asks for it. The default adds nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResponseOptions {
+    /// The idle timeout, in units of 100 ms, to tell queries that carry an
+    /// edns-tcp-keepalive option (RFC 7828). For TCP and TLS only: UDP
+    /// has no connection and QUIC forbids the option (RFC 9250 section 5.5.2).
+    pub keepalive: Option<u16>,
+    /// Pad the responses to padded queries to a multiple of 468 octets
+    /// (RFC 7830 section 4, RFC 8467 section 4.1). Only where the transport
+    /// is encrypted: padding in the clear hides nothing (RFC 7830 section 6).
+    pub pad: bool,
+}
+
+/// What a response's OPT record is made from besides the query's own:
+/// the operator's settings and the connection's options.
+#[derive(Clone, Copy)]
+struct OptSource<'a> {
+    settings: &'a Settings,
+    options: &'a ResponseOptions,
+}
+
 /// Answers one query. Appends the response to `out` and returns true, or
 /// returns false (with `out` untouched) when the packet deserves no answer.
 /// `rng` draws the random choices of routing policies.
 pub fn respond(packet: &[u8], client: &Client, snapshot: &Snapshot, rng: &mut impl Rng, out: &mut Vec<u8>) -> bool {
+    respond_with(packet, client, &ResponseOptions::default(), snapshot, rng, out)
+}
+
+/// Like [`respond`], for a connection whose responses carry `options`.
+pub fn respond_with(
+    packet: &[u8],
+    client: &Client,
+    options: &ResponseOptions,
+    snapshot: &Snapshot,
+    rng: &mut impl Rng,
+    out: &mut Vec<u8>,
+) -> bool {
+    let opt = OptSource { settings: &snapshot.settings, options };
     match parse_query(packet) {
-        Ok(query) => answer_query(&query, client, snapshot, rng, out),
+        Ok(query) => answer_query(&query, client, opt, snapshot, rng, out),
         Err(Reject::Drop) => return false,
-        Err(Reject::Respond { query, rcode }) => write_refusal(&query, rcode, &snapshot.settings, out),
+        Err(Reject::Respond { query, rcode }) => write_refusal(&query, rcode, opt, out),
     }
     true
 }
@@ -84,22 +119,23 @@ pub fn respond_oversized(packet: &[u8], out: &mut Vec<u8>) -> bool {
         Err(Reject::Drop) => false,
         Ok(query) | Err(Reject::Respond { query, .. }) => {
             let header_only = Query { question: None, edns: None, ..query };
-            write_refusal(&header_only, rcode::FORMERR, &Settings::default(), out);
+            let opt = OptSource { settings: &Settings::default(), options: &ResponseOptions::default() };
+            write_refusal(&header_only, rcode::FORMERR, opt, out);
             true
         }
     }
 }
 
-fn answer_query(query: &Query<'_>, client: &Client, snapshot: &Snapshot, rng: &mut impl Rng, out: &mut Vec<u8>) {
+fn answer_query(query: &Query<'_>, client: &Client, opt: OptSource<'_>, snapshot: &Snapshot, rng: &mut impl Rng, out: &mut Vec<u8>) {
     let question = query.question.expect("a parsed query has its question");
     if let Some(rcode) = unanswerable(&question, client.transport) {
-        return write_refusal(query, rcode, &snapshot.settings, out);
+        return write_refusal(query, rcode, opt, out);
     }
     let mut qname = [0u8; pharos_wire::name::MAX_NAME_LEN];
     let qname = &mut qname[..question.name_len];
     pharos_wire::name::lowercase_into(query.qname(), qname);
     let settings = &snapshot.settings;
-    let room = message_limit(query.edns, client.transport, settings) - HEADER_LEN - question.name_len - 4 - opt_len(query.edns, settings);
+    let room = message_limit(query.edns, client.transport, settings) - HEADER_LEN - question.name_len - 4 - opt_room(query.edns, opt);
     let mut writer = MessageWriter::new(out);
     writer.question(query.question_bytes());
     let routed = snapshot.routes.service(qname).zip(service::family_of(question.qtype));
@@ -110,7 +146,7 @@ fn answer_query(query: &Query<'_>, client: &Client, snapshot: &Snapshot, rng: &m
         let scope = if asker.from_client_subnet { scope } else { 0 };
         let truncation = if fitted.truncated { flags::TC } else { 0 };
         let counts = [1, fitted.counts[0], 0, 0];
-        return finish(&mut writer, query, flags::AA | truncation, rcode::NOERROR, counts, scope, settings);
+        return finish(&mut writer, query, flags::AA | truncation, rcode::NOERROR, counts, scope, opt);
     }
     let (header_flags, rcode, fitted) = match snapshot.zones.lookup(qname, question.qtype) {
         Lookup::Built(body) => copy_body(&mut writer, body, room),
@@ -127,7 +163,7 @@ fn answer_query(query: &Query<'_>, client: &Client, snapshot: &Snapshot, rng: &m
     let truncation = if fitted.truncated { flags::TC } else { 0 };
     // RFC 1034 section 3.7.1: answers to QCLASS=* are never authoritative.
     let header_flags = if question.qclass == types::CLASS_ANY { header_flags & !flags::AA } else { header_flags };
-    finish(&mut writer, query, header_flags | truncation, rcode, [1, fitted.counts[0], fitted.counts[1], fitted.counts[2]], 0, settings);
+    finish(&mut writer, query, header_flags | truncation, rcode, [1, fitted.counts[0], fitted.counts[1], fitted.counts[2]], 0, opt);
 }
 
 /// Questions answered with an error before any lookup. Other meta types
@@ -159,11 +195,11 @@ fn message_limit(edns: Option<Edns>, transport: Transport, settings: &Settings) 
 }
 
 /// A response with no records: the RCODE and, if readable, the question.
-fn write_refusal(query: &Query<'_>, rcode: u16, settings: &Settings, out: &mut Vec<u8>) {
+fn write_refusal(query: &Query<'_>, rcode: u16, opt: OptSource<'_>, out: &mut Vec<u8>) {
     let mut writer = MessageWriter::new(out);
     writer.question(query.question_bytes());
     let question_count = u16::from(query.question.is_some());
-    finish(&mut writer, query, 0, rcode, [question_count, 0, 0, 0], 0, settings);
+    finish(&mut writer, query, 0, rcode, [question_count, 0, 0, 0], 0, opt);
 }
 
 /// Fills in the header and appends the OPT record if the query had one.
@@ -175,7 +211,7 @@ fn finish(
     rcode: u16,
     counts: [u16; 4],
     scope: u8,
-    settings: &Settings,
+    opt: OptSource<'_>,
 ) {
     // CD is for security-aware servers to copy (RFC 4035 section 3.1.6);
     // without DNSSEC, Pharos clears it, as Knot DNS and NSD do.
@@ -184,20 +220,23 @@ fn finish(
     writer.set_flags(flags::QR | echoed | answer_flags | (rcode & 0xF));
     let mut counts = counts;
     if let Some(edns) = query.edns {
-        write_opt(writer, &edns, rcode, scope, settings);
+        write_opt(writer, &edns, rcode, scope, opt);
         counts[3] += 1;
     }
     writer.set_counts(counts);
 }
 
-/// Size of the OPT record `write_opt` will append.
-fn opt_len(edns: Option<Edns>, settings: &Settings) -> usize {
+/// Room to keep for the OPT record `write_opt` will append: its size,
+/// with as much padding as any message could need.
+fn opt_room(edns: Option<Edns>, opt: OptSource<'_>) -> usize {
     match edns {
         None => 0,
         Some(edns) => {
-            let nsid = nsid_for(&edns, settings).map_or(0, |nsid| 4 + nsid.len());
+            let nsid = nsid_for(&edns, opt.settings).map_or(0, |nsid| 4 + nsid.len());
             let subnet = edns.client_subnet.map_or(0, |subnet| 4 + subnet.echo_len());
-            11 + nsid + subnet
+            let keepalive = keepalive_for(&edns, opt.options).map_or(0, |_| 6);
+            let padding = if pads(&edns, opt.options) { MAX_PADDING_OPTION_LEN } else { 0 };
+            11 + nsid + subnet + keepalive + padding
         }
     }
 }
@@ -206,11 +245,25 @@ fn nsid_for<'s>(edns: &Edns, settings: &'s Settings) -> Option<&'s [u8]> {
     settings.nsid.as_deref().filter(|_| edns.wants_nsid)
 }
 
+fn keepalive_for(edns: &Edns, options: &ResponseOptions) -> Option<u16> {
+    options.keepalive.filter(|_| edns.wants_keepalive)
+}
+
+/// Only padded queries get padded responses (RFC 7830 section 4 makes it a
+/// MUST for them, and RFC 8467 pads "responses to padded queries"): a
+/// client that did not pad its query has already shown its size, and would
+/// pay hundreds of octets per answer for padding that hides little.
+fn pads(edns: &Edns, options: &ResponseOptions) -> bool {
+    options.pad && edns.padded
+}
+
 /// The response's OPT record (RFC 6891 section 6.1.3): our payload size,
 /// the upper RCODE bits, version 0, the DO bit echoed (RFC 3225), NSID if
-/// asked for, and the client subnet echoed with the answer's scope
-/// (RFC 7871 section 7.2.1).
-fn write_opt(writer: &mut MessageWriter<'_>, edns: &Edns, rcode: u16, scope: u8, settings: &Settings) {
+/// asked for, the client subnet echoed with the answer's scope (RFC 7871
+/// section 7.2.1), then what the connection adds: the keepalive timeout
+/// and, last because it measures the whole message, the padding.
+fn write_opt(writer: &mut MessageWriter<'_>, edns: &Edns, rcode: u16, scope: u8, opt: OptSource<'_>) {
+    let settings = opt.settings;
     let dnssec_ok = if edns.dnssec_ok { 0x8000 } else { 0 };
     writer.raw(&[0]);
     writer.u16(types::OPT);
@@ -224,6 +277,12 @@ fn write_opt(writer: &mut MessageWriter<'_>, edns: &Edns, rcode: u16, scope: u8,
         }
         if let Some(subnet) = edns.client_subnet {
             subnet.write_echo(scope, options);
+        }
+        if let Some(timeout) = keepalive_for(edns, opt.options) {
+            write_keepalive(options, timeout);
+        }
+        if pads(edns, opt.options) {
+            write_padding(options);
         }
     });
 }

@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use domain::base::iana::{Opcode, Rcode, Rtype};
 use domain::base::{Message, ParsedName};
 use domain::rdata::AllRecordData;
-use pharos_answer::{Client, Settings, Snapshot, Transport, respond};
+use pharos_answer::{Client, ResponseOptions, Settings, Snapshot, Transport, respond, respond_with};
 use pharos_zone::{ZoneSet, parse_zone_text};
 use rand::SeedableRng;
 
@@ -286,4 +286,49 @@ fn zone_transfers_are_not_offered_and_meta_types_have_no_data() {
     assert_eq!(Message::from_octets(over_tcp).unwrap().header().rcode(), Rcode::REFUSED);
     let maila = udp("example.test", Rtype::MAILA);
     assert_eq!((maila.header().rcode(), section(&maila, 1).len()), (Rcode::NOERROR, 1));
+}
+
+/// Asks over a stream connection whose responses carry `options`.
+fn ask_with(packet: &[u8], options: ResponseOptions) -> Message<Vec<u8>> {
+    let client = Client { address: IpAddr::V4(Ipv4Addr::LOCALHOST), transport: Transport::Stream };
+    let mut out = Vec::new();
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+    assert!(respond_with(packet, &client, &options, &snapshot(), &mut rng, &mut out));
+    Message::from_octets(out).unwrap()
+}
+
+/// The options of the response's OPT record as (code, data).
+fn edns_options(message: &Message<Vec<u8>>) -> Vec<(u16, Vec<u8>)> {
+    let opt = message.opt().expect("an OPT record");
+    let options = opt.opt().iter::<domain::base::opt::UnknownOptData<_>>();
+    options.map(|option| option.unwrap()).map(|option| (option.code().to_int(), option.as_slice().to_vec())).collect()
+}
+
+const KEEPALIVE_QUERY: &[u8] = &[0, 11, 0, 0];
+const PADDING_QUERY: &[u8] = &[0, 12, 0, 4, 0, 0, 0, 0];
+
+#[test]
+fn the_keepalive_timeout_goes_to_queries_that_ask_on_connections_that_offer_it() {
+    let offers = ResponseOptions { keepalive: Some(100), pad: false };
+    let asks = query("host.example.test", 1, Some((1232, 0, KEEPALIVE_QUERY)));
+    assert_eq!(edns_options(&ask_with(&asks, offers)), [(11, vec![0, 100])]);
+    assert_eq!(edns_options(&ask_with(&asks, ResponseOptions::default())), []);
+    let does_not_ask = query("host.example.test", 1, Some((1232, 0, &[])));
+    assert_eq!(edns_options(&ask_with(&does_not_ask, offers)), []);
+}
+
+#[test]
+fn padded_queries_get_responses_padded_to_whole_blocks() {
+    let pads = ResponseOptions { keepalive: Some(100), pad: true };
+    for (name, qtype) in [("host.example.test", 1), ("big.example.test", 16), ("example.org", 1)] {
+        let both = [KEEPALIVE_QUERY, PADDING_QUERY].concat();
+        let response = ask_with(&query(name, qtype, Some((1232, 0, &both))), pads);
+        assert_eq!(response.as_slice().len() % 468, 0, "{name}: {} octets", response.as_slice().len());
+        let codes: Vec<u16> = edns_options(&response).iter().map(|(code, _)| *code).collect();
+        assert_eq!(codes, [11, 12], "{name}: the padding comes last");
+    }
+    let unpadded = ask_with(&query("host.example.test", 1, Some((1232, 0, &[]))), pads);
+    assert_eq!(edns_options(&unpadded), [], "a query that was not padded");
+    let in_the_clear = ask_with(&query("host.example.test", 1, Some((1232, 0, PADDING_QUERY))), ResponseOptions::default());
+    assert_eq!(edns_options(&in_the_clear), [], "a connection that does not pad");
 }

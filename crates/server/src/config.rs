@@ -18,6 +18,8 @@ pub struct Config {
     pub server: ServerConfig,
     #[serde(default)]
     pub tcp: TcpConfig,
+    #[serde(default)]
+    pub tls: TlsConfig,
     #[serde(default, rename = "zone")]
     pub zones: Vec<ZoneConfig>,
     /// Data centers replicas run in.
@@ -169,8 +171,42 @@ impl TcpConfig {
         Duration::from_millis(self.idle_timeout_ms)
     }
 
+    /// The idle timeout as the edns-tcp-keepalive option carries it, in
+    /// units of 100 ms (RFC 7828 section 3.1).
+    pub fn keepalive_timeout(&self) -> u16 {
+        (self.idle_timeout_ms / 100).try_into().unwrap_or(u16::MAX)
+    }
+
     pub fn write_timeout(&self) -> Duration {
         Duration::from_millis(self.write_timeout_ms)
+    }
+}
+
+/// DNS over TLS, HTTPS and QUIC: where to serve them and the certificate
+/// they present. Each list may be empty, which turns that transport off.
+/// The `[tcp]` limits apply to TLS and HTTPS connections too, and to QUIC
+/// connections: one pool of connections, one set of caps.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    /// DNS over TLS (RFC 7858), TCP addresses; the standard port is 853.
+    pub listen: Vec<SocketAddr>,
+    /// DNS over HTTPS (RFC 8484), TCP addresses; queries go to /dns-query.
+    pub https_listen: Vec<SocketAddr>,
+    /// DNS over QUIC (RFC 9250), UDP addresses; the standard port is 853.
+    pub quic_listen: Vec<SocketAddr>,
+    /// PEM certificate chain, the server's own certificate first. Unset
+    /// (with `key`), a self-signed one is made at first start and kept
+    /// beside the store file, or else beside the configuration file.
+    pub certificate: Option<PathBuf>,
+    /// PEM private key of the certificate (PKCS#8, PKCS#1 or SEC1).
+    pub key: Option<PathBuf>,
+}
+
+impl TlsConfig {
+    /// True when any encrypted transport is to be served.
+    pub fn is_enabled(&self) -> bool {
+        !(self.listen.is_empty() && self.https_listen.is_empty() && self.quic_listen.is_empty())
     }
 }
 
@@ -207,7 +243,13 @@ impl Config {
                 zone.file = directory.join(&zone.file);
             }
         }
-        let relative_paths = [config.store.path.as_mut(), config.geo.database.as_mut(), config.geo.asn_table.as_mut()];
+        let relative_paths = [
+            config.store.path.as_mut(),
+            config.geo.database.as_mut(),
+            config.geo.asn_table.as_mut(),
+            config.tls.certificate.as_mut(),
+            config.tls.key.as_mut(),
+        ];
         for path in relative_paths.into_iter().flatten().filter(|path| path.is_relative()) {
             *path = directory.join(&*path);
         }
@@ -262,7 +304,17 @@ impl Config {
         if self.server.nsid.as_ref().is_some_and(|nsid| nsid.len() > 512) {
             bail!("server.nsid is longer than 512 octets");
         }
+        if self.tls.certificate.is_some() != self.tls.key.is_some() {
+            bail!("tls.certificate and tls.key go together: give both, or neither for a generated self-signed certificate");
+        }
         Ok(())
+    }
+
+    /// Where state files are kept: beside the store file, else beside the
+    /// configuration file; `None` when there is neither.
+    pub fn state_directory(&self) -> Option<&Path> {
+        let beside = self.store.path.as_deref().or(self.source.as_deref())?;
+        Some(beside.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new(".")))
     }
 
     /// A random source for one worker: from the configured seed (mixed with
@@ -300,6 +352,22 @@ mod tests {
         assert_eq!(config.zones[0].file, dir.path().join("z.zone"));
         assert_eq!(config.tcp.idle_timeout_ms, 10_000);
         config.validate().unwrap();
+    }
+
+    #[test]
+    fn reads_the_tls_section_with_paths_relative_to_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pharos.toml");
+        let tls = "[tls]\nlisten = [\"127.0.0.1:853\"]\nquic_listen = [\"[::1]:853\"]\ncertificate = \"c.pem\"\nkey = \"k.pem\"\n";
+        std::fs::write(&path, format!("[server]\nlisten = [\"127.0.0.1:5300\"]\n{tls}[[zone]]\norigin = \"t\"\nfile = \"z\"\n")).unwrap();
+        let config = Config::from_file(&path).unwrap();
+        assert!(config.tls.is_enabled() && config.tls.https_listen.is_empty());
+        assert_eq!(config.tls.key, Some(dir.path().join("k.pem")));
+        assert_eq!(config.state_directory(), Some(dir.path()));
+        config.validate().unwrap();
+        let half = Config { tls: TlsConfig { key: None, ..config.tls.clone() }, ..config };
+        let error = half.validate().unwrap_err().to_string();
+        assert!(error.contains("tls.certificate and tls.key go together"), "{error}");
     }
 
     #[test]

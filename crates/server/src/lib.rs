@@ -1,14 +1,18 @@
 //! The parts of Pharos that touch the world: sockets, threads, signals and
-//! files. Each transport is a loop that hands bytes to
-//! [`pharos_answer::respond`] with the current [`Snapshot`].
+//! files. Each transport (UDP, TCP, TLS, HTTPS, QUIC) is a loop that hands
+//! bytes to [`pharos_answer::respond`] with the current [`Snapshot`].
 
 mod api;
+mod certificate;
 mod classifier;
 pub mod config;
 pub mod control;
+mod doh;
+mod doq;
 pub mod plane;
 pub mod snapshot;
 pub mod tcp;
+mod tls;
 pub mod udp;
 
 mod run;

@@ -1,11 +1,17 @@
 //! EDNS(0) as a query carries it (RFC 6891), with the options Pharos reads:
-//! NSID (RFC 5001), Client Subnet (RFC 7871) and TCP keepalive (RFC 7828).
+//! NSID (RFC 5001), Client Subnet (RFC 7871), TCP keepalive (RFC 7828) and
+//! Padding (RFC 7830); and the options only a response carries.
 
 use crate::{MessageWriter, read_u16};
 
 pub const OPTION_NSID: u16 = 3;
 pub const OPTION_CLIENT_SUBNET: u16 = 8;
 pub const OPTION_KEEPALIVE: u16 = 11;
+pub const OPTION_PADDING: u16 = 12;
+
+/// Padded responses are padded to a multiple of this many octets: the
+/// block length RFC 8467 section 4.1 recommends for responders.
+pub const RESPONSE_PADDING_BLOCK: usize = 468;
 
 /// The OPT record of a query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,6 +22,8 @@ pub struct Edns {
     pub dnssec_ok: bool,
     pub wants_nsid: bool,
     pub wants_keepalive: bool,
+    /// The query carried a Padding option: it asks for a padded response.
+    pub padded: bool,
     pub client_subnet: Option<ClientSubnet>,
 }
 
@@ -94,6 +102,35 @@ impl ClientSubnet {
     }
 }
 
+/// Appends an edns-tcp-keepalive option (RFC 7828 section 3.1) with the
+/// idle timeout the server keeps a connection for, in units of 100 ms.
+pub fn write_keepalive(writer: &mut MessageWriter<'_>, timeout: u16) {
+    writer.u16(OPTION_KEEPALIVE);
+    writer.u16(2);
+    writer.u16(timeout);
+}
+
+/// The size of the Padding option, its own four octets included, that
+/// makes a message of `unpadded_len` octets a multiple of
+/// [`RESPONSE_PADDING_BLOCK`] long.
+pub fn padding_option_len(unpadded_len: usize) -> usize {
+    let with_option = unpadded_len + 4;
+    4 + (RESPONSE_PADDING_BLOCK - with_option % RESPONSE_PADDING_BLOCK) % RESPONSE_PADDING_BLOCK
+}
+
+/// The most octets [`write_padding`] can add to a message.
+pub const MAX_PADDING_OPTION_LEN: usize = 4 + RESPONSE_PADDING_BLOCK - 1;
+
+/// Appends a Padding option (RFC 7830) of zeros that brings the message to
+/// a multiple of [`RESPONSE_PADDING_BLOCK`] octets. It must be the last
+/// thing written: the message ends with it, its OPT record too.
+pub fn write_padding(writer: &mut MessageWriter<'_>) {
+    let padding = padding_option_len(writer.len()) - 4;
+    writer.u16(OPTION_PADDING);
+    writer.u16(padding as u16);
+    writer.zeros(padding);
+}
+
 /// Why an OPT record was rejected: both make the query FORMERR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EdnsError {
@@ -112,6 +149,7 @@ impl Edns {
             dnssec_ok: ttl & 0x8000 != 0,
             wants_nsid: false,
             wants_keepalive: false,
+            padded: false,
             client_subnet: None,
         };
         let mut pos = 0;
@@ -122,6 +160,7 @@ impl Edns {
             match code {
                 OPTION_NSID => edns.wants_nsid = true,
                 OPTION_KEEPALIVE => edns.wants_keepalive = true,
+                OPTION_PADDING => edns.padded = true,
                 OPTION_CLIENT_SUBNET => {
                     edns.client_subnet = Some(ClientSubnet::parse(body).ok_or(EdnsError::BadClientSubnet)?);
                 }
@@ -174,10 +213,33 @@ mod tests {
     }
 
     #[test]
+    fn pads_to_a_whole_number_of_blocks() {
+        for unpadded in [12, 100, 463, 464, 465, 468, 1000] {
+            let mut out = Vec::new();
+            let mut writer = MessageWriter::new(&mut out);
+            writer.zeros(unpadded - crate::HEADER_LEN);
+            write_padding(&mut writer);
+            let padded = writer.len();
+            assert_eq!(padded % RESPONSE_PADDING_BLOCK, 0, "{unpadded} octets padded to {padded}");
+            assert!(padded - unpadded <= MAX_PADDING_OPTION_LEN);
+            let padding_len = (padded - unpadded - 4) as u16;
+            assert_eq!(out[unpadded..unpadded + 4], [&OPTION_PADDING.to_be_bytes()[..], &padding_len.to_be_bytes()].concat());
+        }
+    }
+
+    #[test]
+    fn writes_the_keepalive_timeout() {
+        let mut out = Vec::new();
+        write_keepalive(&mut MessageWriter::new(&mut out), 100);
+        assert_eq!(out[crate::HEADER_LEN..], [0, 11, 0, 2, 0, 100]);
+    }
+
+    #[test]
     fn reads_flags_and_ignores_unknown_options() {
-        let rdata = [0, 3, 0, 0, 0xFF, 0x01, 0, 2, 9, 9];
+        let rdata = [0, 3, 0, 0, 0xFF, 0x01, 0, 2, 9, 9, 0, 12, 0, 1, 0];
         let edns = Edns::parse(1232, 0x0001_8000, &rdata).unwrap();
         assert_eq!((edns.udp_payload, edns.version, edns.dnssec_ok, edns.wants_nsid), (1232, 1, true, true));
+        assert!(edns.padded && !edns.wants_keepalive);
         assert_eq!(Edns::parse(512, 0, &[0, 3, 0, 5, 1]), Err(EdnsError::BadOptionLayout));
     }
 }

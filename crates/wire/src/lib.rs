@@ -8,6 +8,7 @@
 pub mod edns;
 pub mod name;
 pub mod query;
+pub mod response;
 pub mod writer;
 
 pub use edns::{ClientSubnet, Edns};

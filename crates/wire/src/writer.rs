@@ -86,6 +86,11 @@ impl<'b> MessageWriter<'b> {
         self.put_u16_at(length_at, length);
     }
 
+    /// Appends `count` zero octets.
+    pub fn zeros(&mut self, count: usize) {
+        self.buf.resize(self.buf.len() + count, 0);
+    }
+
     pub fn u16(&mut self, value: u16) {
         self.buf.extend_from_slice(&value.to_be_bytes());
     }

@@ -1,0 +1,175 @@
+//! The certificate the encrypted transports present: the operator's PEM
+//! files, or a self-signed certificate made at first start and kept in the
+//! state directory, so that later starts (and pinning clients) see the same.
+
+use std::io::Write;
+use std::net::IpAddr;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::sign::CertifiedKey;
+
+use crate::config::Config;
+
+/// Names of the generated certificate and key files in the state directory.
+const GENERATED_CERTIFICATE: &str = "pharos-tls-certificate.pem";
+const GENERATED_KEY: &str = "pharos-tls-key.pem";
+
+/// The certificate of `config`: its `tls.certificate` and `tls.key`, else
+/// the generated pair in the state directory, made now if not there yet.
+pub fn load(config: &Config, provider: &CryptoProvider) -> anyhow::Result<Arc<CertifiedKey>> {
+    if let (Some(certificate), Some(key)) = (&config.tls.certificate, &config.tls.key) {
+        return read(certificate, key, provider);
+    }
+    let names = subject_names(config);
+    let Some(directory) = config.state_directory() else {
+        tracing::warn!("no store or configuration file to keep a TLS certificate beside: a self-signed one serves this run only");
+        let (certificate, key) = self_signed(&names)?;
+        return certified(certificate.as_bytes(), key.as_bytes(), provider).context("generated TLS certificate");
+    };
+    // Absolute, so that the log says where the files are.
+    let directory = std::path::absolute(directory).with_context(|| format!("cannot find the directory {}", directory.display()))?;
+    let (certificate, key) = (directory.join(GENERATED_CERTIFICATE), directory.join(GENERATED_KEY));
+    match (certificate.exists(), key.exists()) {
+        (true, true) => tracing::info!(certificate = %certificate.display(), "TLS: the self-signed certificate made at an earlier start"),
+        (false, false) => {
+            generate(&certificate, &key, &names)?;
+            tracing::info!(certificate = %certificate.display(), "TLS: made a self-signed certificate");
+        }
+        (certificate_exists, _) => {
+            let (present, absent) = if certificate_exists { (&certificate, &key) } else { (&key, &certificate) };
+            bail!(
+                "{} is there but {} is not: remove {0} to have a new pair made, or give tls.certificate and tls.key",
+                present.display(),
+                absent.display()
+            );
+        }
+    }
+    read(&certificate, &key, provider)
+}
+
+/// Reads a PEM certificate chain and its private key, and checks that they
+/// belong together.
+fn read(certificate: &Path, key: &Path, provider: &CryptoProvider) -> anyhow::Result<Arc<CertifiedKey>> {
+    let certificate_pem = std::fs::read(certificate).with_context(|| format!("cannot read tls.certificate {}", certificate.display()))?;
+    let key_pem = std::fs::read(key).with_context(|| format!("cannot read tls.key {}", key.display()))?;
+    certified(&certificate_pem, &key_pem, provider)
+        .with_context(|| format!("tls.certificate {} with tls.key {}", certificate.display(), key.display()))
+}
+
+/// Parses a PEM certificate chain and private key into the form rustls serves.
+fn certified(certificate_pem: &[u8], key_pem: &[u8], provider: &CryptoProvider) -> anyhow::Result<Arc<CertifiedKey>> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(certificate_pem)
+        .collect::<Result<_, _>>()
+        .context("the certificate file is not PEM (\"-----BEGIN CERTIFICATE-----\")")?;
+    if chain.is_empty() {
+        bail!("the certificate file holds no certificate (\"-----BEGIN CERTIFICATE-----\")");
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem).context("the key file holds no PEM private key (PKCS#8, PKCS#1 or SEC1)")?;
+    let certified = CertifiedKey::from_der(chain, key, provider).context("the key is unusable or is not the certificate's")?;
+    Ok(Arc::new(certified))
+}
+
+/// Makes a self-signed certificate for `names` and writes it and its key,
+/// the key readable by its owner only.
+fn generate(certificate: &Path, key: &Path, names: &[String]) -> anyhow::Result<()> {
+    let (certificate_pem, key_pem) = self_signed(names)?;
+    write_new(key, &key_pem, 0o600)?;
+    write_new(certificate, &certificate_pem, 0o644)
+}
+
+/// A self-signed certificate for `names`, and its key, both as PEM.
+fn self_signed(names: &[String]) -> anyhow::Result<(String, String)> {
+    let generated = rcgen::generate_simple_self_signed(names).context("cannot make a self-signed TLS certificate")?;
+    Ok((generated.cert.pem(), generated.signing_key.serialize_pem()))
+}
+
+/// Writes a file that must not exist yet.
+fn write_new(path: &Path, contents: &str, mode: u32) -> anyhow::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    file.write_all(contents.as_bytes()).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The names a generated certificate is for: localhost, and each address
+/// the encrypted transports listen on that a client could name.
+fn subject_names(config: &Config) -> Vec<String> {
+    let tls = &config.tls;
+    let mut addresses: Vec<IpAddr> =
+        tls.listen.iter().chain(&tls.https_listen).chain(&tls.quic_listen).map(|address| address.ip()).collect();
+    addresses.retain(|address| !address.is_unspecified());
+    addresses.sort_unstable();
+    addresses.dedup();
+    std::iter::once("localhost".to_string()).chain(addresses.iter().map(IpAddr::to_string)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn provider() -> CryptoProvider {
+        rustls::crypto::ring::default_provider()
+    }
+
+    fn config_in(directory: &Path) -> Config {
+        let mut config = Config::empty();
+        config.source = Some(directory.join("pharos.toml"));
+        config.tls.listen = vec!["127.0.0.1:853".parse().unwrap(), "0.0.0.0:853".parse().unwrap()];
+        config
+    }
+
+    #[test]
+    fn a_generated_certificate_is_kept_and_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = config_in(dir.path());
+        assert_eq!(subject_names(&config), ["localhost", "127.0.0.1"]);
+        let first = load(&config, &provider()).unwrap();
+        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(dir.path().join(GENERATED_KEY)).unwrap().permissions());
+        assert_eq!(mode & 0o777, 0o600);
+        let again = load(&config, &provider()).unwrap();
+        assert_eq!(first.cert, again.cert);
+    }
+
+    #[test]
+    fn half_a_generated_pair_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = config_in(dir.path());
+        load(&config, &provider()).unwrap();
+        std::fs::remove_file(dir.path().join(GENERATED_KEY)).unwrap();
+        let error = load(&config, &provider()).unwrap_err().to_string();
+        assert!(error.contains(GENERATED_CERTIFICATE) && error.contains("is not"), "{error}");
+    }
+
+    #[test]
+    fn bad_files_are_named_in_the_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let (one, other) = (self_signed(&["a.test".into()]).unwrap(), self_signed(&["b.test".into()]).unwrap());
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let (certificate, key, other_key, garbage) =
+            (write("c.pem", &one.0), write("k.pem", &one.1), write("o.pem", &other.1), write("g.pem", "hello"));
+        read(&certificate, &key, &provider()).unwrap();
+        let missing = dir.path().join("missing.pem");
+        for (certificate, key, expected) in [
+            (&missing, &key, "cannot read tls.certificate"),
+            (&garbage, &key, "holds no certificate"),
+            (&certificate, &garbage, "no PEM private key"),
+            (&certificate, &other_key, "not the certificate's"),
+        ] {
+            let error = format!("{:#}", read(certificate, key, &provider()).unwrap_err());
+            assert!(error.contains(expected) && error.contains(&certificate.display().to_string()), "{error}");
+        }
+    }
+}
