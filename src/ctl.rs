@@ -79,8 +79,14 @@ enum CtlCommand {
     },
     /// Print the live regions and services in the config file's format.
     Export,
-    /// Re-read the config file and zone files.
+    /// Re-read the config file and zone files (and BGP tables, in the background).
     Reload,
+    /// Send latency measurements from a CSV file: subnet,datacenter,rtt_ms[,measured_at unix seconds].
+    Measurements {
+        file: PathBuf,
+    },
+    /// Show the proximity data: BGP tables and latency measurements in use.
+    Data,
 }
 
 pub fn run(args: CtlArgs) -> anyhow::Result<()> {
@@ -127,6 +133,8 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         }
         CtlCommand::Export => return client.text("/v1/export").map(|text| print!("{text}")),
         CtlCommand::Reload => client.call("POST", "/v1/reload", None)?,
+        CtlCommand::Measurements { file } => client.call("POST", "/v1/measurements", Some(read_measurements(file)?))?,
+        CtlCommand::Data => client.call("GET", "/v1/data", None)?,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&reply)?);
@@ -134,6 +142,35 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         print_human(&args.command, &reply);
     }
     Ok(())
+}
+
+/// Reads `subnet,datacenter,rtt_ms[,measured_at]` lines ('#' starts a
+/// comment) as the API's measurement list.
+fn read_measurements(file: &PathBuf) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let mut measurements = Vec::new();
+    for (number, line) in text.lines().enumerate().map(|(index, line)| (index + 1, line.trim())) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let at = || format!("{}:{number}", file.display());
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        let [subnet, datacenter, rtt_ms, ref rest @ ..] = fields[..] else {
+            bail!("{}: expected subnet,datacenter,rtt_ms[,measured_at], got {line:?}", at());
+        };
+        let rtt_ms: f64 = rtt_ms.parse().with_context(|| format!("{}: {rtt_ms:?} is not a number of milliseconds", at()))?;
+        let mut measurement = json!({ "subnet": subnet, "datacenter": datacenter, "rtt_ms": rtt_ms });
+        match rest {
+            [] => {}
+            [measured_at] => {
+                let measured_at: u64 = measured_at.parse().with_context(|| format!("{}: {measured_at:?} is not Unix seconds", at()))?;
+                measurement["measured_at"] = json!(measured_at);
+            }
+            _ => bail!("{}: too many fields in {line:?}", at()),
+        }
+        measurements.push(measurement);
+    }
+    Ok(Value::Array(measurements))
 }
 
 fn read_json(file: &PathBuf) -> anyhow::Result<Value> {
@@ -237,6 +274,33 @@ fn print_human(command: &CtlCommand, reply: &Value) {
                 println!("{}. {}", number + 1, step.as_str().unwrap_or(""));
             }
         }
+        CtlCommand::Measurements { .. } => println!("{} measurements kept", reply["accepted"]),
+        CtlCommand::Data => print_data(reply),
         _ => println!("ok"),
     }
+}
+
+fn print_data(reply: &Value) {
+    let bgp = &reply["bgp"];
+    println!("BGP tables: {}", bgp["state"].as_str().unwrap_or("?"));
+    if let Some(file) = bgp["file"].as_str() {
+        println!("  file {file}");
+    }
+    let loaded = &bgp["loaded"];
+    if loaded.is_object() {
+        println!(
+            "  serving {} routes: {} IPv4 and {} IPv6 prefixes, {} ASes, {} links (loaded in {:.1} s)",
+            loaded["routes"],
+            loaded["prefixes_v4"],
+            loaded["prefixes_v6"],
+            loaded["ases"],
+            loaded["links"],
+            loaded["load_seconds"].as_f64().unwrap_or(0.0)
+        );
+    }
+    if let Some(error) = bgp["error"].as_str() {
+        println!("  last load failed: {error}");
+    }
+    let latency = &reply["latency"];
+    println!("latency: {} measurements in use (max age {} s)", latency["measurements"], latency["max_age_seconds"]);
 }

@@ -18,7 +18,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve DNS over UDP and TCP.
+    /// Serve DNS over UDP and TCP (and TLS, HTTPS and QUIC when the config has [tls]).
     Serve(ServeArgs),
     /// Talk to a running server's control API.
     Ctl(ctl::CtlArgs),

@@ -46,22 +46,6 @@ fra = {{ probability = 1.0, ttl = 60 }}
     (start(&extra), format!("http://{api}"))
 }
 
-fn request(method: &str, url: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {
-    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
-    let mut builder = ureq::http::Request::builder().method(method).uri(url);
-    if let Some(token) = token {
-        builder = builder.header("Authorization", format!("Bearer {token}"));
-    }
-    let response = match body {
-        Some(body) => agent.run(builder.header("Content-Type", "application/json").body(body.to_string()).unwrap()),
-        None => agent.run(builder.body(()).unwrap()),
-    }
-    .unwrap();
-    let status = response.status().as_u16();
-    let text = response.into_body().read_to_string().unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
-}
-
 fn call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
     request(method, url, Some(TOKEN), body)
 }

@@ -2,14 +2,12 @@
 //! probabilities, EDNS Client Subnet in and scope out, per-region TTLs,
 //! and declarations refused whole with the field named.
 
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr};
 use std::process::Command;
 use std::time::Duration;
 
-use domain::base::Message;
 use domain::base::iana::{Rcode, Rtype};
-use domain::base::opt::ClientSubnet;
-use domain::rdata::{A, Aaaa};
+use domain::rdata::Aaaa;
 
 mod common;
 use common::*;
@@ -62,59 +60,6 @@ iad = { probability = 0.1, ttl = 180 }
 sin = { probability = 1.0, ttl = 30 }
 "#;
 
-/// A query for `name` with an OPT record and, if given, a client subnet.
-fn query(id: u16, name: &str, rtype: Rtype, subnet: Option<(IpAddr, u8)>) -> Vec<u8> {
-    let mut packet = query_bytes(id, name, rtype);
-    packet[11] = 1;
-    let mut options = Vec::new();
-    if let Some((address, prefix)) = subnet {
-        let (family, octets): (u16, Vec<u8>) = match address {
-            IpAddr::V4(v4) => (1, v4.octets().to_vec()),
-            IpAddr::V6(v6) => (2, v6.octets().to_vec()),
-        };
-        let kept = (prefix as usize).div_ceil(8);
-        options.extend([0, 8]);
-        options.extend(((4 + kept) as u16).to_be_bytes());
-        options.extend(family.to_be_bytes());
-        options.extend([prefix, 0]);
-        options.extend(&octets[..kept]);
-    }
-    packet.extend([0, 0, 41, 4, 0xd0, 0, 0, 0, 0]);
-    packet.extend((options.len() as u16).to_be_bytes());
-    packet.extend(options);
-    packet
-}
-
-struct Asked {
-    socket: UdpSocket,
-    server: SocketAddr,
-}
-
-impl Asked {
-    fn new(server: SocketAddr) -> Asked {
-        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-        socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        Asked { socket, server }
-    }
-
-    fn ask(&self, packet: &[u8]) -> Message<Vec<u8>> {
-        self.socket.send_to(packet, self.server).unwrap();
-        let mut buf = vec![0; 4096];
-        let len = self.socket.recv(&mut buf).expect("an answer");
-        buf.truncate(len);
-        Message::from_octets(buf).unwrap()
-    }
-}
-
-fn first_address_and_ttl(response: &Message<Vec<u8>>) -> (IpAddr, u32) {
-    let record = response.answer().unwrap().limit_to::<A>().next().expect("an A record").unwrap();
-    (IpAddr::V4(record.data().addr()), record.ttl().as_secs())
-}
-
-fn echoed_subnet(response: &Message<Vec<u8>>) -> Option<ClientSubnet> {
-    response.opt()?.opt().first::<ClientSubnet>()
-}
-
 /// Pearson's chi-square statistic of observed counts against expected shares.
 fn chi_square(observed: &[u32], expected_shares: &[f64]) -> f64 {
     let total: u32 = observed.iter().sum();
@@ -131,7 +76,7 @@ fn first_answers_follow_each_regions_probabilities_with_its_ttls() {
     for (subnet, shares, ttls) in cases {
         let mut firsts = [0u32; 3];
         for id in 0..3000u16 {
-            let response = asked.ask(&query(id, "svc.example.test", Rtype::A, Some((subnet.parse().unwrap(), 24))));
+            let response = asked.ask(&ecs_query(id, "svc.example.test", Rtype::A, Some((subnet.parse().unwrap(), 24))));
             let (first, ttl) = first_address_and_ttl(&response);
             let index = [10, 20, 30].iter().position(|&last| first == replica(last)).expect("a known replica");
             assert_eq!(ttl, ttls[index], "TTL of {first} first in {subnet}");
@@ -144,7 +89,7 @@ fn first_answers_follow_each_regions_probabilities_with_its_ttls() {
     }
     for id in 0..50u16 {
         let (first, ttl) =
-            first_address_and_ttl(&asked.ask(&query(id, "svc.example.test", Rtype::A, Some(("203.0.113.0".parse().unwrap(), 24)))));
+            first_address_and_ttl(&asked.ask(&ecs_query(id, "svc.example.test", Rtype::A, Some(("203.0.113.0".parse().unwrap(), 24)))));
         assert_eq!((first, ttl), (replica(20), 30), "asia always gets sin first");
     }
 }
@@ -153,20 +98,20 @@ fn first_answers_follow_each_regions_probabilities_with_its_ttls() {
 fn client_subnet_is_echoed_with_the_scope_the_answer_depends_on() {
     let pharos = start(ROUTING);
     let asked = Asked::new(pharos.address);
-    let in_europe = asked.ask(&query(1, "svc.example.test", Rtype::A, Some(("198.51.100.0".parse().unwrap(), 24))));
+    let in_europe = asked.ask(&ecs_query(1, "svc.example.test", Rtype::A, Some(("198.51.100.0".parse().unwrap(), 24))));
     let echoed = echoed_subnet(&in_europe).expect("ECS echoed");
     assert_eq!((echoed.addr(), echoed.source_prefix_len(), echoed.scope_prefix_len()), ("198.51.100.0".parse().unwrap(), 24, 24));
-    let in_asia_v6 = asked.ask(&query(2, "svc.example.test", Rtype::A, Some(("2001:db8:aa::".parse().unwrap(), 56))));
+    let in_asia_v6 = asked.ask(&ecs_query(2, "svc.example.test", Rtype::A, Some(("2001:db8:aa::".parse().unwrap(), 56))));
     assert_eq!(echoed_subnet(&in_asia_v6).unwrap().scope_prefix_len(), 48);
     assert_eq!(first_address_and_ttl(&in_asia_v6).1, 30, "an IPv6 client subnet places the client too");
-    let zero = asked.ask(&query(3, "svc.example.test", Rtype::A, Some(("0.0.0.0".parse().unwrap(), 0))));
+    let zero = asked.ask(&ecs_query(3, "svc.example.test", Rtype::A, Some(("0.0.0.0".parse().unwrap(), 0))));
     assert_eq!(echoed_subnet(&zero).unwrap().scope_prefix_len(), 0, "a /0 subnet says nothing: scope 0");
-    let static_data = asked.ask(&query(4, "www.example.test", Rtype::A, Some(("198.51.100.0".parse().unwrap(), 24))));
+    let static_data = asked.ask(&ecs_query(4, "www.example.test", Rtype::A, Some(("198.51.100.0".parse().unwrap(), 24))));
     assert_eq!(echoed_subnet(&static_data).unwrap().scope_prefix_len(), 0, "zone data is the same for everyone");
-    let no_subnet = asked.ask(&query(5, "svc.example.test", Rtype::A, None));
+    let no_subnet = asked.ask(&ecs_query(5, "svc.example.test", Rtype::A, None));
     assert!(echoed_subnet(&no_subnet).is_none());
     // 198.51.100.0/20: the third octet's low bits (100 = 0b0110_0100) lie past the prefix.
-    let malformed = asked.ask(&query(6, "svc.example.test", Rtype::A, Some(("198.51.100.0".parse().unwrap(), 20))));
+    let malformed = asked.ask(&ecs_query(6, "svc.example.test", Rtype::A, Some(("198.51.100.0".parse().unwrap(), 20))));
     assert_eq!(malformed.header().rcode(), Rcode::FORMERR, "address bits past the source prefix (RFC 7871 section 6)");
 }
 
@@ -174,10 +119,10 @@ fn client_subnet_is_echoed_with_the_scope_the_answer_depends_on() {
 fn a_service_name_answers_its_other_types_like_any_name() {
     let pharos = start(ROUTING);
     let asked = Asked::new(pharos.address);
-    let v6 = asked.ask(&query(1, "svc.example.test", Rtype::AAAA, None));
+    let v6 = asked.ask(&ecs_query(1, "svc.example.test", Rtype::AAAA, None));
     let record = v6.answer().unwrap().limit_to::<Aaaa>().next().unwrap().unwrap();
     assert_eq!(record.data().addr().to_string(), "2001:db8::10");
-    let txt = asked.ask(&query(2, "svc.example.test", Rtype::TXT, None));
+    let txt = asked.ask(&ecs_query(2, "svc.example.test", Rtype::TXT, None));
     assert_eq!(
         (txt.header().rcode(), txt.header_counts().ancount(), txt.header_counts().nscount()),
         (Rcode::NOERROR, 0, 1),
@@ -218,7 +163,7 @@ fn client_subnets_from_untrusted_resolvers_are_ignored() {
     let asked = Asked::new(pharos.address);
     let mut ttls = std::collections::BTreeSet::new();
     for id in 0..40u16 {
-        let response = asked.ask(&query(id, "svc.example.test", Rtype::A, Some(("203.0.113.0".parse().unwrap(), 24))));
+        let response = asked.ask(&ecs_query(id, "svc.example.test", Rtype::A, Some(("203.0.113.0".parse().unwrap(), 24))));
         ttls.insert(first_address_and_ttl(&response).1);
         assert_eq!(echoed_subnet(&response).unwrap().scope_prefix_len(), 0);
     }
@@ -273,7 +218,7 @@ only = {{ probability = 1.0, ttl = 103 }}
 fn regions_by_as_number_country_and_continent_from_real_data() {
     let pharos = start(&geo_routing());
     let asked = Asked::new(pharos.address);
-    let ask = |subnet: &str, prefix: u8| asked.ask(&query(1, "svc.example.test", Rtype::A, Some((subnet.parse().unwrap(), prefix))));
+    let ask = |subnet: &str, prefix: u8| asked.ask(&ecs_query(1, "svc.example.test", Rtype::A, Some((subnet.parse().unwrap(), prefix))));
     let ttl_for = |subnet: &str, prefix: u8| first_address_and_ttl(&ask(subnet, prefix)).1;
     assert_eq!(ttl_for("8.8.8.0", 24), 101, "8.8.8.0/24 originates in AS15169");
     assert_eq!(echoed_subnet(&ask("8.8.8.0", 24)).unwrap().scope_prefix_len(), 24, "the table's prefix is 8.8.8.0/24");
@@ -342,11 +287,12 @@ only = {{ probability = 1.0, ttl = 55 }}
 fn an_external_classifier_places_clients_without_delaying_answers() {
     let pharos = start(&classified_routing(spawn_classifier()));
     let asked = Asked::new(pharos.address);
-    let ttl_for =
-        |subnet: &str| first_address_and_ttl(&asked.ask(&query(1, "svc.example.test", Rtype::A, Some((subnet.parse().unwrap(), 24))))).1;
+    let ttl_for = |subnet: &str| {
+        first_address_and_ttl(&asked.ask(&ecs_query(1, "svc.example.test", Rtype::A, Some((subnet.parse().unwrap(), 24))))).1
+    };
     assert_eq!(ttl_for("203.0.113.0"), 100, "unclassified until the classifier has answered");
     wait_until("the classifier's answer is used", || ttl_for("203.0.113.0") == 55);
-    let response = asked.ask(&query(2, "svc.example.test", Rtype::A, Some(("203.0.113.0".parse().unwrap(), 24))));
+    let response = asked.ask(&ecs_query(2, "svc.example.test", Rtype::A, Some(("203.0.113.0".parse().unwrap(), 24))));
     assert_eq!(echoed_subnet(&response).unwrap().scope_prefix_len(), 24, "answers are cached per /24");
     for _ in 0..10 {
         assert_eq!(ttl_for("198.18.0.0"), 100, "a classifier slower than the timeout leaves the client unclassified");
@@ -359,7 +305,7 @@ fn a_missing_classifier_leaves_clients_unclassified() {
     let pharos = start(&classified_routing(nobody));
     let asked = Asked::new(pharos.address);
     for id in 0..20u16 {
-        let response = asked.ask(&query(id, "svc.example.test", Rtype::A, Some(("203.0.113.0".parse().unwrap(), 24))));
+        let response = asked.ask(&ecs_query(id, "svc.example.test", Rtype::A, Some(("203.0.113.0".parse().unwrap(), 24))));
         assert_eq!(first_address_and_ttl(&response).1, 100);
     }
 }

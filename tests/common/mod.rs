@@ -3,13 +3,16 @@
 #![allow(dead_code)] // each test file uses its own subset
 
 use std::io::Read;
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use domain::base::iana::Rtype;
+use domain::base::opt::ClientSubnet;
 use domain::base::{Message, MessageBuilder, Name};
+use domain::rdata::A;
+use serde_json::Value;
 
 pub const ZONE: &str = "$TTL 300\n@ SOA ns hostmaster 1 7200 3600 1209600 60\n NS ns\nns A 192.0.2.1\nwww A 192.0.2.2\nv TXT \"1\"\n";
 
@@ -129,6 +132,77 @@ pub fn read_frame(stream: &mut impl Read) -> std::io::Result<Message<Vec<u8>>> {
     let mut message = vec![0; u16::from_be_bytes(length) as usize];
     stream.read_exact(&mut message)?;
     Ok(Message::from_octets(message).unwrap())
+}
+
+/// A query for `name` with an OPT record and, if given, a client subnet.
+pub fn ecs_query(id: u16, name: &str, rtype: Rtype, subnet: Option<(IpAddr, u8)>) -> Vec<u8> {
+    let mut packet = query_bytes(id, name, rtype);
+    packet[11] = 1;
+    let mut options = Vec::new();
+    if let Some((address, prefix)) = subnet {
+        let (family, octets): (u16, Vec<u8>) = match address {
+            IpAddr::V4(v4) => (1, v4.octets().to_vec()),
+            IpAddr::V6(v6) => (2, v6.octets().to_vec()),
+        };
+        let kept = (prefix as usize).div_ceil(8);
+        options.extend([0, 8]);
+        options.extend(((4 + kept) as u16).to_be_bytes());
+        options.extend(family.to_be_bytes());
+        options.extend([prefix, 0]);
+        options.extend(&octets[..kept]);
+    }
+    packet.extend([0, 0, 41, 4, 0xd0, 0, 0, 0, 0]);
+    packet.extend((options.len() as u16).to_be_bytes());
+    packet.extend(options);
+    packet
+}
+
+pub struct Asked {
+    socket: UdpSocket,
+    server: SocketAddr,
+}
+
+impl Asked {
+    pub fn new(server: SocketAddr) -> Asked {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        Asked { socket, server }
+    }
+
+    pub fn ask(&self, packet: &[u8]) -> Message<Vec<u8>> {
+        self.socket.send_to(packet, self.server).unwrap();
+        let mut buf = vec![0; 4096];
+        let len = self.socket.recv(&mut buf).expect("an answer");
+        buf.truncate(len);
+        Message::from_octets(buf).unwrap()
+    }
+}
+
+pub fn first_address_and_ttl(response: &Message<Vec<u8>>) -> (IpAddr, u32) {
+    let record = response.answer().unwrap().limit_to::<A>().next().expect("an A record").unwrap();
+    (IpAddr::V4(record.data().addr()), record.ttl().as_secs())
+}
+
+pub fn echoed_subnet(response: &Message<Vec<u8>>) -> Option<ClientSubnet> {
+    response.opt()?.opt().first::<ClientSubnet>()
+}
+
+/// An HTTP request to the control API; the status and the JSON reply (or
+/// the text, if it is not JSON).
+pub fn request(method: &str, url: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let mut builder = ureq::http::Request::builder().method(method).uri(url);
+    if let Some(token) = token {
+        builder = builder.header("Authorization", format!("Bearer {token}"));
+    }
+    let response = match body {
+        Some(body) => agent.run(builder.header("Content-Type", "application/json").body(body.to_string()).unwrap()),
+        None => agent.run(builder.body(()).unwrap()),
+    }
+    .unwrap();
+    let status = response.status().as_u16();
+    let text = response.into_body().read_to_string().unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
 /// True when the server closes the connection (end-of-stream or reset);

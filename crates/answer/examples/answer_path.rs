@@ -84,7 +84,15 @@ fn service(name: &str) -> ServiceSpec {
             .collect();
         probabilities.insert(format!("r{region}"), row);
     }
-    ServiceSpec { name: name.into(), policy: "region-probabilities".into(), ttl: 300, max_answers: 0, replicas, probabilities }
+    ServiceSpec {
+        name: name.into(),
+        policy: "region-probabilities".into(),
+        ttl: 300,
+        max_answers: 0,
+        replicas,
+        probabilities,
+        fallback: None,
+    }
 }
 
 /// A query for the service with ECS from /24 number `index`: spread over

@@ -30,7 +30,7 @@ pub fn write_addresses(
     room: usize,
 ) -> (Fitted, u8) {
     let location = locate(asker, &snapshot.routes.regions, None);
-    let decision = decide(service, family, &location, rng, None);
+    let decision = decide(service, family, &location, &snapshot.routes.proximity, rng, None);
     let body_start = writer.len();
     let question = pharos_wire::HEADER_LEN as u16;
     for &index in &decision.replicas {

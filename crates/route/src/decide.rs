@@ -7,6 +7,7 @@ use crate::explain::{Explanation, note};
 use crate::locate::Location;
 use crate::model::{Family, Service};
 use crate::policy::{Order, Policy, choose};
+use crate::proximity::Proximity;
 
 /// The answer to "which replicas for this client?".
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +28,7 @@ pub fn decide(
     service: &Service,
     family: Family,
     location: &Location,
+    proximity: &Proximity,
     rng: &mut impl Rng,
     mut explanation: Option<&mut Explanation>,
 ) -> Decision {
@@ -44,13 +46,13 @@ pub fn decide(
         }
     });
     note(&mut explanation, || format!("policy: {}", service.policy.name()));
-    let choice = choose(&service.policy, &service.replicas, &candidates.indexes, location, rng, explanation.as_deref_mut());
+    let choice = choose(&service.policy, &service.replicas, &candidates.indexes, location, proximity, rng, explanation.as_deref_mut());
     let mut replicas = choice.order;
     if service.max_answers > 0 {
         replicas.truncate(service.max_answers);
     }
     let ttl = choice.ttl.unwrap_or(service.ttl);
-    let scope = if depends_on_client(&service.policy) { location.scope } else { 0 };
+    let scope = choice.scope;
     note(&mut explanation, || {
         let ids: Vec<&str> = replicas.iter().map(|&index| service.replicas[index].id.as_str()).collect();
         format!("answer: [{}], TTL {ttl}, ECS scope /{scope}", ids.join(", "))
@@ -68,12 +70,9 @@ fn decide_prepared(service: &Service, order: &Order, location: &Location) -> Dec
         }
         _ => service.ttl,
     };
-    let scope = if depends_on_client(&service.policy) { location.scope } else { 0 };
+    // Prepared orders depend on the client through its region only.
+    let scope = if matches!(service.policy, Policy::RegionProbabilities(_)) { location.scope } else { 0 };
     Decision { replicas: order.clone(), ttl, scope }
-}
-
-fn depends_on_client(policy: &Policy) -> bool {
-    matches!(policy, Policy::RegionProbabilities(_))
 }
 
 #[cfg(test)]
@@ -109,7 +108,9 @@ mod tests {
         service_with(policy, 0, |_| {})
     }
 
-    const HERE: Location = Location { region: 1, scope: 24 };
+    fn here() -> Location {
+        crate::locate::located(1)
+    }
 
     #[test]
     fn answers_only_the_asked_family_and_only_serving_replicas() {
@@ -118,8 +119,11 @@ mod tests {
             replicas[3].enabled = false;
         });
         let mut rng = SmallRng::seed_from_u64(0);
-        assert_eq!(decide(&service, Family::V4, &HERE, &mut rng, None), Decision { replicas: Order::from_slice(&[0]), ttl: 300, scope: 0 });
-        assert_eq!(decide(&service, Family::V6, &HERE, &mut rng, None).replicas[..], [2]);
+        assert_eq!(
+            decide(&service, Family::V4, &here(), &Proximity::default(), &mut rng, None),
+            Decision { replicas: Order::from_slice(&[0]), ttl: 300, scope: 0 }
+        );
+        assert_eq!(decide(&service, Family::V6, &here(), &Proximity::default(), &mut rng, None).replicas[..], [2]);
     }
 
     #[test]
@@ -131,7 +135,8 @@ mod tests {
             replicas[3].enabled = false;
         });
         let mut explanation = Explanation::default();
-        let decision = decide(&service, Family::V4, &HERE, &mut SmallRng::seed_from_u64(0), Some(&mut explanation));
+        let decision =
+            decide(&service, Family::V4, &here(), &Proximity::default(), &mut SmallRng::seed_from_u64(0), Some(&mut explanation));
         assert_eq!(decision.replicas[..], [0, 1]);
         assert!(explanation.steps[0].contains("failing open"), "{explanation}");
     }
@@ -140,9 +145,10 @@ mod tests {
     fn caps_the_answer_and_rotates_round_robin() {
         let service = service_with(Policy::round_robin(), 2, |_| {});
         let mut rng = SmallRng::seed_from_u64(0);
-        let firsts: Vec<usize> = (0..4).map(|_| decide(&service, Family::V4, &HERE, &mut rng, None).replicas[0]).collect();
+        let firsts: Vec<usize> =
+            (0..4).map(|_| decide(&service, Family::V4, &here(), &Proximity::default(), &mut rng, None).replicas[0]).collect();
         assert_eq!(firsts, [0, 1, 3, 0]);
-        assert_eq!(decide(&service, Family::V4, &HERE, &mut rng, None).replicas.len(), 2);
+        assert_eq!(decide(&service, Family::V4, &here(), &Proximity::default(), &mut rng, None).replicas.len(), 2);
     }
 
     #[test]
@@ -154,7 +160,8 @@ mod tests {
         };
         let service = service(Policy::RegionProbabilities(table));
         let mut explanation = Explanation::default();
-        let decision = decide(&service, Family::V4, &HERE, &mut SmallRng::seed_from_u64(3), Some(&mut explanation));
+        let decision =
+            decide(&service, Family::V4, &here(), &Proximity::default(), &mut SmallRng::seed_from_u64(3), Some(&mut explanation));
         assert_eq!((decision.replicas[0], decision.ttl, decision.scope), (3, 40, 24));
         let text = explanation.to_string();
         assert!(text.contains("region 1") && text.contains("d 1.000") && text.contains("TTL 40, ECS scope /24"), "{text}");

@@ -7,14 +7,17 @@
 //! mechanism (DNS, HTTP redirects, the QUIC dispatcher) asks the same core,
 //! and [`decide`] can write down why it chose what it chose.
 
+pub mod as_paths;
 pub mod decide;
 pub mod explain;
 pub mod external;
+pub mod latency;
 pub mod locate;
 pub mod model;
 pub mod policy;
 pub mod prefix;
 pub mod prepared;
+pub mod proximity;
 
 pub mod routes;
 pub mod sources;

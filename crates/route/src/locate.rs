@@ -38,6 +38,14 @@ pub struct Location {
     pub region: RegionId,
     /// Leading address bits the placement depended on (RFC 7871 scope).
     pub scope: u8,
+    /// Who was placed, for policies that look further than the region.
+    pub client: Asker,
+}
+
+#[cfg(test)]
+/// A client at 192.0.2.1 placed in `region` by a /24.
+pub(crate) fn located(region: RegionId) -> Location {
+    Location { region, scope: 24, client: Asker::from_source(std::net::Ipv4Addr::new(192, 0, 2, 1).into()) }
 }
 
 /// Which rule placed a client in its region.
@@ -76,12 +84,12 @@ pub fn locate(asker: &Asker, regions: &Regions, mut explanation: Option<&mut Exp
     if asker.known_bits == 0 {
         // RFC 7871 section 7.1.2: a /0 subnet says nothing about the client.
         note(&mut explanation, || "region 0 (unclassified): the client subnet is /0; answer scope /0".to_string());
-        return Location { region: UNCLASSIFIED, scope: 0 };
+        return Location { region: UNCLASSIFIED, scope: 0, client: *asker };
     }
     let found = regions.by_prefix.lookup_bits(Bits::of(asker.address));
     if let Some(((region, RegionRule::Prefix { network, length }), _)) = found.value {
         note(&mut explanation, || format!("region {region}: matched prefix {network}/{length}; answer scope /{}", found.scope));
-        return Location { region: *region, scope: found.scope };
+        return Location { region: *region, scope: found.scope, client: *asker };
     }
     // Every source consulted shapes the answer: the scope is the most
     // specific of them.
@@ -92,7 +100,7 @@ pub fn locate(asker: &Asker, regions: &Regions, mut explanation: Option<&mut Exp
         if let Some((asn, length)) = origin {
             if let Some(&region) = regions.by_asn.get(&asn) {
                 note(&mut explanation, || format!("region {region}: origin AS{asn} (table prefix /{length}); answer scope /{scope}"));
-                return Location { region, scope };
+                return Location { region, scope, client: *asker };
             }
             note(&mut explanation, || format!("origin AS{asn} belongs to no region"));
         }
@@ -106,13 +114,13 @@ pub fn locate(asker: &Asker, regions: &Regions, mut explanation: Option<&mut Exp
             note(&mut explanation, || {
                 format!("region {region}: country {} (MaxMind DB prefix /{geo_scope}); answer scope /{scope}", show(place.country))
             });
-            return Location { region, scope };
+            return Location { region, scope, client: *asker };
         }
         if let Some(&region) = place.continent.and_then(|continent| regions.by_continent.get(&continent)) {
             note(&mut explanation, || {
                 format!("region {region}: continent {} (MaxMind DB prefix /{geo_scope}); answer scope /{scope}", show(place.continent))
             });
-            return Location { region, scope };
+            return Location { region, scope, client: *asker };
         }
         note(&mut explanation, || format!("country {} / continent {} belong to no region", show(place.country), show(place.continent)));
     }
@@ -121,13 +129,13 @@ pub fn locate(asker: &Asker, regions: &Regions, mut explanation: Option<&mut Exp
         match external.lookup(asker.address) {
             Some(region) => {
                 note(&mut explanation, || format!("region {region}: from the external classifier; answer scope /{scope}"));
-                return Location { region, scope };
+                return Location { region, scope, client: *asker };
             }
             None => note(&mut explanation, || "the external classifier has not answered for this subnet (yet): unclassified".to_string()),
         }
     }
     note(&mut explanation, || format!("region 0 (unclassified): no region rule matches; answer scope /{scope}"));
-    Location { region: UNCLASSIFIED, scope }
+    Location { region: UNCLASSIFIED, scope, client: *asker }
 }
 
 #[cfg(test)]
@@ -141,8 +149,8 @@ mod tests {
         regions.add_prefix("198.51.100.128".parse().unwrap(), 25, 2);
         regions.add_prefix("2001:db8::".parse().unwrap(), 32, 3);
         let at = |text: &str| locate(&Asker::from_source(text.parse().unwrap()), &regions, None);
-        assert_eq!(at("198.51.100.7"), Location { region: 1, scope: 25 });
-        assert_eq!(at("198.51.100.200"), Location { region: 2, scope: 25 });
+        assert_eq!((at("198.51.100.7").region, at("198.51.100.7").scope), (1, 25));
+        assert_eq!((at("198.51.100.200").region, at("198.51.100.200").scope), (2, 25));
         assert_eq!(at("2001:db8:1::1").region, 3);
         assert_eq!(at("203.0.113.1").region, UNCLASSIFIED);
     }

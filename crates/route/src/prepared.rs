@@ -104,7 +104,12 @@ impl Prepared {
                 default: PreparedOrders::build(&weights(&|index| replicas[index].weight as f64), cap),
                 by_region: FxHashMap::default(),
             },
-            Policy::Static | Policy::RoundRobin { .. } | Policy::Failover => Prepared::default(),
+            Policy::Static
+            | Policy::RoundRobin { .. }
+            | Policy::Failover
+            | Policy::LowestLatency { .. }
+            | Policy::ShortestAsPath { .. }
+            | Policy::Nearest { .. } => Prepared::default(),
         }
     }
 

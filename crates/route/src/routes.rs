@@ -4,6 +4,7 @@ use rustc_hash::FxHashMap;
 
 use crate::locate::Regions;
 use crate::model::Service;
+use crate::proximity::Proximity;
 
 /// Everything the routing core reads, frozen with the snapshot.
 #[derive(Debug, Default)]
@@ -11,6 +12,7 @@ pub struct Routes {
     /// By lowercase wire-format name.
     pub services: FxHashMap<Box<[u8]>, Service>,
     pub regions: Regions,
+    pub proximity: Proximity,
 }
 
 impl Routes {

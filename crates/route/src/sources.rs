@@ -122,6 +122,41 @@ impl GeoDatabase {
     }
 }
 
+/// A point on the globe, in degrees.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Coordinates {
+    pub latitude: f64,
+    pub longitude: f64,
+}
+
+/// Just the coordinates of a City database record: decoding only these
+/// skips the names in many languages that a full record carries.
+#[derive(serde::Deserialize)]
+struct PointRecord {
+    #[serde(default)]
+    location: PointLocation,
+}
+
+#[derive(Default, serde::Deserialize)]
+struct PointLocation {
+    latitude: Option<f64>,
+    longitude: Option<f64>,
+}
+
+impl GeoDatabase {
+    /// The coordinates of `address` (City databases only) and the prefix
+    /// length the database answered for.
+    pub fn coordinates(&self, address: IpAddr) -> (Option<Coordinates>, u8) {
+        let Ok(result) = self.reader.lookup(address) else { return (None, full_width(address)) };
+        let scope = result.network().map_or(full_width(address), |network| network.prefix());
+        let point = result.decode::<PointRecord>().ok().flatten().and_then(|record| {
+            let PointLocation { latitude, longitude } = record.location;
+            Some(Coordinates { latitude: latitude?, longitude: longitude? })
+        });
+        (point, scope)
+    }
+}
+
 fn two_letters(code: &str) -> Option<[u8; 2]> {
     let bytes = code.as_bytes();
     (bytes.len() == 2).then(|| [bytes[0].to_ascii_uppercase(), bytes[1].to_ascii_uppercase()])

@@ -12,11 +12,14 @@ use serde::{Deserialize, Serialize};
 
 use std::sync::Arc;
 
+use crate::as_paths::AsPaths;
 use crate::external::ExternalRegions;
+use crate::latency::Latencies;
 use crate::locate::Regions;
 use crate::model::{DEFAULT_TTL, Health, Replica, Service};
 use crate::policy::{Policy, ProbabilityTable, RegionRow};
-use crate::sources::{AsnTable, GeoDatabase};
+use crate::proximity::Proximity;
+use crate::sources::{AsnTable, Coordinates, GeoDatabase};
 use crate::{RegionId, Routes, UNCLASSIFIED};
 
 /// A named class of client addresses.
@@ -72,12 +75,16 @@ pub fn check_datacenters(datacenters: &[DataCenterSpec]) -> Result<(), SpecError
     Ok(())
 }
 
-/// Data that region rules beyond CIDR lists look addresses up in.
+/// Data that region rules beyond CIDR lists, and proximity policies, look
+/// addresses up in.
 #[derive(Debug, Clone, Default)]
 pub struct DataSources {
     pub asn_table: Option<Arc<AsnTable>>,
     pub geo: Option<Arc<GeoDatabase>>,
     pub external: Option<Arc<ExternalRegions>>,
+    /// Present when BGP tables are configured, even while they load.
+    pub as_paths: Option<Arc<AsPaths>>,
+    pub latencies: Arc<Latencies>,
 }
 
 const CONTINENTS: [&str; 7] = ["AF", "AN", "AS", "EU", "NA", "OC", "SA"];
@@ -100,6 +107,10 @@ pub struct ServiceSpec {
     /// name) -> replica id -> probability and TTL.
     #[serde(default)]
     pub probabilities: BTreeMap<String, BTreeMap<String, ProbabilitySpec>>,
+    /// For proximity policies: the policy for clients they have no data
+    /// on (default `weighted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -171,7 +182,12 @@ pub struct Declared<'a> {
 }
 
 /// Names of the policies a service may declare.
-pub const POLICIES: [&str; 5] = ["static", "round-robin", "weighted", "failover", "region-probabilities"];
+pub const POLICIES: [&str; 8] =
+    ["static", "round-robin", "weighted", "failover", "region-probabilities", "lowest-latency", "shortest-as-path", "nearest"];
+
+/// Policies that look at data about the client beyond its region, and
+/// need a fallback for clients that data does not cover.
+const PROXIMITY_POLICIES: [&str; 3] = ["lowest-latency", "shortest-as-path", "nearest"];
 
 /// Checks regions and services together and builds the routing table.
 /// `wire_name` turns a service name into its lowercase wire form (or says
@@ -183,7 +199,8 @@ pub fn build_routes(
 ) -> Result<Routes, SpecError> {
     check_datacenters(declared.datacenters)?;
     let (built_regions, region_ids) = build_regions(declared.regions, sources)?;
-    let mut routes = Routes { services: Default::default(), regions: built_regions };
+    let proximity = Proximity { latencies: sources.latencies.clone(), as_paths: sources.as_paths.clone(), geo: sources.geo.clone() };
+    let mut routes = Routes { services: Default::default(), regions: built_regions, proximity };
     for spec in declared.services {
         let field = format!("service[{}]", spec.name);
         let name = wire_name(&spec.name).or_else(|message| fail(format!("{field}.name"), message))?;
@@ -192,7 +209,7 @@ pub fn build_routes(
                 return fail(format!("{field}.replica[{}].datacenter", replica.id), format!("no data center {datacenter:?} is declared"));
             }
         }
-        let service = build_service(spec, &field, &region_ids)?;
+        let service = build_service(spec, &field, &region_ids, declared.datacenters, sources)?;
         if routes.services.insert(name, service).is_some() {
             return fail(field, "declared twice");
         }
@@ -296,7 +313,13 @@ pub fn parse_prefix(text: &str) -> Result<(IpAddr, u8), String> {
     Ok((address, length))
 }
 
-fn build_service(spec: &ServiceSpec, field: &str, region_ids: &HashMap<String, RegionId>) -> Result<Service, SpecError> {
+fn build_service(
+    spec: &ServiceSpec,
+    field: &str,
+    region_ids: &HashMap<String, RegionId>,
+    datacenters: &[DataCenterSpec],
+    sources: &DataSources,
+) -> Result<Service, SpecError> {
     let mut replicas = Vec::with_capacity(spec.replicas.len());
     for replica in &spec.replicas {
         if replicas.iter().any(|known: &Replica| known.id == replica.id) {
@@ -315,18 +338,67 @@ fn build_service(spec: &ServiceSpec, field: &str, region_ids: &HashMap<String, R
     if replicas.is_empty() {
         return fail(format!("{field}.replica"), "a service needs at least one replica");
     }
-    let policy = match spec.policy.as_str() {
+    let policy = build_policy(&spec.policy, &format!("{field}.policy"), spec, &replicas, region_ids, datacenters, sources)?;
+    let uses_table = |policy: &Policy| matches!(policy, Policy::RegionProbabilities(_));
+    if !uses_table(&policy) && !policy.fallback().is_some_and(uses_table) && !spec.probabilities.is_empty() {
+        return fail(format!("{field}.probabilities"), "probabilities need policy (or fallback) = \"region-probabilities\"");
+    }
+    if spec.fallback.is_some() && policy.fallback().is_none() {
+        return fail(format!("{field}.fallback"), format!("only the policies {} have a fallback", PROXIMITY_POLICIES.join(", ")));
+    }
+    Ok(Service::new(spec.name.clone(), replicas, policy, spec.ttl, spec.max_answers))
+}
+
+/// The policy called `name`, for `spec`'s `replicas`.
+fn build_policy(
+    name: &str,
+    field: &str,
+    spec: &ServiceSpec,
+    replicas: &[Replica],
+    region_ids: &HashMap<String, RegionId>,
+    datacenters: &[DataCenterSpec],
+    sources: &DataSources,
+) -> Result<Policy, SpecError> {
+    let fallback = || -> Result<Box<Policy>, SpecError> {
+        let fallback_name = spec.fallback.as_deref().unwrap_or("weighted");
+        let field = format!("service[{}].fallback", spec.name);
+        if PROXIMITY_POLICIES.contains(&fallback_name) {
+            return fail(field, format!("{fallback_name:?} needs a fallback itself; pick a policy that does not look at the client"));
+        }
+        build_policy(fallback_name, &field, spec, replicas, region_ids, datacenters, sources).map(Box::new)
+    };
+    let datacenter_of =
+        |replica: &Replica| replica.datacenter.as_ref().and_then(|id| datacenters.iter().find(|datacenter| datacenter.id == *id));
+    Ok(match name {
         "static" => Policy::Static,
         "round-robin" => Policy::round_robin(),
         "weighted" => Policy::Weighted,
         "failover" => Policy::Failover,
-        "region-probabilities" => Policy::RegionProbabilities(build_table(spec, field, &replicas, region_ids)?),
-        other => return fail(format!("{field}.policy"), format!("unknown policy {other:?}; one of {}", POLICIES.join(", "))),
-    };
-    if !matches!(policy, Policy::RegionProbabilities(_)) && !spec.probabilities.is_empty() {
-        return fail(format!("{field}.probabilities"), "probabilities need policy = \"region-probabilities\"");
-    }
-    Ok(Service::new(spec.name.clone(), replicas, policy, spec.ttl, spec.max_answers))
+        "region-probabilities" => Policy::RegionProbabilities(build_table(spec, &format!("service[{}]", spec.name), replicas, region_ids)?),
+        "lowest-latency" => {
+            let datacenters = replicas.iter().map(|replica| sources.latencies.datacenter_index(replica.datacenter.as_deref()?)).collect();
+            Policy::LowestLatency { datacenters, fallback: fallback()? }
+        }
+        "shortest-as-path" => {
+            let Some(as_paths) = &sources.as_paths else { return fail(field, "needs BGP tables ([bgp] table); none is configured") };
+            let hops =
+                replicas.iter().map(|replica| datacenter_of(replica).and_then(|datacenter| as_paths.hops_from(datacenter.asn?))).collect();
+            Policy::ShortestAsPath { hops, fallback: fallback()? }
+        }
+        "nearest" => {
+            if sources.geo.is_none() {
+                return fail(field, "needs a MaxMind City database ([geo] database); none is configured");
+            }
+            let places = replicas
+                .iter()
+                .map(|replica| {
+                    datacenter_of(replica).map(|datacenter| Coordinates { latitude: datacenter.latitude, longitude: datacenter.longitude })
+                })
+                .collect();
+            Policy::Nearest { places, fallback: fallback()? }
+        }
+        other => return fail(field, format!("unknown policy {other:?}; one of {}", POLICIES.join(", "))),
+    })
 }
 
 /// The probability table, rows indexed like `replicas`. Replicas missing
@@ -395,6 +467,7 @@ mod tests {
             max_answers: 0,
             replicas: vec![replica("a", "192.0.2.1"), replica("b", "192.0.2.2")],
             probabilities: BTreeMap::new(),
+            fallback: None,
         }
     }
 

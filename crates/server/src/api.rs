@@ -19,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use pharos_route::Family;
+use pharos_route::latency::MeasurementSpec;
 use pharos_route::spec::{DataCenterSpec, ProbabilitySpec, RegionSpec, ServiceSpec};
 use pharos_store::Change;
 use rand::TryRngCore;
@@ -114,6 +115,8 @@ fn router(api: Api) -> Router {
         .route("/v1/explain", get(explain))
         .route("/v1/export", get(export))
         .route("/v1/reload", post(reload))
+        .route("/v1/measurements", post(post_measurements))
+        .route("/v1/data", get(data_status))
         .layer(middleware::from_fn_with_state(api.clone(), require_token));
     Router::new()
         .route("/openapi.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }))
@@ -346,6 +349,17 @@ async fn export(State(api): State<Api>) -> Reply<impl IntoResponse> {
         field: None,
     })?;
     Ok(([(header::CONTENT_TYPE, "application/toml")], text))
+}
+
+/// Artemis's LatencyMeasurement rows, in a batch: kept whole or refused
+/// whole, and live in answers on return.
+async fn post_measurements(State(api): State<Api>, Json(batch): Json<Vec<MeasurementSpec>>) -> Reply<Json<serde_json::Value>> {
+    let accepted = api.control.record_measurements(batch).await?;
+    Ok(Json(json!({ "accepted": accepted })))
+}
+
+async fn data_status(State(api): State<Api>) -> Json<crate::data::DataStatus> {
+    Json(api.control.data().as_ref().clone())
 }
 
 async fn reload(State(api): State<Api>) -> Reply<StatusCode> {

@@ -33,6 +33,10 @@ pub struct Config {
     pub services: Vec<ServiceSpec>,
     #[serde(default)]
     pub geo: GeoConfig,
+    #[serde(default)]
+    pub bgp: BgpConfig,
+    #[serde(default)]
+    pub latency: LatencyConfig,
     /// An external process that places clients no region rule places.
     pub classifier: Option<ClassifierConfig>,
     #[serde(default)]
@@ -57,6 +61,31 @@ pub struct GeoConfig {
     /// IP-to-AS table for regions by AS number: ranges `first,last,asn,...`
     /// or prefixes `network/length asn`, plain or .gz.
     pub asn_table: Option<PathBuf>,
+}
+
+/// BGP routing tables for the shortest AS-path policy.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BgpConfig {
+    /// A RIB dump: MRT TABLE_DUMP_V2 or TABLE_DUMP, or `bgpdump -m` text;
+    /// plain, gzip or bzip2. Loaded in the background at start and reload;
+    /// until it is, shortest-as-path services use their fallback.
+    pub table: Option<PathBuf>,
+}
+
+/// Latency measurements for the lowest-latency policy.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LatencyConfig {
+    /// Measurements older than this many seconds are ignored, and dropped
+    /// from the store.
+    pub max_age_seconds: u64,
+}
+
+impl Default for LatencyConfig {
+    fn default() -> Self {
+        LatencyConfig { max_age_seconds: 3600 }
+    }
 }
 
 /// The external classifier (MyXDNS's Find_IP_Region as a process).
@@ -247,6 +276,7 @@ impl Config {
             config.store.path.as_mut(),
             config.geo.database.as_mut(),
             config.geo.asn_table.as_mut(),
+            config.bgp.table.as_mut(),
             config.tls.certificate.as_mut(),
             config.tls.key.as_mut(),
         ];
@@ -303,6 +333,9 @@ impl Config {
         }
         if self.server.nsid.as_ref().is_some_and(|nsid| nsid.len() > 512) {
             bail!("server.nsid is longer than 512 octets");
+        }
+        if self.latency.max_age_seconds == 0 {
+            bail!("latency.max_age_seconds must be at least 1");
         }
         if self.tls.certificate.is_some() != self.tls.key.is_some() {
             bail!("tls.certificate and tls.key go together: give both, or neither for a generated self-signed certificate");

@@ -9,12 +9,16 @@
 use std::sync::Arc;
 
 use anyhow::Context;
+use arc_swap::ArcSwap;
 use pharos_answer::{Settings, Snapshot};
+use pharos_bgp::BgpTables;
+use pharos_route::as_paths::AsPaths;
+use pharos_route::latency::{Latencies, MeasurementBook, MeasurementSpec};
 use pharos_route::prefix::PrefixMap;
 use pharos_route::sources::{AsnTable, GeoDatabase};
 use pharos_route::spec::{DataSources, SpecError, build_routes};
 use pharos_route::{Asker, Explanation, Family, Routes, decide, locate};
-use pharos_store::{Change, SqliteStore, State, Store, StoreError};
+use pharos_store::{Change, Measurement, SqliteStore, State, Store, StoreError};
 use pharos_wire::name;
 use pharos_zone::{Zone, ZoneSet, load_zone_file};
 use rand::SeedableRng;
@@ -22,6 +26,7 @@ use rand::rngs::SmallRng;
 use serde::Serialize;
 
 use crate::config::Config;
+use crate::data::{BgpStatus, BgpSummary, DataStatus, LatencyStatus, check_measurements, unix_now};
 use crate::snapshot::SharedSnapshot;
 
 /// Why a change was not made.
@@ -85,6 +90,17 @@ pub struct Control {
     state: State,
     zones: Zones,
     snapshot: SharedSnapshot,
+    /// Every latency measurement kept, fresh or not yet pruned.
+    measurements: MeasurementBook,
+    data: DataStatus,
+    published: Arc<Published>,
+}
+
+/// Copies of the state and the data status for readers that never queue
+/// behind the control plane; updated before any change is acknowledged.
+pub struct Published {
+    pub state: ArcSwap<State>,
+    pub data: ArcSwap<DataStatus>,
 }
 
 /// Why a client gets what it gets (the `explain` API).
@@ -115,12 +131,29 @@ impl Control {
         let zones = Zones { loaded, frozen };
         let mut sources = load_sources(&config)?;
         sources.external = config.classifier.as_ref().map(crate::classifier::start).transpose()?;
-        let mut control = Control { config, sources, store, state: State::default(), zones, snapshot };
+        // Until the BGP tables load, shortest-as-path services fall back.
+        sources.as_paths = config.bgp.table.as_ref().map(|_| Arc::new(AsPaths::new(None)));
+        let data = DataStatus { bgp: BgpStatus::configured(&config), ..DataStatus::default() };
+        let measurements = MeasurementBook::new();
+        let published = Arc::new(Published { state: ArcSwap::default(), data: ArcSwap::default() });
+        let mut control = Control { config, sources, store, state: State::default(), zones, snapshot, measurements, data, published };
         control.state = control.store.load()?;
+        control.measurements = control.store.load_measurements()?;
+        control.refresh_latencies();
         let changed = control.changed_declarations(&control.config.clone())?;
         control.apply(&changed).map_err(|error| anyhow::anyhow!("{error}"))?;
         control.remember_declarations(&changed)?;
+        control.publish_data();
         Ok(control)
+    }
+
+    /// What readers that never queue see; current as of every reply.
+    pub fn published(&self) -> &Arc<Published> {
+        &self.published
+    }
+
+    fn publish_data(&self) {
+        self.published.data.store(Arc::new(self.data.clone()));
     }
 
     pub fn snapshot(&self) -> &SharedSnapshot {
@@ -153,6 +186,9 @@ impl Control {
         let mut sources = load_sources(&fresh).map_err(ControlError::zones)?;
         // The classifier keeps running; its answers are asked for afresh.
         sources.external = self.sources.external.clone();
+        // Measurements stay; BGP tables stay until new ones have loaded.
+        sources.latencies = self.sources.latencies.clone();
+        sources.as_paths = fresh.bgp.table.as_ref().map(|_| self.sources.as_paths.clone().unwrap_or_default());
         if let Some(external) = &sources.external {
             external.clear();
         }
@@ -163,7 +199,96 @@ impl Control {
             return Err(error);
         }
         self.remember_declarations(&changed)?;
+        if self.config.bgp.table.is_none() {
+            self.data.bgp = BgpStatus::configured(&self.config);
+            self.publish_data();
+        }
         Ok(())
+    }
+
+    /// What the proximity data looks like now.
+    pub fn data(&self) -> &DataStatus {
+        &self.data
+    }
+
+    /// Keeps a batch of latency measurements (refused whole if any is bad)
+    /// and serves from them at once.
+    pub fn record_measurements(&mut self, specs: &[MeasurementSpec]) -> Result<usize, ControlError> {
+        let now = unix_now();
+        let batch = check_measurements(specs, &self.state.datacenters, now).map_err(ControlError::Invalid)?;
+        self.store.record_measurements(&batch, self.oldest_fresh(now))?;
+        for Measurement { subnet, datacenter, measured } in batch {
+            let kept = self.measurements.entry(subnet).or_default().entry(datacenter).or_insert(measured);
+            if measured.at >= kept.at {
+                *kept = measured;
+            }
+        }
+        self.refresh_latencies();
+        self.republish()?;
+        Ok(specs.len())
+    }
+
+    /// Measurements measured before this (Unix seconds) are too old.
+    fn oldest_fresh(&self, now: u64) -> u64 {
+        now.saturating_sub(self.config.latency.max_age_seconds)
+    }
+
+    /// When the next measurement in use grows too old (Unix seconds).
+    pub fn next_expiry(&self) -> Option<u64> {
+        self.sources.latencies.next_expiry
+    }
+
+    /// Stops using measurements that have grown too old.
+    pub fn expire_measurements(&mut self) -> Result<(), ControlError> {
+        self.refresh_latencies();
+        self.republish()
+    }
+
+    /// Rebuilds the latency table from the measurements still fresh, and
+    /// forgets the others.
+    fn refresh_latencies(&mut self) {
+        let now = unix_now();
+        let oldest = self.oldest_fresh(now);
+        for by_datacenter in self.measurements.values_mut() {
+            by_datacenter.retain(|_, measured| measured.at >= oldest);
+        }
+        self.measurements.retain(|_, by_datacenter| !by_datacenter.is_empty());
+        let latencies = Latencies::build(&self.measurements, now, self.config.latency.max_age_seconds);
+        self.data.latency = LatencyStatus {
+            measurements: latencies.count,
+            max_age_seconds: self.config.latency.max_age_seconds,
+            next_expiry: latencies.next_expiry,
+        };
+        self.sources.latencies = Arc::new(latencies);
+    }
+
+    /// Serves from newly loaded BGP tables, or records why they failed to
+    /// load (the tables serving, if any, stay).
+    pub fn install_bgp(&mut self, loaded: Result<BgpTables, String>) -> Result<(), ControlError> {
+        match loaded {
+            Ok(tables) => {
+                self.data.bgp = BgpStatus { state: "loaded", loaded: Some(BgpSummary::of(&tables)), error: None, ..self.data.bgp.clone() };
+                self.sources.as_paths = Some(Arc::new(AsPaths::new(Some(Arc::new(tables)))));
+                self.republish()
+            }
+            Err(error) => {
+                self.data.bgp = BgpStatus { state: "failed", error: Some(error), ..self.data.bgp.clone() };
+                self.publish_data();
+                Ok(())
+            }
+        }
+    }
+
+    /// Marks BGP tables as loading (again).
+    pub fn bgp_loading(&mut self) {
+        self.data.bgp = BgpStatus { state: "loading", ..self.data.bgp.clone() };
+        self.publish_data();
+    }
+
+    /// Builds and publishes a snapshot from the same state and the current
+    /// data.
+    fn republish(&mut self) -> Result<(), ControlError> {
+        self.commit(&[], None)
     }
 
     /// The file's declarations that differ from the version of them last
@@ -197,7 +322,9 @@ impl Control {
             Some((_, loaded)) => freeze(loaded, &routes)?,
             None => self.frozen_reserving(&routes)?,
         };
-        self.store.apply(changes)?;
+        if !changes.is_empty() {
+            self.store.apply(changes)?;
+        }
         if let Some((config, loaded)) = files {
             self.config = config;
             self.zones.loaded = loaded;
@@ -205,6 +332,8 @@ impl Control {
         self.snapshot.store(Arc::new(Snapshot { zones: frozen.set.clone(), routes, settings: settings(&self.config) }));
         self.zones.frozen = frozen;
         self.state = next;
+        self.published.state.store(Arc::new(self.state.clone()));
+        self.publish_data();
         Ok(())
     }
 
@@ -227,7 +356,8 @@ pub fn explain(snapshot: &Snapshot, service: &str, client: &str, family: Family)
     let mut explanation = Explanation::default();
     let location = locate(&asker, &snapshot.routes.regions, Some(&mut explanation));
     // A fixed seed: the explanation shows one draw, reproducibly.
-    let decision = decide(routed, family, &location, &mut SmallRng::seed_from_u64(0), Some(&mut explanation));
+    let proximity = &snapshot.routes.proximity;
+    let decision = decide(routed, family, &location, proximity, &mut SmallRng::seed_from_u64(0), Some(&mut explanation));
     let answer =
         decision.replicas.iter().map(|&index| (routed.replicas[index].id.clone(), routed.replicas[index].address.to_string())).collect();
     Ok(Explained {
@@ -311,7 +441,7 @@ fn load_sources(config: &Config) -> anyhow::Result<DataSources> {
         }
         None => None,
     };
-    Ok(DataSources { asn_table, geo, external: None })
+    Ok(DataSources { asn_table, geo, ..DataSources::default() })
 }
 
 fn read_maybe_gzipped(path: &std::path::Path) -> std::io::Result<String> {

@@ -7,6 +7,7 @@ mod certificate;
 mod classifier;
 pub mod config;
 pub mod control;
+pub mod data;
 mod doh;
 mod doq;
 pub mod plane;

@@ -10,15 +10,18 @@
 //! with their logs). A lone update is committed at once. Readers of the
 //! state never queue: they load the last published copy.
 
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
+use pharos_bgp::BgpTables;
+use pharos_route::latency::MeasurementSpec;
 use pharos_store::{Change, State};
 use tokio::sync::oneshot;
 
-use crate::control::{Control, ControlError};
+use crate::control::{Control, ControlError, Published};
+use crate::data::{DataStatus, unix_now};
 use crate::snapshot::SharedSnapshot;
 
 /// The most requests one commit takes, so a reply never waits for an
@@ -32,33 +35,58 @@ pub type Edit = Box<dyn Fn(&State) -> Result<Vec<Change>, ControlError> + Send>;
 
 /// What the control thread is asked to do.
 enum Request {
-    Edit { edit: Edit, done: oneshot::Sender<Result<Vec<Change>, ControlError>> },
-    Reload { done: oneshot::Sender<Result<(), ControlError>> },
+    Edit(Pending),
+    Command(Command),
+}
+
+/// Anything but an edit: served on its own, after the edits queued before.
+enum Command {
+    /// Answered with the BGP table to load afresh, if one is configured.
+    Reload {
+        done: oneshot::Sender<Result<Option<PathBuf>, ControlError>>,
+    },
+    Measurements {
+        batch: Vec<MeasurementSpec>,
+        done: oneshot::Sender<Result<usize, ControlError>>,
+    },
+    BgpLoading,
+    /// Boxed: the tables' summary is large beside the other commands.
+    BgpLoaded(Box<Result<BgpTables, String>>),
 }
 
 /// A cheap, clonable way to the control thread and to what it published.
 #[derive(Clone)]
 pub struct ControlHandle {
     requests: Sender<Request>,
-    state: Arc<ArcSwap<State>>,
+    published: Arc<Published>,
     snapshot: SharedSnapshot,
 }
 
 impl ControlHandle {
     /// Moves `control` onto its own thread, committing at most once per
     /// `window`.
+    /// `window`, and starts loading its BGP tables if it has any.
     pub fn start(control: Control, window: Duration) -> std::io::Result<ControlHandle> {
         let (requests, queue) = std::sync::mpsc::channel();
-        let state = Arc::new(ArcSwap::from_pointee(control.state().clone()));
+        let published = control.published().clone();
         let snapshot = control.snapshot().clone();
-        let published = state.clone();
-        std::thread::Builder::new().name("control".into()).spawn(move || serve(control, queue, published, window))?;
-        Ok(ControlHandle { requests, state, snapshot })
+        let bgp_table = control.config().bgp.table.clone();
+        std::thread::Builder::new().name("control".into()).spawn(move || serve(control, queue, window))?;
+        let handle = ControlHandle { requests, published, snapshot };
+        if let Some(path) = bgp_table {
+            handle.load_bgp(path)?;
+        }
+        Ok(handle)
     }
 
     /// The state as last committed.
     pub fn state(&self) -> Arc<State> {
-        self.state.load_full()
+        self.published.state.load_full()
+    }
+
+    /// The proximity data's status as last published.
+    pub fn data(&self) -> Arc<DataStatus> {
+        self.published.data.load_full()
     }
 
     /// The snapshot the transports serve.
@@ -70,13 +98,43 @@ impl ControlHandle {
     /// the changes made), or refused (to why).
     pub async fn edit(&self, edit: Edit) -> Result<Vec<Change>, ControlError> {
         let (done, reply) = oneshot::channel();
-        self.ask(Request::Edit { edit, done }, reply).await?
+        self.ask(Request::Edit((edit, done)), reply).await?
     }
 
-    /// Re-reads the config and zone files between two commits.
+    /// Re-reads the config and zone files between two commits, then the
+    /// BGP tables in the background.
     pub async fn reload(&self) -> Result<(), ControlError> {
         let (done, reply) = oneshot::channel();
-        self.ask(Request::Reload { done }, reply).await?
+        if let Some(path) = self.ask(Request::Command(Command::Reload { done }), reply).await?? {
+            self.load_bgp(path).map_err(|error| ControlError::Zones(format!("cannot start loading the BGP tables: {error}")))?;
+        }
+        Ok(())
+    }
+
+    /// Keeps a batch of latency measurements; resolves once they are live.
+    pub async fn record_measurements(&self, batch: Vec<MeasurementSpec>) -> Result<usize, ControlError> {
+        let (done, reply) = oneshot::channel();
+        self.ask(Request::Command(Command::Measurements { batch, done }), reply).await?
+    }
+
+    /// Loads the BGP tables at `path` on a thread of their own, logging
+    /// progress, and has the control thread serve from them once loaded.
+    fn load_bgp(&self, path: PathBuf) -> std::io::Result<()> {
+        let requests = self.requests.clone();
+        let _ = requests.send(Request::Command(Command::BgpLoading));
+        std::thread::Builder::new().name("bgp-load".into()).spawn(move || {
+            tracing::info!(file = %path.display(), "loading BGP tables");
+            let loaded = pharos_bgp::load(&path, |progress| {
+                let percent = 100.0 * progress.bytes_read as f64 / progress.file_size.max(1) as f64;
+                tracing::info!(routes = progress.routes, "loading BGP tables: {percent:.0}% of {}", path.display());
+            });
+            match &loaded {
+                Ok(tables) => tracing::info!("BGP tables loaded: {}", tables.report),
+                Err(error) => tracing::error!("BGP tables not loaded, the previous ones (if any) keep serving: {error}"),
+            }
+            let _ = requests.send(Request::Command(Command::BgpLoaded(Box::new(loaded.map_err(|error| error.to_string())))));
+        })?;
+        Ok(())
     }
 
     async fn ask<T>(&self, request: Request, reply: oneshot::Receiver<T>) -> Result<T, ControlError> {
@@ -86,18 +144,37 @@ impl ControlHandle {
     }
 }
 
-/// The control thread: waits for a request, lets the commit window pass
-/// since the last commit, then serves everything queued by then.
-fn serve(mut control: Control, queue: Receiver<Request>, published: Arc<ArcSwap<State>>, window: Duration) {
+/// The control thread: waits for a request (or for a measurement to grow
+/// too old), lets the commit window pass since the last commit, then
+/// serves everything queued by then.
+fn serve(mut control: Control, queue: Receiver<Request>, window: Duration) {
     let mut last_commit: Option<Instant> = None;
-    while let Ok(first) = queue.recv() {
+    loop {
+        let first = match next_request(&control, &queue) {
+            Ok(request) => request,
+            Err(RecvTimeoutError::Timeout) => {
+                if let Err(error) = control.expire_measurements() {
+                    tracing::error!("cannot drop expired latency measurements: {error}");
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
         if let Some(wait) = last_commit.and_then(|at| (at + window).checked_duration_since(Instant::now())) {
             std::thread::sleep(wait);
         }
         let batch = drain(first, &queue);
         last_commit = Some(Instant::now());
         serve_batch(&mut control, batch);
-        published.store(Arc::new(control.state().clone()));
+    }
+}
+
+/// The next request, waiting no longer than until the next measurement
+/// in use grows too old.
+fn next_request(control: &Control, queue: &Receiver<Request>) -> Result<Request, RecvTimeoutError> {
+    match control.next_expiry() {
+        Some(expiry) => queue.recv_timeout(Duration::from_secs(expiry.saturating_sub(unix_now()))),
+        None => queue.recv().map_err(|_| RecvTimeoutError::Disconnected),
     }
 }
 
@@ -112,23 +189,43 @@ fn drain(first: Request, queue: &Receiver<Request>) -> Vec<Request> {
     batch
 }
 
-/// Serves requests in arrival order: runs of edits commit together, a
-/// reload on its own between them.
+/// Serves requests in arrival order: runs of edits commit together, any
+/// other request on its own after the edits before it.
 fn serve_batch(control: &mut Control, batch: Vec<Request>) {
     let mut edits = Vec::new();
     for request in batch {
         match request {
-            Request::Edit { edit, done } => edits.push((edit, done)),
-            Request::Reload { done } => {
+            Request::Edit(pending) => edits.push(pending),
+            Request::Command(command) => {
                 commit_edits(control, std::mem::take(&mut edits));
-                let _ = done.send(control.reload());
+                serve_command(control, command);
             }
         }
     }
     commit_edits(control, edits);
 }
 
-type Pending = (Edit, oneshot::Sender<Result<Vec<Change>, ControlError>>);
+fn serve_command(control: &mut Control, command: Command) {
+    match command {
+        Command::Reload { done } => {
+            let _ = done.send(control.reload().map(|()| control.config().bgp.table.clone()));
+        }
+        Command::Measurements { batch, done } => {
+            let _ = done.send(control.record_measurements(&batch));
+        }
+        Command::BgpLoading => control.bgp_loading(),
+        Command::BgpLoaded(loaded) => {
+            if let Err(error) = control.install_bgp(*loaded) {
+                tracing::error!("cannot serve from the new BGP tables: {error}");
+            }
+        }
+    }
+}
+
+/// Where an edit's outcome goes: the changes it made, or why none.
+type EditReply = oneshot::Sender<Result<Vec<Change>, ControlError>>;
+
+type Pending = (Edit, EditReply);
 
 /// Commits `edits` in one transaction if together they are valid; if not,
 /// one at a time, so each is accepted or refused on its own merits.
@@ -159,7 +256,7 @@ fn commit_edits(control: &mut Control, edits: Vec<Pending>) {
     }
 }
 
-fn commit_alone(control: &mut Control, edit: Edit, done: oneshot::Sender<Result<Vec<Change>, ControlError>>) {
+fn commit_alone(control: &mut Control, edit: Edit, done: EditReply) {
     let result = edit(control.state()).and_then(|changes| control.apply(&changes).map(|()| changes));
     let _ = done.send(result);
 }
@@ -197,12 +294,14 @@ mod tests {
         })
     }
 
-    fn queue(edits: Vec<Edit>) -> (Vec<Request>, Vec<oneshot::Receiver<Result<Vec<Change>, ControlError>>>) {
+    type Outcome = oneshot::Receiver<Result<Vec<Change>, ControlError>>;
+
+    fn queue(edits: Vec<Edit>) -> (Vec<Request>, Vec<Outcome>) {
         edits
             .into_iter()
             .map(|edit| {
                 let (done, reply) = oneshot::channel();
-                (Request::Edit { edit, done }, reply)
+                (Request::Edit((edit, done)), reply)
             })
             .unzip()
     }

@@ -8,6 +8,7 @@
 
 mod sqlite;
 
+use pharos_route::latency::{Measured, MeasurementBook};
 use pharos_route::spec::{DataCenterSpec, Declared, RegionSpec, ServiceSpec};
 
 pub use sqlite::SqliteStore;
@@ -77,6 +78,17 @@ pub enum StoreError {
     Corrupt { what: &'static str, name: String, error: serde_json::Error },
     #[error("the database schema is version {found}, newer than this Pharos knows ({known}); upgrade Pharos")]
     TooNew { found: i64, known: i64 },
+    #[error("stored measurement subnet {subnet:?} cannot be read back: {message}")]
+    CorruptMeasurement { subnet: String, message: String },
+}
+
+/// One latency measurement to keep: the newest per subnet and data center
+/// wins.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measurement {
+    pub subnet: (std::net::IpAddr, u8),
+    pub datacenter: String,
+    pub measured: Measured,
 }
 
 /// Durable storage of the routing state.
@@ -88,4 +100,10 @@ pub trait Store: Send {
     /// A value kept for the server itself (e.g. the API token).
     fn setting(&mut self, key: &str) -> Result<Option<String>, StoreError>;
     fn set_setting(&mut self, key: &str, value: &str) -> Result<(), StoreError>;
+    /// Every latency measurement kept.
+    fn load_measurements(&mut self) -> Result<MeasurementBook, StoreError>;
+    /// Keeps `batch` (a measurement older than the one kept for its pair
+    /// is ignored) and forgets those measured before `older_than` (Unix
+    /// seconds), in one transaction.
+    fn record_measurements(&mut self, batch: &[Measurement], older_than: u64) -> Result<(), StoreError>;
 }

@@ -2,11 +2,12 @@
 
 use std::path::Path;
 
-use pharos_route::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
+use pharos_route::latency::{Measured, MeasurementBook};
+use pharos_route::spec::{DataCenterSpec, RegionSpec, ServiceSpec, parse_prefix};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::de::DeserializeOwned;
 
-use crate::{Change, State, Store, StoreError};
+use crate::{Change, Measurement, State, Store, StoreError};
 
 /// Schema migrations, applied in order; the database records how many
 /// it has had in `PRAGMA user_version`. Never edit one that has shipped:
@@ -19,6 +20,10 @@ const MIGRATIONS: &[&str] = &[
      CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
     // 2: data centers, where replicas run.
     "CREATE TABLE datacenters (name TEXT PRIMARY KEY, spec TEXT NOT NULL);",
+    // 3: latency measurements, the newest per client subnet and data center.
+    "CREATE TABLE measurements (
+         subnet TEXT NOT NULL, datacenter TEXT NOT NULL, rtt_ms REAL NOT NULL, measured_at INTEGER NOT NULL,
+         PRIMARY KEY (subnet, datacenter)) WITHOUT ROWID;",
 ];
 
 /// Routing state in a SQLite database file.
@@ -98,6 +103,39 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn load_measurements(&mut self) -> Result<MeasurementBook, StoreError> {
+        let mut statement = self.connection.prepare("SELECT subnet, datacenter, rtt_ms, measured_at FROM measurements")?;
+        let rows = statement
+            .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?, row.get::<_, f64>(2)?, row.get::<_, i64>(3)?)))?;
+        let mut book = MeasurementBook::new();
+        for row in rows {
+            let (subnet, datacenter, rtt_ms, at) = row?;
+            let prefix = parse_prefix(&subnet).map_err(|message| StoreError::CorruptMeasurement { subnet: subnet.clone(), message })?;
+            book.entry(prefix).or_default().insert(datacenter, Measured { rtt_ms, at: at.max(0) as u64 });
+        }
+        Ok(book)
+    }
+
+    fn record_measurements(&mut self, batch: &[Measurement], older_than: u64) -> Result<(), StoreError> {
+        let transaction = self.connection.transaction()?;
+        {
+            let mut upsert = transaction.prepare(
+                "INSERT INTO measurements (subnet, datacenter, rtt_ms, measured_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (subnet, datacenter) DO UPDATE SET rtt_ms = excluded.rtt_ms, measured_at = excluded.measured_at
+                 WHERE excluded.measured_at >= measurements.measured_at",
+            )?;
+            for measurement in batch {
+                let subnet = format!("{}/{}", measurement.subnet.0, measurement.subnet.1);
+                let at = i64::try_from(measurement.measured.at).unwrap_or(i64::MAX);
+                upsert.execute(params![subnet, measurement.datacenter, measurement.measured.rtt_ms, at])?;
+            }
+            let older_than = i64::try_from(older_than).unwrap_or(i64::MAX);
+            transaction.execute("DELETE FROM measurements WHERE measured_at < ?1", params![older_than])?;
+        }
+        transaction.commit()?;
+        Ok(())
+    }
+
     fn setting(&mut self, key: &str) -> Result<Option<String>, StoreError> {
         Ok(self.connection.query_row("SELECT value FROM settings WHERE key = ?1", params![key], |row| row.get(0)).optional()?)
     }
@@ -126,6 +164,7 @@ mod tests {
             max_answers: 0,
             replicas: Vec::new(),
             probabilities: BTreeMap::new(),
+            fallback: None,
         }
     }
 
@@ -169,5 +208,47 @@ mod tests {
         store.connection.execute("INSERT INTO services (name, spec) VALUES ('x.test', '{')", []).unwrap();
         let error = store.load().unwrap_err().to_string();
         assert!(error.contains("service \"x.test\""), "{error}");
+    }
+}
+
+#[cfg(test)]
+mod measurement_tests {
+    use super::*;
+
+    fn measurement(subnet: &str, datacenter: &str, rtt_ms: f64, at: u64) -> Measurement {
+        Measurement { subnet: parse_prefix(subnet).unwrap(), datacenter: datacenter.into(), measured: Measured { rtt_ms, at } }
+    }
+
+    #[test]
+    fn the_newest_measurement_per_pair_is_kept_and_old_ones_are_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pharos.sqlite");
+        let mut store = SqliteStore::open(&path).unwrap();
+        store
+            .record_measurements(
+                &[
+                    measurement("10.1.0.0/16", "fra", 20.0, 1000),
+                    measurement("10.1.0.0/16", "iad", 80.0, 1000),
+                    measurement("2001:db8::/32", "fra", 5.0, 1000),
+                ],
+                0,
+            )
+            .unwrap();
+        // An older report of a known pair changes nothing; a newer one wins.
+        store
+            .record_measurements(&[measurement("10.1.0.0/16", "fra", 99.0, 900), measurement("10.1.0.0/16", "iad", 70.0, 1100)], 0)
+            .unwrap();
+        store.record_measurements(&[measurement("10.2.0.0/16", "fra", 1.0, 2000)], 1001).unwrap();
+        drop(store);
+        let book = SqliteStore::open(&path).unwrap().load_measurements().unwrap();
+        let kept: Vec<(String, &str, f64, u64)> = book
+            .iter()
+            .flat_map(|((network, length), by_datacenter)| {
+                by_datacenter
+                    .iter()
+                    .map(move |(datacenter, measured)| (format!("{network}/{length}"), datacenter.as_str(), measured.rtt_ms, measured.at))
+            })
+            .collect();
+        assert_eq!(kept, [("10.1.0.0/16".to_string(), "iad", 70.0, 1100), ("10.2.0.0/16".to_string(), "fra", 1.0, 2000)]);
     }
 }

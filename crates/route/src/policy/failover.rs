@@ -21,5 +21,5 @@ pub fn choose(replicas: &[Replica], candidates: &[usize], rng: &mut impl Rng, mu
             .collect();
         order.extend(order_by_probability(&tier, rng));
     }
-    Choice { order, ttl: None }
+    Choice::anyone(order)
 }

@@ -4,20 +4,28 @@
 //! replicas. Adding a policy means adding a module and a variant here.
 
 mod failover;
+mod lowest_latency;
+mod nearest;
 mod region_probabilities;
 mod round_robin;
+mod shortest_as_path;
 mod weighted;
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
+
+use pharos_bgp::HopCounts;
 
 use rand::Rng;
 use smallvec::SmallVec;
 
 pub use region_probabilities::{ProbabilityTable, RegionRow, order_by_probability};
 
-use crate::explain::Explanation;
+use crate::explain::{Explanation, note};
 use crate::locate::Location;
 use crate::model::Replica;
+use crate::proximity::Proximity;
+use crate::sources::Coordinates;
 
 /// A service's policy, with any state it keeps between answers.
 #[derive(Debug)]
@@ -32,6 +40,13 @@ pub enum Policy {
     Failover,
     /// Per-region probabilities and TTLs (MyXDNS): Algorithm 1's order.
     RegionProbabilities(ProbabilityTable),
+    /// Lowest measured RTT from the client's subnet (Artemis);
+    /// `datacenters` per replica, as indexes into the latency table's.
+    LowestLatency { datacenters: Vec<Option<u16>>, fallback: Box<Policy> },
+    /// Fewest AS hops from the client's AS (NetAirt); `hops` per replica.
+    ShortestAsPath { hops: Vec<Option<Arc<HopCounts>>>, fallback: Box<Policy> },
+    /// Shortest great-circle distance; `places` per replica.
+    Nearest { places: Vec<Option<Coordinates>>, fallback: Box<Policy> },
 }
 
 impl Policy {
@@ -47,6 +62,9 @@ impl Policy {
             Policy::Weighted => "weighted",
             Policy::Failover => "failover",
             Policy::RegionProbabilities(_) => "region-probabilities",
+            Policy::LowestLatency { .. } => "lowest-latency",
+            Policy::ShortestAsPath { .. } => "shortest-as-path",
+            Policy::Nearest { .. } => "nearest",
         }
     }
 }
@@ -57,12 +75,28 @@ pub type Order = SmallVec<[usize; 8]>;
 /// Weights or probabilities of candidates, on the stack for up to 8.
 pub type Weights = SmallVec<[(usize, f64); 8]>;
 
-/// What a policy chose: replica indexes in answer order, and a TTL if the
-/// policy sets one.
+/// What a policy chose: replica indexes in answer order, a TTL if the
+/// policy sets one, and the leading client-address bits the choice
+/// depended on (0 when it ignores who asks).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Choice {
     pub order: Order,
     pub ttl: Option<u32>,
+    pub scope: u8,
+}
+
+impl Choice {
+    /// An order that does not depend on the client, with no TTL of its own.
+    pub fn anyone(order: Order) -> Choice {
+        Choice { order, ttl: None, scope: 0 }
+    }
+}
+
+/// A proximity policy had no data for this client; `scope` covers the
+/// addresses that lack it too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Miss {
+    pub scope: u8,
 }
 
 /// Orders `candidates` (indexes into `replicas`) for a client at `location`.
@@ -71,14 +105,56 @@ pub fn choose(
     replicas: &[Replica],
     candidates: &[usize],
     location: &Location,
+    proximity: &Proximity,
     rng: &mut impl Rng,
-    explanation: Option<&mut Explanation>,
+    mut explanation: Option<&mut Explanation>,
 ) -> Choice {
-    match policy {
-        Policy::Static => Choice { order: Order::from_slice(candidates), ttl: None },
-        Policy::RoundRobin { next } => round_robin::choose(next, candidates),
-        Policy::Weighted => weighted::choose(replicas, candidates, rng, explanation),
-        Policy::Failover => failover::choose(replicas, candidates, rng, explanation),
-        Policy::RegionProbabilities(table) => region_probabilities::choose(table, replicas, candidates, location, rng, explanation),
+    let found = match policy {
+        Policy::Static => return Choice::anyone(Order::from_slice(candidates)),
+        Policy::RoundRobin { next } => return round_robin::choose(next, candidates),
+        Policy::Weighted => return weighted::choose(replicas, candidates, rng, explanation),
+        Policy::Failover => return failover::choose(replicas, candidates, rng, explanation),
+        Policy::RegionProbabilities(table) => return region_probabilities::choose(table, replicas, candidates, location, rng, explanation),
+        Policy::LowestLatency { datacenters, .. } => {
+            lowest_latency::choose(datacenters, &proximity.latencies, replicas, candidates, location, rng, explanation.as_deref_mut())
+        }
+        Policy::ShortestAsPath { hops, .. } => {
+            let as_paths = proximity.as_paths.as_deref();
+            shortest_as_path::choose(hops, as_paths, replicas, candidates, location, rng, explanation.as_deref_mut())
+        }
+        Policy::Nearest { places, .. } => {
+            nearest::choose(places, proximity.geo.as_deref(), replicas, candidates, location, rng, explanation.as_deref_mut())
+        }
+    };
+    found.unwrap_or_else(|miss| {
+        let fallback = policy.fallback().expect("only proximity policies miss, and each has a fallback");
+        note(&mut explanation, || format!("falling back to policy {}", fallback.name()));
+        let choice = choose(fallback, replicas, candidates, location, proximity, rng, explanation);
+        Choice { scope: choice.scope.max(miss.scope), ..choice }
+    })
+}
+
+impl Policy {
+    /// What a proximity policy answers with when it has no data.
+    pub fn fallback(&self) -> Option<&Policy> {
+        match self {
+            Policy::LowestLatency { fallback, .. } | Policy::ShortestAsPath { fallback, .. } | Policy::Nearest { fallback, .. } => {
+                Some(fallback)
+            }
+            _ => None,
+        }
     }
+}
+
+/// Candidates by `key`, smallest first and those without one last; runs
+/// of equal keys in weighted random order (Algorithm 1 over weights).
+fn order_by_key(replicas: &[Replica], candidates: &[usize], key: impl Fn(usize) -> Option<f64>, rng: &mut impl Rng) -> Order {
+    let mut keyed: SmallVec<[(f64, usize); 8]> = candidates.iter().map(|&index| (key(index).unwrap_or(f64::INFINITY), index)).collect();
+    keyed.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut order = Order::new();
+    for run in keyed.chunk_by(|a, b| a.0 == b.0) {
+        let weights: Weights = run.iter().map(|&(_, index)| (index, replicas[index].weight as f64)).collect();
+        order.extend(order_by_probability(&weights, rng));
+    }
+    order
 }

@@ -60,7 +60,7 @@ pub fn choose(
     });
     let order = order_by_probability(&weights, rng);
     let ttl = order.first().and_then(|&first| rows.get(first)).map(|row| row.ttl);
-    Choice { order, ttl }
+    Choice { order, ttl, scope: location.scope }
 }
 
 /// MyXDNS Algorithm 1: repeatedly draw the next replica among those left,
@@ -91,6 +91,7 @@ pub fn order_by_probability(weights: &[(usize, f64)], rng: &mut impl Rng) -> Ord
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::locate::located;
     use rand::SeedableRng;
     use rand::rngs::SmallRng;
 
@@ -139,9 +140,9 @@ mod tests {
                 health: Default::default(),
             })
             .into();
-        let in_region = choose(&table, &replicas, &[0, 1], &Location { region: 5, scope: 24 }, &mut rng, None);
-        assert_eq!(in_region, Choice { order: Order::from_slice(&[1, 0]), ttl: Some(20) });
-        let elsewhere = choose(&table, &replicas, &[0, 1], &Location { region: 9, scope: 24 }, &mut rng, None);
-        assert_eq!(elsewhere, Choice { order: Order::from_slice(&[0, 1]), ttl: Some(360) });
+        let in_region = choose(&table, &replicas, &[0, 1], &located(5), &mut rng, None);
+        assert_eq!(in_region, Choice { order: Order::from_slice(&[1, 0]), ttl: Some(20), scope: 24 });
+        let elsewhere = choose(&table, &replicas, &[0, 1], &located(9), &mut rng, None);
+        assert_eq!(elsewhere, Choice { order: Order::from_slice(&[0, 1]), ttl: Some(360), scope: 24 });
     }
 }

@@ -10,5 +10,5 @@ pub fn choose(next: &AtomicU32, candidates: &[usize]) -> Choice {
         let turn = next.fetch_add(1, Ordering::Relaxed) as usize;
         order.rotate_left(turn % candidates.len());
     }
-    Choice { order, ttl: None }
+    Choice::anyone(order)
 }

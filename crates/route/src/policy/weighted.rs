@@ -13,5 +13,5 @@ pub fn choose(replicas: &[Replica], candidates: &[usize], rng: &mut impl Rng, mu
         let listed: Vec<String> = weights.iter().map(|(index, weight)| format!("{}={weight}", replicas[*index].id)).collect();
         format!("weights: {}", listed.join(", "))
     });
-    Choice { order: order_by_probability(&weights, rng), ttl: None }
+    Choice::anyone(order_by_probability(&weights, rng))
 }

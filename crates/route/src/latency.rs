@@ -1,0 +1,222 @@
+//! Measured round-trip times from client subnets to data centers (Artemis
+//! section 3.3, the LatencyMeasurement table), arranged for longest-prefix
+//! lookup.
+//!
+//! The table is rebuilt whenever measurements arrive or one grows too old,
+//! so a lookup needs no clock: what is here is fresh as of `built_at`.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
+
+use rustc_hash::FxHashMap;
+
+use crate::prefix::Bits;
+
+/// One measurement as ingested: a client subnet's RTT to a data center.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasurementSpec {
+    /// The client subnet, e.g. "198.51.100.0/24".
+    pub subnet: String,
+    /// A declared data center's id.
+    pub datacenter: String,
+    /// Round-trip time in milliseconds.
+    pub rtt_ms: f64,
+    /// When it was measured, in seconds since the Unix epoch; unset, when
+    /// it was received.
+    #[serde(default)]
+    pub measured_at: Option<u64>,
+}
+
+/// The latest measurement of one (subnet, data center) pair.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measured {
+    pub rtt_ms: f64,
+    /// Seconds since the Unix epoch.
+    pub at: u64,
+}
+
+/// Every measurement kept, by subnet and then data center id: the newest
+/// of each pair wins.
+pub type MeasurementBook = BTreeMap<(IpAddr, u8), BTreeMap<String, Measured>>;
+
+/// One data center's RTT from a subnet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataCenterRtt {
+    /// Index into [`Latencies::datacenters`].
+    pub datacenter: u16,
+    pub rtt_ms: f64,
+    /// Seconds the measurement was old when the table was built.
+    pub age: u64,
+}
+
+/// The fresh measurements of one subnet, lowest RTT first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubnetRtts {
+    pub network: IpAddr,
+    pub length: u8,
+    pub rtts: SmallVec<[DataCenterRtt; 4]>,
+    /// Leading address bits every answer from this subnet depends on: its
+    /// length, or more if measured subnets lie inside it.
+    pub scope: u8,
+}
+
+/// The fresh part of a measurement book, for lookups.
+///
+/// Subnets sit in one hash map per prefix length, tried longest first:
+/// measurements come in few distinct lengths (mostly /24 and /48), so a
+/// lookup is a few hash probes where a bit-per-level trie walked 24 levels
+/// of cache misses (1.8 us per decision over 100,000 subnets, measured with
+/// examples/decide.rs).
+#[derive(Debug, Default)]
+pub struct Latencies {
+    /// Per family (IPv4, IPv6): prefix lengths, longest first, each with
+    /// its subnets by masked address bits.
+    by_length: [Vec<(u8, FxHashMap<u128, u32>)>; 2],
+    subnets: Vec<SubnetRtts>,
+    /// Data center ids; measurements refer to them by index.
+    pub datacenters: Vec<String>,
+    /// Seconds since the Unix epoch when built.
+    pub built_at: u64,
+    /// Measurements kept (fresh ones).
+    pub count: usize,
+    /// When the oldest kept measurement becomes too old, if any is kept.
+    pub next_expiry: Option<u64>,
+}
+
+impl Latencies {
+    /// The measurements of `book` no older than `max_age` seconds at `now`.
+    pub fn build(book: &MeasurementBook, now: u64, max_age: u64) -> Latencies {
+        let mut latencies = Latencies { built_at: now, ..Latencies::default() };
+        latencies.datacenters = book.values().flat_map(|by_datacenter| by_datacenter.keys().cloned()).collect();
+        latencies.datacenters.sort_unstable();
+        latencies.datacenters.dedup();
+        for (&(network, length), by_datacenter) in book {
+            let mut rtts: SmallVec<[DataCenterRtt; 4]> = SmallVec::new();
+            for (datacenter, measured) in by_datacenter.iter().filter(|(_, measured)| now.saturating_sub(measured.at) <= max_age) {
+                let expiry = measured.at + max_age + 1;
+                latencies.next_expiry = Some(latencies.next_expiry.map_or(expiry, |soonest| soonest.min(expiry)));
+                let index = latencies.datacenter_index(datacenter).expect("listed above");
+                rtts.push(DataCenterRtt { datacenter: index, rtt_ms: measured.rtt_ms, age: now.saturating_sub(measured.at) });
+            }
+            if !rtts.is_empty() {
+                rtts.sort_by(|a, b| a.rtt_ms.total_cmp(&b.rtt_ms).then_with(|| a.datacenter.cmp(&b.datacenter)));
+                latencies.count += rtts.len();
+                latencies.subnets.push(SubnetRtts { network, length, rtts, scope: length });
+            }
+        }
+        latencies.index_subnets();
+        latencies
+    }
+
+    /// The index of data center `id` in [`Latencies::datacenters`].
+    pub fn datacenter_index(&self, id: &str) -> Option<u16> {
+        self.datacenters.binary_search_by(|known| known.as_str().cmp(id)).ok().map(|index| index as u16)
+    }
+
+    /// Fills the per-length maps, and widens each subnet's scope to the
+    /// longest measured subnet inside it.
+    fn index_subnets(&mut self) {
+        for (position, subnet) in self.subnets.iter().enumerate() {
+            let bits = Bits::of(subnet.network);
+            let family = &mut self.by_length[usize::from(bits.width == 128)];
+            let slot = match family.iter().position(|(length, _)| *length == subnet.length) {
+                Some(slot) => slot,
+                None => {
+                    family.push((subnet.length, FxHashMap::default()));
+                    family.len() - 1
+                }
+            };
+            family[slot].1.insert(masked(bits, subnet.length), position as u32);
+        }
+        for family in &mut self.by_length {
+            family.sort_by_key(|(length, _)| std::cmp::Reverse(*length));
+        }
+        for position in 0..self.subnets.len() {
+            self.widen_outer_scopes(position);
+        }
+    }
+
+    /// Widens the scope of every measured subnet holding subnet `inner` to
+    /// `inner`'s length: an answer from the outer one holds only for
+    /// addresses that agree on enough bits to miss the inner one.
+    fn widen_outer_scopes(&mut self, inner: usize) {
+        let (network, length) = (self.subnets[inner].network, self.subnets[inner].length);
+        let bits = Bits::of(network);
+        let family = &self.by_length[usize::from(bits.width == 128)];
+        let outers: Vec<u32> = family
+            .iter()
+            .filter(|(outer, _)| *outer < length)
+            .filter_map(|(outer, subnets)| subnets.get(&masked(bits, *outer)).copied())
+            .collect();
+        for outer in outers {
+            let scope = &mut self.subnets[outer as usize].scope;
+            *scope = (*scope).max(length);
+        }
+    }
+
+    /// The measurements of the longest measured subnet holding `address`,
+    /// and the ECS scope of that answer.
+    pub fn lookup(&self, address: IpAddr) -> (Option<&SubnetRtts>, u8) {
+        let bits = Bits::of(address);
+        let family = &self.by_length[usize::from(bits.width == 128)];
+        for (length, subnets) in family {
+            if let Some(&position) = subnets.get(&masked(bits, *length)) {
+                let subnet = &self.subnets[position as usize];
+                return (Some(subnet), subnet.scope);
+            }
+        }
+        // Every measured subnet is at most this long, so every address
+        // sharing this many bits misses them all too.
+        (None, family.first().map_or(0, |(length, _)| *length))
+    }
+}
+
+/// The first `length` bits of `bits`, the rest cleared.
+fn masked(bits: Bits, length: u8) -> u128 {
+    if length == 0 { 0 } else { bits.value & (u128::MAX << (128 - u32::from(length))) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn book(entries: &[(&str, u8, &str, f64, u64)]) -> MeasurementBook {
+        let mut book = MeasurementBook::new();
+        for &(network, length, datacenter, rtt_ms, at) in entries {
+            book.entry((network.parse().unwrap(), length)).or_default().insert(datacenter.into(), Measured { rtt_ms, at });
+        }
+        book
+    }
+
+    #[test]
+    fn the_longest_measured_subnet_answers_with_its_fresh_rtts_sorted() {
+        let book = book(&[
+            ("10.0.0.0", 8, "fra", 30.0, 1000),
+            ("10.1.0.0", 16, "fra", 20.0, 1000),
+            ("10.1.0.0", 16, "iad", 5.0, 1000),
+            ("10.1.0.0", 16, "sin", 1.0, 100),
+        ]);
+        let latencies = Latencies::build(&book, 1100, 600);
+        let (found, scope) = latencies.lookup("10.1.2.3".parse().unwrap());
+        let found = found.unwrap();
+        assert_eq!((found.length, scope), (16, 16));
+        let order: Vec<(&str, u64)> =
+            found.rtts.iter().map(|rtt| (latencies.datacenters[rtt.datacenter as usize].as_str(), rtt.age)).collect();
+        assert_eq!(order, [("iad", 100), ("fra", 100)], "sin is 1000 s old, past the 600 s limit");
+        let (outer, scope) = latencies.lookup("10.2.0.1".parse().unwrap());
+        assert_eq!((outer.unwrap().length, scope), (8, 16), "10/8 holds 10.1/16: its answers depend on 16 bits");
+        assert_eq!(latencies.lookup("192.0.2.1".parse().unwrap()), (None, 16));
+        assert_eq!((latencies.count, latencies.next_expiry), (3, Some(1601)));
+    }
+
+    #[test]
+    fn a_subnet_with_only_stale_measurements_is_not_there() {
+        let latencies = Latencies::build(&book(&[("10.0.0.0", 8, "fra", 30.0, 0)]), 10_000, 600);
+        assert_eq!(latencies.lookup("10.0.0.1".parse().unwrap()).0, None);
+        assert_eq!(latencies.next_expiry, None);
+    }
+}

@@ -1,0 +1,51 @@
+//! Shortest AS path (NetAirt section 4.3): replicas ordered by how many AS
+//! hops separate the client's AS from each replica's data center AS,
+//! equal distances in weighted random order.
+
+use std::sync::Arc;
+
+use pharos_bgp::HopCounts;
+use rand::Rng;
+
+use super::{Choice, Miss, order_by_key};
+use crate::as_paths::AsPaths;
+use crate::explain::{Explanation, note};
+use crate::locate::Location;
+use crate::model::Replica;
+
+/// `hops[i]`: hop counts from replica `i`'s data center AS, if it has one
+/// in the graph.
+pub fn choose(
+    hops: &[Option<Arc<HopCounts>>],
+    as_paths: Option<&AsPaths>,
+    replicas: &[Replica],
+    candidates: &[usize],
+    location: &Location,
+    rng: &mut impl Rng,
+    mut explanation: Option<&mut Explanation>,
+) -> Result<Choice, Miss> {
+    let Some(lookup) = as_paths.and_then(|as_paths| as_paths.client_as(location.client.address)) else {
+        note(&mut explanation, || "the BGP tables are not loaded (yet)".to_string());
+        return Err(Miss { scope: 0 });
+    };
+    let scope = lookup.scope;
+    let Some((asn, length)) = lookup.found else {
+        note(&mut explanation, || format!("the client's address is in no BGP prefix (scope /{scope})"));
+        return Err(Miss { scope });
+    };
+    let client = as_paths.and_then(|as_paths| as_paths.graph_index(asn));
+    let distance = |index: usize| Some(f64::from(hops[index].as_ref()?.at(client?)?));
+    note(&mut explanation, || {
+        let listed: Vec<String> = candidates.iter().map(|&index| format!("{} {}", replicas[index].id, shown(distance(index)))).collect();
+        format!("client AS{asn} (BGP prefix /{length}); AS hops to each replica's data center: {}", listed.join(", "))
+    });
+    if candidates.iter().all(|&index| distance(index).is_none()) {
+        note(&mut explanation, || format!("AS{asn} reaches none of the replicas' ASes"));
+        return Err(Miss { scope });
+    }
+    Ok(Choice { order: order_by_key(replicas, candidates, distance, rng), ttl: None, scope })
+}
+
+fn shown(hops: Option<f64>) -> String {
+    hops.map_or("unknown".to_string(), |hops| format!("{hops}"))
+}

@@ -1,0 +1,195 @@
+//! The proximity policies through the real server: BGP tables loaded in
+//! the background (and a bad table leaving the good one serving), latency
+//! measurements through the API (checked, live at once, aged out, kept
+//! across `kill -9`), and nearest by a real MaxMind City database.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use domain::base::iana::Rtype;
+use serde_json::{Value, json};
+
+mod common;
+use common::*;
+
+const TOKEN: &str = "proximity-token";
+
+/// The hand-made BGP table of crates/route/tests/proximity.rs: from the
+/// client AS 100 (10.0.0.0/8), AS 200 (fra) and 500 (ams) are one hop
+/// away, AS 400 (iad) two.
+const RIB: &str = "\
+TABLE_DUMP2|1277971199|B|192.0.2.9|300|10.0.0.0/8|300 200 100|IGP|192.0.2.9|0|0||NAG||
+TABLE_DUMP2|1277971199|B|192.0.2.9|400|10.0.0.0/8|400 500 100|IGP|192.0.2.9|0|0||NAG||
+TABLE_DUMP2|1277971199|B|192.0.2.9|300|203.0.113.0/24|300 400|IGP|192.0.2.9|0|0||NAG||
+";
+
+fn city_database() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/geoip/maxmind-test-GeoIP2-City-Test.mmdb")
+}
+
+/// A server with three data centers and one service per proximity policy,
+/// each falling back to the declared order.
+fn start_proximity(rib: &Path) -> (Pharos, String) {
+    let api = format!("127.0.0.1:{}", free_port());
+    let replicas = r#"
+[[service.replica]]
+id = "iad"
+address = "192.0.2.30"
+datacenter = "iad"
+[[service.replica]]
+id = "fra"
+address = "192.0.2.10"
+datacenter = "fra"
+[[service.replica]]
+id = "sea"
+address = "192.0.2.20"
+datacenter = "sea"
+"#;
+    let services: String = [("near", "shortest-as-path"), ("fast", "lowest-latency"), ("geo", "nearest")]
+        .iter()
+        .map(|(name, policy)| {
+            format!("[[service]]\nname = \"{name}.example.test\"\npolicy = \"{policy}\"\nfallback = \"static\"\n{replicas}")
+        })
+        .collect();
+    let extra = format!(
+        r#"random_seed = 1
+[control]
+listen = "{api}"
+token = "{TOKEN}"
+[store]
+path = "state.sqlite"
+[latency]
+max_age_seconds = 30
+[bgp]
+table = "{rib}"
+[geo]
+database = "{geo}"
+[[datacenter]]
+id = "iad"
+latitude = 38.94
+longitude = -77.46
+asn = 400
+[[datacenter]]
+id = "fra"
+latitude = 50.03
+longitude = 8.57
+asn = 200
+[[datacenter]]
+id = "sea"
+latitude = 47.45
+longitude = -122.31
+{services}"#,
+        rib = rib.display(),
+        geo = city_database().display(),
+    );
+    (start(&extra), format!("http://{api}"))
+}
+
+fn call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
+    request(method, url, Some(TOKEN), body)
+}
+
+/// The addresses answered for `name` to a client in `subnet`, and the ECS
+/// scope the answer came back with.
+fn answer(pharos: &Pharos, name: &str, subnet: (&str, u8)) -> (Vec<IpAddr>, u8) {
+    let response = Asked::new(pharos.address).ask(&ecs_query(1, name, Rtype::A, Some((subnet.0.parse().unwrap(), subnet.1))));
+    let addresses =
+        response.answer().unwrap().limit_to::<domain::rdata::A>().map(|record| IpAddr::V4(record.unwrap().data().addr())).collect();
+    (addresses, echoed_subnet(&response).expect("ECS echoed").scope_prefix_len())
+}
+
+fn first(pharos: &Pharos, name: &str, subnet: (&str, u8)) -> String {
+    answer(pharos, name, subnet).0[0].to_string()
+}
+
+fn bgp_state(api: &str) -> Value {
+    call("GET", &format!("{api}/v1/data"), None).1["bgp"].clone()
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+#[test]
+fn shortest_as_path_serves_from_tables_loaded_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let rib = dir.path().join("rib.txt");
+    std::fs::write(&rib, RIB).unwrap();
+    let (pharos, api) = start_proximity(&rib);
+    wait_until("the BGP tables are loaded", || bgp_state(&api)["state"] == "loaded");
+    assert_eq!(bgp_state(&api)["loaded"]["routes"], 3);
+    // AS 100 -> fra 1 hop, iad 2, sea (no AS) last; the answer holds for 10/8.
+    let (addresses, scope) = answer(&pharos, "near.example.test", ("10.1.2.0", 24));
+    assert_eq!((addresses, scope), (["192.0.2.10", "192.0.2.30", "192.0.2.20"].map(|text| text.parse().unwrap()).to_vec(), 8));
+    let (status, explained) = call("GET", &format!("{api}/v1/explain?name=near.example.test&client=10.1.2.0/24"), None);
+    let steps = explained["steps"].to_string();
+    assert!(status == 200 && steps.contains("client AS100 (BGP prefix /8)") && steps.contains("iad 2"), "{explained}");
+    assert!(pharos.log().contains("BGP tables loaded"), "{}", pharos.log());
+
+    // A table that does not parse leaves the loaded one serving.
+    std::fs::write(&rib, "TABLE_DUMP2|not a route\n").unwrap();
+    assert_eq!(call("POST", &format!("{api}/v1/reload"), None).0, 200);
+    wait_until("the bad table is reported", || bgp_state(&api)["state"] == "failed");
+    let error = bgp_state(&api)["error"].as_str().unwrap().to_string();
+    assert!(error.contains("rib.txt"), "the error names the file: {error}");
+    assert_eq!(first(&pharos, "near.example.test", ("10.1.2.0", 24)), "192.0.2.10");
+    assert_eq!(bgp_state(&api)["loaded"]["routes"], 3);
+}
+
+#[test]
+fn measurements_steer_answers_are_checked_age_out_and_survive_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let rib = dir.path().join("rib.txt");
+    std::fs::write(&rib, RIB).unwrap();
+    let (pharos, api) = start_proximity(&rib);
+    let measurements = format!("{api}/v1/measurements");
+    assert_eq!(first(&pharos, "fast.example.test", ("10.1.2.0", 24)), "192.0.2.30", "no measurements: the declared order");
+    let batch = json!([
+        { "subnet": "10.1.0.0/16", "datacenter": "iad", "rtt_ms": 80.0 },
+        { "subnet": "10.1.0.0/16", "datacenter": "fra", "rtt_ms": 9.5 },
+        { "subnet": "10.1.0.0/16", "datacenter": "sea", "rtt_ms": 150.0 },
+    ]);
+    assert_eq!(call("POST", &measurements, Some(batch)), (200, json!({ "accepted": 3 })));
+    let (addresses, scope) = answer(&pharos, "fast.example.test", ("10.1.2.0", 24));
+    assert_eq!((addresses[0].to_string(), scope), ("192.0.2.10".to_string(), 16), "fra is fastest; the scope is the measured /16");
+
+    // One bad row refuses the whole batch: the good row before it is not kept.
+    let bad = json!([
+        { "subnet": "10.1.0.0/16", "datacenter": "sea", "rtt_ms": 1.0 },
+        { "subnet": "10.1.0.0/16", "datacenter": "mars", "rtt_ms": 1.0 },
+    ]);
+    let (status, reply) = call("POST", &measurements, Some(bad));
+    assert_eq!((status, reply["field"].as_str()), (422, Some("measurements[1].datacenter")), "{reply}");
+    let (status, reply) = call("POST", &measurements, Some(json!([{ "subnet": "10.1.0.1/16", "datacenter": "sea", "rtt_ms": 1.0 }])));
+    assert_eq!((status, reply["field"].as_str()), (422, Some("measurements[0].subnet")), "{reply}");
+    assert_eq!(first(&pharos, "fast.example.test", ("10.1.2.0", 24)), "192.0.2.10");
+
+    // Acknowledged measurements survive a crash.
+    let pharos = pharos.kill_and_restart();
+    assert_eq!(first(&pharos, "fast.example.test", ("10.1.2.0", 24)), "192.0.2.10");
+
+    // A measurement 27 s old (of 30 allowed) steers for about 3 s more.
+    let aging = json!([{ "subnet": "10.2.0.0/16", "datacenter": "sea", "rtt_ms": 1.0, "measured_at": unix_now() - 27 }]);
+    assert_eq!(call("POST", &measurements, Some(aging)).0, 200);
+    assert_eq!(first(&pharos, "fast.example.test", ("10.2.3.0", 24)), "192.0.2.20");
+    wait_until("the measurement ages out", || first(&pharos, "fast.example.test", ("10.2.3.0", 24)) == "192.0.2.30");
+    let stale = json!([{ "subnet": "10.3.0.0/16", "datacenter": "sea", "rtt_ms": 1.0, "measured_at": unix_now() - 31 }]);
+    assert_eq!(call("POST", &measurements, Some(stale)).0, 200);
+    assert_eq!(first(&pharos, "fast.example.test", ("10.3.0.0", 24)), "192.0.2.30", "too old on arrival: ignored");
+}
+
+#[test]
+fn nearest_uses_the_city_coordinates_of_the_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let rib = dir.path().join("rib.txt");
+    std::fs::write(&rib, RIB).unwrap();
+    let (pharos, api) = start_proximity(&rib);
+    // Milton, WA in the test database (a /29): sea, then iad, then fra.
+    let (addresses, scope) = answer(&pharos, "geo.example.test", ("216.160.83.56", 32));
+    assert_eq!((addresses, scope), (["192.0.2.20", "192.0.2.30", "192.0.2.10"].map(|text| text.parse().unwrap()).to_vec(), 29));
+    // London (a /31): fra first.
+    assert_eq!(first(&pharos, "geo.example.test", ("81.2.69.142", 32)), "192.0.2.10");
+    let (_, explained) = call("GET", &format!("{api}/v1/explain?name=geo.example.test&client=81.2.69.142"), None);
+    assert!(explained["steps"].to_string().contains("client at 51.5142, -0.0931"), "{explained}");
+}
