@@ -79,10 +79,14 @@ pub fn start(config_extra: &str) -> Pharos {
 
 /// Starts pharos with `config_extra` TOML (before the zone table) and the zone text.
 pub fn start_with(config_extra: &str, zone: &str) -> Pharos {
+    start_at(format!("127.0.0.1:{}", free_port()).parse().unwrap(), config_extra, zone)
+}
+
+/// [`start_with`] on a given address.
+pub fn start_at(address: SocketAddr, config_extra: &str, zone: &str) -> Pharos {
     let dir = tempfile::tempdir().unwrap();
     let zone_file = dir.path().join("example.test.zone");
     std::fs::write(&zone_file, zone).unwrap();
-    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let config = dir.path().join("pharos.toml");
     let text = format!(
         "[server]\nlisten = [\"{address}\"]\nthreads = 1\n{config_extra}\n[[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\n"

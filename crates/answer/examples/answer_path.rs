@@ -66,17 +66,8 @@ fn regions() -> Vec<RegionSpec> {
 
 /// Three replicas; each region prefers a different one.
 fn service(name: &str) -> ServiceSpec {
-    let replicas: Vec<ReplicaSpec> = (1..=3)
-        .map(|index| ReplicaSpec {
-            id: format!("r{index}"),
-            address: IpAddr::V4(Ipv4Addr::new(192, 0, 2, index)),
-            datacenter: None,
-            weight: 1,
-            priority: 1,
-            enabled: true,
-            down: false,
-        })
-        .collect();
+    let replicas: Vec<ReplicaSpec> =
+        (1..=3).map(|index| ReplicaSpec::new(format!("r{index}"), IpAddr::V4(Ipv4Addr::new(192, 0, 2, index)))).collect();
     let mut probabilities = BTreeMap::new();
     for region in 1..=8u32 {
         let row: BTreeMap<String, ProbabilitySpec> = (1..=3u32)
@@ -84,15 +75,7 @@ fn service(name: &str) -> ServiceSpec {
             .collect();
         probabilities.insert(format!("r{region}"), row);
     }
-    ServiceSpec {
-        name: name.into(),
-        policy: "region-probabilities".into(),
-        ttl: 300,
-        max_answers: 0,
-        replicas,
-        probabilities,
-        fallback: None,
-    }
+    ServiceSpec { ttl: 300, probabilities, ..ServiceSpec::new(name, "region-probabilities", replicas) }
 }
 
 /// A query for the service with ECS from /24 number `index`: spread over

@@ -141,12 +141,13 @@ fn answer_query(query: &Query<'_>, client: &Client, opt: OptSource<'_>, snapshot
     let routed = snapshot.routes.service(qname).zip(service::family_of(question.qtype));
     if let Some((routed_service, family)) = routed {
         let asker = service::asker(client, query.edns, settings);
-        let (fitted, scope) = service::write_addresses(&mut writer, routed_service, family, &asker, snapshot, rng, room);
-        // A subnet that was not used says nothing about this answer's reach.
-        let scope = if asker.from_client_subnet { scope } else { 0 };
-        let truncation = if fitted.truncated { flags::TC } else { 0 };
-        let counts = [1, fitted.counts[0], 0, 0];
-        return finish(&mut writer, query, flags::AA | truncation, rcode::NOERROR, counts, scope, opt);
+        if let Some((fitted, scope)) = service::write_addresses(&mut writer, routed_service, family, &asker, snapshot, rng, room) {
+            // A subnet that was not used says nothing about this answer's reach.
+            let scope = if asker.from_client_subnet { scope } else { 0 };
+            let truncation = if fitted.truncated { flags::TC } else { 0 };
+            let counts = [1, fitted.counts[0], 0, 0];
+            return finish(&mut writer, query, flags::AA | truncation, rcode::NOERROR, counts, scope, opt);
+        }
     }
     let (header_flags, rcode, fitted) = match snapshot.zones.lookup(qname, question.qtype) {
         Lookup::Built(body) => copy_body(&mut writer, body, room),

@@ -19,7 +19,9 @@ pub fn asker(client: &Client, edns: Option<Edns>, settings: &Settings) -> Asker 
 }
 
 /// Writes the address records the service's policy chose for this client.
-/// Returns how much fit and the ECS scope the answer depends on.
+/// Returns how much fit and the ECS scope the answer depends on; `None`,
+/// writing nothing, when the policy chose no replica (the name then
+/// answers like any name without addresses: NODATA).
 pub fn write_addresses(
     writer: &mut MessageWriter<'_>,
     service: &Service,
@@ -28,9 +30,12 @@ pub fn write_addresses(
     snapshot: &Snapshot,
     rng: &mut impl Rng,
     room: usize,
-) -> (Fitted, u8) {
+) -> Option<(Fitted, u8)> {
     let location = locate(asker, &snapshot.routes.regions, None);
     let decision = decide(service, family, &location, &snapshot.routes.proximity, rng, None);
+    if decision.replicas.is_empty() {
+        return None;
+    }
     let body_start = writer.len();
     let question = pharos_wire::HEADER_LEN as u16;
     for &index in &decision.replicas {
@@ -43,9 +48,9 @@ pub fn write_addresses(
     // The addresses form one RRset: all of it fits, or none and TC.
     if length > room {
         writer.truncate(body_start);
-        return (Fitted { len: 0, counts: [0; 3], truncated: true }, decision.scope);
+        return Some((Fitted { len: 0, counts: [0; 3], truncated: true }, decision.scope));
     }
-    (Fitted { len: length, counts: [decision.replicas.len() as u16, 0, 0], truncated: false }, decision.scope)
+    Some((Fitted { len: length, counts: [decision.replicas.len() as u16, 0, 0], truncated: false }, decision.scope))
 }
 
 /// Which family of addresses a question asks a service for, if any.

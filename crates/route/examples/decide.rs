@@ -149,13 +149,8 @@ fn service(policy: &str, regions: &[RegionSpec]) -> ServiceSpec {
         .iter()
         .enumerate()
         .map(|(index, &(id, ..))| ReplicaSpec {
-            id: id.into(),
-            address: IpAddr::V4(Ipv4Addr::new(192, 0, 2, index as u8 + 1)),
             datacenter: Some(id.into()),
-            weight: 1,
-            priority: 1,
-            enabled: true,
-            down: false,
+            ..ReplicaSpec::new(id, IpAddr::V4(Ipv4Addr::new(192, 0, 2, index as u8 + 1)))
         })
         .collect();
     let mut probabilities = BTreeMap::new();
@@ -172,15 +167,7 @@ fn service(policy: &str, regions: &[RegionSpec]) -> ServiceSpec {
         }
     }
     let proximity = ["shortest-as-path", "lowest-latency", "nearest"].contains(&policy);
-    ServiceSpec {
-        name: policy.into(),
-        policy: policy.into(),
-        ttl: 60,
-        max_answers: 0,
-        replicas,
-        probabilities,
-        fallback: proximity.then(|| "weighted".into()),
-    }
+    ServiceSpec { ttl: 60, probabilities, fallback: proximity.then(|| "weighted".into()), ..ServiceSpec::new(policy, policy, replicas) }
 }
 
 /// Times each client's decision, in nanoseconds.

@@ -40,24 +40,50 @@ pub fn decide(
     let candidates = service.candidates(family);
     note(&mut explanation, || {
         let ids: Vec<&str> = candidates.indexes.iter().map(|&index| service.replicas[index].id.as_str()).collect();
-        match candidates.failing_open {
-            true => format!("no {family:?} replica is serving: failing open to all enabled ({})", ids.join(", ")),
-            false => format!("{family:?} replicas serving: {}", ids.join(", ")),
+        match (candidates.failing_open, ids.is_empty()) {
+            (true, _) => format!("no {family:?} replica is serving: failing open to all enabled ({})", ids.join(", ")),
+            (false, true) => format!("no {family:?} replica is serving, and the service answers none then (NODATA)"),
+            (false, false) => format!("{family:?} replicas serving: {}", ids.join(", ")),
         }
     });
+    note_left_out(service, family, &mut explanation);
     note(&mut explanation, || format!("policy: {}", service.policy.name()));
     let choice = choose(&service.policy, &service.replicas, &candidates.indexes, location, proximity, rng, explanation.as_deref_mut());
     let mut replicas = choice.order;
     if service.max_answers > 0 {
         replicas.truncate(service.max_answers);
     }
-    let ttl = choice.ttl.unwrap_or(service.ttl);
+    let ttl = capped(service, choice.ttl.unwrap_or(service.ttl));
+    if let Some(cap) = service.ttl_cap {
+        note(&mut explanation, || format!("TTL capped at {cap} s: probes could change a replica's state that soon"));
+    }
     let scope = choice.scope;
     note(&mut explanation, || {
         let ids: Vec<&str> = replicas.iter().map(|&index| service.replicas[index].id.as_str()).collect();
         format!("answer: [{}], TTL {ttl}, ECS scope /{scope}", ids.join(", "))
     });
     Decision { replicas, ttl, scope }
+}
+
+/// Notes the replicas of `family` left out, and why.
+fn note_left_out(service: &Service, family: Family, explanation: &mut Option<&mut Explanation>) {
+    let of_family = service.replicas.iter().filter(|replica| family.holds(replica.address));
+    let left_out: Vec<String> = of_family
+        .filter(|replica| !replica.is_serving())
+        .map(|replica| match (&replica.down_because, replica.enabled) {
+            (_, false) => format!("{} (disabled)", replica.id),
+            (Some(reason), true) => format!("{} ({reason})", replica.id),
+            (None, true) => format!("{} (down)", replica.id),
+        })
+        .collect();
+    if !left_out.is_empty() {
+        note(explanation, || format!("not serving: {}", left_out.join("; ")));
+    }
+}
+
+/// `ttl`, no longer than the service's cap.
+fn capped(service: &Service, ttl: u32) -> u32 {
+    service.ttl_cap.map_or(ttl, |cap| ttl.min(cap))
 }
 
 /// The query path's shortcut: an order drawn from the prepared
@@ -70,6 +96,7 @@ fn decide_prepared(service: &Service, order: &Order, location: &Location) -> Dec
         }
         _ => service.ttl,
     };
+    let ttl = capped(service, ttl);
     // Prepared orders depend on the client through its region only.
     let scope = if matches!(service.policy, Policy::RegionProbabilities(_)) { location.scope } else { 0 };
     Decision { replicas: order.clone(), ttl, scope }
@@ -82,26 +109,18 @@ mod tests {
     use rand::rngs::SmallRng;
 
     use super::*;
-    use crate::model::{Health, Replica};
+    use crate::model::{AllDown, Answering, Health, Replica};
     use crate::policy::{ProbabilityTable, RegionRow};
 
     fn replica(id: &str, address: &str) -> Replica {
-        Replica {
-            id: id.into(),
-            address: address.parse().unwrap(),
-            datacenter: None,
-            weight: 1,
-            priority: 1,
-            enabled: true,
-            health: Health::Up,
-        }
+        Replica::new(id, address.parse().unwrap())
     }
 
     fn service_with(policy: Policy, max_answers: usize, edit: impl FnOnce(&mut Vec<Replica>)) -> Service {
         let mut replicas =
             vec![replica("a", "192.0.2.1"), replica("b", "192.0.2.2"), replica("c", "2001:db8::3"), replica("d", "192.0.2.4")];
         edit(&mut replicas);
-        Service::new("www.example.test.".into(), replicas, policy, 300, max_answers)
+        Service::new("www.example.test.".into(), replicas, policy, crate::model::Answering::plain(300, max_answers))
     }
 
     fn service(policy: Policy) -> Service {
@@ -139,6 +158,30 @@ mod tests {
             decide(&service, Family::V4, &here(), &Proximity::default(), &mut SmallRng::seed_from_u64(0), Some(&mut explanation));
         assert_eq!(decision.replicas[..], [0, 1]);
         assert!(explanation.steps[0].contains("failing open"), "{explanation}");
+    }
+
+    #[test]
+    fn a_nodata_service_answers_nothing_when_all_are_down_and_says_why() {
+        let mut replicas = vec![replica("a", "192.0.2.1"), replica("b", "192.0.2.2")];
+        replicas[0].health = Health::Down;
+        replicas[0].down_because = Some("probe: connection refused".into());
+        replicas[1].enabled = false;
+        let answering = Answering { when_all_down: AllDown::Nodata, ttl_cap: Some(20), ..Answering::plain(300, 0) };
+        let service = Service::new("www.example.test.".into(), replicas, Policy::Static, answering);
+        let mut explanation = Explanation::default();
+        let decision =
+            decide(&service, Family::V4, &here(), &Proximity::default(), &mut SmallRng::seed_from_u64(0), Some(&mut explanation));
+        assert!(decision.replicas.is_empty());
+        let text = explanation.to_string();
+        assert!(text.contains("answers none then (NODATA)") && text.contains("a (probe: connection refused); b (disabled)"), "{text}");
+    }
+
+    #[test]
+    fn a_ttl_cap_shortens_every_answer() {
+        let answering = Answering { ttl_cap: Some(20), ..Answering::plain(300, 0) };
+        let service = Service::new("www.example.test.".into(), vec![replica("a", "192.0.2.1")], Policy::Weighted, answering);
+        let decision = decide(&service, Family::V4, &here(), &Proximity::default(), &mut SmallRng::seed_from_u64(0), None);
+        assert_eq!(decision.ttl, 20, "the prepared path caps too");
     }
 
     #[test]

@@ -12,11 +12,13 @@ pub mod decide;
 pub mod explain;
 pub mod external;
 pub mod latency;
+pub mod load_control;
 pub mod locate;
 pub mod model;
 pub mod policy;
 pub mod prefix;
 pub mod prepared;
+pub mod probe;
 pub mod proximity;
 
 pub mod routes;

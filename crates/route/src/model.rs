@@ -1,6 +1,7 @@
 //! Services and their replicas, as the routing core sees them.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use crate::policy::Policy;
 use crate::prepared::Prepared;
@@ -8,6 +9,17 @@ use crate::prepared::Prepared;
 /// TTL for answers when neither the policy nor the service sets one
 /// (MyXDNS's default).
 pub const DEFAULT_TTL: u32 = 360;
+
+/// What a service answers when none of its replicas is serving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AllDown {
+    /// Every enabled replica: a guess beats no answer.
+    #[default]
+    FailOpen,
+    /// No address (NODATA): clients fail fast and try elsewhere.
+    Nodata,
+}
 
 /// Whether probes (or an operator) last saw the replica serving.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -33,6 +45,8 @@ pub struct Replica {
     /// An operator's switch: a disabled replica is never answered.
     pub enabled: bool,
     pub health: Health,
+    /// Why it is down, in words, for explanations.
+    pub down_because: Option<Arc<str>>,
 }
 
 /// Which address family a question asks for.
@@ -59,6 +73,9 @@ pub struct Service {
     pub ttl: u32,
     /// At most this many addresses per answer (0: no cap).
     pub max_answers: usize,
+    /// No answer's TTL exceeds this: the time until probes could next
+    /// change a replica's state, if the service asks for it.
+    pub ttl_cap: Option<u32>,
     /// Who may be answered, per family, worked out once: replicas change
     /// only by building a new snapshot.
     candidates: [Candidates; 2],
@@ -76,12 +93,29 @@ pub struct Candidates {
     pub failing_open: bool,
 }
 
+/// How a service answers, beside its replicas and policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answering {
+    pub ttl: u32,
+    pub max_answers: usize,
+    pub when_all_down: AllDown,
+    pub ttl_cap: Option<u32>,
+}
+
+impl Answering {
+    /// `ttl` and `max_answers`, failing open, no TTL cap.
+    pub fn plain(ttl: u32, max_answers: usize) -> Answering {
+        Answering { ttl, max_answers, when_all_down: AllDown::FailOpen, ttl_cap: None }
+    }
+}
+
 impl Service {
-    pub fn new(name: String, replicas: Vec<Replica>, policy: Policy, ttl: u32, max_answers: usize) -> Service {
-        let candidates = [Family::V4, Family::V6].map(|family| candidates_of(&replicas, family));
+    pub fn new(name: String, replicas: Vec<Replica>, policy: Policy, answering: Answering) -> Service {
+        let Answering { ttl, max_answers, when_all_down, ttl_cap } = answering;
+        let candidates = [Family::V4, Family::V6].map(|family| candidates_of(&replicas, family, when_all_down));
         let prepared =
             [Family::V4, Family::V6].map(|family| Prepared::new(&policy, &replicas, &candidates[family as usize].indexes, max_answers));
-        Service { name, replicas, policy, ttl, max_answers, candidates, prepared }
+        Service { name, replicas, policy, ttl, max_answers, ttl_cap, candidates, prepared }
     }
 
     pub fn candidates(&self, family: Family) -> &Candidates {
@@ -93,18 +127,24 @@ impl Service {
     }
 }
 
-/// Serving replicas of `family`; if there are none, every enabled one.
-fn candidates_of(replicas: &[Replica], family: Family) -> Candidates {
+/// Serving replicas of `family`; if there are none, every enabled one
+/// (failing open) or none.
+fn candidates_of(replicas: &[Replica], family: Family, when_all_down: AllDown) -> Candidates {
     let of_family = || (0..replicas.len()).filter(|&index| family.holds(replicas[index].address));
     let serving: Vec<usize> = of_family().filter(|&index| replicas[index].is_serving()).collect();
-    if serving.is_empty() {
-        Candidates { indexes: of_family().filter(|&index| replicas[index].enabled).collect(), failing_open: true }
-    } else {
-        Candidates { indexes: serving, failing_open: false }
+    match when_all_down {
+        _ if !serving.is_empty() => Candidates { indexes: serving, failing_open: false },
+        AllDown::FailOpen => Candidates { indexes: of_family().filter(|&index| replicas[index].enabled).collect(), failing_open: true },
+        AllDown::Nodata => Candidates { indexes: Vec::new(), failing_open: false },
     }
 }
 
 impl Replica {
+    /// An enabled, serving replica of weight and priority 1, in no data center.
+    pub fn new(id: impl Into<String>, address: IpAddr) -> Replica {
+        Replica { id: id.into(), address, datacenter: None, weight: 1, priority: 1, enabled: true, health: Health::Up, down_because: None }
+    }
+
     /// Whether it may be answered at all: enabled and not known to be down.
     pub fn is_serving(&self) -> bool {
         self.enabled && self.health == Health::Up

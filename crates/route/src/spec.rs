@@ -15,9 +15,11 @@ use std::sync::Arc;
 use crate::as_paths::AsPaths;
 use crate::external::ExternalRegions;
 use crate::latency::Latencies;
+use crate::load_control::LoadControlSpec;
 use crate::locate::Regions;
-use crate::model::{DEFAULT_TTL, Health, Replica, Service};
+use crate::model::{AllDown, Answering, DEFAULT_TTL, Health, Replica, Service};
 use crate::policy::{Policy, ProbabilityTable, RegionRow};
+use crate::probe::{ProbeKind, ProbeSpec, Probed, ProbedHealth};
 use crate::proximity::Proximity;
 use crate::sources::{AsnTable, Coordinates, GeoDatabase};
 use crate::{RegionId, Routes, UNCLASSIFIED};
@@ -85,6 +87,8 @@ pub struct DataSources {
     /// Present when BGP tables are configured, even while they load.
     pub as_paths: Option<Arc<AsPaths>>,
     pub latencies: Arc<Latencies>,
+    /// What health probes say, by (service, replica).
+    pub probed: Arc<ProbedHealth>,
 }
 
 const CONTINENTS: [&str; 7] = ["AF", "AN", "AS", "EU", "NA", "OC", "SA"];
@@ -111,6 +115,56 @@ pub struct ServiceSpec {
     /// on (default `weighted`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback: Option<String>,
+    /// How the replicas are probed; none: only operators mark them down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<ProbeSpec>,
+    /// What to answer when no replica is serving.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub when_all_down: AllDown,
+    /// Cap answer TTLs at the time until probes could next change a
+    /// replica's state (as gdnsd does), so resolvers drop a failing replica
+    /// soon.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub shrink_ttl: bool,
+    /// Where replicas report their load (an HTTP GET answering a number),
+    /// if they do not push it to the API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_probe: Option<ProbeSpec>,
+    /// Recompute the region probabilities from load (MyXDNS algorithms I
+    /// and II) in a control loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_control: Option<LoadControlSpec>,
+}
+
+impl ServiceSpec {
+    /// A service with every optional field at its default.
+    pub fn new(name: impl Into<String>, policy: impl Into<String>, replicas: Vec<ReplicaSpec>) -> ServiceSpec {
+        ServiceSpec {
+            name: name.into(),
+            policy: policy.into(),
+            ttl: DEFAULT_TTL,
+            max_answers: 0,
+            replicas,
+            probabilities: BTreeMap::new(),
+            fallback: None,
+            health: None,
+            when_all_down: AllDown::default(),
+            shrink_ttl: false,
+            load_probe: None,
+            load_control: None,
+        }
+    }
+}
+
+impl ReplicaSpec {
+    /// An enabled replica of weight and priority 1, in no data center.
+    pub fn new(id: impl Into<String>, address: IpAddr) -> ReplicaSpec {
+        ReplicaSpec { id: id.into(), address, datacenter: None, weight: 1, priority: 1, enabled: true, down: false, probe_address: None }
+    }
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -130,6 +184,10 @@ pub struct ReplicaSpec {
     /// marked up again.
     #[serde(default)]
     pub down: bool,
+    /// Where health probes go, if not to `address` (an internal address
+    /// behind a public one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_address: Option<IpAddr>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -325,6 +383,7 @@ fn build_service(
         if replicas.iter().any(|known: &Replica| known.id == replica.id) {
             return fail(format!("{field}.replica[{}]", replica.id), "replica id used twice");
         }
+        let down_because = why_down(replica, sources.probed.get(&(spec.name.clone(), replica.id.clone())));
         replicas.push(Replica {
             id: replica.id.clone(),
             address: replica.address,
@@ -332,9 +391,11 @@ fn build_service(
             weight: replica.weight,
             priority: replica.priority,
             enabled: replica.enabled,
-            health: if replica.down { Health::Down } else { Health::Up },
+            health: if down_because.is_some() { Health::Down } else { Health::Up },
+            down_because,
         });
     }
+    check_probes_and_load_control(spec, field, region_ids)?;
     if replicas.is_empty() {
         return fail(format!("{field}.replica"), "a service needs at least one replica");
     }
@@ -346,7 +407,46 @@ fn build_service(
     if spec.fallback.is_some() && policy.fallback().is_none() {
         return fail(format!("{field}.fallback"), format!("only the policies {} have a fallback", PROXIMITY_POLICIES.join(", ")));
     }
-    Ok(Service::new(spec.name.clone(), replicas, policy, spec.ttl, spec.max_answers))
+    let ttl_cap = spec.shrink_ttl.then(|| soonest_change(spec, &sources.probed)).flatten();
+    let answering = Answering { ttl: spec.ttl, max_answers: spec.max_answers, when_all_down: spec.when_all_down, ttl_cap };
+    Ok(Service::new(spec.name.clone(), replicas, policy, answering))
+}
+
+fn check_probes_and_load_control(spec: &ServiceSpec, field: &str, region_ids: &HashMap<String, RegionId>) -> Result<(), SpecError> {
+    if let Some(probe) = &spec.health {
+        probe.check(&format!("{field}.health"))?;
+    }
+    if let Some(probe) = &spec.load_probe {
+        probe.check(&format!("{field}.load_probe"))?;
+        if !matches!(probe.kind, ProbeKind::Http | ProbeKind::Https) {
+            return fail(format!("{field}.load_probe.kind"), "a load probe is an HTTP or HTTPS GET answering a number");
+        }
+    }
+    let Some(control) = &spec.load_control else { return Ok(()) };
+    let control_field = format!("{field}.load_control");
+    if spec.policy != "region-probabilities" {
+        return fail(control_field, "load control sets region probabilities: needs policy = \"region-probabilities\"");
+    }
+    let ids: Vec<&str> = spec.replicas.iter().map(|replica| replica.id.as_str()).collect();
+    control.check(&control_field, &ids)?;
+    match control.ranks.keys().find(|table| *table != "default" && !region_ids.contains_key(*table)) {
+        Some(unknown) => fail(format!("{control_field}.ranks[{unknown}]"), "no region of that name (declare it, or use \"default\")"),
+        None => Ok(()),
+    }
+}
+
+/// Why a replica is down: an operator's mark, or its probes.
+fn why_down(replica: &ReplicaSpec, probed: Option<&Probed>) -> Option<Arc<str>> {
+    match probed {
+        _ if replica.down => Some("marked down by an operator".into()),
+        Some(probed) if !probed.up => Some(probed.reason.clone()),
+        _ => None,
+    }
+}
+
+/// Seconds until probes could change any of `spec`'s replicas' state.
+fn soonest_change(spec: &ServiceSpec, probed: &ProbedHealth) -> Option<u32> {
+    spec.replicas.iter().filter_map(|replica| probed.get(&(spec.name.clone(), replica.id.clone()))).map(|probed| probed.stable_for).min()
 }
 
 /// The policy called `name`, for `spec`'s `replicas`.
@@ -451,24 +551,8 @@ mod tests {
     }
 
     fn service(policy: &str) -> ServiceSpec {
-        let replica = |id: &str, address: &str| ReplicaSpec {
-            id: id.into(),
-            address: address.parse().unwrap(),
-            datacenter: None,
-            weight: 1,
-            priority: 1,
-            enabled: true,
-            down: false,
-        };
-        ServiceSpec {
-            name: "www.example.test".into(),
-            policy: policy.into(),
-            ttl: 300,
-            max_answers: 0,
-            replicas: vec![replica("a", "192.0.2.1"), replica("b", "192.0.2.2")],
-            probabilities: BTreeMap::new(),
-            fallback: None,
-        }
+        let replica = |id: &str, address: &str| ReplicaSpec::new(id, address.parse().unwrap());
+        ServiceSpec { ttl: 300, ..ServiceSpec::new("www.example.test", policy, vec![replica("a", "192.0.2.1"), replica("b", "192.0.2.2")]) }
     }
 
     fn region(id: RegionId, name: &str, prefixes: &[&str]) -> RegionSpec {

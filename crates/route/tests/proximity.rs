@@ -20,27 +20,11 @@ fn datacenter(id: &str, latitude: f64, longitude: f64, asn: Option<u32>) -> Data
 }
 
 fn replica(id: &str, address: &str, datacenter: Option<&str>, weight: u32) -> ReplicaSpec {
-    ReplicaSpec {
-        id: id.into(),
-        address: address.parse().unwrap(),
-        datacenter: datacenter.map(Into::into),
-        weight,
-        priority: 1,
-        enabled: true,
-        down: false,
-    }
+    ReplicaSpec { datacenter: datacenter.map(Into::into), weight, ..ReplicaSpec::new(id, address.parse().unwrap()) }
 }
 
 fn service(policy: &str, replicas: Vec<ReplicaSpec>) -> ServiceSpec {
-    ServiceSpec {
-        name: "www.example.test".into(),
-        policy: policy.into(),
-        ttl: 60,
-        max_answers: 0,
-        replicas,
-        probabilities: BTreeMap::new(),
-        fallback: Some("static".into()),
-    }
+    ServiceSpec { ttl: 60, fallback: Some("static".into()), ..ServiceSpec::new("www.example.test", policy, replicas) }
 }
 
 fn routes(datacenters: &[DataCenterSpec], spec: ServiceSpec, sources: &DataSources) -> Routes {

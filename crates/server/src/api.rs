@@ -117,6 +117,9 @@ fn router(api: Api) -> Router {
         .route("/v1/reload", post(reload))
         .route("/v1/measurements", post(post_measurements))
         .route("/v1/data", get(data_status))
+        .route("/v1/health", get(health))
+        .route("/v1/load", get(load_status))
+        .route("/v1/services/{name}/replicas/{id}/load", put(put_load))
         .layer(middleware::from_fn_with_state(api.clone(), require_token));
     Router::new()
         .route("/openapi.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }))
@@ -356,6 +359,27 @@ async fn export(State(api): State<Api>) -> Reply<impl IntoResponse> {
 async fn post_measurements(State(api): State<Api>, Json(batch): Json<Vec<MeasurementSpec>>) -> Reply<Json<serde_json::Value>> {
     let accepted = api.control.record_measurements(batch).await?;
     Ok(Json(json!({ "accepted": accepted })))
+}
+
+/// A replica's load, pushed: `{"load": 0.7}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoadReport {
+    load: f64,
+}
+
+async fn put_load(State(api): State<Api>, Path((name, id)): Path<(String, String)>, Json(report): Json<LoadReport>) -> Reply<StatusCode> {
+    api.control.record_load(name, id, report.load).await?;
+    Ok(StatusCode::OK)
+}
+
+async fn load_status(State(api): State<Api>) -> Reply<Json<crate::control::LoadStatus>> {
+    Ok(Json(api.control.load_status().await?))
+}
+
+/// Every probed replica: up or down, since when, and the last result.
+async fn health(State(api): State<Api>) -> Reply<Json<Vec<crate::health::ReplicaHealth>>> {
+    Ok(Json(api.control.health().await?))
 }
 
 async fn data_status(State(api): State<Api>) -> Json<crate::data::DataStatus> {

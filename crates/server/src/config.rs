@@ -37,6 +37,8 @@ pub struct Config {
     pub bgp: BgpConfig,
     #[serde(default)]
     pub latency: LatencyConfig,
+    #[serde(default)]
+    pub load: LoadConfig,
     /// An external process that places clients no region rule places.
     pub classifier: Option<ClassifierConfig>,
     #[serde(default)]
@@ -85,6 +87,22 @@ pub struct LatencyConfig {
 impl Default for LatencyConfig {
     fn default() -> Self {
         LatencyConfig { max_age_seconds: 3600 }
+    }
+}
+
+/// Replica load reports (pushed to the API or probed).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LoadConfig {
+    /// Reports older than this many seconds are ignored.
+    pub max_age_seconds: u64,
+    /// Weight of each new report in the smoothed value (EWMA), 0 to 1.
+    pub smoothing: f64,
+}
+
+impl Default for LoadConfig {
+    fn default() -> Self {
+        LoadConfig { max_age_seconds: 30, smoothing: 0.5 }
     }
 }
 
@@ -336,6 +354,9 @@ impl Config {
         }
         if self.latency.max_age_seconds == 0 {
             bail!("latency.max_age_seconds must be at least 1");
+        }
+        if !(self.load.smoothing > 0.0 && self.load.smoothing <= 1.0) {
+            bail!("load.smoothing must be more than 0 and at most 1");
         }
         if self.tls.certificate.is_some() != self.tls.key.is_some() {
             bail!("tls.certificate and tls.key go together: give both, or neither for a generated self-signed certificate");

@@ -6,6 +6,7 @@
 //! the store, and only then is the snapshot swapped in. Anything that
 //! fails on the way leaves the store and the live snapshot as they were.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -14,7 +15,9 @@ use pharos_answer::{Settings, Snapshot};
 use pharos_bgp::BgpTables;
 use pharos_route::as_paths::AsPaths;
 use pharos_route::latency::{Latencies, MeasurementBook, MeasurementSpec};
+use pharos_route::load_control::LoadBook;
 use pharos_route::prefix::PrefixMap;
+use pharos_route::probe::{ProbeTarget, Purpose};
 use pharos_route::sources::{AsnTable, GeoDatabase};
 use pharos_route::spec::{DataSources, SpecError, build_routes};
 use pharos_route::{Asker, Explanation, Family, Routes, decide, locate};
@@ -24,10 +27,16 @@ use pharos_zone::{Zone, ZoneSet, load_zone_file};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde::Serialize;
+use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::data::{BgpStatus, BgpSummary, DataStatus, LatencyStatus, check_measurements, unix_now};
+use crate::health::{Effect, HealthBook, ProbeResult, ReplicaHealth, describe};
 use crate::snapshot::SharedSnapshot;
+
+mod load;
+
+pub use load::{LoadRun, LoadStatus};
 
 /// Why a change was not made.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -64,7 +73,7 @@ impl ControlError {
 }
 
 impl ControlError {
-    fn invalid(field: impl Into<String>, message: impl Into<String>) -> ControlError {
+    pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> ControlError {
         ControlError::Invalid(SpecError { field: field.into(), message: message.into() })
     }
 }
@@ -94,6 +103,13 @@ pub struct Control {
     measurements: MeasurementBook,
     data: DataStatus,
     published: Arc<Published>,
+    health: HealthBook,
+    /// The probes the prober should be running.
+    probe_plan: watch::Sender<Arc<Vec<ProbeTarget>>>,
+    loads: LoadBook,
+    /// When each load-controlled service's next round is due (Unix ms).
+    load_rounds: HashMap<String, u64>,
+    load_runs: BTreeMap<String, load::LoadRun>,
 }
 
 /// Copies of the state and the data status for readers that never queue
@@ -136,7 +152,23 @@ impl Control {
         let data = DataStatus { bgp: BgpStatus::configured(&config), ..DataStatus::default() };
         let measurements = MeasurementBook::new();
         let published = Arc::new(Published { state: ArcSwap::default(), data: ArcSwap::default() });
-        let mut control = Control { config, sources, store, state: State::default(), zones, snapshot, measurements, data, published };
+        let (probe_plan, _) = watch::channel(Arc::new(Vec::new()));
+        let mut control = Control {
+            config,
+            sources,
+            store,
+            state: State::default(),
+            zones,
+            snapshot,
+            measurements,
+            data,
+            published,
+            health: HealthBook::default(),
+            probe_plan,
+            loads: LoadBook::default(),
+            load_rounds: HashMap::new(),
+            load_runs: BTreeMap::new(),
+        };
         control.state = control.store.load()?;
         control.measurements = control.store.load_measurements()?;
         control.refresh_latencies();
@@ -233,11 +265,6 @@ impl Control {
         now.saturating_sub(self.config.latency.max_age_seconds)
     }
 
-    /// When the next measurement in use grows too old (Unix seconds).
-    pub fn next_expiry(&self) -> Option<u64> {
-        self.sources.latencies.next_expiry
-    }
-
     /// Stops using measurements that have grown too old.
     pub fn expire_measurements(&mut self) -> Result<(), ControlError> {
         self.refresh_latencies();
@@ -317,7 +344,9 @@ impl Control {
     /// next snapshot, commits them, then publishes the snapshot.
     fn commit(&mut self, changes: &[Change], files: Option<(Config, Vec<Zone>)>) -> Result<(), ControlError> {
         let next = self.state.with(changes);
-        let routes = build_routes(&next.declared(), &self.sources, service_name).map_err(ControlError::Invalid)?;
+        let health = self.health.planned(&next);
+        let sources = DataSources { probed: Arc::new(health.probed()), ..self.sources.clone() };
+        let routes = build_routes(&next.declared(), &sources, service_name).map_err(ControlError::Invalid)?;
         let frozen = match &files {
             Some((_, loaded)) => freeze(loaded, &routes)?,
             None => self.frozen_reserving(&routes)?,
@@ -332,9 +361,56 @@ impl Control {
         self.snapshot.store(Arc::new(Snapshot { zones: frozen.set.clone(), routes, settings: settings(&self.config) }));
         self.zones.frozen = frozen;
         self.state = next;
+        self.sources = sources;
+        self.adopt_plans(health);
         self.published.state.store(Arc::new(self.state.clone()));
         self.publish_data();
         Ok(())
+    }
+
+    /// Makes `health` the book of health probes, tells the prober if the
+    /// probes to run (health and load) changed, and schedules load control.
+    fn adopt_plans(&mut self, health: HealthBook) {
+        let mut targets = health.targets();
+        targets.extend(load::load_probe_targets(&self.state));
+        if **self.probe_plan.borrow() != targets {
+            self.probe_plan.send_replace(Arc::new(targets));
+        }
+        self.health = health;
+        self.schedule_load_rounds();
+    }
+
+    /// The probes to run, as they change.
+    pub fn probe_plan(&self) -> watch::Receiver<Arc<Vec<ProbeTarget>>> {
+        self.probe_plan.subscribe()
+    }
+
+    /// Takes a probe result; a replica that goes up or down (or, for a
+    /// service that shrinks TTLs, gets closer to it) is served at once.
+    pub fn record_probe(&mut self, result: &ProbeResult) -> Result<(), ControlError> {
+        let (service, replica) = (&result.target.service, &result.target.replica);
+        if result.target.purpose == Purpose::Load {
+            return match &result.outcome {
+                Ok(Some(load)) => self.record_load(service, replica, *load),
+                Ok(None) | Err(_) => Ok(()),
+            };
+        }
+        match self.health.record(result) {
+            Effect::Flipped => {
+                match &result.outcome {
+                    Ok(_) => tracing::info!(service = %service, replica = %replica, "replica up: {}", describe(&result.target)),
+                    Err(why) => tracing::warn!(service = %service, replica = %replica, "replica down: {}: {why}", describe(&result.target)),
+                }
+                self.republish()
+            }
+            Effect::Streak if self.state.services.iter().any(|spec| spec.name == *service && spec.shrink_ttl) => self.republish(),
+            Effect::Streak | Effect::Unchanged | Effect::Stale => Ok(()),
+        }
+    }
+
+    /// Every probed replica's state.
+    pub fn health_report(&self) -> Vec<ReplicaHealth> {
+        self.health.report()
     }
 
     /// The frozen zones with every service name of `routes` reserved: the

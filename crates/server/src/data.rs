@@ -21,6 +21,11 @@ pub fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs())
 }
 
+/// Milliseconds since the Unix epoch.
+pub fn unix_millis() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis() as u64)
+}
+
 /// Checks a batch of measurements against the declared data centers; the
 /// first bad one is named and the whole batch refused.
 pub fn check_measurements(specs: &[MeasurementSpec], datacenters: &[DataCenterSpec], now: u64) -> Result<Vec<Measurement>, SpecError> {

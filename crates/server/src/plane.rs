@@ -20,8 +20,10 @@ use pharos_route::latency::MeasurementSpec;
 use pharos_store::{Change, State};
 use tokio::sync::oneshot;
 
-use crate::control::{Control, ControlError, Published};
-use crate::data::{DataStatus, unix_now};
+use crate::control::{Control, ControlError, LoadStatus, Published};
+use crate::data::{DataStatus, unix_millis};
+use crate::health::{ProbeResult, ReplicaHealth};
+use crate::prober;
 use crate::snapshot::SharedSnapshot;
 
 /// The most requests one commit takes, so a reply never waits for an
@@ -52,6 +54,19 @@ enum Command {
     BgpLoading,
     /// Boxed: the tables' summary is large beside the other commands.
     BgpLoaded(Box<Result<BgpTables, String>>),
+    ProbeResult(ProbeResult),
+    Health {
+        done: oneshot::Sender<Vec<ReplicaHealth>>,
+    },
+    Load {
+        service: String,
+        replica: String,
+        value: f64,
+        done: oneshot::Sender<Result<(), ControlError>>,
+    },
+    LoadStatus {
+        done: oneshot::Sender<LoadStatus>,
+    },
 }
 
 /// A cheap, clonable way to the control thread and to what it published.
@@ -71,8 +86,12 @@ impl ControlHandle {
         let published = control.published().clone();
         let snapshot = control.snapshot().clone();
         let bgp_table = control.config().bgp.table.clone();
+        let probe_plan = control.probe_plan();
         std::thread::Builder::new().name("control".into()).spawn(move || serve(control, queue, window))?;
         let handle = ControlHandle { requests, published, snapshot };
+        let results = handle.requests.clone();
+        let report = move |result| drop(results.send(Request::Command(Command::ProbeResult(result))));
+        tokio::spawn(prober::run(probe_plan, Arc::new(report)));
         if let Some(path) = bgp_table {
             handle.load_bgp(path)?;
         }
@@ -111,6 +130,24 @@ impl ControlHandle {
         Ok(())
     }
 
+    /// Every probed replica's state, as the control thread has it.
+    pub async fn health(&self) -> Result<Vec<ReplicaHealth>, ControlError> {
+        let (done, reply) = oneshot::channel();
+        self.ask(Request::Command(Command::Health { done }), reply).await
+    }
+
+    /// Folds a pushed load report into the replica's smoothed load.
+    pub async fn record_load(&self, service: String, replica: String, value: f64) -> Result<(), ControlError> {
+        let (done, reply) = oneshot::channel();
+        self.ask(Request::Command(Command::Load { service, replica, value, done }), reply).await?
+    }
+
+    /// Smoothed loads and what the load-control loop last did.
+    pub async fn load_status(&self) -> Result<LoadStatus, ControlError> {
+        let (done, reply) = oneshot::channel();
+        self.ask(Request::Command(Command::LoadStatus { done }), reply).await
+    }
+
     /// Keeps a batch of latency measurements; resolves once they are live.
     pub async fn record_measurements(&self, batch: Vec<MeasurementSpec>) -> Result<usize, ControlError> {
         let (done, reply) = oneshot::channel();
@@ -145,16 +182,16 @@ impl ControlHandle {
 }
 
 /// The control thread: waits for a request (or for a measurement to grow
-/// too old), lets the commit window pass since the last commit, then
-/// serves everything queued by then.
+/// too old, or a load-control round), lets the commit window pass since
+/// the last commit, then serves everything queued by then.
 fn serve(mut control: Control, queue: Receiver<Request>, window: Duration) {
     let mut last_commit: Option<Instant> = None;
     loop {
         let first = match next_request(&control, &queue) {
             Ok(request) => request,
             Err(RecvTimeoutError::Timeout) => {
-                if let Err(error) = control.expire_measurements() {
-                    tracing::error!("cannot drop expired latency measurements: {error}");
+                if let Err(error) = control.wake() {
+                    tracing::error!("a timed task of the control plane failed: {error}");
                 }
                 continue;
             }
@@ -169,11 +206,11 @@ fn serve(mut control: Control, queue: Receiver<Request>, window: Duration) {
     }
 }
 
-/// The next request, waiting no longer than until the next measurement
-/// in use grows too old.
+/// The next request, waiting no longer than until the control plane's
+/// next timed task.
 fn next_request(control: &Control, queue: &Receiver<Request>) -> Result<Request, RecvTimeoutError> {
-    match control.next_expiry() {
-        Some(expiry) => queue.recv_timeout(Duration::from_secs(expiry.saturating_sub(unix_now()))),
+    match control.next_wakeup() {
+        Some(at) => queue.recv_timeout(Duration::from_millis(at.saturating_sub(unix_millis()))),
         None => queue.recv().map_err(|_| RecvTimeoutError::Disconnected),
     }
 }
@@ -219,6 +256,14 @@ fn serve_command(control: &mut Control, command: Command) {
                 tracing::error!("cannot serve from the new BGP tables: {error}");
             }
         }
+        Command::ProbeResult(result) => {
+            if let Err(error) = control.record_probe(&result) {
+                tracing::error!("cannot serve the new health of {}/{}: {error}", result.target.service, result.target.replica);
+            }
+        }
+        Command::Health { done } => drop(done.send(control.health_report())),
+        Command::Load { service, replica, value, done } => drop(done.send(control.record_load(&service, &replica, value))),
+        Command::LoadStatus { done } => drop(done.send(control.load_status())),
     }
 }
 

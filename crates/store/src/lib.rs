@@ -22,6 +22,9 @@ pub struct State {
 }
 
 /// One change to the state. A batch of them is applied all or nothing.
+// A service's declaration is much bigger than the other variants; changes
+// are few and short-lived, so boxing it would only add noise.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
     PutDataCenter(DataCenterSpec),

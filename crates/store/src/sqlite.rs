@@ -148,8 +148,6 @@ impl Store for SqliteStore {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
 
     fn region(name: &str, id: u32) -> RegionSpec {
@@ -157,15 +155,7 @@ mod tests {
     }
 
     fn service(name: &str) -> ServiceSpec {
-        ServiceSpec {
-            name: name.into(),
-            policy: "static".into(),
-            ttl: 60,
-            max_answers: 0,
-            replicas: Vec::new(),
-            probabilities: BTreeMap::new(),
-            fallback: None,
-        }
+        ServiceSpec { ttl: 60, ..ServiceSpec::new(name, "static", Vec::new()) }
     }
 
     #[test]

@@ -129,17 +129,7 @@ mod tests {
         };
         table.regions.insert(5, vec![RegionRow { probability: 0.0, ttl: 60 }, RegionRow { probability: 1.0, ttl: 20 }]);
         let mut rng = SmallRng::seed_from_u64(1);
-        let replicas: Vec<Replica> = ["a", "b"]
-            .map(|id| Replica {
-                id: id.into(),
-                address: "192.0.2.1".parse().unwrap(),
-                datacenter: None,
-                weight: 1,
-                priority: 1,
-                enabled: true,
-                health: Default::default(),
-            })
-            .into();
+        let replicas: Vec<Replica> = ["a", "b"].map(|id| Replica::new(id, "192.0.2.1".parse().unwrap())).into();
         let in_region = choose(&table, &replicas, &[0, 1], &located(5), &mut rng, None);
         assert_eq!(in_region, Choice { order: Order::from_slice(&[1, 0]), ttl: Some(20), scope: 24 });
         let elsewhere = choose(&table, &replicas, &[0, 1], &located(9), &mut rng, None);

@@ -1,0 +1,230 @@
+//! Health checks as the routing core sees them: how a service's replicas
+//! are probed (declared with the service), the hysteresis that turns probe
+//! results into up and down, and the probed state a snapshot is built with.
+//!
+//! Probing itself (sockets, timers) happens in the server; everything here
+//! is plain data and arithmetic.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+
+use crate::spec::SpecError;
+
+/// What a probe does to decide that a replica serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbeKind {
+    /// A TCP connection is accepted.
+    Tcp,
+    /// An HTTP GET answers `expect_status` (and contains `body`, if given).
+    Http,
+    /// The same over TLS (the certificate is not checked: the probe asks
+    /// whether the replica serves, not who it is).
+    Https,
+    /// A DNS query for `dns_name` over UDP answers NOERROR.
+    Dns,
+}
+
+/// How a service's replicas are probed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeSpec {
+    pub kind: ProbeKind,
+    /// Port probed; by default 80 (http), 443 (https) or 53 (dns). A TCP
+    /// probe must name one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// HTTP(S): the path asked for.
+    #[serde(default = "default_path")]
+    pub path: String,
+    /// HTTP(S): the status that means "serving".
+    #[serde(default = "default_status")]
+    pub expect_status: u16,
+    /// HTTP(S): text the body must contain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// HTTP(S): the Host header; DNS: the name asked for (A).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default = "default_interval")]
+    pub interval_ms: u64,
+    #[serde(default = "default_timeout")]
+    pub timeout_ms: u64,
+    /// Consecutive successes that bring a down replica up.
+    #[serde(default = "default_rise")]
+    pub rise: u32,
+    /// Consecutive failures that take an up replica down.
+    #[serde(default = "default_fall")]
+    pub fall: u32,
+    /// Whether replicas count as down until their first probes pass (by
+    /// default they count as up, so a restart causes no outage).
+    #[serde(default)]
+    pub start_down: bool,
+}
+
+fn default_path() -> String {
+    "/".into()
+}
+fn default_status() -> u16 {
+    200
+}
+fn default_interval() -> u64 {
+    10_000
+}
+fn default_timeout() -> u64 {
+    2_000
+}
+fn default_rise() -> u32 {
+    2
+}
+fn default_fall() -> u32 {
+    3
+}
+
+impl ProbeSpec {
+    /// Checks the numbers and fields that go with the kind; `field` names
+    /// the spec in errors.
+    pub fn check(&self, field: &str) -> Result<(), SpecError> {
+        let invalid = |name: &str, message: &str| Err(SpecError { field: format!("{field}.{name}"), message: message.into() });
+        if self.interval_ms < 100 {
+            return invalid("interval_ms", "probe at most every 100 ms");
+        }
+        if self.timeout_ms == 0 || self.timeout_ms >= self.interval_ms {
+            return invalid("timeout_ms", "must be more than 0 and less than interval_ms");
+        }
+        if self.rise == 0 || self.fall == 0 {
+            return invalid(if self.rise == 0 { "rise" } else { "fall" }, "must be 1 or more");
+        }
+        match self.kind {
+            ProbeKind::Tcp if self.port.is_none() => invalid("port", "a TCP probe needs a port"),
+            ProbeKind::Http | ProbeKind::Https if !self.path.starts_with('/') => invalid("path", "must start with /"),
+            ProbeKind::Http | ProbeKind::Https if !(100..=599).contains(&self.expect_status) => {
+                invalid("expect_status", "is not an HTTP status (100 to 599)")
+            }
+            ProbeKind::Dns if self.name.is_none() => invalid("name", "a DNS probe needs a name to ask for"),
+            _ => Ok(()),
+        }
+    }
+
+    /// The port probed.
+    pub fn port(&self) -> u16 {
+        self.port.unwrap_or(match self.kind {
+            ProbeKind::Tcp | ProbeKind::Http => 80,
+            ProbeKind::Https => 443,
+            ProbeKind::Dns => 53,
+        })
+    }
+}
+
+/// What a probe's result is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Purpose {
+    /// Up or down.
+    Health,
+    /// The replica's load: the body of an HTTP answer, as a number.
+    Load,
+}
+
+/// One replica's probe to run: the service and replica it speaks for, and
+/// where and how to probe.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ProbeTarget {
+    pub service: String,
+    pub replica: String,
+    pub address: IpAddr,
+    pub spec: ProbeSpec,
+    pub purpose: Purpose,
+}
+
+/// Consecutive results turned into a state that does not flap: `fall`
+/// failures in a row take a replica down, `rise` successes bring it up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hysteresis {
+    pub up: bool,
+    /// Results in a row that disagree with `up`.
+    pub streak: u32,
+    rise: u32,
+    fall: u32,
+}
+
+impl Hysteresis {
+    pub fn new(spec: &ProbeSpec) -> Hysteresis {
+        Hysteresis { up: !spec.start_down, streak: 0, rise: spec.rise, fall: spec.fall }
+    }
+
+    /// Takes one probe result; returns whether the state flipped.
+    pub fn record(&mut self, passed: bool) -> bool {
+        if passed == self.up {
+            self.streak = 0;
+            return false;
+        }
+        self.streak += 1;
+        let needed = if self.up { self.fall } else { self.rise };
+        if self.streak < needed {
+            return false;
+        }
+        self.up = passed;
+        self.streak = 0;
+        true
+    }
+
+    /// How many more probes could flip the state at the soonest.
+    pub fn probes_to_flip(&self) -> u32 {
+        (if self.up { self.fall } else { self.rise }).saturating_sub(self.streak).max(1)
+    }
+}
+
+/// What probes say of one replica, as a snapshot is built with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probed {
+    pub up: bool,
+    /// Why, in words: the last result that mattered.
+    pub reason: Arc<str>,
+    /// Seconds until probes could change the state at the soonest.
+    pub stable_for: u32,
+}
+
+/// Probed state by (service name, replica id).
+pub type ProbedHealth = FxHashMap<(String, String), Probed>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(kind: &str) -> ProbeSpec {
+        serde_json::from_value(serde_json::json!({ "kind": kind, "port": 8080, "rise": 2, "fall": 3 })).unwrap()
+    }
+
+    #[test]
+    fn one_lost_probe_does_not_flip_a_replica() {
+        let mut state = Hysteresis::new(&spec("tcp"));
+        let flips: Vec<bool> =
+            [false, false, true, false, false, false, true, false, true, true].iter().map(|&ok| state.record(ok)).collect();
+        // down after the third failure in a row, up after the second success in a row
+        assert_eq!(flips, [false, false, false, false, false, true, false, false, false, true]);
+        assert!(state.up);
+        state.record(false);
+        assert_eq!(state.probes_to_flip(), 2);
+    }
+
+    #[test]
+    fn probe_specs_are_checked_field_by_field() {
+        let field = |mut edit: Box<dyn FnMut(&mut ProbeSpec)>| {
+            let mut probe = spec("http");
+            edit(&mut probe);
+            probe.check("service[s].health").map_err(|error| error.field)
+        };
+        assert_eq!(field(Box::new(|_| {})), Ok(()));
+        assert_eq!(field(Box::new(|probe| probe.timeout_ms = probe.interval_ms)).unwrap_err(), "service[s].health.timeout_ms");
+        assert_eq!(field(Box::new(|probe| probe.interval_ms = 10)).unwrap_err(), "service[s].health.interval_ms");
+        assert_eq!(field(Box::new(|probe| probe.fall = 0)).unwrap_err(), "service[s].health.fall");
+        assert_eq!(field(Box::new(|probe| probe.path = "x".into())).unwrap_err(), "service[s].health.path");
+        assert_eq!(field(Box::new(|probe| probe.kind = ProbeKind::Dns)).unwrap_err(), "service[s].health.name");
+        assert_eq!(field(Box::new(|probe| (probe.kind, probe.port) = (ProbeKind::Tcp, None))).unwrap_err(), "service[s].health.port");
+        assert_eq!(spec("https").port, Some(8080));
+        assert_eq!(ProbeSpec { port: None, ..spec("https") }.port(), 443);
+    }
+}

@@ -1,0 +1,209 @@
+//! The control plane's record of health probes: which replicas are
+//! probed, how, and what the probes said, turned into up and down with
+//! hysteresis. The probing itself is in `prober`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use pharos_route::probe::{Hysteresis, ProbeTarget, Probed, ProbedHealth, Purpose};
+use pharos_store::State;
+use serde::Serialize;
+
+use crate::data::unix_now;
+
+/// One probe's result, as a prober reports it.
+#[derive(Debug, Clone)]
+pub struct ProbeResult {
+    pub target: ProbeTarget,
+    /// `Ok` if the replica served (with the number it reported, for a
+    /// load probe); else why not, in words.
+    pub outcome: Result<Option<f64>, String>,
+}
+
+/// What a result did to its replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// The result is for a probe no longer planned (deleted, changed).
+    Stale,
+    Unchanged,
+    /// The state held, but the streak against it moved: the time until it
+    /// could flip changed.
+    Streak,
+    /// The replica went up or down.
+    Flipped,
+}
+
+/// A replica's probe and what it has said.
+#[derive(Debug, Clone)]
+struct Entry {
+    target: ProbeTarget,
+    state: Hysteresis,
+    /// The last result, in words.
+    last: Arc<str>,
+    /// When the state last changed (Unix seconds).
+    since: u64,
+}
+
+/// Every planned probe, by (service, replica).
+#[derive(Debug, Clone, Default)]
+pub struct HealthBook {
+    entries: HashMap<(String, String), Entry>,
+}
+
+/// A replica's health as the API shows it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ReplicaHealth {
+    pub service: String,
+    pub replica: String,
+    pub probe: String,
+    pub up: bool,
+    /// Results in a row against the current state.
+    pub streak: u32,
+    pub last: String,
+    pub since: u64,
+}
+
+impl HealthBook {
+    /// The book for `state`: a probe for every enabled replica of every
+    /// service with a health check. A probe that did not change keeps what
+    /// it learned; a new or changed one starts afresh.
+    pub fn planned(&self, state: &State) -> HealthBook {
+        let mut entries = HashMap::new();
+        for service in &state.services {
+            let Some(spec) = &service.health else { continue };
+            for replica in service.replicas.iter().filter(|replica| replica.enabled) {
+                let key = (service.name.clone(), replica.id.clone());
+                let address = replica.probe_address.unwrap_or(replica.address);
+                let target = ProbeTarget {
+                    service: service.name.clone(),
+                    replica: replica.id.clone(),
+                    address,
+                    spec: spec.clone(),
+                    purpose: Purpose::Health,
+                };
+                let entry = match self.entries.get(&key) {
+                    Some(known) if known.target == target => known.clone(),
+                    _ => Entry::fresh(target),
+                };
+                entries.insert(key, entry);
+            }
+        }
+        HealthBook { entries }
+    }
+
+    /// Every planned probe.
+    pub fn targets(&self) -> Vec<ProbeTarget> {
+        let mut targets: Vec<ProbeTarget> = self.entries.values().map(|entry| entry.target.clone()).collect();
+        targets.sort_by(|a, b| (&a.service, &a.replica).cmp(&(&b.service, &b.replica)));
+        targets
+    }
+
+    /// What the probes say, for building a snapshot.
+    pub fn probed(&self) -> ProbedHealth {
+        self.entries.iter().map(|(key, entry)| (key.clone(), entry.probed())).collect()
+    }
+
+    /// Takes one result.
+    pub fn record(&mut self, result: &ProbeResult) -> Effect {
+        let key = (result.target.service.clone(), result.target.replica.clone());
+        let Some(entry) = self.entries.get_mut(&key).filter(|entry| entry.target == result.target) else { return Effect::Stale };
+        let streak_before = entry.state.streak;
+        let flipped = entry.state.record(result.outcome.is_ok());
+        entry.last = match &result.outcome {
+            Ok(_) => format!("probe passed ({})", describe(&entry.target)).into(),
+            Err(why) => format!("probe failed ({}): {why}", describe(&entry.target)).into(),
+        };
+        if flipped {
+            entry.since = unix_now();
+            return Effect::Flipped;
+        }
+        if entry.state.streak != streak_before { Effect::Streak } else { Effect::Unchanged }
+    }
+
+    /// Every replica's probe state, by service and replica.
+    pub fn report(&self) -> Vec<ReplicaHealth> {
+        let mut report: Vec<ReplicaHealth> = self
+            .entries
+            .values()
+            .map(|entry| ReplicaHealth {
+                service: entry.target.service.clone(),
+                replica: entry.target.replica.clone(),
+                probe: describe(&entry.target),
+                up: entry.state.up,
+                streak: entry.state.streak,
+                last: entry.last.to_string(),
+                since: entry.since,
+            })
+            .collect();
+        report.sort_by(|a, b| (&a.service, &a.replica).cmp(&(&b.service, &b.replica)));
+        report
+    }
+}
+
+impl Entry {
+    fn fresh(target: ProbeTarget) -> Entry {
+        let state = Hysteresis::new(&target.spec);
+        let last = if state.up { "not probed yet (counted up)" } else { "not probed yet (counted down until it passes)" };
+        Entry { target, state, last: last.into(), since: unix_now() }
+    }
+
+    fn probed(&self) -> Probed {
+        let interval_seconds = self.target.spec.interval_ms.div_ceil(1000) as u32;
+        Probed { up: self.state.up, reason: self.last.clone(), stable_for: self.state.probes_to_flip() * interval_seconds }
+    }
+}
+
+/// "HTTP GET 10.0.0.1:80/health", for logs and explanations.
+pub fn describe(target: &ProbeTarget) -> String {
+    use pharos_route::probe::ProbeKind;
+    let at = std::net::SocketAddr::new(target.address, target.spec.port());
+    match target.spec.kind {
+        ProbeKind::Tcp => format!("TCP connect {at}"),
+        ProbeKind::Http => format!("HTTP GET {at}{}", target.spec.path),
+        ProbeKind::Https => format!("HTTPS GET {at}{}", target.spec.path),
+        ProbeKind::Dns => format!("DNS {} A at {at}", target.spec.name.as_deref().unwrap_or("?")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pharos_route::spec::{ReplicaSpec, ServiceSpec};
+
+    use super::*;
+
+    fn state(interval_ms: u64, replicas: &[&str]) -> State {
+        let probe =
+            serde_json::from_value(serde_json::json!({ "kind": "tcp", "port": 80, "interval_ms": interval_ms, "rise": 2, "fall": 2 }));
+        let replicas = replicas.iter().map(|id| ReplicaSpec::new(*id, "192.0.2.1".parse().unwrap())).collect();
+        State {
+            services: vec![ServiceSpec { health: Some(probe.unwrap()), ..ServiceSpec::new("s.test", "static", replicas) }],
+            ..State::default()
+        }
+    }
+
+    fn result(book: &HealthBook, replica: &str, outcome: Result<Option<f64>, String>) -> ProbeResult {
+        let target = book.targets().into_iter().find(|target| target.replica == replica).unwrap();
+        ProbeResult { target, outcome }
+    }
+
+    #[test]
+    fn results_flip_replicas_with_hysteresis_and_stale_ones_are_ignored() {
+        let mut book = HealthBook::default().planned(&state(1000, &["a", "b"]));
+        let refused = || Err("connection refused".to_string());
+        assert_eq!(book.record(&result(&book, "a", refused())), Effect::Streak);
+        assert_eq!(book.probed()[&("s.test".into(), "a".into())].stable_for, 1, "one more failure flips it");
+        assert_eq!(book.record(&result(&book, "a", refused())), Effect::Flipped);
+        let probed = book.probed();
+        let a = &probed[&("s.test".into(), "a".into())];
+        assert!(!a.up && a.reason.contains("TCP connect 192.0.2.1:80") && a.reason.contains("connection refused"), "{a:?}");
+        let old = result(&book, "b", Ok(None));
+        // Replanning with a changed probe starts it afresh; results of the old one no longer count.
+        let replanned = book.planned(&state(2000, &["a"]));
+        assert_eq!(replanned.targets().len(), 1);
+        let mut replanned = replanned;
+        assert_eq!(replanned.record(&old), Effect::Stale);
+        assert!(replanned.probed()[&("s.test".into(), "a".into())].up, "a changed probe starts afresh (counted up)");
+        // An unchanged plan keeps what was learned.
+        assert!(!book.planned(&state(1000, &["a", "b"])).probed()[&("s.test".into(), "a".into())].up);
+    }
+}
