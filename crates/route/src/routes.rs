@@ -1,5 +1,7 @@
 //! The routing table of a snapshot: services by name, and the regions.
 
+use std::sync::Arc;
+
 use rustc_hash::FxHashMap;
 
 use crate::locate::Regions;
@@ -11,7 +13,9 @@ use crate::proximity::Proximity;
 pub struct Routes {
     /// By lowercase wire-format name.
     pub services: FxHashMap<Box<[u8]>, Service>,
-    pub regions: Regions,
+    /// Shared between snapshots while the region declarations and the
+    /// data they are looked up in stay the same.
+    pub regions: Arc<Regions>,
     pub proximity: Proximity,
 }
 

@@ -247,6 +247,13 @@ pub const POLICIES: [&str; 8] =
 /// need a fallback for clients that data does not cover.
 const PROXIMITY_POLICIES: [&str; 3] = ["lowest-latency", "shortest-as-path", "nearest"];
 
+/// Regions built from their declarations, and their ids by name.
+#[derive(Debug, Clone)]
+pub struct BuiltRegions {
+    pub regions: Arc<Regions>,
+    pub ids: HashMap<String, RegionId>,
+}
+
 /// Checks regions and services together and builds the routing table.
 /// `wire_name` turns a service name into its lowercase wire form (or says
 /// why it cannot).
@@ -255,10 +262,22 @@ pub fn build_routes(
     sources: &DataSources,
     wire_name: impl Fn(&str) -> Result<Box<[u8]>, String>,
 ) -> Result<Routes, SpecError> {
+    build_routes_with(declared, sources, &build_regions(declared.regions, sources)?, wire_name)
+}
+
+/// [`build_routes`] with regions built before from `declared.regions`
+/// and the same sources, so an update that leaves them alone does not
+/// rebuild them.
+pub fn build_routes_with(
+    declared: &Declared<'_>,
+    sources: &DataSources,
+    built: &BuiltRegions,
+    wire_name: impl Fn(&str) -> Result<Box<[u8]>, String>,
+) -> Result<Routes, SpecError> {
     check_datacenters(declared.datacenters)?;
-    let (built_regions, region_ids) = build_regions(declared.regions, sources)?;
+    let region_ids = &built.ids;
     let proximity = Proximity { latencies: sources.latencies.clone(), as_paths: sources.as_paths.clone(), geo: sources.geo.clone() };
-    let mut routes = Routes { services: Default::default(), regions: built_regions, proximity };
+    let mut routes = Routes { services: Default::default(), regions: built.regions.clone(), proximity };
     for spec in declared.services {
         let field = format!("service[{}]", spec.name);
         let name = wire_name(&spec.name).or_else(|message| fail(format!("{field}.name"), message))?;
@@ -267,7 +286,7 @@ pub fn build_routes(
                 return fail(format!("{field}.replica[{}].datacenter", replica.id), format!("no data center {datacenter:?} is declared"));
             }
         }
-        let service = build_service(spec, &field, &region_ids, declared.datacenters, sources)?;
+        let service = build_service(spec, &field, region_ids, declared.datacenters, sources)?;
         if routes.services.insert(name, service).is_some() {
             return fail(field, "declared twice");
         }
@@ -275,7 +294,8 @@ pub fn build_routes(
     Ok(routes)
 }
 
-fn build_regions(specs: &[RegionSpec], sources: &DataSources) -> Result<(Regions, HashMap<String, RegionId>), SpecError> {
+/// Checks region declarations and builds them against `sources`.
+pub fn build_regions(specs: &[RegionSpec], sources: &DataSources) -> Result<BuiltRegions, SpecError> {
     let mut regions = Regions::default();
     regions.asn_table = sources.asn_table.clone();
     regions.geo = sources.geo.clone();
@@ -312,7 +332,7 @@ fn build_regions(specs: &[RegionSpec], sources: &DataSources) -> Result<(Regions
         let continents = spec.continents.iter().map(|code| continent_code(code));
         add_codes(&mut regions.by_continent, spec, &field, "continents", continents, sources.geo.is_some(), "[geo] database")?;
     }
-    Ok((regions, ids))
+    Ok(BuiltRegions { regions: Arc::new(regions), ids })
 }
 
 /// Adds a region's AS numbers or codes to their map, refusing bad ones,

@@ -275,7 +275,9 @@ async fn put_probabilities(
     Json(table): Json<BTreeMap<String, BTreeMap<String, ProbabilitySpec>>>,
 ) -> Reply<StatusCode> {
     // Refused here already if unknown, without queueing behind commits.
-    find_service(&api.control.state(), &name)?;
+    if !api.control.state().services.iter().any(|service| service.name == name) {
+        return Err(ControlError::NotFound(format!("service {name}")).into());
+    }
     commit(&api, move |state| {
         let mut service = find_service(state, &name)?;
         service.probabilities = table.clone();

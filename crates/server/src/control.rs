@@ -19,7 +19,7 @@ use pharos_route::load_control::LoadBook;
 use pharos_route::prefix::PrefixMap;
 use pharos_route::probe::{ProbeTarget, Purpose};
 use pharos_route::sources::{AsnTable, GeoDatabase};
-use pharos_route::spec::{DataSources, SpecError, build_routes};
+use pharos_route::spec::{BuiltRegions, DataSources, RegionSpec, SpecError, build_regions, build_routes_with};
 use pharos_route::{Asker, Explanation, Family, Routes, decide, locate};
 use pharos_store::{Change, Measurement, SqliteStore, State, Store, StoreError};
 use pharos_wire::name;
@@ -96,7 +96,8 @@ pub struct Control {
     config: Config,
     sources: DataSources,
     store: Box<dyn Store>,
-    state: State,
+    /// Shared with readers as published: never copied to be published.
+    state: Arc<State>,
     zones: Zones,
     snapshot: SharedSnapshot,
     /// Every latency measurement kept, fresh or not yet pruned.
@@ -110,6 +111,9 @@ pub struct Control {
     /// When each load-controlled service's next round is due (Unix ms).
     load_rounds: HashMap<String, u64>,
     load_runs: BTreeMap<String, load::LoadRun>,
+    /// The regions of the live snapshot and the declarations they were
+    /// built from; forgotten when the data they use is reloaded.
+    built_regions: Option<(Vec<RegionSpec>, BuiltRegions)>,
 }
 
 /// Copies of the state and the data status for readers that never queue
@@ -157,7 +161,7 @@ impl Control {
             config,
             sources,
             store,
-            state: State::default(),
+            state: Arc::default(),
             zones,
             snapshot,
             measurements,
@@ -168,8 +172,9 @@ impl Control {
             loads: LoadBook::default(),
             load_rounds: HashMap::new(),
             load_runs: BTreeMap::new(),
+            built_regions: None,
         };
-        control.state = control.store.load()?;
+        control.state = Arc::new(control.store.load()?);
         control.measurements = control.store.load_measurements()?;
         control.refresh_latencies();
         let changed = control.changed_declarations(&control.config.clone())?;
@@ -226,8 +231,10 @@ impl Control {
         }
         let changed = self.changed_declarations(&fresh)?;
         let previous_sources = std::mem::replace(&mut self.sources, sources);
+        let previous_regions = self.built_regions.take();
         if let Err(error) = self.commit(&changed, Some((fresh, loaded))) {
             self.sources = previous_sources;
+            self.built_regions = previous_regions;
             return Err(error);
         }
         self.remember_declarations(&changed)?;
@@ -346,7 +353,8 @@ impl Control {
         let next = self.state.with(changes);
         let health = self.health.planned(&next);
         let sources = DataSources { probed: Arc::new(health.probed()), ..self.sources.clone() };
-        let routes = build_routes(&next.declared(), &sources, service_name).map_err(ControlError::Invalid)?;
+        let regions = self.regions_for(&next.regions, &sources)?;
+        let routes = build_routes_with(&next.declared(), &sources, &regions, service_name).map_err(ControlError::Invalid)?;
         let frozen = match &files {
             Some((_, loaded)) => freeze(loaded, &routes)?,
             None => self.frozen_reserving(&routes)?,
@@ -360,12 +368,25 @@ impl Control {
         }
         self.snapshot.store(Arc::new(Snapshot { zones: frozen.set.clone(), routes, settings: settings(&self.config) }));
         self.zones.frozen = frozen;
-        self.state = next;
+        self.state = Arc::new(next);
         self.sources = sources;
+        if self.built_regions.as_ref().is_none_or(|(specs, _)| *specs != self.state.regions) {
+            self.built_regions = Some((self.state.regions.clone(), regions));
+        }
         self.adopt_plans(health);
-        self.published.state.store(Arc::new(self.state.clone()));
+        self.published.state.store(self.state.clone());
         self.publish_data();
         Ok(())
+    }
+
+    /// The regions of `specs` built against `sources`: those of the last
+    /// commit if neither changed (a region table can be large; most
+    /// updates do not touch it).
+    fn regions_for(&self, specs: &[RegionSpec], sources: &DataSources) -> Result<BuiltRegions, ControlError> {
+        match &self.built_regions {
+            Some((built_from, built)) if built_from == specs => Ok(built.clone()),
+            _ => build_regions(specs, sources).map_err(ControlError::Invalid),
+        }
     }
 
     /// Makes `health` the book of health probes, tells the prober if the

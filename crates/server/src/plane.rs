@@ -283,7 +283,7 @@ fn commit_edits(control: &mut Control, edits: Vec<Pending>) {
     for (edit, done) in edits {
         match edit(&state) {
             Ok(changes) => {
-                state = state.with(&changes);
+                state.apply(&changes);
                 accepted.push(((edit, done), changes));
             }
             Err(refused) => {

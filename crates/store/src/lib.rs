@@ -39,29 +39,34 @@ impl State {
     /// The state after `changes`, in memory (the store is not touched).
     pub fn with(&self, changes: &[Change]) -> State {
         let mut next = self.clone();
+        next.apply(changes);
+        next
+    }
+
+    /// Makes `changes` to this copy, in memory (the store is not touched).
+    pub fn apply(&mut self, changes: &[Change]) {
         for change in changes {
             match change {
-                Change::PutDataCenter(datacenter) => {
-                    next.datacenters.retain(|known| known.id != datacenter.id);
-                    next.datacenters.push(datacenter.clone());
-                }
-                Change::DeleteDataCenter(id) => next.datacenters.retain(|known| known.id != *id),
-                Change::PutRegion(region) => {
-                    next.regions.retain(|known| known.name != region.name);
-                    next.regions.push(region.clone());
-                }
-                Change::DeleteRegion(name) => next.regions.retain(|known| known.name != *name),
-                Change::PutService(service) => {
-                    next.services.retain(|known| known.name != service.name);
-                    next.services.push(service.clone());
-                }
-                Change::DeleteService(name) => next.services.retain(|known| known.name != *name),
+                Change::PutDataCenter(datacenter) => upsert(&mut self.datacenters, datacenter, |known| &known.id),
+                Change::DeleteDataCenter(id) => self.datacenters.retain(|known| known.id != *id),
+                Change::PutRegion(region) => upsert(&mut self.regions, region, |known| &known.name),
+                Change::DeleteRegion(name) => self.regions.retain(|known| known.name != *name),
+                Change::PutService(service) => upsert(&mut self.services, service, |known| &known.name),
+                Change::DeleteService(name) => self.services.retain(|known| known.name != *name),
             }
         }
-        next.datacenters.sort_by(|a, b| a.id.cmp(&b.id));
-        next.regions.sort_by(|a, b| a.name.cmp(&b.name));
-        next.services.sort_by(|a, b| a.name.cmp(&b.name));
-        next
+    }
+}
+
+/// Puts `item` in `list`, replacing the one with its key, and keeps the
+/// list in key order (the sort is linear on a list already in order).
+fn upsert<T: Clone>(list: &mut Vec<T>, item: &T, key: impl Fn(&T) -> &String) {
+    match list.iter().position(|known| key(known) == key(item)) {
+        Some(position) => list[position] = item.clone(),
+        None => {
+            list.push(item.clone());
+            list.sort_by(|a, b| key(a).cmp(key(b)));
+        }
     }
 }
 

@@ -39,6 +39,9 @@ impl SqliteStore {
         // WAL: readers never block the writer. synchronous=NORMAL in WAL
         // mode keeps every committed transaction across a process crash
         // (kill -9); only a power loss can drop the last few.
+        // One Pharos owns its file: holding the lock for good spares two
+        // fcntl calls and the shared-memory index on every commit.
+        connection.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
         connection.pragma_update(None, "journal_mode", "WAL")?;
         connection.pragma_update(None, "synchronous", "NORMAL")?;
         connection.busy_timeout(std::time::Duration::from_secs(5))?;
@@ -94,9 +97,11 @@ impl Store for SqliteStore {
             match spec {
                 Some(spec) => {
                     let spec = spec.expect("declarations serialize");
-                    transaction.execute(&format!("INSERT OR REPLACE INTO {table} (name, spec) VALUES (?1, ?2)"), params![name, spec])?
+                    transaction
+                        .prepare_cached(&format!("INSERT OR REPLACE INTO {table} (name, spec) VALUES (?1, ?2)"))?
+                        .execute(params![name, spec])?
                 }
-                None => transaction.execute(&format!("DELETE FROM {table} WHERE name = ?1"), params![name])?,
+                None => transaction.prepare_cached(&format!("DELETE FROM {table} WHERE name = ?1"))?.execute(params![name])?,
             };
         }
         transaction.commit()?;
