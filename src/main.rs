@@ -22,6 +22,8 @@ enum Command {
     Serve(ServeArgs),
     /// Talk to a running server's control API.
     Ctl(ctl::CtlArgs),
+    /// Forward local clients' DNS (UDP and TCP) to upstreams over persistent TLS or QUIC connections.
+    Forward(pharos_forward::ForwardArgs),
     /// Check zone files and report the first error in each, as file:line.
     CheckZone {
         /// ORIGIN=FILE, as for `serve --zone`.
@@ -59,6 +61,7 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => serve(args),
         Command::CheckZone { zones } => check_zones(&zones),
         Command::Ctl(args) => ctl::run(args),
+        Command::Forward(args) => forward(args),
     }
 }
 
@@ -87,6 +90,12 @@ fn serve_config(args: ServeArgs) -> anyhow::Result<Config> {
     }
     config.validate()?;
     Ok(config)
+}
+
+fn forward(args: pharos_forward::ForwardArgs) -> anyhow::Result<()> {
+    let config = args.into_config()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(pharos_forward::run(config))
 }
 
 fn check_zones(zones: &[String]) -> anyhow::Result<()> {

@@ -1,0 +1,68 @@
+//! `pharos forward`: the client side of persistent DNS connections. A
+//! forwarder on the client's own host takes queries from stub resolvers
+//! over UDP and TCP on loopback and sends them to upstream servers over a
+//! small pool of long-lived, encrypted connections: DNS over TLS (RFC 7858)
+//! or DNS over QUIC (RFC 9250), to Pharos or any server that speaks them.
+//!
+//! That is the deployment model of "Persistent DNS connections for improved
+//! performance" (Jonglez, Birbalta, Heusse, IFIP Networking 2019): a lost
+//! query is resent after its connection's measured retransmission timeout
+//! (RFC 6298), tens of milliseconds on a good path, where a stub resolver
+//! waits one to five seconds. Queries are pipelined; a connection that dies
+//! is made again at the next query, resuming its TLS session; an upstream
+//! that fails is rested with backoff while the next in order serves.
+//!
+//! The decisions are sans-IO, in plain structs tested without a network
+//! or a clock: [`rtt`] (when to retransmit), [`tries`] (where), [`health`]
+//! (whether an upstream is worth trying) and [`message`] (what is written).
+//! The tasks around them are in `listen` (clients), `forwarder` (a query's
+//! tries), `slot` (a pool's connections), `dot` and `doq` (the transports).
+
+pub mod config;
+pub mod health;
+pub mod message;
+pub mod rtt;
+pub mod tries;
+
+mod cli;
+mod doq;
+mod dot;
+mod forwarder;
+mod framing;
+mod ids;
+mod listen;
+mod slot;
+mod stats;
+mod trust;
+mod upstream;
+
+use std::sync::Arc;
+
+pub use cli::ForwardArgs;
+pub use config::ForwardConfig;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::forwarder::Forwarder;
+use crate::stats::Stats;
+
+/// Forwards until interrupted (SIGINT). Each SIGUSR1 logs the counters.
+pub async fn run(config: ForwardConfig) -> anyhow::Result<()> {
+    let forwarder = Arc::new(Forwarder::start(&config, Arc::new(Stats::default()))?);
+    for &address in &config.listen {
+        listen::serve(address, forwarder.clone()).await?;
+    }
+    // Listening for SIGUSR1 before saying we are up: its default action
+    // would end the process.
+    let mut stats_requests = signal(SignalKind::user_defined1())?;
+    let upstreams: Vec<String> = config.upstreams.iter().map(ToString::to_string).collect();
+    tracing::info!(listen = ?config.listen, ?upstreams, "forwarding DNS");
+    loop {
+        tokio::select! {
+            _ = stats_requests.recv() => forwarder.stats().log(),
+            interrupted = tokio::signal::ctrl_c() => {
+                forwarder.stats().log();
+                return Ok(interrupted?);
+            }
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! One upstream server: its spec, how its path has been doing (round-trip
+//! time and standing), and its pool of connection slots.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+
+use crate::config::{ForwardConfig, Protocol, UpstreamSpec};
+use crate::health::Health;
+use crate::rtt::{INITIAL_RTO, RttEstimator};
+use crate::slot::{self, Pending, Request};
+use crate::stats::Stats;
+use crate::trust::Trust;
+use crate::{doq, dot};
+
+/// An upstream, shared by its slots' tasks and the queries' tries.
+pub struct Upstream {
+    pub spec: UpstreamSpec,
+    path: Mutex<PathState>,
+    slots: Vec<mpsc::Sender<Request>>,
+    /// Told each time the upstream is rested, which drops its connections.
+    rests: watch::Sender<()>,
+    stats: Arc<Stats>,
+}
+
+/// What the upstream's answers and silences have shown.
+struct PathState {
+    rtt: RttEstimator,
+    health: Health,
+}
+
+impl Upstream {
+    /// Starts the upstream's pool: a task per connection slot, which
+    /// connects at the first query.
+    pub fn start(spec: UpstreamSpec, config: &ForwardConfig, trust: &Trust, stats: Arc<Stats>) -> anyhow::Result<Arc<Upstream>> {
+        let server_name = config.server_name_of(&spec);
+        let (slots, queues): (Vec<_>, Vec<_>) = (0..config.connections).map(|_| mpsc::channel(slot::QUEUE)).unzip();
+        let path = PathState { rtt: RttEstimator::new(config.rto), health: Health::default() };
+        let upstream = Arc::new(Upstream { spec, path: Mutex::new(path), slots, rests: watch::Sender::new(()), stats });
+        for (index, queue) in queues.into_iter().enumerate() {
+            let tls = trust.client_tls(upstream.spec.protocol)?;
+            let address = upstream.spec.address;
+            match upstream.spec.protocol {
+                Protocol::Tls => {
+                    tokio::spawn(slot::run(dot::DotTransport::new(address, &server_name, tls)?, upstream.clone(), index, queue))
+                }
+                Protocol::Quic => {
+                    tokio::spawn(slot::run(doq::DoqTransport::new(address, &server_name, tls)?, upstream.clone(), index, queue))
+                }
+            };
+        }
+        Ok(upstream)
+    }
+
+    fn path(&self) -> MutexGuard<'_, PathState> {
+        self.path.lock().expect("upstream path state")
+    }
+
+    pub fn stats(&self) -> &Arc<Stats> {
+        &self.stats
+    }
+
+    /// Hands a query to connection slot `index`; `None` if its queue is full.
+    pub fn submit(&self, index: usize, message: &[u8]) -> Option<Pending> {
+        let (request, pending) = Request::new(message.to_vec());
+        self.slots[index].try_send(request).ok()?;
+        Some(pending)
+    }
+
+    /// False while the upstream rests.
+    pub fn is_available(&self, now: Instant) -> bool {
+        self.path().health.is_available(now)
+    }
+
+    /// The retransmission timeout of a query sent now.
+    pub fn rto(&self) -> Duration {
+        self.path().rtt.rto()
+    }
+
+    /// How long a handshake may take: the initial RTO, which is how long
+    /// the kernel waits before it resends a lost SYN, and then an RTO for
+    /// each round trip of the handshake.
+    pub fn connect_timeout(&self) -> Duration {
+        INITIAL_RTO + self.rto() * self.spec.protocol.handshake_round_trips()
+    }
+
+    /// An answer came `rtt` after its query left: a round-trip sample, and
+    /// the upstream in good standing.
+    pub fn on_answer(&self, rtt: Duration) {
+        let mut path = self.path();
+        path.rtt.on_sample(rtt);
+        path.health.on_answer();
+    }
+
+    /// Tells of the upstream's rests from now on: a connection made now is
+    /// dropped at the next.
+    pub fn rests(&self) -> watch::Receiver<()> {
+        self.rests.subscribe()
+    }
+
+    /// A try sent at `sent_at` went unanswered for its RTO. If that makes
+    /// the upstream rest, its connections are dropped as well, so that it
+    /// is next tried on fresh ones: a connection whose peer has vanished
+    /// (a QUIC server restarted, say) may otherwise look open for long.
+    pub fn on_timeout(&self, sent_at: Instant, now: Instant) {
+        let rest = {
+            let mut path = self.path();
+            path.rtt.on_timeout(sent_at, now);
+            path.health.on_timeout(now)
+        };
+        if let Some(rest) = rest {
+            tracing::warn!(upstream = %self.spec, ?rest, "several tries in a row unanswered: resting the upstream and dropping its connections");
+            self.rests.send_replace(());
+        }
+    }
+
+    /// Slot `index` has a new connection, whose handshake measured
+    /// `round_trip` and took `took` in all.
+    pub fn on_connected(&self, index: usize, round_trip: Duration, resumed: bool, took: Duration) {
+        self.path().rtt.on_handshake(round_trip);
+        Stats::count(&self.stats.connections);
+        Stats::count(if resumed { &self.stats.resumed_handshakes } else { &self.stats.full_handshakes });
+        let handshake = if resumed { "resumed" } else { "full" };
+        tracing::info!(upstream = %self.spec, connection = index, handshake, ?round_trip, ?took, "connected");
+    }
+
+    /// Slot `index` could not connect: the upstream rests.
+    pub fn on_connect_failure(&self, index: usize, error: &anyhow::Error) {
+        Stats::count(&self.stats.connect_failures);
+        let rest = self.path().health.on_connect_failure(Instant::now());
+        tracing::warn!(upstream = %self.spec, connection = index, ?rest, "cannot connect: {error:#}");
+    }
+}
