@@ -17,14 +17,9 @@ use common::*;
 const TOKEN: &str = "test-token-0123";
 
 /// A server with the API, a durable store and one region-probability service.
-fn start_with_api() -> (Pharos, String) {
-    let api = format!("127.0.0.1:{}", free_port());
+fn start_with_service() -> (Pharos, String) {
     let extra = format!(
-        r#"random_seed = 1
-[control]
-listen = "{api}"
-token = "{TOKEN}"
-[store]
+        r#"[store]
 path = "state.sqlite"
 [[region]]
 id = 1
@@ -43,7 +38,7 @@ address = "192.0.2.20"
 fra = {{ probability = 1.0, ttl = 60 }}
 "#
     );
-    (start(&extra), format!("http://{api}"))
+    start_with_api(TOKEN, &extra)
 }
 
 fn call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
@@ -69,7 +64,7 @@ fn first_for(pharos: &Pharos, subnet: &str) -> IpAddr {
 
 #[test]
 fn the_api_needs_the_token_and_serves_every_documented_route() {
-    let (_pharos, api) = start_with_api();
+    let (_pharos, api) = start_with_service();
     assert_eq!(request("GET", &format!("{api}/v1/regions"), None, None).0, 401);
     assert_eq!(request("GET", &format!("{api}/v1/regions"), Some("wrong"), None).0, 401);
     let (status, document) = request("GET", &format!("{api}/openapi.json"), None, None);
@@ -88,7 +83,7 @@ fn the_api_needs_the_token_and_serves_every_documented_route() {
 
 #[test]
 fn an_accepted_update_is_in_the_next_answer() {
-    let (pharos, api) = start_with_api();
+    let (pharos, api) = start_with_service();
     assert_eq!(first_for(&pharos, "198.51.100.0"), "192.0.2.10".parse::<IpAddr>().unwrap());
     let table = json!({ "europe": { "sin": { "probability": 1.0, "ttl": 30 } } });
     assert_eq!(call("PUT", &format!("{api}/v1/services/svc.example.test/probabilities"), Some(table)).0, 200);
@@ -101,7 +96,7 @@ fn an_accepted_update_is_in_the_next_answer() {
 
 #[test]
 fn an_invalid_update_is_refused_whole_and_changes_nothing() {
-    let (pharos, api) = start_with_api();
+    let (pharos, api) = start_with_service();
     let before = call("GET", &format!("{api}/v1/services/svc.example.test"), None).1;
     let bad_tables = [
         (json!({ "europe": { "nowhere": { "probability": 1.0 } } }), "service[svc.example.test].probabilities[europe][nowhere]"),
@@ -126,7 +121,7 @@ fn an_invalid_update_is_refused_whole_and_changes_nothing() {
 
 #[test]
 fn acknowledged_updates_survive_kill_9() {
-    let (pharos, api) = start_with_api();
+    let (pharos, api) = start_with_service();
     for weight in 1..=25u32 {
         let patch = json!({ "weight": weight });
         assert_eq!(call("PATCH", &format!("{api}/v1/services/svc.example.test/replicas/sin"), Some(patch)).0, 200);
@@ -142,7 +137,7 @@ fn acknowledged_updates_survive_kill_9() {
 
 #[test]
 fn explain_and_ctl_show_the_decision_path() {
-    let (_pharos, api) = start_with_api();
+    let (_pharos, api) = start_with_service();
     let (status, explained) = call("GET", &format!("{api}/v1/explain?name=svc.example.test&client=198.51.100.0/24"), None);
     assert_eq!(status, 200, "{explained}");
     assert_eq!((explained["region"].as_u64(), explained["scope"].as_u64(), explained["ttl"].as_u64()), (Some(1), Some(24), Some(60)));
@@ -167,7 +162,7 @@ fn explain_and_ctl_show_the_decision_path() {
 
 #[test]
 fn an_edited_file_wins_at_reload_for_what_it_declares() {
-    let (pharos, api) = start_with_api();
+    let (pharos, api) = start_with_service();
     let table = json!({ "europe": { "sin": { "probability": 1.0, "ttl": 30 } } });
     assert_eq!(call("PUT", &format!("{api}/v1/services/svc.example.test/probabilities"), Some(table)).0, 200);
     assert_eq!(call("POST", &format!("{api}/v1/reload"), None).0, 200);
@@ -182,7 +177,7 @@ fn an_edited_file_wins_at_reload_for_what_it_declares() {
 
 #[test]
 fn data_centers_are_managed_and_checked() {
-    let (_pharos, api) = start_with_api();
+    let (_pharos, api) = start_with_service();
     let frankfurt = json!({ "id": "fra", "latitude": 50.11, "longitude": 8.68, "asn": 64500 });
     assert_eq!(call("PUT", &format!("{api}/v1/datacenters/fra"), Some(frankfurt.clone())).0, 200);
     assert_eq!(call("GET", &format!("{api}/v1/datacenters/fra"), None).1, frankfurt);

@@ -88,14 +88,7 @@ fn port() -> u16 {
 
 /// A Pharos with the control API and `services` (TOML) appended.
 fn start_with_services(services: &str) -> (Pharos, String) {
-    start_on(free_port(), services)
-}
-
-/// [`start_with_services`] answering DNS on 127.0.0.1:`port`.
-fn start_on(port: u16, services: &str) -> (Pharos, String) {
-    let api = format!("127.0.0.1:{}", free_port());
-    let extra = format!("random_seed = 1\n[control]\nlisten = \"{api}\"\ntoken = \"{TOKEN}\"\n{services}");
-    (start_at(SocketAddr::from(([127, 0, 0, 1], port)), &extra, ZONE), format!("http://{api}"))
+    start_with_api(TOKEN, services)
 }
 
 /// The addresses answered for `name` (sorted) and their TTL.
@@ -285,7 +278,7 @@ address = "192.0.2.98"
 probe_address = "127.0.0.10"
 "#
     );
-    let (pharos, api) = start_on(dns_port, &services);
+    let (pharos, api) = start_with_api_at(SocketAddr::from(([127, 0, 0, 1], dns_port)), TOKEN, &services);
     wait_until("the HTTPS probe passed", || {
         health_of(&api, "tls.example.test", "a")["last"].as_str().is_some_and(|last| last.contains("passed"))
     });

@@ -16,9 +16,7 @@ use common::*;
 const TOKEN: &str = "load-token";
 
 fn start_with_services(services: &str) -> (Pharos, String) {
-    let api = format!("127.0.0.1:{}", free_port());
-    let extra = format!("random_seed = 1\n[control]\nlisten = \"{api}\"\ntoken = \"{TOKEN}\"\n[load]\nsmoothing = 1.0\n{services}");
-    (start(&extra), format!("http://{api}"))
+    start_with_api(TOKEN, &format!("[load]\nsmoothing = 1.0\n{services}"))
 }
 
 fn call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {

@@ -31,7 +31,6 @@ fn city_database() -> PathBuf {
 /// A server with three data centers and one service per proximity policy,
 /// each falling back to the declared order.
 fn start_proximity(rib: &Path) -> (Pharos, String) {
-    let api = format!("127.0.0.1:{}", free_port());
     let replicas = r#"
 [[service.replica]]
 id = "iad"
@@ -53,11 +52,7 @@ datacenter = "sea"
         })
         .collect();
     let extra = format!(
-        r#"random_seed = 1
-[control]
-listen = "{api}"
-token = "{TOKEN}"
-[store]
+        r#"[store]
 path = "state.sqlite"
 [latency]
 max_age_seconds = 30
@@ -83,7 +78,7 @@ longitude = -122.31
         rib = rib.display(),
         geo = city_database().display(),
     );
-    (start(&extra), format!("http://{api}"))
+    start_with_api(TOKEN, &extra)
 }
 
 fn call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {

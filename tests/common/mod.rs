@@ -82,6 +82,19 @@ pub fn start_with(config_extra: &str, zone: &str) -> Pharos {
     start_at(format!("127.0.0.1:{}", free_port()).parse().unwrap(), config_extra, zone)
 }
 
+/// A server with the control API on a free port, asking for `token`, and
+/// `config_extra`; the API's base URL. Answers are seeded (`random_seed`).
+pub fn start_with_api(token: &str, config_extra: &str) -> (Pharos, String) {
+    start_with_api_at(format!("127.0.0.1:{}", free_port()).parse().unwrap(), token, config_extra)
+}
+
+/// [`start_with_api`] answering DNS on `address`.
+pub fn start_with_api_at(address: SocketAddr, token: &str, config_extra: &str) -> (Pharos, String) {
+    let api = format!("127.0.0.1:{}", free_port());
+    let extra = format!("random_seed = 1\n[control]\nlisten = \"{api}\"\ntoken = \"{token}\"\n{config_extra}");
+    (start_at(address, &extra, ZONE), format!("http://{api}"))
+}
+
 /// [`start_with`] on a given address.
 pub fn start_at(address: SocketAddr, config_extra: &str, zone: &str) -> Pharos {
     let dir = tempfile::tempdir().unwrap();
