@@ -18,8 +18,7 @@ const TOKEN: &str = "test-token-0123";
 
 /// A server with the API, a durable store and one region-probability service.
 fn start_with_service() -> (Pharos, String) {
-    let extra = format!(
-        r#"[store]
+    let extra = r#"[store]
 path = "state.sqlite"
 [[region]]
 id = 1
@@ -35,10 +34,9 @@ address = "192.0.2.10"
 id = "sin"
 address = "192.0.2.20"
 [service.probabilities.europe]
-fra = {{ probability = 1.0, ttl = 60 }}
-"#
-    );
-    start_with_api(TOKEN, &extra)
+fra = { probability = 1.0, ttl = 60 }
+"#;
+    start_with_api(TOKEN, extra)
 }
 
 fn call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
