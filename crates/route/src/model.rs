@@ -47,6 +47,8 @@ pub struct Replica {
     pub health: Health,
     /// Why it is down, in words, for explanations.
     pub down_because: Option<Arc<str>>,
+    /// The host the URLs of HTTP redirects to it name, instead of its address.
+    pub redirect_host: Option<Box<str>>,
 }
 
 /// Which address family a question asks for.
@@ -142,7 +144,17 @@ fn candidates_of(replicas: &[Replica], family: Family, when_all_down: AllDown) -
 impl Replica {
     /// An enabled, serving replica of weight and priority 1, in no data center.
     pub fn new(id: impl Into<String>, address: IpAddr) -> Replica {
-        Replica { id: id.into(), address, datacenter: None, weight: 1, priority: 1, enabled: true, health: Health::Up, down_because: None }
+        Replica {
+            id: id.into(),
+            address,
+            datacenter: None,
+            weight: 1,
+            priority: 1,
+            enabled: true,
+            health: Health::Up,
+            down_because: None,
+            redirect_host: None,
+        }
     }
 
     /// Whether it may be answered at all: enabled and not known to be down.

@@ -159,7 +159,17 @@ impl ServiceSpec {
 impl ReplicaSpec {
     /// An enabled replica of weight and priority 1, in no data center.
     pub fn new(id: impl Into<String>, address: IpAddr) -> ReplicaSpec {
-        ReplicaSpec { id: id.into(), address, datacenter: None, weight: 1, priority: 1, enabled: true, down: false, probe_address: None }
+        ReplicaSpec {
+            id: id.into(),
+            address,
+            datacenter: None,
+            weight: 1,
+            priority: 1,
+            enabled: true,
+            down: false,
+            probe_address: None,
+            redirect_host: None,
+        }
     }
 }
 
@@ -188,6 +198,10 @@ pub struct ReplicaSpec {
     /// behind a public one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_address: Option<IpAddr>,
+    /// The host the URLs of HTTP redirects to this replica name
+    /// ("fra.cdn.example"), instead of its address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect_host: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -413,6 +427,7 @@ fn build_service(
             enabled: replica.enabled,
             health: if down_because.is_some() { Health::Down } else { Health::Up },
             down_because,
+            redirect_host: replica.redirect_host.as_deref().map(|host| check_host_name(host, field, &replica.id)).transpose()?,
         });
     }
     check_probes_and_load_control(spec, field, region_ids)?;
@@ -430,6 +445,15 @@ fn build_service(
     let ttl_cap = spec.shrink_ttl.then(|| soonest_change(spec, &sources.probed)).flatten();
     let answering = Answering { ttl: spec.ttl, max_answers: spec.max_answers, when_all_down: spec.when_all_down, ttl_cap };
     Ok(Service::new(spec.name.clone(), replicas, policy, answering))
+}
+
+/// A replica's `redirect_host`, if it is a host name a URL can carry.
+fn check_host_name(host: &str, field: &str, replica: &str) -> Result<Box<str>, SpecError> {
+    let is_label = |label: &str| !label.is_empty() && label.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-');
+    if host.len() > 253 || !host.split('.').all(is_label) {
+        return fail(format!("{field}.replica[{replica}].redirect_host"), format!("{host:?} is not a host name like fra.cdn.example"));
+    }
+    Ok(host.into())
 }
 
 fn check_probes_and_load_control(spec: &ServiceSpec, field: &str, region_ids: &HashMap<String, RegionId>) -> Result<(), SpecError> {
@@ -628,6 +652,9 @@ mod tests {
         let mut placed = service("static");
         placed.replicas[0].datacenter = Some("fra".into());
         assert_eq!(error(&[], &[placed]), "service[www.example.test].replica[a].datacenter: no data center \"fra\" is declared");
+        let mut redirected = service("static");
+        redirected.replicas[0].redirect_host = Some("fra.cdn.example/x".into());
+        assert!(error(&[], &[redirected]).starts_with("service[www.example.test].replica[a].redirect_host: \"fra.cdn.example/x\" is not"));
         let far = DataCenterSpec { id: "x".into(), latitude: 91.0, longitude: 0.0, asn: None };
         let declared = Declared { datacenters: &[far], ..Declared::default() };
         assert_eq!(build_routes(&declared, &DataSources::default(), wire).unwrap_err().field, "datacenter[x].latitude");

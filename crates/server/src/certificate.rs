@@ -101,11 +101,12 @@ fn write_new(path: &Path, contents: &str, mode: u32) -> anyhow::Result<()> {
 }
 
 /// The names a generated certificate is for: localhost, and each address
-/// the encrypted transports listen on that a client could name.
+/// the encrypted transports and HTTPS redirection listen on that a client
+/// could name.
 fn subject_names(config: &Config) -> Vec<String> {
     let tls = &config.tls;
-    let mut addresses: Vec<IpAddr> =
-        tls.listen.iter().chain(&tls.https_listen).chain(&tls.quic_listen).map(|address| address.ip()).collect();
+    let listeners = tls.listen.iter().chain(&tls.https_listen).chain(&tls.quic_listen).chain(&config.http.https_listen);
+    let mut addresses: Vec<IpAddr> = listeners.map(|address| address.ip()).collect();
     addresses.retain(|address| !address.is_unspecified());
     addresses.sort_unstable();
     addresses.dedup();
@@ -124,6 +125,7 @@ mod tests {
         let mut config = Config::empty();
         config.source = Some(directory.join("pharos.toml"));
         config.tls.listen = vec!["127.0.0.1:853".parse().unwrap(), "0.0.0.0:853".parse().unwrap()];
+        config.http.https_listen = vec!["[::1]:443".parse().unwrap(), "127.0.0.1:443".parse().unwrap()];
         config
     }
 
@@ -131,7 +133,7 @@ mod tests {
     fn a_generated_certificate_is_kept_and_reused() {
         let dir = tempfile::tempdir().unwrap();
         let config = config_in(dir.path());
-        assert_eq!(subject_names(&config), ["localhost", "127.0.0.1"]);
+        assert_eq!(subject_names(&config), ["localhost", "127.0.0.1", "::1"]);
         let first = load(&config, &provider()).unwrap();
         let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(dir.path().join(GENERATED_KEY)).unwrap().permissions());
         assert_eq!(mode & 0o777, 0o600);

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use pharos_route::prefix::PrefixMap;
 use pharos_route::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -20,6 +21,8 @@ pub struct Config {
     pub tcp: TcpConfig,
     #[serde(default)]
     pub tls: TlsConfig,
+    #[serde(default)]
+    pub http: HttpConfig,
     #[serde(default, rename = "zone")]
     pub zones: Vec<ZoneConfig>,
     /// Data centers replicas run in.
@@ -257,6 +260,49 @@ impl TlsConfig {
     }
 }
 
+/// HTTP redirection (NetAirt's HTTP mechanism): a request for a service's
+/// name is answered with a redirect to the replica the routing core picks
+/// for the client. Read at start only.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Plain HTTP, TCP addresses; the standard port is 80.
+    pub listen: Vec<SocketAddr>,
+    /// HTTPS, TCP addresses, with the certificate of `[tls]`; the standard
+    /// port is 443.
+    pub https_listen: Vec<SocketAddr>,
+    /// Proxies (CIDR prefixes) whose word on the client is believed: the
+    /// X-Forwarded-For header and the PROXY protocol header they send.
+    pub trusted_proxies: Vec<String>,
+    /// Every connection to these listeners starts with a PROXY protocol
+    /// header (version 1 or 2), as HAProxy and load balancers send it.
+    pub proxy_protocol: bool,
+}
+
+impl HttpConfig {
+    /// The trusted proxies as a map to look peers up in.
+    pub fn trusted_proxies(&self) -> anyhow::Result<PrefixMap<()>> {
+        let mut trusted = PrefixMap::default();
+        for (index, prefix) in self.trusted_proxies.iter().enumerate() {
+            let (network, length) =
+                pharos_route::spec::parse_prefix(prefix).map_err(|message| anyhow::anyhow!("http.trusted_proxies[{index}]: {message}"))?;
+            trusted.insert(network, length, ());
+        }
+        Ok(trusted)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        self.trusted_proxies()?;
+        if self.proxy_protocol && self.trusted_proxies.is_empty() {
+            bail!("http.proxy_protocol needs http.trusted_proxies: the proxies whose PROXY headers are believed");
+        }
+        if (self.proxy_protocol || !self.trusted_proxies.is_empty()) && self.listen.is_empty() && self.https_listen.is_empty() {
+            bail!("http.trusted_proxies and http.proxy_protocol need http.listen or http.https_listen");
+        }
+        Ok(())
+    }
+}
+
 /// One zone: its origin and master file.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -361,7 +407,7 @@ impl Config {
         if self.tls.certificate.is_some() != self.tls.key.is_some() {
             bail!("tls.certificate and tls.key go together: give both, or neither for a generated self-signed certificate");
         }
-        Ok(())
+        self.http.validate()
     }
 
     /// Where state files are kept: beside the store file, else beside the
@@ -422,6 +468,28 @@ mod tests {
         let half = Config { tls: TlsConfig { key: None, ..config.tls.clone() }, ..config };
         let error = half.validate().unwrap_err().to_string();
         assert!(error.contains("tls.certificate and tls.key go together"), "{error}");
+    }
+
+    #[test]
+    fn reads_the_http_section_and_names_its_bad_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pharos.toml");
+        let zone = "[[zone]]\norigin = \"t\"\nfile = \"z\"\n";
+        let with_http = |http: &str| {
+            std::fs::write(&path, format!("[server]\nlisten = [\"127.0.0.1:5300\"]\n[http]\n{http}\n{zone}")).unwrap();
+            Config::from_file(&path).and_then(|config| config.validate().map(|()| config))
+        };
+        let config = with_http("listen = [\"[::]:80\"]\ntrusted_proxies = [\"10.0.0.0/8\"]\nproxy_protocol = true").unwrap();
+        assert_eq!((config.http.listen.len(), config.http.proxy_protocol), (1, true));
+        for (http, expected) in [
+            ("listen = [\"[::]:80\"]\ntrusted_proxies = [\"10.0.0.1/8\"]", "http.trusted_proxies[0]: 10.0.0.1/8 has bits set past /8"),
+            ("listen = [\"[::]:80\"]\nproxy_protocol = true", "http.proxy_protocol needs http.trusted_proxies"),
+            ("trusted_proxies = [\"10.0.0.0/8\"]", "need http.listen or http.https_listen"),
+            ("listen = [\"localhost\"]", "invalid socket address syntax"),
+        ] {
+            let error = format!("{:#}", with_http(http).unwrap_err());
+            assert!(error.contains(expected), "{http}: {error}");
+        }
     }
 
     #[test]

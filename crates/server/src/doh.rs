@@ -9,7 +9,6 @@
 //! section 5.1). A request that carries no query gets an HTTP error whose
 //! body says what was wrong.
 
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine;
@@ -18,10 +17,7 @@ use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderMap, HeaderValue};
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use pharos_answer::{Client, ResponseOptions, Transport, respond_with};
 use pharos_wire::MAX_STREAM_MESSAGE;
 use pharos_wire::response::smallest_ttl;
@@ -31,10 +27,8 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::snapshot::SharedSnapshot;
 use crate::tcp::{self, Admission, Registry};
-use crate::tls;
+use crate::{http, tls};
 
-/// The protocols offered in the TLS handshake, preferred first.
-pub const ALPN: &[&[u8]] = &[b"h2", b"http/1.1"];
 /// Where queries go: the path RFC 8484 uses in its examples, and the one
 /// clients (kdig, curl's --doh-url users, browsers) default to.
 const PATH: &str = "/dns-query";
@@ -58,15 +52,11 @@ pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, snapshot: Share
             let client = Client { address: peer.ip(), transport: Transport::Stream };
             let connection = Arc::new(Connection { client, snapshot, rng: Mutex::new(rng), admission });
             let answerer = connection.clone();
-            let service = service_fn(move |request| {
+            http::serve_connection(stream, &connection.admission, "DNS over HTTPS", move |request| {
                 let answerer = answerer.clone();
-                async move { Ok::<_, Infallible>(answerer.answer(request).await) }
-            });
-            let http = auto::Builder::new(TokioExecutor::new());
-            let served = http.serve_connection(TokioIo::new(stream), service);
-            if let Some(Err(error)) = connection.admission.unless_shed(served).await {
-                tracing::debug!(%error, "DNS over HTTPS connection failed");
-            }
+                async move { answerer.answer(request).await }
+            })
+            .await
         }
     })
     .await
@@ -186,12 +176,9 @@ impl Rejection {
     }
 
     fn into_response(self) -> Response<Full<Bytes>> {
-        let mut response = Response::new(Full::new(Bytes::from(format!("{}\n", self.reason))));
-        *response.status_mut() = self.status;
-        let headers = response.headers_mut();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+        let mut response = http::text_response(self.status, self.reason);
         if self.status == StatusCode::METHOD_NOT_ALLOWED {
-            headers.insert(ALLOW, HeaderValue::from_static("GET, POST"));
+            response.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, POST"));
         }
         response
     }

@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::control::Control;
 use crate::plane::ControlHandle;
 use crate::snapshot::SharedSnapshot;
-use crate::{api, tcp, tls, udp};
+use crate::{api, redirect, tcp, tls, udp};
 
 /// A running server: its control plane, snapshot and UDP worker threads.
 pub struct Server {
@@ -41,6 +41,7 @@ impl Server {
         tokio::spawn(registry.clone().close_idle_connections());
         // Before UDP: once a server answers, all its listeners are there.
         tls::start(&config, &snapshot, &registry).await?;
+        redirect::start(&config, &snapshot, &registry).await?;
         let stop = Arc::new(AtomicBool::new(false));
         let mut udp_workers = Vec::new();
         for (index, &address) in config.server.listen.iter().enumerate() {

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use pharos_answer::{Client, ResponseOptions, Transport, respond_with};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -185,6 +186,13 @@ impl Drop for Admission {
     fn drop(&mut self) {
         self.registry.inner.lock().expect("registry lock").remove(self.id);
     }
+}
+
+/// A TCP listener on `address` for `transport`, logged.
+pub(crate) async fn bind(address: SocketAddr, transport: &str) -> anyhow::Result<TcpListener> {
+    let listener = TcpListener::bind(address).await.with_context(|| format!("cannot listen for {transport} on TCP {address}"))?;
+    tracing::info!(%address, "serving {transport}");
+    Ok(listener)
 }
 
 /// Accepts connections on `listener` forever, one task each. Each

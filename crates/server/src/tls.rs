@@ -2,12 +2,12 @@
 //! in [`crate::doh`]) and over QUIC (RFC 9250, in [`crate::doq`]). They
 //! share one certificate and one way of setting up TLS: TLS 1.3, with 1.2
 //! allowed where the protocol allows it, and sessions resumed from tickets,
-//! since a full handshake is the main cost of a new connection.
+//! since a full handshake is the main cost of a new connection. HTTP
+//! redirection over HTTPS ([`crate::redirect`]) presents the same certificate.
 //!
 //! DNS over TLS itself is here too, being TCP's conversation inside TLS:
 //! the same framing, pipelining and connection caps, from [`crate::tcp`].
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -16,14 +16,15 @@ use rand::rngs::SmallRng;
 use rustls::crypto::CryptoProvider;
 use rustls::sign::{CertifiedKey, SingleCertAndKey};
 use rustls::{ServerConfig, SupportedProtocolVersion};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
 use crate::config::Config;
 use crate::snapshot::SharedSnapshot;
 use crate::tcp::{self, Admission, Registry};
-use crate::{certificate, doh, doq};
+use crate::{certificate, doh, doq, http};
 
 /// Worker numbers of the transports' random sources (see
 /// [`Config::worker_rng`]), clear of UDP's (counting up from 0) and TCP's
@@ -49,13 +50,13 @@ pub async fn start(config: &Config, snapshot: &SharedSnapshot, registry: &Arc<Re
     // addresses resumes on any other (the ticket key is the configuration's).
     let dot = TlsAcceptor::from(server_config(&provider, &certificate, TLS_12_AND_13, &[])?);
     for (index, &address) in (0..).zip(&config.tls.listen) {
-        let listener = bind_tcp(address, "DNS over TLS").await?;
+        let listener = tcp::bind(address, "DNS over TLS").await?;
         let rng = config.worker_rng(DOT_WORKERS + index);
         tokio::spawn(serve(listener, dot.clone(), snapshot.clone(), registry.clone(), rng));
     }
-    let doh = TlsAcceptor::from(server_config(&provider, &certificate, TLS_12_AND_13, doh::ALPN)?);
+    let doh = TlsAcceptor::from(server_config(&provider, &certificate, TLS_12_AND_13, http::ALPN)?);
     for (index, &address) in (0..).zip(&config.tls.https_listen) {
-        let listener = bind_tcp(address, "DNS over HTTPS").await?;
+        let listener = tcp::bind(address, "DNS over HTTPS").await?;
         let rng = config.worker_rng(DOH_WORKERS + index);
         tokio::spawn(doh::serve(listener, doh.clone(), snapshot.clone(), registry.clone(), rng));
     }
@@ -70,10 +71,13 @@ pub async fn start(config: &Config, snapshot: &SharedSnapshot, registry: &Arc<Re
     Ok(())
 }
 
-async fn bind_tcp(address: SocketAddr, transport: &str) -> anyhow::Result<TcpListener> {
-    let listener = TcpListener::bind(address).await.with_context(|| format!("cannot listen for {transport} on TCP {address}"))?;
-    tracing::info!(%address, "serving {transport}");
-    Ok(listener)
+/// An acceptor for HTTPS (HTTP/2 or HTTP/1.1, as ALPN chooses) presenting
+/// the certificate of `[tls]`, for mechanisms other than DNS that serve
+/// HTTPS: HTTP redirection.
+pub(crate) fn https_acceptor(config: &Config) -> anyhow::Result<TlsAcceptor> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let certificate = certificate::load(config, &provider)?;
+    Ok(TlsAcceptor::from(server_config(&provider, &certificate, TLS_12_AND_13, http::ALPN)?))
 }
 
 /// A rustls server configuration presenting `certificate`, offering the
@@ -113,7 +117,10 @@ async fn serve(listener: TcpListener, acceptor: TlsAcceptor, snapshot: SharedSna
 
 /// The server side of a TLS handshake. A client that stalls in it is
 /// dropped like any idle connection, by the registry.
-pub(crate) async fn handshake(acceptor: &TlsAcceptor, stream: TcpStream, admission: &Admission) -> Option<TlsStream<TcpStream>> {
+pub(crate) async fn handshake<Stream>(acceptor: &TlsAcceptor, stream: Stream, admission: &Admission) -> Option<TlsStream<Stream>>
+where
+    Stream: AsyncRead + AsyncWrite + Unpin,
+{
     match admission.unless_shed(acceptor.accept(stream)).await? {
         Ok(stream) => Some(stream),
         Err(error) => {

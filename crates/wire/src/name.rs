@@ -168,19 +168,30 @@ impl fmt::Display for Display<'_> {
 /// Builds a lowercase wire name from presentation format without escapes.
 /// For configuration and tests; zone files go through the `domain` parser.
 pub fn from_dotted(text: &str) -> Result<Vec<u8>, NameError> {
-    let mut wire = Vec::with_capacity(text.len() + 2);
+    dotted_into(text, &mut [0; MAX_NAME_LEN]).map(<[u8]>::to_vec)
+}
+
+/// [`from_dotted`] into `buffer`, for names read per request (an HTTP
+/// `Host`): no allocation. Returns the part of `buffer` the name fills.
+pub fn dotted_into<'b>(text: &str, buffer: &'b mut [u8; MAX_NAME_LEN]) -> Result<&'b [u8], NameError> {
+    let mut len = 0;
     for label in text.trim_end_matches('.').split('.').filter(|label| !label.is_empty()) {
         if label.len() > MAX_LABEL_LEN {
             return Err(NameError::TooLong);
         }
-        wire.push(label.len() as u8);
-        wire.extend(label.bytes().map(|byte| byte.to_ascii_lowercase()));
+        // The label, its length octet and the root's must still fit.
+        let end = len + 1 + label.len();
+        if end >= MAX_NAME_LEN {
+            return Err(NameError::TooLong);
+        }
+        buffer[len] = label.len() as u8;
+        for (to, byte) in buffer[len + 1..end].iter_mut().zip(label.bytes()) {
+            *to = byte.to_ascii_lowercase();
+        }
+        len = end;
     }
-    wire.push(0);
-    if wire.len() > MAX_NAME_LEN {
-        return Err(NameError::TooLong);
-    }
-    Ok(wire)
+    buffer[len] = 0;
+    Ok(&buffer[..=len])
 }
 
 #[cfg(test)]
@@ -217,6 +228,17 @@ mod tests {
         assert!(is_at_or_below(&name, b"\x00"));
         assert_eq!(parent(&name), Some(&zone[..]));
         assert_eq!(label_count(&name), 3);
+    }
+
+    #[test]
+    fn reads_dotted_names_up_to_255_octets() {
+        assert_eq!(from_dotted("WWW.Example.test.").unwrap(), b"\x03www\x07example\x04test\x00");
+        assert_eq!(from_dotted(".").unwrap(), b"\x00");
+        let label = "a".repeat(63);
+        let longest = format!("{label}.{label}.{label}.{}", "b".repeat(61));
+        assert_eq!(from_dotted(&longest).unwrap().len(), MAX_NAME_LEN);
+        assert_eq!(from_dotted(&format!("{longest}b")), Err(NameError::TooLong));
+        assert_eq!(from_dotted(&"c".repeat(64)), Err(NameError::TooLong));
     }
 
     #[test]
