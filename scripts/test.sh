@@ -15,6 +15,7 @@ declare -A needed=(
   [kdig]=knot-dnsutils    # DNS client
   [dig]=bind9-dnsutils    # DNS client
   [curl]=curl             # DNS over HTTPS client
+  [iptables]=iptables     # NFQUEUE rules of the emulated lossy link (tests/tail.rs)
 )
 missing=()
 for command in "${!needed[@]}"; do
