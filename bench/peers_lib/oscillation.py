@@ -17,6 +17,8 @@ import statistics
 import struct
 import time
 
+from .dnsmsg import _skip_name, build_query
+
 ZONE = "bench.test"
 SERVICE = "www.bench.test"
 REPLICAS = [("r1", "127.0.0.11"), ("r2", "127.0.0.12")]
@@ -62,23 +64,9 @@ def zone_text():
 
 # --------------------------------------------------------------------------- DNS
 
-def _skip_name(msg, off):
-    while True:
-        n = msg[off]
-        if n == 0:
-            return off + 1
-        if n & 0xC0 == 0xC0:
-            return off + 2
-        off += 1 + n
-
-
 def resolve_a(server, port, name, timeout=1.0):
     """One UDP query for `name` A; returns [(address, ttl)] in answer order."""
-    qid = random.randrange(65536)
-    q = struct.pack("!HHHHHH", qid, 0, 1, 0, 0, 0)
-    for label in name.split("."):
-        q += bytes([len(label)]) + label.encode()
-    q += b"\x00\x00\x01\x00\x01"
+    qid, q = build_query(name, "A")
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.settimeout(timeout)
         s.sendto(q, (server, port))

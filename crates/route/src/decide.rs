@@ -46,7 +46,9 @@ pub fn decide(
             (false, false) => format!("{family:?} replicas serving: {}", ids.join(", ")),
         }
     });
-    note_left_out(service, family, &mut explanation);
+    if let Some(explanation) = explanation.as_deref_mut() {
+        note_left_out(service, family, explanation);
+    }
     note(&mut explanation, || format!("policy: {}", service.policy.name()));
     let choice = choose(&service.policy, &service.replicas, &candidates.indexes, location, proximity, rng, explanation.as_deref_mut());
     let mut replicas = choice.order;
@@ -65,8 +67,9 @@ pub fn decide(
     Decision { replicas, ttl, scope }
 }
 
-/// Notes the replicas of `family` left out, and why.
-fn note_left_out(service: &Service, family: Family, explanation: &mut Option<&mut Explanation>) {
+/// Notes the replicas of `family` left out, and why (explanations only:
+/// the query path never lists them).
+fn note_left_out(service: &Service, family: Family, explanation: &mut Explanation) {
     let of_family = service.replicas.iter().filter(|replica| family.holds(replica.address));
     let left_out: Vec<String> = of_family
         .filter(|replica| !replica.is_serving())
@@ -77,7 +80,7 @@ fn note_left_out(service: &Service, family: Family, explanation: &mut Option<&mu
         })
         .collect();
     if !left_out.is_empty() {
-        note(explanation, || format!("not serving: {}", left_out.join("; ")));
+        explanation.note(format!("not serving: {}", left_out.join("; ")));
     }
 }
 
