@@ -111,9 +111,10 @@ impl<'p> Collector<'p> {
         let v6 = self.v6.elect();
         let links: Vec<(u32, u32)> = self.links.into_iter().collect();
         let origins = v4.origins.iter().map(|&(_, origin)| origin.get()).chain(v6.origins.iter().map(|&(_, origin)| origin.get()));
+        let graph = AsGraph::new(origins, &links);
         Collected {
-            graph: AsGraph::new(origins, &links),
-            ip_to_as: IpToAs::new(&v4.origins, &v6.origins),
+            ip_to_as: IpToAs::new(&v4.origins, &v6.origins, &graph),
+            graph,
             counts: self.counts,
             origin_conflicts: v4.conflicts + v6.conflicts,
             prefixes: (v4.origins.len(), v6.origins.len()),

@@ -30,15 +30,10 @@ impl AsPaths {
         self.tables.as_deref()
     }
 
-    /// The origin AS of `address` and the ECS scope of that answer; `None`
-    /// while the tables are loading.
+    /// The origin AS of `address`, its graph index, and the ECS scope of
+    /// that answer; `None` while the tables are loading.
     pub fn client_as(&self, address: IpAddr) -> Option<ScopedLookup> {
         Some(self.tables.as_ref()?.ip_to_as.lookup_scoped(address))
-    }
-
-    /// The graph index of `asn`, for [`HopCounts::at`].
-    pub fn graph_index(&self, asn: u32) -> Option<usize> {
-        self.tables.as_ref()?.graph.index_of(asn)
     }
 
     /// Hop counts from `asn` to every AS; `None` if the tables are not

@@ -33,7 +33,7 @@ pub fn choose(
         note(&mut explanation, || format!("the client's address is in no BGP prefix (scope /{scope})"));
         return Err(Miss { scope });
     };
-    let client = as_paths.and_then(|as_paths| as_paths.graph_index(asn));
+    let client = lookup.graph_index;
     let distance = |index: usize| Some(f64::from(hops[index].as_ref()?.at(client?)?));
     note(&mut explanation, || {
         let listed: Vec<String> = candidates.iter().map(|&index| format!("{} {}", replicas[index].id, shown(distance(index)))).collect();
