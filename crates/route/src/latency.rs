@@ -71,12 +71,19 @@ pub struct SubnetRtts {
 /// lookup is a few hash probes where a bit-per-level trie walked 24 levels
 /// of cache misses (1.8 us per decision over 100,000 subnets, measured with
 /// examples/decide.rs).
+///
+/// A decision reads each replica's RTT from a dense row per subnet, one
+/// cache line for a few data centers, rather than searching the subnet's
+/// list (0.15 us of a decision inside the server, bench/RESULTS.md).
 #[derive(Debug, Default)]
 pub struct Latencies {
     /// Per family (IPv4, IPv6): prefix lengths, longest first, each with
     /// its subnets by masked address bits.
     by_length: [Vec<(u8, FxHashMap<u128, u32>)>; 2],
     subnets: Vec<SubnetRtts>,
+    /// Subnet `i`'s RTT in ms to data center `d` is `rows[i * datacenters.len() + d]`,
+    /// NaN where it has no fresh measurement.
+    rows: Vec<f64>,
     /// Data center ids; measurements refer to them by index.
     pub datacenters: Vec<String>,
     /// Seconds since the Unix epoch when built.
@@ -109,7 +116,18 @@ impl Latencies {
             }
         }
         latencies.index_subnets();
+        latencies.fill_rows();
         latencies
+    }
+
+    fn fill_rows(&mut self) {
+        let width = self.datacenters.len();
+        self.rows = vec![f64::NAN; self.subnets.len() * width];
+        for (position, subnet) in self.subnets.iter().enumerate() {
+            for rtt in &subnet.rtts {
+                self.rows[position * width + usize::from(rtt.datacenter)] = rtt.rtt_ms;
+            }
+        }
     }
 
     /// The index of data center `id` in [`Latencies::datacenters`].
@@ -160,18 +178,36 @@ impl Latencies {
 
     /// The measurements of the longest measured subnet holding `address`,
     /// and the ECS scope of that answer.
-    pub fn lookup(&self, address: IpAddr) -> (Option<&SubnetRtts>, u8) {
+    pub fn lookup(&self, address: IpAddr) -> (Option<MeasuredSubnet<'_>>, u8) {
         let bits = Bits::of(address);
         let family = &self.by_length[usize::from(bits.width == 128)];
         for (length, subnets) in family {
             if let Some(&position) = subnets.get(&masked(bits, *length)) {
                 let subnet = &self.subnets[position as usize];
-                return (Some(subnet), subnet.scope);
+                let width = self.datacenters.len();
+                let rtts = &self.rows[position as usize * width..][..width];
+                return (Some(MeasuredSubnet { subnet, rtts }), subnet.scope);
             }
         }
         // Every measured subnet is at most this long, so every address
         // sharing this many bits misses them all too.
         (None, family.first().map_or(0, |(length, _)| *length))
+    }
+}
+
+/// A lookup's answer: the subnet measured, and its RTTs by data center.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeasuredSubnet<'a> {
+    /// The measurements in full, for explanations.
+    pub subnet: &'a SubnetRtts,
+    rtts: &'a [f64],
+}
+
+impl MeasuredSubnet<'_> {
+    /// The fresh RTT in ms to data center `datacenter` (an index into
+    /// [`Latencies::datacenters`]), if measured.
+    pub fn rtt_ms(&self, datacenter: u16) -> Option<f64> {
+        self.rtts.get(usize::from(datacenter)).copied().filter(|rtt| !rtt.is_nan())
     }
 }
 
@@ -202,13 +238,15 @@ mod tests {
         ]);
         let latencies = Latencies::build(&book, 1100, 600);
         let (found, scope) = latencies.lookup("10.1.2.3".parse().unwrap());
-        let found = found.unwrap();
+        let (found, measured) = (found.unwrap().subnet, found.unwrap());
+        let index = |id| latencies.datacenter_index(id).unwrap();
+        assert_eq!((measured.rtt_ms(index("iad")), measured.rtt_ms(index("sin"))), (Some(5.0), None));
         assert_eq!((found.length, scope), (16, 16));
         let order: Vec<(&str, u64)> =
             found.rtts.iter().map(|rtt| (latencies.datacenters[rtt.datacenter as usize].as_str(), rtt.age)).collect();
         assert_eq!(order, [("iad", 100), ("fra", 100)], "sin is 1000 s old, past the 600 s limit");
         let (outer, scope) = latencies.lookup("10.2.0.1".parse().unwrap());
-        assert_eq!((outer.unwrap().length, scope), (8, 16), "10/8 holds 10.1/16: its answers depend on 16 bits");
+        assert_eq!((outer.unwrap().subnet.length, scope), (8, 16), "10/8 holds 10.1/16: its answers depend on 16 bits");
         assert_eq!(latencies.lookup("192.0.2.1".parse().unwrap()), (None, 16));
         assert_eq!((latencies.count, latencies.next_expiry), (3, Some(1601)));
     }

@@ -23,25 +23,25 @@ pub fn choose(
     mut explanation: Option<&mut Explanation>,
 ) -> Result<Choice, Miss> {
     let (found, scope) = latencies.lookup(location.client.address);
-    let Some(subnet) = found else {
+    let Some(measured) = found else {
         note(&mut explanation, || format!("no fresh measurements for a subnet holding the client (scope /{scope})"));
         return Err(Miss { scope });
     };
     note(&mut explanation, || {
+        let subnet = measured.subnet;
         let name = |rtt: &DataCenterRtt| &latencies.datacenters[rtt.datacenter as usize];
         let listed: Vec<String> = subnet.rtts.iter().map(|rtt| format!("{} {:.1} ms ({} s old)", name(rtt), rtt.rtt_ms, rtt.age)).collect();
         format!("measured from {}/{}: {}", subnet.network, subnet.length, listed.join(", "))
     });
-    let rtt = |index: usize| {
-        let datacenter = datacenters[index]?;
-        subnet.rtts.iter().find(|rtt| rtt.datacenter == datacenter).map(|rtt| rtt.rtt_ms)
-    };
-    let Some(best) = candidates.iter().filter_map(|&index| Some((rtt(index)?, index))).min_by(|a, b| a.0.total_cmp(&b.0)) else {
+    let rtt = |index: usize| measured.rtt_ms(datacenters[index]?);
+    let order = order_by_key(replicas, candidates, rtt, rng);
+    // Replicas without a measurement sort last, so the first has the lowest RTT if any has one.
+    let Some(best) = order.first().and_then(|&first| Some((rtt(first)?, first))) else {
         note(&mut explanation, || "no measured data center holds a serving replica".to_string());
         return Err(Miss { scope });
     };
     note(&mut explanation, || {
         format!("lowest RTT with a serving replica: {} ({:.1} ms)", replicas[best.1].datacenter.as_deref().unwrap_or("?"), best.0)
     });
-    Ok(Choice { order: order_by_key(replicas, candidates, rtt, rng), ttl: None, scope })
+    Ok(Choice { order, ttl: None, scope })
 }
