@@ -4,7 +4,11 @@
 
 use std::net::IpAddr;
 
+use pharos_ranges::{RangeTable, RangeValue};
+use rustc_hash::FxHashMap;
+
 use crate::prefix::{Bits, PrefixMap};
+use crate::proximity::Point;
 
 /// Longest-prefix IP-to-AS table.
 #[derive(Debug, Clone, Default)]
@@ -87,6 +91,8 @@ fn range_to_prefixes(first: IpAddr, last: IpAddr) -> Result<Vec<(IpAddr, u8)>, S
 /// A MaxMind DB (GeoIP2/GeoLite2 Country or City, or DB-IP), in memory.
 pub struct GeoDatabase {
     reader: maxminddb::Reader<Vec<u8>>,
+    /// City databases' IPv4 networks flattened, for the nearest policy.
+    places_v4: Option<PlaceTable>,
 }
 
 impl std::fmt::Debug for GeoDatabase {
@@ -105,8 +111,21 @@ pub struct GeoPlace {
 }
 
 impl GeoDatabase {
+    /// Reads a database; a City database's IPv4 networks are indexed too,
+    /// which takes about a second for a full one (DB-IP City Lite).
     pub fn from_bytes(bytes: Vec<u8>) -> Result<GeoDatabase, String> {
-        maxminddb::Reader::from_source(bytes).map(|reader| GeoDatabase { reader }).map_err(|error| format!("not a MaxMind DB: {error}"))
+        let reader = maxminddb::Reader::from_source(bytes).map_err(|error| format!("not a MaxMind DB: {error}"))?;
+        let places_v4 = match reader.metadata().database_type.contains("City") {
+            true => Some(PlaceTable::index_v4(&reader).map_err(|error| format!("cannot read the City database's networks: {error}"))?),
+            false => None,
+        };
+        Ok(GeoDatabase { reader, places_v4 })
+    }
+
+    /// IPv4 ranges and distinct places in the nearest policy's index, if
+    /// this is a City database.
+    pub fn place_index_size(&self) -> Option<(usize, usize)> {
+        self.places_v4.as_ref().map(|table| (table.ranges.range_count(), table.points.len()))
     }
 
     /// The place of `address` and the prefix length the database answered
@@ -143,17 +162,90 @@ struct PointLocation {
     longitude: Option<f64>,
 }
 
+impl PointRecord {
+    fn coordinates(self) -> Option<Coordinates> {
+        let PointLocation { latitude, longitude } = self.location;
+        Some(Coordinates { latitude: latitude?, longitude: longitude? })
+    }
+}
+
 impl GeoDatabase {
-    /// The coordinates of `address` (City databases only) and the prefix
-    /// length the database answered for.
-    pub fn coordinates(&self, address: IpAddr) -> (Option<Coordinates>, u8) {
+    /// Where `address` is (City databases only), and the leading bits of
+    /// the address that answer depends on.
+    pub fn point(&self, address: IpAddr) -> (Option<Point>, u8) {
+        match (address, &self.places_v4) {
+            (IpAddr::V4(v4), Some(table)) => table.lookup(u32::from(v4)),
+            _ => self.point_from_tree(address),
+        }
+    }
+
+    /// [`point`](Self::point) by walking the database's search tree and
+    /// decoding the record: the scope is the database's network.
+    fn point_from_tree(&self, address: IpAddr) -> (Option<Point>, u8) {
         let Ok(result) = self.reader.lookup(address) else { return (None, full_width(address)) };
         let scope = result.network().map_or(full_width(address), |network| network.prefix());
-        let point = result.decode::<PointRecord>().ok().flatten().and_then(|record| {
-            let PointLocation { latitude, longitude } = record.location;
-            Some(Coordinates { latitude: latitude?, longitude: longitude? })
-        });
+        let point = result.decode::<PointRecord>().ok().flatten().and_then(PointRecord::coordinates).map(Point::new);
         (point, scope)
+    }
+}
+
+/// A City database's IPv4 networks as address ranges, each naming one of
+/// the distinct places the database holds.
+///
+/// Walking the database's tree (24-32 nodes spread over 100 MB) and
+/// decoding a record took 0.7 us of a nearest decision inside the server,
+/// where the kernel's UDP path evicts the tree from cache between queries
+/// (bench/RESULTS.md, "bench/proximity"). A range lookup touches a few
+/// cache lines. Adjacent networks at the same place merge, so DB-IP City
+/// Lite's 6.0 million IPv4 networks become 3.3 million ranges (26 MB) and
+/// 0.39 million places (15 MB). IPv6 (another 5.6 million networks, 16-byte
+/// starts) keeps walking the tree.
+struct PlaceTable {
+    ranges: RangeTable<u32, PlaceIndex>,
+    points: Vec<Point>,
+}
+
+/// An index into [`PlaceTable::points`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct PlaceIndex(u32);
+
+impl RangeValue for PlaceIndex {
+    const NONE: Self = PlaceIndex(u32::MAX);
+    fn least_scope(&self) -> u8 {
+        0
+    }
+}
+
+impl PlaceTable {
+    fn index_v4(reader: &maxminddb::Reader<Vec<u8>>) -> Result<PlaceTable, maxminddb::MaxMindDbError> {
+        let mut points = Vec::new();
+        let mut by_record: FxHashMap<usize, PlaceIndex> = FxHashMap::default();
+        let mut networks = Vec::new();
+        let all_v4 = ipnetwork::IpNetwork::V4(ipnetwork::Ipv4Network::new(std::net::Ipv4Addr::UNSPECIFIED, 0).expect("/0 is a prefix"));
+        for found in reader.within(all_v4, Default::default())? {
+            let found = found?;
+            let ipnetwork::IpNetwork::V4(network) = found.network()? else { continue };
+            let record = found.offset().expect("networks with data have a record");
+            let place = match by_record.get(&record) {
+                Some(&place) => place,
+                None => {
+                    let point = found.decode::<PointRecord>()?.and_then(PointRecord::coordinates).map(Point::new);
+                    let place = point.map_or(PlaceIndex::NONE, |point| {
+                        points.push(point);
+                        PlaceIndex(points.len() as u32 - 1)
+                    });
+                    *by_record.entry(record).or_insert(place)
+                }
+            };
+            networks.push((u32::from(network.network()), network.prefix(), place));
+        }
+        networks.sort_unstable_by_key(|&(start, length, _)| (start, length));
+        Ok(PlaceTable { ranges: RangeTable::build(networks), points })
+    }
+
+    fn lookup(&self, address: u32) -> (Option<Point>, u8) {
+        let (place, scope) = self.ranges.lookup(address);
+        (self.points.get(place.0 as usize).copied(), scope)
     }
 }
 
@@ -172,6 +264,46 @@ mod tests {
 
     fn ip(text: &str) -> IpAddr {
         text.parse().unwrap()
+    }
+
+    /// The flattened IPv4 index answers every address as the database's
+    /// own tree does, with a scope no longer than the tree's network and
+    /// within which every address gets the same place.
+    #[test]
+    fn the_place_index_agrees_with_the_database_tree() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/geoip/maxmind-test-GeoIP2-City-Test.mmdb");
+        let city = GeoDatabase::from_bytes(std::fs::read(path).unwrap()).unwrap();
+        let (ranges, places) = city.place_index_size().expect("a City database is indexed");
+        assert!(ranges > 10 && places > 5, "{ranges} ranges, {places} places");
+        let all_v4 = ipnetwork::IpNetwork::V4(ipnetwork::Ipv4Network::new(std::net::Ipv4Addr::UNSPECIFIED, 0).unwrap());
+        let edges: Vec<u32> = (city.reader.within(all_v4, Default::default()).unwrap())
+            .filter_map(|found| match found.unwrap().network().unwrap() {
+                ipnetwork::IpNetwork::V4(network) => Some([u32::from(network.network()), u32::from(network.broadcast())]),
+                ipnetwork::IpNetwork::V6(_) => None,
+            })
+            .flatten()
+            .collect();
+        let mut state = 0x853C_49E6_748F_EA9Bu64;
+        let mut located = 0;
+        for turn in 0..20_000 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let bits = (state >> 32) as u32;
+            // The database's network edges, their neighbours, and anywhere.
+            let address = match turn % 3 {
+                0 => edges[turn / 3 % edges.len()],
+                1 => edges[turn / 3 % edges.len()].wrapping_add(if bits & 1 == 0 { 1 } else { u32::MAX }),
+                _ => bits,
+            };
+            let address = IpAddr::from(address.to_be_bytes());
+            let ((indexed, scope), (walked, tree_scope)) = (city.point(address), city.point_from_tree(address));
+            assert_eq!(indexed, walked, "{address}");
+            assert!(scope <= tree_scope, "{address}: scope /{scope} beyond the database's /{tree_scope}");
+            let IpAddr::V4(v4) = address else { unreachable!() };
+            let other = u32::from(v4) ^ (bits.rotate_left(7) & u32::MAX.checked_shr(u32::from(scope)).unwrap_or(0));
+            assert_eq!(city.point(IpAddr::from(other.to_be_bytes())).0, indexed, "{address} and {other:#x} share /{scope}");
+            located += usize::from(indexed.is_some());
+        }
+        assert!(located > 100, "only {located} addresses were in the database");
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::locate::Regions;
 use crate::model::{AllDown, Answering, DEFAULT_TTL, Health, Replica, Service};
 use crate::policy::{Policy, ProbabilityTable, RegionRow};
 use crate::probe::{ProbeKind, ProbeSpec, Probed, ProbedHealth};
+use crate::proximity::Point;
 use crate::proximity::Proximity;
 use crate::sources::{AsnTable, Coordinates, GeoDatabase};
 use crate::{RegionId, Routes, UNCLASSIFIED};
@@ -536,7 +537,8 @@ fn build_policy(
             let places = replicas
                 .iter()
                 .map(|replica| {
-                    datacenter_of(replica).map(|datacenter| Coordinates { latitude: datacenter.latitude, longitude: datacenter.longitude })
+                    datacenter_of(replica)
+                        .map(|datacenter| Point::new(Coordinates { latitude: datacenter.latitude, longitude: datacenter.longitude }))
                 })
                 .collect();
             Policy::Nearest { places, fallback: fallback()? }

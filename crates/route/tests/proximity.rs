@@ -155,7 +155,7 @@ fn nearest_orders_by_great_circle_distance_from_the_maxmind_city() {
     let (decision, ids, explanation) = ask(&routes, "216.160.83.56", 0);
     assert_eq!((ids, decision.scope), (vec!["sea".to_string(), "lhr".to_string(), "syd".to_string()], 29));
     assert!(
-        explanation.contains("client at 47.2513, -122.3149 (MaxMind DB prefix /29)") && explanation.contains("sea 22 km"),
+        explanation.contains("client at 47.2513, -122.3149 (MaxMind DB, scope /29)") && explanation.contains("sea 22 km"),
         "{explanation}"
     );
     // 81.2.69.142 is London (51.5142, -0.0931), a /31.

@@ -524,8 +524,13 @@ fn settings(config: &Config) -> Settings {
 fn load_sources(config: &Config) -> anyhow::Result<DataSources> {
     let geo = match &config.geo.database {
         Some(path) => {
+            let started = std::time::Instant::now();
             let bytes = std::fs::read(path).with_context(|| format!("cannot read the MaxMind DB {}", path.display()))?;
-            Some(Arc::new(GeoDatabase::from_bytes(bytes).map_err(|message| anyhow::anyhow!("{}: {message}", path.display()))?))
+            let geo = GeoDatabase::from_bytes(bytes).map_err(|message| anyhow::anyhow!("{}: {message}", path.display()))?;
+            let (ranges, places) = geo.place_index_size().unwrap_or_default();
+            let seconds = started.elapsed().as_secs_f64();
+            tracing::info!(path = %path.display(), ipv4_ranges = ranges, places, seconds, "MaxMind DB loaded");
+            Some(Arc::new(geo))
         }
         None => None,
     };

@@ -25,8 +25,7 @@ pub use region_probabilities::{ProbabilityTable, RegionRow, order_by_probability
 use crate::explain::{Explanation, note};
 use crate::locate::Location;
 use crate::model::Replica;
-use crate::proximity::Proximity;
-use crate::sources::Coordinates;
+use crate::proximity::{Point, Proximity};
 
 /// A service's policy, with any state it keeps between answers.
 #[derive(Debug)]
@@ -47,7 +46,7 @@ pub enum Policy {
     /// Fewest AS hops from the client's AS (NetAirt); `hops` per replica.
     ShortestAsPath { hops: Vec<Option<Arc<HopCounts>>>, fallback: Box<Policy> },
     /// Shortest great-circle distance; `places` per replica.
-    Nearest { places: Vec<Option<Coordinates>>, fallback: Box<Policy> },
+    Nearest { places: Vec<Option<Point>>, fallback: Box<Policy> },
 }
 
 impl Policy {

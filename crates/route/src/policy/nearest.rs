@@ -7,12 +7,12 @@ use super::{Choice, Miss, order_by_key};
 use crate::explain::{Explanation, note};
 use crate::locate::Location;
 use crate::model::Replica;
-use crate::proximity::great_circle_km;
+use crate::proximity::{Point, great_circle_km};
 use crate::sources::{Coordinates, GeoDatabase};
 
 /// `places[i]`: where replica `i`'s data center is, if it has one.
 pub fn choose(
-    places: &[Option<Coordinates>],
+    places: &[Option<Point>],
     geo: Option<&GeoDatabase>,
     replicas: &[Replica],
     candidates: &[usize],
@@ -24,25 +24,27 @@ pub fn choose(
         note(&mut explanation, || "no MaxMind DB is configured".to_string());
         return Err(Miss { scope: 0 });
     };
-    let (point, scope) = geo.coordinates(location.client.address);
+    let (point, scope) = geo.point(location.client.address);
     let Some(client) = point else {
-        note(&mut explanation, || format!("the MaxMind DB has no coordinates for the client (prefix /{scope})"));
+        note(&mut explanation, || format!("the MaxMind DB has no coordinates for the client (scope /{scope})"));
         return Err(Miss { scope });
     };
-    let distance = |index: usize| places[index].map(|place| great_circle_km(client, place));
     note(&mut explanation, || {
         let listed: Vec<String> = candidates
             .iter()
-            .map(|&index| match distance(index) {
-                Some(km) => format!("{} {km:.0} km", replicas[index].id),
+            .map(|&index| match places[index] {
+                Some(place) => format!("{} {:.0} km", replicas[index].id, great_circle_km(client.coordinates, place.coordinates)),
                 None => format!("{} unknown", replicas[index].id),
             })
             .collect();
-        format!("client at {:.4}, {:.4} (MaxMind DB prefix /{scope}); distances: {}", client.latitude, client.longitude, listed.join(", "))
+        let Coordinates { latitude, longitude } = client.coordinates;
+        format!("client at {latitude:.4}, {longitude:.4} (MaxMind DB, scope /{scope}); distances: {}", listed.join(", "))
     });
-    if candidates.iter().all(|&index| distance(index).is_none()) {
+    if candidates.iter().all(|&index| places[index].is_none()) {
         note(&mut explanation, || "no replica's data center has coordinates".to_string());
         return Err(Miss { scope });
     }
-    Ok(Choice { order: order_by_key(replicas, candidates, distance, rng), ttl: None, scope })
+    // Nearest first: the largest closeness, so its negation ascending.
+    let farness = |index: usize| places[index].map(|place| -client.closeness(&place));
+    Ok(Choice { order: order_by_key(replicas, candidates, farness, rng), ttl: None, scope })
 }
