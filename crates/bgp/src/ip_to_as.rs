@@ -8,7 +8,7 @@
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 
-use pharos_ranges::{RangeTable, RangeValue};
+use pharos_ranges::{RangeTable, RangeValue, Slash24Index};
 
 use crate::graph::AsGraph;
 use crate::origins::Prefix;
@@ -44,12 +44,17 @@ impl RangeValue for Origin {
     fn least_scope(&self) -> u8 {
         self.length
     }
+    fn compact(&self) -> Option<u32> {
+        (self.graph_index != Origin::NOT_IN_GRAPH).then_some(self.graph_index)
+    }
 }
 
 /// Origin AS by longest-prefix match, for IPv4 and IPv6.
 #[derive(Debug, Clone)]
 pub struct IpToAs {
     v4: RangeTable<u32, Origin>,
+    /// Graph indexes of IPv4 /24s, for the query path.
+    v4_graph_indexes: Slash24Index,
     v6: RangeTable<u128, Origin>,
 }
 
@@ -57,7 +62,21 @@ impl IpToAs {
     /// Builds the table from elected origins, each family sorted by prefix,
     /// noting each origin's index in `graph`.
     pub(crate) fn new(v4: &[(Prefix<u32>, NonZeroU32)], v6: &[(Prefix<u128>, NonZeroU32)], graph: &AsGraph) -> IpToAs {
-        IpToAs { v4: RangeTable::build(with_origins(v4, graph)), v6: RangeTable::build(with_origins(v6, graph)) }
+        let v4 = RangeTable::build(with_origins(v4, graph));
+        IpToAs { v4_graph_indexes: v4.slash24_index(), v4, v6: RangeTable::build(with_origins(v6, graph)) }
+    }
+
+    /// The graph index of the origin AS of `address`, if it has one, and
+    /// the ECS scope of that answer: [`lookup_scoped`](Self::lookup_scoped)
+    /// without the AS number, in one cache miss for most IPv4 addresses.
+    pub fn graph_index_scoped(&self, address: IpAddr) -> (Option<usize>, u8) {
+        if let IpAddr::V4(v4) = address
+            && let Some((graph_index, scope)) = self.v4_graph_indexes.lookup(u32::from(v4))
+        {
+            return (Some(graph_index as usize), scope);
+        }
+        let found = self.lookup_scoped(address);
+        (found.graph_index, found.scope)
     }
 
     /// The origin AS of the longest prefix holding `address`, and that
@@ -85,7 +104,7 @@ impl IpToAs {
 
     /// Heap bytes held by the table.
     pub fn memory_bytes(&self) -> usize {
-        self.v4.memory_bytes() + self.v6.memory_bytes()
+        self.v4.memory_bytes() + self.v4_graph_indexes.memory_bytes() + self.v6.memory_bytes()
     }
 }
 
@@ -117,6 +136,8 @@ mod tests {
         );
         assert_eq!(table.lookup("2001:db8:1::1".parse().unwrap()), Some((4_200_000_000, 32)));
         assert_eq!(table.lookup_scoped("192.0.2.77".parse().unwrap()).graph_index, graph.index_of(64496));
+        assert_eq!(table.graph_index_scoped("192.0.2.77".parse().unwrap()), (graph.index_of(64496), 24));
+        assert_eq!(table.graph_index_scoped("2001:db8:400::1".parse().unwrap()), (None, 40));
         assert_eq!(table.lookup_scoped("2001:db8:1::1".parse().unwrap()).graph_index, graph.index_of(4_200_000_000));
         let unlinked = table.lookup_scoped("2001:db8:400::1".parse().unwrap());
         assert_eq!((unlinked.found, unlinked.graph_index), (Some((7, 40)), None), "AS7 is in no link");

@@ -36,6 +36,13 @@ impl AsPaths {
         Some(self.tables.as_ref()?.ip_to_as.lookup_scoped(address))
     }
 
+    /// The graph index of the client's AS, if it has one, and the ECS scope
+    /// of that answer: what a decision needs, at the least cost. `None`
+    /// while the tables are loading.
+    pub fn client_graph_index(&self, address: IpAddr) -> Option<(Option<usize>, u8)> {
+        Some(self.tables.as_ref()?.ip_to_as.graph_index_scoped(address))
+    }
+
     /// Hop counts from `asn` to every AS; `None` if the tables are not
     /// loaded or `asn` is not in their graph. Searched once per AS.
     pub fn hops_from(&self, asn: u32) -> Option<Arc<HopCounts>> {

@@ -24,23 +24,29 @@ pub fn choose(
     rng: &mut impl Rng,
     mut explanation: Option<&mut Explanation>,
 ) -> Result<Choice, Miss> {
-    let Some(lookup) = as_paths.and_then(|as_paths| as_paths.client_as(location.client.address)) else {
+    let Some((as_paths, (client, scope))) =
+        as_paths.and_then(|as_paths| Some((as_paths, as_paths.client_graph_index(location.client.address)?)))
+    else {
         note(&mut explanation, || "the BGP tables are not loaded (yet)".to_string());
         return Err(Miss { scope: 0 });
     };
-    let scope = lookup.scope;
-    let Some((asn, length)) = lookup.found else {
-        note(&mut explanation, || format!("the client's address is in no BGP prefix (scope /{scope})"));
+    // The AS number and prefix only matter to explanations.
+    let client_as = || as_paths.client_as(location.client.address).and_then(|lookup| lookup.found);
+    let Some(client) = client else {
+        note(&mut explanation, || match client_as() {
+            Some((asn, length)) => format!("AS{asn} (BGP prefix /{length}) is not in the AS graph"),
+            None => format!("the client's address is in no BGP prefix (scope /{scope})"),
+        });
         return Err(Miss { scope });
     };
-    let client = lookup.graph_index;
-    let distance = |index: usize| Some(f64::from(hops[index].as_ref()?.at(client?)?));
+    let distance = |index: usize| Some(f64::from(hops[index].as_ref()?.at(client)?));
+    let (asn, length) = (|| client_as().map_or(0, |(asn, _)| asn), || client_as().map_or(0, |(_, length)| length));
     note(&mut explanation, || {
         let listed: Vec<String> = candidates.iter().map(|&index| format!("{} {}", replicas[index].id, shown(distance(index)))).collect();
-        format!("client AS{asn} (BGP prefix /{length}); AS hops to each replica's data center: {}", listed.join(", "))
+        format!("client AS{} (BGP prefix /{}); AS hops to each replica's data center: {}", asn(), length(), listed.join(", "))
     });
     if candidates.iter().all(|&index| distance(index).is_none()) {
-        note(&mut explanation, || format!("AS{asn} reaches none of the replicas' ASes"));
+        note(&mut explanation, || format!("AS{} reaches none of the replicas' ASes", asn()));
         return Err(Miss { scope });
     }
     Ok(Choice { order: order_by_key(replicas, candidates, distance, rng), ttl: None, scope })
