@@ -25,9 +25,9 @@ use rand::rngs::SmallRng;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use crate::registry::{Admission, Registry};
 use crate::snapshot::SharedSnapshot;
-use crate::tcp::{self, Admission, Registry};
-use crate::{http, tls};
+use crate::{http, tcp, tls};
 
 /// Where queries go: the path RFC 8484 uses in its examples, and the one
 /// clients (kdig, curl's --doh-url users, browsers) default to.

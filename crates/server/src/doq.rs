@@ -21,8 +21,8 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
 use crate::config::TcpConfig;
+use crate::registry::{Admission, Registry};
 use crate::snapshot::SharedSnapshot;
-use crate::tcp::{Admission, Registry};
 
 /// The protocol offered in the TLS handshake (RFC 9250 section 4.1).
 pub const ALPN: &[u8] = b"doq";

@@ -15,7 +15,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::tcp::Admission;
+use crate::registry::Admission;
 
 /// The protocols offered in the TLS handshake, preferred first.
 pub const ALPN: &[&[u8]] = &[b"h2", b"http/1.1"];

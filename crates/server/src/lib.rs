@@ -15,6 +15,7 @@ mod http;
 pub mod plane;
 mod prober;
 mod redirect;
+pub mod registry;
 pub mod snapshot;
 pub mod tcp;
 mod tls;

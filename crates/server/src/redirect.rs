@@ -42,9 +42,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::Config;
+use crate::registry::{Admission, Registry};
 use crate::snapshot::SharedSnapshot;
-use crate::tcp::{self, Admission, Registry};
-use crate::{http, tls};
+use crate::{http, tcp, tls};
 
 /// Worker numbers of the listeners' random sources (see
 /// [`Config::worker_rng`]), clear of those of DNS (see [`crate::tls`]).

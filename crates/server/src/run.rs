@@ -11,6 +11,7 @@ use anyhow::Context;
 use crate::config::Config;
 use crate::control::Control;
 use crate::plane::ControlHandle;
+use crate::registry::Registry;
 use crate::snapshot::SharedSnapshot;
 use crate::{api, redirect, tcp, tls, udp};
 
@@ -19,7 +20,7 @@ pub struct Server {
     pub config: Config,
     pub control: ControlHandle,
     pub snapshot: SharedSnapshot,
-    pub registry: Arc<tcp::Registry>,
+    pub registry: Arc<Registry>,
     stop: Arc<AtomicBool>,
     udp_workers: Vec<JoinHandle<()>>,
 }
@@ -37,7 +38,7 @@ impl Server {
         if let (Some(address), Some(token)) = (config.control.listen, token) {
             api::start(address, control.clone(), token).await?;
         }
-        let registry = tcp::Registry::new(config.tcp.clone());
+        let registry = Registry::new(config.tcp.clone());
         tokio::spawn(registry.clone().close_idle_connections());
         // Before UDP: once a server answers, all its listeners are there.
         tls::start(&config, &snapshot, &registry).await?;

@@ -22,9 +22,9 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
 use crate::config::Config;
+use crate::registry::{Admission, Registry};
 use crate::snapshot::SharedSnapshot;
-use crate::tcp::{self, Admission, Registry};
-use crate::{certificate, doh, doq, http};
+use crate::{certificate, doh, doq, http, tcp};
 
 /// Worker numbers of the transports' random sources (see
 /// [`Config::worker_rng`]), clear of UDP's (counting up from 0) and TCP's

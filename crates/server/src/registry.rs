@@ -1,0 +1,300 @@
+//! The registry of open connections of every stream kind (TCP, TLS, HTTPS
+//! and QUIC), for enforcing the caps: overall and per client address. A
+//! new connection over a cap sheds the longest-idle one, of its client
+//! (per-client cap) or of anyone (overall cap), and so does an accept
+//! that finds no descriptor left. Connections idle past the timeout are
+//! closed (RFC 7766 section 6.2.3).
+//!
+//! Touched on accept, shed and close only; a query sets its connection's
+//! atomic clock and nothing else. Finding the longest-idle connection
+//! goes through an [`IdleIndex`], not over every connection.
+
+mod idle;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use crate::config::TcpConfig;
+use idle::IdleIndex;
+
+/// What the registry knows of one open connection.
+struct Connection {
+    peer: IpAddr,
+    /// Microseconds since the registry started, at the last complete
+    /// query: fine enough that a connection's query and another's arrival
+    /// are seldom at the same instant, which would make "idle longest" a tie.
+    last_active: Arc<AtomicU64>,
+    /// Told when the connection should close to make room for another.
+    shed: Arc<Notify>,
+}
+
+pub struct Registry {
+    started: Instant,
+    limits: TcpConfig,
+    inner: Mutex<RegistryInner>,
+}
+
+#[derive(Default)]
+struct RegistryInner {
+    next_id: u64,
+    open: HashMap<u64, Connection>,
+    /// Every open connection, longest idle first.
+    idle: IdleIndex,
+    per_peer: HashMap<IpAddr, Peer>,
+}
+
+/// One client address's open connections.
+#[derive(Default)]
+struct Peer {
+    connections: usize,
+    /// Its connections, longest idle first.
+    idle: IdleIndex,
+}
+
+/// A connection's place in the registry; leaving frees it.
+pub struct Admission {
+    registry: Arc<Registry>,
+    id: u64,
+    last_active: Arc<AtomicU64>,
+    shed: Arc<Notify>,
+}
+
+impl Registry {
+    pub fn new(limits: TcpConfig) -> Arc<Registry> {
+        Arc::new(Registry { started: Instant::now(), limits, inner: Mutex::default() })
+    }
+
+    fn now_us(&self) -> u64 {
+        self.started.elapsed().as_micros() as u64
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RegistryInner> {
+        self.inner.lock().expect("registry lock")
+    }
+
+    /// Admits a connection from `peer`, first shedding the longest-idle
+    /// connection of that peer (if at its cap) or of anyone (if full).
+    pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Admission {
+        let mut inner = self.lock();
+        if inner.per_peer.get(&peer).is_some_and(|known| known.connections >= self.limits.max_connections_per_client) {
+            inner.shed_longest_idle(Some(peer));
+        } else if inner.open.len() >= self.limits.max_connections {
+            inner.shed_longest_idle(None);
+        }
+        let (id, now) = (inner.next_id, self.now_us());
+        inner.next_id += 1;
+        let last_active = Arc::new(AtomicU64::new(now));
+        let shed = Arc::new(Notify::new());
+        inner.open.insert(id, Connection { peer, last_active: last_active.clone(), shed: shed.clone() });
+        inner.idle.insert(id, now);
+        let known = inner.per_peer.entry(peer).or_default();
+        known.connections += 1;
+        known.idle.insert(id, now);
+        Admission { registry: self.clone(), id, last_active, shed }
+    }
+
+    /// Sheds the longest-idle connection of all, to free what it holds (a
+    /// descriptor, when accept finds none left). False if none is open.
+    pub fn shed_longest_idle(&self) -> bool {
+        self.lock().shed_longest_idle(None)
+    }
+
+    /// The limits every connection lives under.
+    pub fn limits(&self) -> &TcpConfig {
+        &self.limits
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.lock().open.len()
+    }
+
+    /// Closes every connection that has sent no complete query for the
+    /// idle timeout, checking a few times per timeout, forever.
+    pub async fn close_idle_connections(self: Arc<Self>) {
+        let idle_ms = self.limits.idle_timeout_ms;
+        let mut every = tokio::time::interval(Duration::from_millis((idle_ms / 4).clamp(10, 1000)));
+        loop {
+            every.tick().await;
+            self.close_idle_since(self.now_us().saturating_sub(idle_ms * 1000));
+        }
+    }
+
+    /// Closes the connections last active at `idle_since` or earlier.
+    fn close_idle_since(&self, idle_since: u64) {
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        while let Some(id) = inner.idle.take_idle_since(idle_since, clock_of(&inner.open)) {
+            inner.close(id);
+        }
+    }
+}
+
+/// Reads the clock of a connection of `open`; `None` once it has closed.
+fn clock_of(open: &HashMap<u64, Connection>) -> impl Fn(u64) -> Option<u64> {
+    |id| open.get(&id).map(|connection| connection.last_active.load(Ordering::Relaxed))
+}
+
+impl RegistryInner {
+    /// Sheds the longest-idle connection of `of_peer`, or of all; false if
+    /// there is none.
+    fn shed_longest_idle(&mut self, of_peer: Option<IpAddr>) -> bool {
+        let index = match of_peer {
+            Some(peer) => match self.per_peer.get_mut(&peer) {
+                Some(known) => &mut known.idle,
+                None => return false,
+            },
+            None => &mut self.idle,
+        };
+        match index.take_longest_idle(clock_of(&self.open)) {
+            Some(id) => self.close(id),
+            None => false,
+        }
+    }
+
+    /// Removes connection `id` and tells it to close; false if it had left.
+    fn close(&mut self, id: u64) -> bool {
+        let Some(connection) = self.remove(id) else { return false };
+        connection.shed.notify_one();
+        true
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Connection> {
+        let connection = self.open.remove(&id)?;
+        let open = &self.open;
+        self.idle.forget_closed(open.len(), |id| open.contains_key(&id));
+        if let Some(known) = self.per_peer.get_mut(&connection.peer) {
+            known.connections -= 1;
+            match known.connections {
+                0 => drop(self.per_peer.remove(&connection.peer)),
+                left => known.idle.forget_closed(left, |id| open.contains_key(&id)),
+            }
+        }
+        Some(connection)
+    }
+}
+
+impl Admission {
+    /// Marks the connection active: it has just had a complete query. The
+    /// clock only goes forward, even when two of the connection's requests
+    /// (HTTP/2, QUIC streams) finish at once on two threads.
+    pub(crate) fn touch(&self) {
+        self.last_active.fetch_max(self.registry.now_us(), Ordering::Relaxed);
+    }
+
+    /// Runs `work` to its end, or until the connection is shed (gone idle,
+    /// or crowded out by newer ones), whichever comes first.
+    pub(crate) async fn unless_shed<T>(&self, work: impl Future<Output = T>) -> Option<T> {
+        tokio::select! {
+            output = work => Some(output),
+            () = self.shed.notified() => None,
+        }
+    }
+
+    /// True if the connection has been idle for the idle timeout: it was
+    /// shed for that, not to make room.
+    pub(crate) fn is_idle(&self) -> bool {
+        let idle_us = self.registry.now_us().saturating_sub(self.last_active.load(Ordering::Relaxed));
+        idle_us / 1000 >= self.registry.limits.idle_timeout_ms
+    }
+
+    /// The limits the connection lives under.
+    pub(crate) fn limits(&self) -> &TcpConfig {
+        self.registry.limits()
+    }
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.registry.lock().remove(self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LATER: u64 = 1 << 40;
+
+    fn registry(max_connections: usize, max_connections_per_client: usize) -> Arc<Registry> {
+        Registry::new(TcpConfig { max_connections, max_connections_per_client, ..TcpConfig::default() })
+    }
+
+    fn address(last_octet: u8) -> IpAddr {
+        IpAddr::from([192, 0, 2, last_octet])
+    }
+
+    /// Which of `admissions` are still open (not shed).
+    fn still_open(registry: &Registry, admissions: &[Admission]) -> Vec<bool> {
+        let inner = registry.lock();
+        admissions.iter().map(|admission| inner.open.contains_key(&admission.id)).collect()
+    }
+
+    /// Sets a connection's clock to `at`, later than any admission here.
+    fn touch_at(admission: &Admission, at: u64) {
+        admission.last_active.store(at, Ordering::Relaxed);
+    }
+
+    #[test]
+    fn a_full_registry_sheds_the_longest_idle_connection_of_all() {
+        let registry = registry(3, 3);
+        let mut admissions: Vec<Admission> = (1..=3).map(|octet| registry.admit(address(octet))).collect();
+        touch_at(&admissions[0], LATER);
+        admissions.push(registry.admit(address(4)));
+        assert_eq!(still_open(&registry, &admissions), [true, false, true, true]);
+        touch_at(&admissions[2], LATER + 1);
+        admissions.push(registry.admit(address(5)));
+        assert_eq!(still_open(&registry, &admissions), [true, false, true, false, true]);
+        assert_eq!(registry.open_connections(), 3);
+    }
+
+    #[test]
+    fn a_client_at_its_cap_sheds_its_own_longest_idle_connection() {
+        let registry = registry(10, 2);
+        let other = registry.admit(address(9));
+        let mine: Vec<Admission> = (0..2).map(|_| registry.admit(address(1))).collect();
+        touch_at(&mine[0], LATER);
+        let newest = registry.admit(address(1));
+        assert_eq!(still_open(&registry, &[other]), [true], "another client's idler connection stays");
+        assert_eq!(still_open(&registry, &mine), [true, false]);
+        assert_eq!(still_open(&registry, &[newest]), [true]);
+    }
+
+    #[test]
+    fn shedding_on_demand_takes_the_idlest_until_none_is_left() {
+        let registry = registry(10, 10);
+        let admissions: Vec<Admission> = (1..=2).map(|octet| registry.admit(address(octet))).collect();
+        touch_at(&admissions[0], LATER);
+        assert!(registry.shed_longest_idle());
+        assert_eq!(still_open(&registry, &admissions), [true, false]);
+        assert!(registry.shed_longest_idle());
+        assert!(!registry.shed_longest_idle(), "nothing left to shed");
+    }
+
+    #[test]
+    fn closed_connections_leave_their_client_and_the_indexes() {
+        let registry = registry(10, 2);
+        let first = registry.admit(address(1));
+        drop(registry.admit(address(1)));
+        let second = registry.admit(address(1));
+        assert_eq!(still_open(&registry, &[first, second]), [true, true], "the closed one made room under the client's cap");
+        drop(registry.admit(address(2)));
+        assert!(!registry.lock().per_peer.contains_key(&address(2)), "a client with nothing open is forgotten");
+    }
+
+    #[test]
+    fn the_sweep_closes_exactly_those_idle_past_the_cutoff() {
+        let registry = registry(10, 10);
+        let admissions: Vec<Admission> = (1..=3).map(|octet| registry.admit(address(octet))).collect();
+        touch_at(&admissions[1], LATER);
+        registry.close_idle_since(LATER - 1);
+        assert_eq!(still_open(&registry, &admissions), [false, true, false]);
+        registry.close_idle_since(LATER);
+        assert_eq!(still_open(&registry, &admissions), [false, false, false]);
+    }
+}
