@@ -92,6 +92,29 @@ fn the_per_client_cap_sheds_the_longest_idle_connection() {
     assert_eq!(read_frame(&mut busy).unwrap().header().id(), 4);
 }
 
+#[test]
+fn the_soft_descriptor_limit_is_raised_and_the_connection_cap_fitted_under_it() {
+    let address = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let pharos = start_at_with(address, "", ZONE, |command| {
+        limit_descriptors(command, 100, 400);
+    });
+    assert_eq!(descriptor_limit(pharos.child.id()), (400, 400));
+    let log = pharos.log();
+    assert!(log.contains("raised the soft RLIMIT_NOFILE to the hard limit from=100 to=400"), "{log}");
+    // 400 less 128 kept and 2 listeners (UDP and TCP, one thread).
+    assert!(
+        log.contains("tcp.max_connections = 10000 does not fit in RLIMIT_NOFILE 400") && log.contains("at most 270 connections"),
+        "{log}"
+    );
+
+    let mut too_few = Command::new(env!("CARGO_BIN_EXE_pharos"));
+    too_few.args(["serve", "--threads", "1", "--listen", &format!("127.0.0.1:{}", free_port()), "--zone"]);
+    too_few.arg(format!("example.test={}", pharos.zone_file.display()));
+    let output = limit_descriptors(&mut too_few, 100, 100).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("RLIMIT_NOFILE is 100, too low for any connection"), "{stderr}");
+}
+
 fn hangup(pharos: &Pharos) {
     // SAFETY: kill(2) with a valid pid and signal number.
     assert_eq!(unsafe { libc::kill(pharos.child.id() as i32, libc::SIGHUP) }, 0);

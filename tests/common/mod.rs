@@ -2,8 +2,9 @@
 //! port with a config, wait until it answers, query it, stop it on drop.
 #![allow(dead_code)] // each test file uses its own subset
 
-use std::io::Read;
+use std::io::{Error, Read};
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -50,13 +51,20 @@ impl Drop for Pharos {
 }
 
 fn spawn(config: &std::path::Path, log_file: &std::path::Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_pharos"))
+    spawn_with(config, log_file, |_| {})
+}
+
+/// Spawns `pharos serve` on `config`, logging to `log_file`, with what
+/// `customize` adds to the command.
+fn spawn_with(config: &std::path::Path, log_file: &std::path::Path, customize: impl FnOnce(&mut Command)) -> Child {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pharos"));
+    command
         .args(["serve", "--config"])
         .arg(config)
         .stdout(Stdio::null())
-        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(log_file).unwrap())
-        .spawn()
-        .unwrap()
+        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(log_file).unwrap());
+    customize(&mut command);
+    command.spawn().unwrap()
 }
 
 /// A port free for UDP and TCP on 127.0.0.1 and ::1 right now.
@@ -97,6 +105,11 @@ pub fn start_with_api_at(address: SocketAddr, token: &str, config_extra: &str) -
 
 /// [`start_with`] on a given address.
 pub fn start_at(address: SocketAddr, config_extra: &str, zone: &str) -> Pharos {
+    start_at_with(address, config_extra, zone, |_| {})
+}
+
+/// [`start_at`] with what `customize` adds to the command, such as limits.
+pub fn start_at_with(address: SocketAddr, config_extra: &str, zone: &str, customize: impl FnOnce(&mut Command)) -> Pharos {
     let dir = tempfile::tempdir().unwrap();
     let zone_file = dir.path().join("example.test.zone");
     std::fs::write(&zone_file, zone).unwrap();
@@ -106,7 +119,7 @@ pub fn start_at(address: SocketAddr, config_extra: &str, zone: &str) -> Pharos {
     );
     std::fs::write(&config, text).unwrap();
     let log_file = dir.path().join("pharos.log");
-    let child = spawn(&config, &log_file);
+    let child = spawn_with(&config, &log_file, customize);
     let pharos = Pharos { child, address, zone_file, log_file, config, _dir: dir };
     wait_until("the server answers", || udp_query(pharos.address, "www.example.test", Rtype::A).is_some());
     pharos
@@ -231,4 +244,21 @@ pub fn closed_by_server(stream: &mut impl Read) -> bool {
         Err(error) => !matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
         Ok(_) => false,
     }
+}
+
+/// Has the command's process start with this RLIMIT_NOFILE.
+pub fn limit_descriptors(command: &mut Command, soft: u64, hard: u64) -> &mut Command {
+    let limit = libc::rlimit { rlim_cur: soft, rlim_max: hard };
+    // SAFETY: setrlimit is async-signal-safe, so it may run between fork and exec.
+    unsafe {
+        command.pre_exec(move || if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 { Ok(()) } else { Err(Error::last_os_error()) })
+    }
+}
+
+/// The (soft, hard) RLIMIT_NOFILE of process `pid`.
+pub fn descriptor_limit(pid: u32) -> (u64, u64) {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: prlimit reads no new limit (null) and writes the old one through a valid pointer.
+    assert_eq!(unsafe { libc::prlimit(pid as libc::pid_t, libc::RLIMIT_NOFILE, std::ptr::null(), &mut limit) }, 0);
+    (limit.rlim_cur, limit.rlim_max)
 }

@@ -206,7 +206,12 @@ pub struct TcpConfig {
     pub idle_timeout_ms: u64,
     /// Give up on a client that does not read its answers for this long.
     pub write_timeout_ms: u64,
+    /// Connections of every stream kind (TCP, TLS, HTTPS, QUIC) open at
+    /// once at most; one more sheds the longest-idle. Lowered at start to
+    /// what RLIMIT_NOFILE leaves room for.
     pub max_connections: usize,
+    /// Connections from one client address at most; one more sheds that
+    /// client's longest-idle.
     pub max_connections_per_client: usize,
 }
 
@@ -432,6 +437,14 @@ impl Config {
             0 => std::thread::available_parallelism().map_or(1, usize::from),
             threads => threads,
         }
+    }
+
+    /// Sockets the server listens on: on each DNS address a UDP socket per
+    /// worker thread and a TCP listener, and one on every other address.
+    pub fn listening_sockets(&self) -> usize {
+        let (tls, http) = (&self.tls, &self.http);
+        let others = [&tls.listen, &tls.https_listen, &tls.quic_listen, &http.listen, &http.https_listen].map(Vec::len);
+        self.server.listen.len() * (self.threads() + 1) + others.iter().sum::<usize>() + usize::from(self.control.listen.is_some())
     }
 }
 

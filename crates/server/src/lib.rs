@@ -8,6 +8,7 @@ mod classifier;
 pub mod config;
 pub mod control;
 pub mod data;
+mod descriptors;
 mod doh;
 mod doq;
 pub mod health;

@@ -13,7 +13,7 @@ use crate::control::Control;
 use crate::plane::ControlHandle;
 use crate::registry::Registry;
 use crate::snapshot::SharedSnapshot;
-use crate::{api, redirect, tcp, tls, udp};
+use crate::{api, descriptors, redirect, tcp, tls, udp};
 
 /// A running server: its control plane, snapshot and UDP worker threads.
 pub struct Server {
@@ -38,7 +38,7 @@ impl Server {
         if let (Some(address), Some(token)) = (config.control.listen, token) {
             api::start(address, control.clone(), token).await?;
         }
-        let registry = Registry::new(config.tcp.clone());
+        let registry = Registry::new(descriptors::fit_connection_cap(&config)?);
         tokio::spawn(registry.clone().close_idle_connections());
         // Before UDP: once a server answers, all its listeners are there.
         tls::start(&config, &snapshot, &registry).await?;
