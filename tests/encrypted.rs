@@ -375,6 +375,47 @@ fn a_flood_over_the_cap_sheds_the_idle_not_a_busy_client() {
 }
 
 #[test]
+fn out_of_descriptors_the_idlest_connections_make_room_and_a_busy_one_is_served() {
+    // Shedding takes idle connections oldest first, and a flood can need
+    // FLOOD + 1 - SPARE of them (the last for the fresh client after it),
+    // so every one shed is one of the IDLE, and the last of those stays.
+    const IDLE: usize = 60;
+    const FLOOD: usize = 40;
+    const SPARE: usize = 8;
+    let server = start_encrypted("[tcp]\nidle_timeout_ms = 60000\n");
+    let pid = server.pharos.child.id();
+    let config = tls_client(&server.pharos, TLS_13, &[]);
+    let connect = || {
+        let stream = TcpStream::connect(server.dot).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        stream
+    };
+    let mut idle: Vec<TcpStream> = (0..IDLE).map(|_| connect()).collect();
+    // Accepted after all those before it, the busy client is the newest.
+    let mut busy = tls_connect(server.dot, &config);
+    assert_eq!(ask(&mut busy, &query_bytes(1, "www.example.test", Rtype::A)).header().id(), 1);
+
+    set_soft_descriptor_limit(pid, limit_leaving(pid, SPARE));
+    let cpu_before = cpu_seconds(pid);
+    let _flood: Vec<TcpStream> = (0..FLOOD).map(|_| connect()).collect();
+    assert_eq!(ask(&mut busy, &query_bytes(2, "www.example.test", Rtype::A)).header().id(), 2, "answered during the flood");
+    // Accepted after the whole flood: its answer means the flood is in.
+    let mut fresh = tls_connect(server.dot, &config);
+    assert_eq!(ask(&mut fresh, &query_bytes(3, "www.example.test", Rtype::A)).header().id(), 3, "a new client after the flood");
+    assert_eq!(ask(&mut busy, &query_bytes(4, "www.example.test", Rtype::A)).header().id(), 4);
+    let cpu = cpu_seconds(pid) - cpu_before;
+    assert!(cpu < 2.0, "{cpu} s of CPU to take in {FLOOD} connections: spinning");
+
+    assert!(closed_by_server(&mut idle[0]), "the idlest connection made room");
+    let last = idle.last_mut().unwrap();
+    last.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    assert!(!closed_by_server(last), "no more were shed than needed");
+    let log = server.pharos.log();
+    let lines = log.lines().filter(|line| line.contains("cannot accept connections")).count();
+    assert!((1..=2).contains(&lines), "{lines} lines about failed accepts: {log}");
+}
+
+#[test]
 fn tls_sessions_resume_from_tickets() {
     let server = start_encrypted("");
     for (versions, doh) in [(TLS_13, false), (TLS_12, false), (TLS_13, true)] {

@@ -115,6 +115,42 @@ fn the_soft_descriptor_limit_is_raised_and_the_connection_cap_fitted_under_it() 
     assert!(!output.status.success() && stderr.contains("RLIMIT_NOFILE is 100, too low for any connection"), "{stderr}");
 }
 
+/// The server's log lines about failed accepts, and the count of failures
+/// each reports.
+fn accept_failures_logged(pharos: &Pharos) -> Vec<u64> {
+    let log = pharos.log();
+    let lines = log.lines().filter(|line| line.contains("cannot accept connections"));
+    lines.map(|line| line.split_once("failed=").unwrap().1.split(' ').next().unwrap().parse().unwrap()).collect()
+}
+
+#[test]
+fn out_of_descriptors_with_none_to_shed_the_accept_loop_backs_off_and_logs_once_a_second() {
+    let pharos = start("");
+    let pid = pharos.child.id();
+    set_soft_descriptor_limit(pid, limit_leaving(pid, 0));
+    let waiting: Vec<TcpStream> = (0..5).map(|_| connect(pharos.address)).collect();
+    let cpu_before = cpu_seconds(pid);
+    // Three lines: the first failure, then one a second, so two seconds of failing.
+    wait_until("three lines about failed accepts", || accept_failures_logged(&pharos).len() >= 3);
+    let cpu = cpu_seconds(pid) - cpu_before;
+    let failures = accept_failures_logged(&pharos);
+    assert!(cpu < 0.5, "{cpu} s of CPU in about two seconds of failed accepts: spinning");
+    // A pause of up to 100 ms between tries: 10 a second, and the first few sooner.
+    assert!(failures.iter().all(|&failed| failed <= 25), "failures per line: {failures:?}");
+    assert!(udp_query(pharos.address, "www.example.test", Rtype::A).is_some(), "UDP goes on meanwhile");
+
+    set_soft_descriptor_limit(pid, descriptor_limit(pid).1);
+    for (id, mut stream) in (0..).zip(waiting.into_iter().chain([connect(pharos.address)])) {
+        stream.write_all(&framed(&query_bytes(id, "www.example.test", Rtype::A))).unwrap();
+        assert_eq!(read_frame(&mut stream).unwrap().header().id(), id, "connections made while out of descriptors are served after");
+    }
+    // That line waits its turn, a second after the last: each accept asks.
+    wait_until("the log says accepting works again", || {
+        drop(connect(pharos.address));
+        pharos.log().contains("accepting connections again")
+    });
+}
+
 fn hangup(pharos: &Pharos) {
     // SAFETY: kill(2) with a valid pid and signal number.
     assert_eq!(unsafe { libc::kill(pharos.child.id() as i32, libc::SIGHUP) }, 0);

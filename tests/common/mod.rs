@@ -262,3 +262,31 @@ pub fn descriptor_limit(pid: u32) -> (u64, u64) {
     assert_eq!(unsafe { libc::prlimit(pid as libc::pid_t, libc::RLIMIT_NOFILE, std::ptr::null(), &mut limit) }, 0);
     (limit.rlim_cur, limit.rlim_max)
 }
+
+/// Sets the soft RLIMIT_NOFILE of running process `pid`.
+pub fn set_soft_descriptor_limit(pid: u32, soft: u64) {
+    let limit = libc::rlimit { rlim_cur: soft, rlim_max: descriptor_limit(pid).1 };
+    // SAFETY: prlimit reads the new limit through a valid pointer and writes no old one (null).
+    assert_eq!(unsafe { libc::prlimit(pid as libc::pid_t, libc::RLIMIT_NOFILE, &limit, std::ptr::null_mut()) }, 0);
+}
+
+/// The soft RLIMIT_NOFILE under which process `pid` can open exactly
+/// `spare` more descriptors: a new one takes the lowest free number, and
+/// fails when that is not below the limit.
+pub fn limit_leaving(pid: u32, spare: usize) -> u64 {
+    let open: Vec<u64> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_str().unwrap().parse().unwrap())
+        .collect();
+    (0..).filter(|number| !open.contains(number)).nth(spare).unwrap()
+}
+
+/// The CPU time process `pid` has used, user and system, in seconds.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name, which ends the last ")": utime and stime are the 14th and 15th of all.
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf only reads a configuration value.
+    ticks as f64 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}

@@ -7,9 +7,10 @@
 //! Each connection is its own task: a client that stalls, reads slowly or
 //! sends half a message holds only its own task, never another's.
 
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use pharos_answer::{Client, ResponseOptions, Transport, respond_with};
@@ -23,6 +24,13 @@ use crate::snapshot::SharedSnapshot;
 
 /// Read buffer per connection; grows only for a message that needs it.
 const READ_CHUNK: usize = 16 * 1024;
+/// The pause after a failed accept, doubled at each failure in a row up to
+/// the longest: a listener out of descriptors stays readable, and retrying
+/// at once would spin.
+const FIRST_ACCEPT_PAUSE: Duration = Duration::from_millis(1);
+const LONGEST_ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+/// Failed accepts are logged at most once per this interval, with a count.
+const ACCEPT_FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A TCP listener on `address` for `transport`, logged.
 pub(crate) async fn bind(address: SocketAddr, transport: &str) -> anyhow::Result<TcpListener> {
@@ -50,20 +58,82 @@ where
     Serve: Fn(TcpStream, SocketAddr, Admission, SmallRng) -> Served,
     Served: Future<Output = ()> + Send + 'static,
 {
+    let address = listener.local_addr().map(|address| address.to_string()).unwrap_or_default();
+    let mut failures = AcceptFailures { listener: address, ..AcceptFailures::default() };
     loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                // Out of descriptors and the like: keep serving those we have.
-                tracing::warn!(%error, "accept failed");
-                tokio::task::yield_now().await;
-                continue;
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                failures.accepted();
+                let _ = stream.set_nodelay(true);
+                let admission = registry.admit(peer.ip());
+                tokio::spawn(serve(stream, peer, admission, SmallRng::from_rng(&mut rng)));
             }
-        };
-        let _ = stream.set_nodelay(true);
-        let admission = registry.admit(peer.ip());
-        tokio::spawn(serve(stream, peer, admission, SmallRng::from_rng(&mut rng)));
+            Err(error) => failures.pause_after(&error, &registry).await,
+        }
     }
+}
+
+/// The failed accepts of one listener: how many in a row, for the pause
+/// before the next try, and what the log has yet to say. A line per
+/// failure would be a line per retry; one per interval, with a count, says
+/// as much.
+#[derive(Default)]
+struct AcceptFailures {
+    /// The listener's address, for the log.
+    listener: String,
+    in_a_row: u32,
+    unlogged: u64,
+    /// The log's last word is that accepts fail.
+    logged_failing: bool,
+    last_logged: Option<Instant>,
+}
+
+impl AcceptFailures {
+    /// Frees a descriptor if that is what accept lacked, logs if a line is
+    /// due, and pauses: longer after each failure in a row.
+    async fn pause_after(&mut self, error: &io::Error, registry: &Registry) {
+        let out_of_resources = is_out_of_resources(error);
+        if out_of_resources {
+            // The idlest connection's descriptor goes to a new one; those
+            // at work keep theirs.
+            registry.shed_longest_idle();
+        }
+        self.unlogged += 1;
+        if self.log_is_due() {
+            let (listener, failed, open) = (&self.listener, self.unlogged, registry.open_connections());
+            tracing::warn!(%listener, %error, failed, open, shedding_idle = out_of_resources, "cannot accept connections, pausing accepts");
+            self.logged(true);
+        }
+        let pause = FIRST_ACCEPT_PAUSE.saturating_mul(1 << self.in_a_row.min(16)).min(LONGEST_ACCEPT_PAUSE);
+        self.in_a_row = self.in_a_row.saturating_add(1);
+        tokio::time::sleep(pause).await;
+    }
+
+    /// An accept succeeded: the pause starts short again, and the log says
+    /// so once a line is due, with the failures it has not told yet.
+    fn accepted(&mut self) {
+        self.in_a_row = 0;
+        if (self.logged_failing || self.unlogged > 0) && self.log_is_due() {
+            tracing::info!(listener = %self.listener, failed = self.unlogged, "accepting connections again");
+            self.logged(false);
+        }
+    }
+
+    fn log_is_due(&self) -> bool {
+        self.last_logged.is_none_or(|at| at.elapsed() >= ACCEPT_FAILURE_LOG_INTERVAL)
+    }
+
+    fn logged(&mut self, failing: bool) {
+        self.unlogged = 0;
+        self.logged_failing = failing;
+        self.last_logged = Some(Instant::now());
+    }
+}
+
+/// True when accept failed for want of descriptors or kernel memory, not
+/// for a fault of the connection at hand.
+fn is_out_of_resources(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM))
 }
 
 /// Reads framed queries from `stream` and writes framed answers, with
