@@ -22,7 +22,11 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::registry::{Admission, Registry};
 use crate::snapshot::SharedSnapshot;
 
-/// Read buffer per connection; grows only for a message that needs it.
+/// Room a connection waits for its next query with: one query, padded or
+/// not, fits in one read. Idle connections are most of a busy server's,
+/// so this is all the buffer an idle one holds.
+const QUERY_ROOM: usize = 512;
+/// Room added when a burst of pipelined queries fills what there is.
 const READ_CHUNK: usize = 16 * 1024;
 /// The pause after a failed accept, doubled at each failure in a row up to
 /// the longest: a listener out of descriptors stays readable, and retrying
@@ -147,9 +151,13 @@ pub(crate) async fn serve_connection(
     admission: Admission,
     mut rng: SmallRng,
 ) {
-    let mut input: Vec<u8> = Vec::with_capacity(READ_CHUNK);
-    let mut output: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let mut input: Vec<u8> = Vec::with_capacity(QUERY_ROOM);
+    let mut output: Vec<u8> = Vec::new();
     loop {
+        // A partial message means more is on its way, maybe a burst.
+        if input.capacity() - input.len() < QUERY_ROOM {
+            input.reserve(READ_CHUNK);
+        }
         // Idle connections are closed by the registry's sweeper through
         // the shed signal, so no read needs a timer of its own.
         let Some(Ok(1..)) = admission.unless_shed(stream.read_buf(&mut input)).await else { return };
@@ -164,9 +172,20 @@ pub(crate) async fn serve_connection(
             }
             output.clear();
         }
-        if input.capacity() - input.len() < 512 {
-            input.reserve(READ_CHUNK);
+        if input.is_empty() {
+            release_burst_room(&mut input, &mut output);
         }
+    }
+}
+
+/// Gives back what a burst took beyond the room for one query: with all
+/// read answered, the client may now say nothing for long.
+fn release_burst_room(input: &mut Vec<u8>, output: &mut Vec<u8>) {
+    if input.capacity() > QUERY_ROOM {
+        *input = Vec::with_capacity(QUERY_ROOM);
+    }
+    if output.capacity() > QUERY_ROOM {
+        *output = Vec::new();
     }
 }
 
