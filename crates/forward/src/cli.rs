@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::Deserialize;
 
-use crate::config::{DEFAULT_CONNECTIONS, DEFAULT_MAX_RTO, DEFAULT_MIN_RTO, DEFAULT_TRIES, ForwardConfig, UpstreamSpec};
+use crate::config::{DEFAULT_CONNECTIONS, DEFAULT_DEADLINE, DEFAULT_MAX_RTO, DEFAULT_MIN_RTO, DEFAULT_TRIES, ForwardConfig, UpstreamSpec};
 use crate::rtt::RtoBounds;
 
 /// Where a stub resolver looks for its server.
@@ -33,7 +33,7 @@ pub struct ForwardArgs {
     /// Connections kept open to each upstream [default: 2].
     #[arg(long)]
     connections: Option<usize>,
-    /// Tries per query, the first included, before the client gets SERVFAIL [default: 3].
+    /// Tries per query, the first included, each on a connection (of the pool, or of the next upstream) that does not have the query yet [default: 3].
     #[arg(long)]
     tries: Option<u32>,
     /// Floor of the retransmission timeout, in milliseconds [default: 200].
@@ -42,6 +42,9 @@ pub struct ForwardArgs {
     /// Ceiling of the retransmission timeout, in milliseconds [default: 2000].
     #[arg(long)]
     max_rto_ms: Option<u64>,
+    /// Milliseconds a query waits for an answer before the client gets SERVFAIL [default: 5000].
+    #[arg(long)]
+    deadline_ms: Option<u64>,
 }
 
 /// A configuration file: the [forward] table and nothing else.
@@ -63,6 +66,7 @@ struct FileSettings {
     tries: Option<u32>,
     min_rto_ms: Option<u64>,
     max_rto_ms: Option<u64>,
+    deadline_ms: Option<u64>,
 }
 
 impl ForwardArgs {
@@ -85,6 +89,7 @@ impl ForwardArgs {
                 min: millis(self.min_rto_ms, file.min_rto_ms, DEFAULT_MIN_RTO),
                 max: millis(self.max_rto_ms, file.max_rto_ms, DEFAULT_MAX_RTO),
             },
+            deadline: millis(self.deadline_ms, file.deadline_ms, DEFAULT_DEADLINE),
         };
         config.validate()?;
         Ok(config)
@@ -134,16 +139,21 @@ mod tests {
         assert_eq!(config.listen, [DEFAULT_LISTEN]);
         assert_eq!(config.upstreams.len(), 2);
         assert_eq!((config.connections, config.tries, config.rto.min), (DEFAULT_CONNECTIONS, DEFAULT_TRIES, DEFAULT_MIN_RTO));
+        assert_eq!(config.deadline, DEFAULT_DEADLINE);
     }
 
     #[test]
     fn flags_override_the_file_and_paths_in_it_are_its_own() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("forward.toml");
-        std::fs::write(&file, "[forward]\nupstreams = [\"quic://127.0.0.1\"]\nca = \"cert.pem\"\ntries = 5\nmin_rto_ms = 50\n").unwrap();
+        std::fs::write(
+            &file,
+            "[forward]\nupstreams = [\"quic://127.0.0.1\"]\nca = \"cert.pem\"\ntries = 5\nmin_rto_ms = 50\ndeadline_ms = 900\n",
+        )
+        .unwrap();
         let path = file.to_str().unwrap();
         let config = config_of(&["--config", path, "--tries", "2"]).unwrap();
-        assert_eq!((config.tries, config.rto.min), (2, Duration::from_millis(50)));
+        assert_eq!((config.tries, config.rto.min, config.deadline), (2, Duration::from_millis(50), Duration::from_millis(900)));
         assert_eq!(config.ca, Some(dir.path().join("cert.pem")));
         assert_eq!(config.upstreams[0].to_string(), "quic://127.0.0.1:853");
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure};
 
-use crate::rtt::RtoBounds;
+use crate::rtt::{RtoBounds, TCP_MIN_RTO};
 
 /// The port of DNS over TLS (RFC 7858) and of DNS over QUIC (RFC 9250).
 const DEFAULT_PORT: u16 = 853;
@@ -113,9 +113,12 @@ pub struct ForwardConfig {
     pub server_name: Option<String>,
     /// Connections kept to each upstream.
     pub connections: usize,
-    /// Tries per query, the first included.
+    /// Tries per query, the first included, each on a connection that does
+    /// not have the query yet.
     pub tries: u32,
     pub rto: RtoBounds,
+    /// How long a query waits for an answer before SERVFAIL.
+    pub deadline: Duration,
 }
 
 /// Limits on the settings, and their defaults.
@@ -124,12 +127,19 @@ pub const MAX_TRIES: u32 = 10;
 pub const DEFAULT_CONNECTIONS: usize = 2;
 pub const DEFAULT_TRIES: u32 = 3;
 /// Linux TCP's minimum RTO: RFC 6298's 1 s is far too long for DNS, and
-/// much shorter would retransmit queries a busy upstream is still answering.
-pub const DEFAULT_MIN_RTO: Duration = Duration::from_millis(200);
-/// With three tries, a query is answered or failed within about six
-/// seconds, before common stub resolvers give up on the forwarder.
+/// much shorter would send hedges for queries a busy upstream is still
+/// answering.
+pub const DEFAULT_MIN_RTO: Duration = TCP_MIN_RTO;
+/// A hedge waits no longer than this, so that it still comes well within
+/// the deadline.
 pub const DEFAULT_MAX_RTO: Duration = Duration::from_secs(2);
+/// An answer is awaited this long before the client gets SERVFAIL: past the
+/// time TCP and QUIC take to repair a packet lost three times in a row on
+/// paths up to 300 ms, and by when a stub has asked again (glibc's waits
+/// 5 s, Windows's 1 s).
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(5);
 const LONGEST_RTO: Duration = Duration::from_secs(60);
+const LONGEST_DEADLINE: Duration = Duration::from_secs(60);
 
 impl ForwardConfig {
     /// Checks every setting, naming the flag (and config key) of a bad one.
@@ -150,6 +160,12 @@ impl ForwardConfig {
             LONGEST_RTO.as_millis(),
             min.as_millis(),
             max.as_millis()
+        );
+        ensure!(
+            !self.deadline.is_zero() && self.deadline <= LONGEST_DEADLINE,
+            "--deadline-ms (forward.deadline_ms) must be from 1 to {}, not {}",
+            LONGEST_DEADLINE.as_millis(),
+            self.deadline.as_millis()
         );
         for name in self.upstreams.iter().filter_map(|upstream| upstream.server_name.as_ref()).chain(&self.server_name) {
             if rustls::pki_types::ServerName::try_from(name.as_str()).is_err() {
@@ -207,6 +223,7 @@ mod tests {
             connections: DEFAULT_CONNECTIONS,
             tries: DEFAULT_TRIES,
             rto: RtoBounds { min: DEFAULT_MIN_RTO, max: DEFAULT_MAX_RTO },
+            deadline: DEFAULT_DEADLINE,
         }
     }
 
@@ -214,13 +231,14 @@ mod tests {
     fn bad_settings_are_refused_naming_the_flag() {
         config().validate().unwrap();
         type Spoil = fn(&mut ForwardConfig);
-        let cases: [(Spoil, &str); 7] = [
+        let cases: [(Spoil, &str); 8] = [
             (|config| config.upstreams.clear(), "--upstream"),
             (|config| config.listen.clear(), "--listen"),
             (|config| config.connections = 0, "--connections"),
             (|config| config.tries = 11, "--tries"),
             (|config| config.rto.min = Duration::ZERO, "--min-rto-ms"),
             (|config| config.rto = RtoBounds { min: Duration::from_millis(500), max: Duration::from_millis(100) }, "min <= max"),
+            (|config| config.deadline = Duration::ZERO, "--deadline-ms"),
             (|config| config.server_name = Some("not a name!".into()), "not a valid server name"),
         ];
         for (spoil, expected) in cases {

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 /// RFC 6298 section 2.1: the timeout before any round trip was measured.
 pub const INITIAL_RTO: Duration = Duration::from_secs(1);
+/// Linux TCP's minimum retransmission timeout (TCP_RTO_MIN).
+pub const TCP_MIN_RTO: Duration = Duration::from_millis(200);
 /// The clock granularity G of RFC 6298 section 2: tokio's timers tick in
 /// milliseconds.
 const GRANULARITY: Duration = Duration::from_millis(1);
