@@ -368,7 +368,7 @@ fn one_connection_carries_many_queries_at_once() {
 }
 
 #[test]
-fn a_dropped_query_is_retransmitted_after_the_rto_on_the_other_connection() {
+fn a_dropped_query_is_hedged_after_the_rto_on_the_other_connection() {
     const MIN_RTO: Duration = Duration::from_millis(100);
     let upstream = TestUpstream::start(Behaviour::AnswerEveryOther);
     let forwarder = start_with_flags(upstream.flags(), &["--connections", "2", "--min-rto-ms", "100"]);
@@ -376,7 +376,7 @@ fn a_dropped_query_is_retransmitted_after_the_rto_on_the_other_connection() {
     assert_eq!(forwarder.ask(1, "first.example.test").header().rcode(), Rcode::NOERROR);
     let names: Vec<String> = (0..5).map(|index| format!("dropped{index}.example.test")).collect();
     for (id, name) in (2..).zip(&names) {
-        assert_eq!(forwarder.ask(id, name).header().id(), id, "answered after one retransmission");
+        assert_eq!(forwarder.ask(id, name).header().id(), id, "answered after one hedge");
     }
     let arrivals = upstream.arrivals();
     for name in &names {
@@ -393,19 +393,20 @@ fn a_dropped_query_is_retransmitted_after_the_rto_on_the_other_connection() {
 }
 
 #[test]
-fn servfail_once_the_tries_run_out() {
+fn servfail_at_the_deadline_and_no_query_twice_on_one_connection() {
     let upstream = TestUpstream::start(Behaviour::AnswerNone);
-    let forwarder = start_with_flags(upstream.flags(), &["--tries", "3", "--min-rto-ms", "100"]);
+    let forwarder = start_with_flags(upstream.flags(), &["--tries", "3", "--min-rto-ms", "100", "--deadline-ms", "1000"]);
     let started = Instant::now();
     let answer = forwarder.ask(9, WWW);
     let waited = started.elapsed();
     eprintln!("SERVFAIL after {waited:?}");
     assert_eq!((answer.header().id(), answer.header().rcode()), (9, Rcode::SERVFAIL));
-    // 100 ms, then 200 and 400 as the RTO backs off.
-    assert!(waited >= Duration::from_millis(700) && waited < Duration::from_secs(2), "SERVFAIL after {waited:?}");
-    assert_eq!(upstream.arrivals().len(), 3, "one query per try");
+    assert!(waited >= Duration::from_secs(1) && waited < Duration::from_secs(2), "SERVFAIL after {waited:?}");
+    // A third try was allowed, but both connections of the pool had the
+    // query, and a copy behind the first on either would not help.
+    assert_eq!(upstream.arrivals().len(), 2, "one query per connection");
     let stats = forwarder.stats();
-    assert_eq!((stats["timeouts"], stats["servfail"]), (3, 1), "{stats:?}");
+    assert_eq!((stats["timeouts"], stats["servfail"]), (2, 1), "{stats:?}");
     let port = forwarder.address.port().to_string();
     let output = run_client("dig", "bind9-dnsutils", &["@127.0.0.1", "-p", &port, "+tries=1", "+time=5", WWW, "A"]);
     assert!(output.contains("SERVFAIL") && output.contains("EDE: 22 (No Reachable Authority)"), "{output}");

@@ -14,10 +14,9 @@ use tokio::sync::mpsc;
 
 use crate::framing::framed;
 use crate::message::{response_id, set_id};
-use crate::slot::{self, Request, Transport};
+use crate::slot::{self, PoolSlot, Request, Transport};
 use crate::stats::{InFlight, InFlightQuery};
 use crate::trust::ClientTls;
-use crate::upstream::Upstream;
 
 /// Error codes of RFC 9250 section 4.3.
 const DOQ_NO_ERROR: VarInt = VarInt::from_u32(0x0);
@@ -70,20 +69,20 @@ impl Transport for DoqTransport {
         connection: quinn::Connection,
         first: Request,
         queue: &mut mpsc::Receiver<Request>,
-        upstream: &Arc<Upstream>,
+        slot: &PoolSlot,
     ) -> String {
-        let mut rests = upstream.rests();
-        let in_flight = InFlight::new(upstream.stats().clone());
+        let mut silenced = slot.silenced();
+        let in_flight = InFlight::new(slot.upstream.stats().clone());
         let mut batch = vec![first];
         let closed = loop {
             for request in batch.drain(..) {
-                tokio::spawn(exchange(connection.clone(), request, upstream.clone(), in_flight.enter()));
+                tokio::spawn(exchange(connection.clone(), request, slot.clone(), in_flight.enter()));
             }
             tokio::select! {
                 received = queue.recv_many(&mut batch, slot::BATCH) => if received == 0 {
                     break slot::STOPPING;
                 },
-                _ = rests.changed() => break slot::RESTED,
+                _ = silenced.changed() => break slot::SILENT,
                 error = connection.closed() => return error.to_string(),
             }
         };
@@ -97,12 +96,12 @@ impl Transport for DoqTransport {
 }
 
 /// Asks one query on a stream of its own, and hands over the answer.
-async fn exchange(connection: quinn::Connection, mut request: Request, upstream: Arc<Upstream>, _in_flight: InFlightQuery) {
+async fn exchange(connection: quinn::Connection, mut request: Request, slot: PoolSlot, _in_flight: InFlightQuery) {
     match ask_on_stream(&connection, &mut request).await {
-        Ok(Some(answer)) => upstream.on_answer(request.answer(answer)),
+        Ok(Some(answer)) => slot.on_answer(request.answer(answer)),
         // The try was answered elsewhere or given up; the stream is cancelled.
         Ok(None) => {}
-        Err(error) => tracing::debug!(upstream = %upstream.spec, "DNS over QUIC stream failed: {error:#}"),
+        Err(error) => tracing::debug!(upstream = %slot.upstream.spec, "DNS over QUIC stream failed: {error:#}"),
     }
 }
 

@@ -18,10 +18,9 @@ use tokio_rustls::client::TlsStream;
 use crate::framing::{framed, read_frame};
 use crate::ids::IdTable;
 use crate::message::{response_id, set_id};
-use crate::slot::{self, Request, Transport};
+use crate::slot::{self, PoolSlot, Request, Transport};
 use crate::stats::{InFlight, InFlightQuery};
 use crate::trust::ClientTls;
-use crate::upstream::Upstream;
 
 type Stream = TlsStream<TcpStream>;
 
@@ -60,17 +59,17 @@ impl Transport for DotTransport {
         Ok((stream, round_trip))
     }
 
-    async fn serve(&mut self, stream: Stream, first: Request, queue: &mut mpsc::Receiver<Request>, upstream: &Arc<Upstream>) -> String {
-        let mut rests = upstream.rests();
+    async fn serve(&mut self, stream: Stream, first: Request, queue: &mut mpsc::Receiver<Request>, slot: &PoolSlot) -> String {
+        let mut silenced = slot.silenced();
         // Reading and writing go on side by side: a connection that only
         // wrote while the upstream's answers piled up unread could stall.
         let (reader, writer) = tokio::io::split(stream);
         let table = Mutex::new(IdTable::new());
-        let in_flight = InFlight::new(upstream.stats().clone());
+        let in_flight = InFlight::new(slot.upstream.stats().clone());
         tokio::select! {
             closed = send_queries(writer, first, queue, &table, &in_flight) => closed,
-            closed = receive_answers(reader, &table, upstream) => closed,
-            _ = rests.changed() => slot::RESTED.into(),
+            closed = receive_answers(reader, &table, slot) => closed,
+            _ = silenced.changed() => slot::SILENT.into(),
         }
         // Dropping the table drops the requests still in it: their tries
         // fail now and go on to their next.
@@ -124,7 +123,7 @@ fn add_frame(mut request: Request, frames: &mut Vec<u8>, table: &Table, in_fligh
 
 /// Reads answers and hands each to the query with its ID, until the
 /// connection ends or the upstream sends what is no DNS response.
-async fn receive_answers(reader: ReadHalf<Stream>, table: &Table, upstream: &Upstream) -> String {
+async fn receive_answers(reader: ReadHalf<Stream>, table: &Table, slot: &PoolSlot) -> String {
     let mut reader = BufReader::new(reader);
     loop {
         let message = match read_frame(&mut reader).await {
@@ -135,6 +134,6 @@ async fn receive_answers(reader: ReadHalf<Stream>, table: &Table, upstream: &Ups
         let Some(id) = response_id(&message) else { return "the upstream sent what is no DNS response".into() };
         // None for a query that was abandoned and swept away.
         let Some(outstanding) = table.lock().expect("ID table").take(id) else { continue };
-        upstream.on_answer(outstanding.request.answer(message));
+        slot.on_answer(outstanding.request.answer(message));
     }
 }

@@ -1,20 +1,23 @@
 //! The forwarder's core: one client query, its tries across the upstreams'
-//! connections, each retransmitted when its upstream's RTO passes without
-//! an answer, and the first answer from any try.
+//! connections, and the first answer from any of them. A try that goes
+//! unanswered for its upstream's RTO stays in flight (TCP and QUIC deliver
+//! it, or its connection fails) while a hedge goes to a connection that
+//! does not have the query yet, if there is one; the client gets SERVFAIL
+//! only when no try is left in flight, or at the deadline.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use futures_util::future::FusedFuture;
+use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::oneshot;
 
 use crate::config::ForwardConfig;
+use crate::health::rest_after_silence;
 use crate::message::{ClientQuery, set_id};
-use crate::slot::Answered;
+use crate::slot::{Answered, Pending};
 use crate::stats::Stats;
 use crate::tries::{SlotId, Tries};
 use crate::trust::Trust;
@@ -24,25 +27,35 @@ pub struct Forwarder {
     /// In order of preference.
     upstreams: Vec<Arc<Upstream>>,
     tries: u32,
+    deadline: Duration,
     pool_size: usize,
     /// Spreads first tries over each pool's connections.
     rotation: AtomicUsize,
     stats: Arc<Stats>,
 }
 
-/// How one try ended.
-enum TryEnd {
-    /// This try or an earlier one was answered, by the upstream at `upstream`.
-    Answered { answered: Answered, upstream: usize },
-    /// Its connection failed or could not be made.
-    Failed,
-    /// No answer within its time; `sent_at` is `None` if it never left.
-    TimedOut { sent_at: Option<Instant> },
+/// A try's answer, or the news that none will come: by try number.
+type TryAnswer = (usize, Result<Answered, oneshot::error::RecvError>);
+/// A try that waited its RTO, by number, and when it was sent (`None` if it
+/// waited for its connection's handshake instead).
+type TryTimeout = (usize, Option<Instant>);
+
+/// One try of a query, as the query sees it.
+struct Try {
+    slot: SlotId,
+    /// Known once its RTO has passed.
+    sent_at: Option<Instant>,
+    failed: bool,
 }
 
-/// What a try's answer future yields: the try's number, its upstream, and
-/// the answer or the news that none will come.
-type TryAnswer = (u32, usize, Result<Answered, oneshot::error::RecvError>);
+/// The tries of one query in flight.
+struct QueryTries<'a> {
+    /// Where they went, and where the next may go.
+    placement: Tries,
+    made: Vec<Try>,
+    answers: FuturesUnordered<BoxFuture<'a, TryAnswer>>,
+    timeouts: FuturesUnordered<BoxFuture<'a, TryTimeout>>,
+}
 
 impl Forwarder {
     /// Starts the pools of every upstream in `config`. Connections are made
@@ -51,7 +64,14 @@ impl Forwarder {
         let trust = Trust::load(config.ca.as_deref())?;
         let upstreams =
             config.upstreams.iter().map(|spec| Upstream::start(spec.clone(), config, &trust, stats.clone())).collect::<Result<_, _>>()?;
-        Ok(Forwarder { upstreams, tries: config.tries, pool_size: config.connections, rotation: AtomicUsize::new(0), stats })
+        Ok(Forwarder {
+            upstreams,
+            tries: config.tries,
+            deadline: config.deadline,
+            pool_size: config.connections,
+            rotation: AtomicUsize::new(0),
+            stats,
+        })
     }
 
     pub fn stats(&self) -> &Arc<Stats> {
@@ -59,7 +79,7 @@ impl Forwarder {
     }
 
     /// The answer to a client's query, under the client's ID: an
-    /// upstream's, or SERVFAIL if none answered within the tries.
+    /// upstream's, or SERVFAIL if none answered in time.
     pub async fn answer(&self, query: &ClientQuery) -> Vec<u8> {
         Stats::count(&self.stats.queries);
         match self.ask_upstreams(query).await {
@@ -77,73 +97,140 @@ impl Forwarder {
 
     async fn ask_upstreams(&self, query: &ClientQuery) -> Option<Vec<u8>> {
         let started = Instant::now();
-        let mut tries = Tries::new(self.tries, self.rotation.fetch_add(1, Ordering::Relaxed));
-        // The answers of every try so far: a late one is as good as any.
-        let mut answers = FuturesUnordered::new();
+        let deadline = tokio::time::sleep_until((started + self.deadline).into());
+        tokio::pin!(deadline);
+        let mut tries = QueryTries::new(Tries::new(self.tries, self.rotation.fetch_add(1, Ordering::Relaxed)));
+        let mut hedge = true;
         loop {
-            let Some(slot) = self.next_try(&mut tries) else {
-                tracing::debug!(id = query.id(), tries = tries.made(), elapsed = ?started.elapsed(), "no answer: SERVFAIL");
+            if hedge {
+                self.send_next_try(query, &mut tries);
+            }
+            if tries.answers.is_empty() {
+                tracing::debug!(id = query.id(), tries = tries.placement.made(), elapsed = ?started.elapsed(), "no upstream left to try: SERVFAIL");
                 return None;
-            };
-            let upstream = &self.upstreams[slot.upstream];
-            // A slot with a full queue fails the try at once.
-            let Some(pending) = upstream.submit(slot.connection, query.message()) else { continue };
-            let number = tries.made();
-            answers.push(pending.answer.map(move |answer| (number, slot.upstream, answer)));
-            match wait_for_try(upstream, number, pending.sent, &mut answers).await {
-                TryEnd::Answered { answered, upstream } => {
-                    let upstream = &self.upstreams[upstream].spec;
-                    let (rtt, tries, elapsed) = (answered.rtt, tries.made(), started.elapsed());
-                    tracing::debug!(id = query.id(), %upstream, ?rtt, tries, ?elapsed, "answered");
-                    return Some(answered.message);
-                }
-                TryEnd::Failed => tracing::debug!(id = query.id(), upstream = %upstream.spec, "try failed"),
-                TryEnd::TimedOut { sent_at } => {
-                    Stats::count(&self.stats.timeouts);
-                    tracing::debug!(id = query.id(), upstream = %upstream.spec, rto = ?upstream.rto(), sent = sent_at.is_some(), "no answer in time");
-                    if let Some(sent_at) = sent_at {
-                        upstream.on_timeout(sent_at, Instant::now());
+            }
+            tokio::select! {
+                Some((number, answer)) = tries.answers.next() => match answer {
+                    Ok(answered) => return Some(self.take_answer(query, &tries, number, answered, started)),
+                    Err(_) => {
+                        self.on_try_failed(query, &mut tries, number);
+                        hedge = true;
                     }
+                },
+                Some((number, sent_at)) = tries.timeouts.next() => hedge = self.on_try_timeout(query, &mut tries, number, sent_at),
+                () = &mut deadline => {
+                    self.give_up(query, &tries, started);
+                    return None;
                 }
             }
         }
     }
 
-    /// Where the next try goes, among the upstreams available now.
-    fn next_try(&self, tries: &mut Tries) -> Option<SlotId> {
-        let now = Instant::now();
-        let available: Vec<bool> = self.upstreams.iter().map(|upstream| upstream.is_available(now)).collect();
-        let slot = tries.next(&available, self.pool_size)?;
-        if tries.made() > 1 {
-            Stats::count(&self.stats.retransmissions);
+    /// Sends the query on the next connection that does not have it, if the
+    /// tries allow one and an upstream is available. A connection whose
+    /// queue is full is passed over for this query.
+    fn send_next_try<'a>(&'a self, query: &ClientQuery, tries: &mut QueryTries<'a>) {
+        let available = self.available(Instant::now());
+        while let Some(slot) = tries.placement.next(&available, self.pool_size) {
+            let upstream = &self.upstreams[slot.upstream];
+            if let Some(pending) = upstream.submit(slot.connection, query.message()) {
+                if tries.placement.made() > 1 {
+                    Stats::count(&self.stats.retransmissions);
+                }
+                tries.add(slot, upstream, pending);
+                return;
+            }
         }
-        Some(slot)
+    }
+
+    fn take_answer(&self, query: &ClientQuery, tries: &QueryTries, number: usize, answered: Answered, started: Instant) -> Vec<u8> {
+        let upstream = &self.upstreams[tries.made[number].slot.upstream].spec;
+        let (rtt, tries, elapsed) = (answered.rtt, tries.placement.made(), started.elapsed());
+        tracing::debug!(id = query.id(), %upstream, ?rtt, tries, ?elapsed, "answered");
+        answered.message
+    }
+
+    /// Try `number`'s connection failed or could not be made: the slot's
+    /// next connection may have the query.
+    fn on_try_failed(&self, query: &ClientQuery, tries: &mut QueryTries, number: usize) {
+        let attempt = &mut tries.made[number];
+        attempt.failed = true;
+        tries.placement.failed(attempt.slot);
+        tracing::debug!(id = query.id(), upstream = %self.upstreams[attempt.slot.upstream].spec, "try failed");
+    }
+
+    /// Try `number` waited its RTO (or its handshake) unanswered: the
+    /// upstream's timer backs off, its connection is dropped if it has gone
+    /// silent, and a hedge goes out. Returns whether to hedge.
+    fn on_try_timeout(&self, query: &ClientQuery, tries: &mut QueryTries, number: usize, sent_at: Option<Instant>) -> bool {
+        let attempt = &mut tries.made[number];
+        if attempt.failed {
+            return false;
+        }
+        attempt.sent_at = sent_at;
+        let upstream = &self.upstreams[attempt.slot.upstream];
+        Stats::count(&self.stats.timeouts);
+        tracing::debug!(id = query.id(), upstream = %upstream.spec, rto = ?upstream.rto(), sent = sent_at.is_some(), "no answer in time");
+        if let Some(sent_at) = sent_at {
+            let now = Instant::now();
+            upstream.on_timeout(sent_at, now);
+            self.judge_silence(attempt.slot, sent_at, now);
+        }
+        true
+    }
+
+    /// The deadline passed: the connections still owing this query's
+    /// answer are judged once more.
+    fn give_up(&self, query: &ClientQuery, tries: &QueryTries, started: Instant) {
+        let now = Instant::now();
+        for attempt in tries.made.iter().filter(|attempt| !attempt.failed) {
+            if let Some(sent_at) = attempt.sent_at {
+                self.judge_silence(attempt.slot, sent_at, now);
+            }
+        }
+        tracing::debug!(id = query.id(), tries = tries.placement.made(), elapsed = ?started.elapsed(), "no answer by the deadline: SERVFAIL");
+    }
+
+    /// A try sent on `slot` at `sent_at` is still unanswered at `now`: if
+    /// that shows its connection silent, the connection is dropped, and its
+    /// upstream may rest.
+    fn judge_silence(&self, slot: SlotId, sent_at: Instant, now: Instant) {
+        let upstream = &self.upstreams[slot.upstream];
+        if upstream.drop_if_silent(slot.connection, sent_at, now) && rest_after_silence(slot.upstream, &self.available(now)) {
+            upstream.rest(now);
+        }
+    }
+
+    /// Which upstreams are not resting at `now`, in order of preference.
+    fn available(&self, now: Instant) -> Vec<bool> {
+        self.upstreams.iter().map(|upstream| upstream.is_available(now)).collect()
     }
 }
 
-/// Waits until try `number` on `upstream` is answered, fails, or runs out
-/// of time: the upstream's RTO from when it was sent, and before that the
-/// time a handshake may take. An earlier try's answer is taken meanwhile.
-async fn wait_for_try<F>(upstream: &Upstream, number: u32, sent: oneshot::Receiver<Instant>, answers: &mut FuturesUnordered<F>) -> TryEnd
-where
-    F: Future<Output = TryAnswer>,
-{
-    let mut sent = sent.fuse();
-    let mut sent_at = None;
-    let mut deadline = Instant::now() + upstream.connect_timeout();
-    loop {
-        tokio::select! {
-            Some((try_number, upstream, answer)) = answers.next() => match answer {
-                Ok(answered) => return TryEnd::Answered { answered, upstream },
-                Err(_) if try_number == number => return TryEnd::Failed,
-                // An earlier try failed; this one still has time.
-                Err(_) => {}
-            },
-            at = &mut sent, if !sent.is_terminated() => if let Ok(at) = at {
-                sent_at = Some(at);
-                deadline = at + upstream.rto();
-            },
-            () = tokio::time::sleep_until(deadline.into()) => return TryEnd::TimedOut { sent_at },
-        }
+impl<'a> QueryTries<'a> {
+    fn new(placement: Tries) -> QueryTries<'a> {
+        QueryTries { placement, made: Vec::new(), answers: FuturesUnordered::new(), timeouts: FuturesUnordered::new() }
+    }
+
+    /// Follows a try just handed to `slot` of `upstream`: its answer, and
+    /// its RTO from when it leaves, or before that the time a handshake may
+    /// take.
+    fn add(&mut self, slot: SlotId, upstream: &'a Upstream, pending: Pending) {
+        let number = self.made.len();
+        self.made.push(Try { slot, sent_at: None, failed: false });
+        self.answers.push(pending.answer.map(move |answer| (number, answer)).boxed());
+        let handshake_limit = Instant::now() + upstream.connect_timeout();
+        let timeout = async move {
+            match tokio::time::timeout_at(handshake_limit.into(), pending.sent).await {
+                Ok(Ok(sent_at)) => {
+                    tokio::time::sleep_until((sent_at + upstream.rto()).into()).await;
+                    (number, Some(sent_at))
+                }
+                // Dropped unsent: the answer's side tells of the failure.
+                Ok(Err(_)) => std::future::pending().await,
+                Err(_) => (number, None),
+            }
+        };
+        self.timeouts.push(timeout.boxed());
     }
 }

@@ -6,15 +6,19 @@
 //!
 //! That is the deployment model of "Persistent DNS connections for improved
 //! performance" (Jonglez, Birbalta, Heusse, IFIP Networking 2019): a lost
-//! query is resent after its connection's measured retransmission timeout
-//! (RFC 6298), tens of milliseconds on a good path, where a stub resolver
-//! waits one to five seconds. Queries are pipelined; a connection that dies
-//! is made again at the next query, resuming its TLS session; an upstream
-//! that fails is rested with backoff while the next in order serves.
+//! packet is resent by TCP or QUIC on their own RTT-based timers, where a
+//! stub resolver over UDP waits one to five seconds. On top of that, a
+//! query unanswered for its upstream's measured retransmission timeout
+//! (RFC 6298) is hedged on a connection that does not have it yet, and the
+//! first answer wins. Queries are pipelined; a connection that dies or goes
+//! silent is made again at the next query, resuming its TLS session; an
+//! upstream that fails is rested with backoff while the next in order
+//! serves.
 //!
 //! The decisions are sans-IO, in plain structs tested without a network
-//! or a clock: [`rtt`] (when to retransmit), [`tries`] (where), [`health`]
-//! (whether an upstream is worth trying) and [`message`] (what is written).
+//! or a clock: [`rtt`] (when to hedge), [`tries`] (where), [`silence`]
+//! (whether a connection is alive), [`health`] (whether an upstream is
+//! worth trying) and [`message`] (what is written).
 //! The tasks around them are in `listen` (clients), `forwarder` (a query's
 //! tries), `slot` (a pool's connections), `dot` and `doq` (the transports).
 
@@ -22,6 +26,7 @@ pub mod config;
 pub mod health;
 pub mod message;
 pub mod rtt;
+pub mod silence;
 pub mod tries;
 
 mod cli;

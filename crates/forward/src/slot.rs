@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::upstream::Upstream;
 
@@ -19,7 +19,7 @@ pub const QUEUE: usize = 1024;
 pub const BATCH: usize = 64;
 
 /// Why a connection was closed by the forwarder, for the log.
-pub const RESTED: &str = "dropped, as its upstream left too many tries unanswered";
+pub const SILENT: &str = "dropped, as it owed answers and received none for too long";
 pub const STOPPING: &str = "the forwarder is stopping";
 
 /// An answer, and how long after the query left it came.
@@ -85,6 +85,26 @@ impl Request {
     }
 }
 
+/// Where a connection belongs: slot `index` of `upstream`'s pool.
+#[derive(Clone)]
+pub struct PoolSlot {
+    pub upstream: Arc<Upstream>,
+    pub index: usize,
+}
+
+impl PoolSlot {
+    /// The slot's connection answered a query `rtt` after it left.
+    pub fn on_answer(&self, rtt: Duration) {
+        self.upstream.on_answer(self.index, rtt);
+    }
+
+    /// Tells from now on when the slot's connection has gone silent, to be
+    /// dropped.
+    pub fn silenced(&self) -> watch::Receiver<()> {
+        self.upstream.silenced(self.index)
+    }
+}
+
 /// A way of carrying DNS to an upstream.
 pub trait Transport: Send + 'static {
     type Connection: Send;
@@ -94,30 +114,31 @@ pub trait Transport: Send + 'static {
     fn connect(&mut self) -> impl Future<Output = anyhow::Result<(Self::Connection, Duration)>> + Send;
 
     /// Carries `first`, then every query from `queue`, over `connection`
-    /// until it dies or the upstream is rested; returns why it closed.
+    /// of `slot` until it dies or goes silent; returns why it closed.
     fn serve(
         &mut self,
         connection: Self::Connection,
         first: Request,
         queue: &mut mpsc::Receiver<Request>,
-        upstream: &Arc<Upstream>,
+        slot: &PoolSlot,
     ) -> impl Future<Output = String> + Send;
 
     /// Server certificates verified by this slot's handshakes so far.
     fn certificates_verified(&self) -> u64;
 }
 
-/// Runs slot `index` of `upstream` until the forwarder stops.
-pub async fn run<T: Transport>(mut transport: T, upstream: Arc<Upstream>, index: usize, mut queue: mpsc::Receiver<Request>) {
+/// Runs `slot` until the forwarder stops.
+pub async fn run<T: Transport>(mut transport: T, slot: PoolSlot, mut queue: mpsc::Receiver<Request>) {
+    let PoolSlot { upstream, index } = &slot;
     while let Some(first) = queue.recv().await {
-        let Some(connection) = connect(&mut transport, &upstream, index).await else {
+        let Some(connection) = connect(&mut transport, upstream, *index).await else {
             // The queries waiting for this connection fail now, and so
             // each goes on to its next try at once.
             drop(first);
             while queue.try_recv().is_ok() {}
             continue;
         };
-        let closed = transport.serve(connection, first, &mut queue, &upstream).await;
+        let closed = transport.serve(connection, first, &mut queue, &slot).await;
         tracing::info!(upstream = %upstream.spec, connection = index, "connection closed: {closed}");
     }
 }

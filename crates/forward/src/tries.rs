@@ -1,8 +1,14 @@
 //! Where each try of one query goes: to the first upstream in order of
 //! preference that is not resting, on one of its pool of connections; a
-//! retransmission goes to a connection this query has not been sent on
-//! yet, the same upstream's other connections first, then the next
-//! upstream's. No I/O here.
+//! hedge (a further try while the earlier ones still wait) goes to a
+//! connection that does not have the query yet, the same upstream's other
+//! connections first, then the next upstream's. No I/O here.
+//!
+//! A query is never sent twice on one connection: TCP and QUIC repair a
+//! lost packet themselves, so a copy written behind the original would only
+//! wait for the same repair. Once a try fails, its connection is gone, and
+//! the slot's next one may carry the query again (RFC 7766 section 6.2.4:
+//! clients retry what a closed connection left unanswered).
 
 /// One connection of an upstream's pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,14 +26,15 @@ pub struct Tries {
     made: u32,
     /// Where in a pool first tries start, so that queries spread over it.
     rotation: usize,
-    tried: Vec<SlotId>,
+    /// The slots whose connection has the query now.
+    holding: Vec<SlotId>,
 }
 
 impl Tries {
     /// At most `limit` tries, the first on connection `rotation` (modulo
     /// the pool's size) of the first available upstream.
     pub fn new(limit: u32, rotation: usize) -> Tries {
-        Tries { limit, made: 0, rotation, tried: Vec::new() }
+        Tries { limit, made: 0, rotation, holding: Vec::new() }
     }
 
     /// Tries made so far.
@@ -37,29 +44,28 @@ impl Tries {
 
     /// The connection for the next try, given which upstreams are available
     /// (in order of preference) and the size of each one's pool; `None` if
-    /// the tries are used up or no upstream is available. Once every
-    /// available connection has had the query, the round starts again.
+    /// the tries are used up or every available connection has the query.
     pub fn next(&mut self, available: &[bool], pool_size: usize) -> Option<SlotId> {
         if self.made >= self.limit {
             return None;
         }
-        let slot = match self.first_untried(available, pool_size) {
-            Some(slot) => slot,
-            None => {
-                self.tried.clear();
-                self.first_untried(available, pool_size)?
-            }
-        };
+        let slot = self.first_without_the_query(available, pool_size)?;
         self.made += 1;
-        self.tried.push(slot);
+        self.holding.push(slot);
         Some(slot)
     }
 
-    fn first_untried(&self, available: &[bool], pool_size: usize) -> Option<SlotId> {
+    /// The try on `slot` failed: its connection is closed, and the one the
+    /// slot makes next does not have the query.
+    pub fn failed(&mut self, slot: SlotId) {
+        self.holding.retain(|&holding| holding != slot);
+    }
+
+    fn first_without_the_query(&self, available: &[bool], pool_size: usize) -> Option<SlotId> {
         let upstreams = available.iter().enumerate().filter(|&(_, &available)| available).map(|(upstream, _)| upstream);
         upstreams
             .flat_map(|upstream| (0..pool_size).map(move |offset| SlotId { upstream, connection: (self.rotation + offset) % pool_size }))
-            .find(|slot| !self.tried.contains(slot))
+            .find(|slot| !self.holding.contains(slot))
     }
 }
 
@@ -76,11 +82,11 @@ mod tests {
     }
 
     #[test]
-    fn retransmissions_go_to_the_other_connections_then_the_next_upstream() {
+    fn hedges_go_to_the_other_connections_then_the_next_upstream() {
         let mut tries = Tries::new(5, 1);
         let order = all_tries(&mut tries, &[true, true], 2);
-        assert_eq!(order, [slot(0, 1), slot(0, 0), slot(1, 1), slot(1, 0), slot(0, 1)]);
-        assert_eq!(tries.made(), 5);
+        assert_eq!(order, [slot(0, 1), slot(0, 0), slot(1, 1), slot(1, 0)], "each connection once, though a fifth try is allowed");
+        assert_eq!(tries.made(), 4);
     }
 
     #[test]
@@ -92,9 +98,19 @@ mod tests {
     }
 
     #[test]
-    fn a_single_connection_takes_every_try_up_to_the_limit() {
+    fn a_single_connection_is_never_sent_the_query_twice() {
         let mut tries = Tries::new(3, 7);
-        assert_eq!(all_tries(&mut tries, &[true], 1), [slot(0, 0); 3]);
-        assert_eq!(tries.next(&[true], 1), None);
+        assert_eq!(tries.next(&[true], 1), Some(slot(0, 0)));
+        assert_eq!(tries.next(&[true], 1), None, "the connection repairs its own losses");
+    }
+
+    #[test]
+    fn a_failed_try_frees_its_slot_for_the_next_connection_up_to_the_limit() {
+        let mut tries = Tries::new(2, 0);
+        let first = tries.next(&[true], 1).unwrap();
+        tries.failed(first);
+        assert_eq!(tries.next(&[true], 1), Some(first), "a new connection of the same slot");
+        tries.failed(first);
+        assert_eq!(tries.next(&[true], 1), None, "the tries are used up");
     }
 }

@@ -1,5 +1,6 @@
 //! One upstream server: its spec, how its path has been doing (round-trip
-//! time and standing), and its pool of connection slots.
+//! time, standing, and each connection's silence), and its pool of
+//! connection slots.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -9,7 +10,8 @@ use tokio::sync::{mpsc, watch};
 use crate::config::{ForwardConfig, Protocol, UpstreamSpec};
 use crate::health::Health;
 use crate::rtt::{INITIAL_RTO, RttEstimator};
-use crate::slot::{self, Pending, Request};
+use crate::silence::{Silence, silence_limit};
+use crate::slot::{self, Pending, PoolSlot, Request};
 use crate::stats::Stats;
 use crate::trust::Trust;
 use crate::{doq, dot};
@@ -19,8 +21,8 @@ pub struct Upstream {
     pub spec: UpstreamSpec,
     path: Mutex<PathState>,
     slots: Vec<mpsc::Sender<Request>>,
-    /// Told each time the upstream is rested, which drops its connections.
-    rests: watch::Sender<()>,
+    /// Per slot: told when its connection has gone silent, to drop it.
+    silenced: Vec<watch::Sender<()>>,
     stats: Arc<Stats>,
 }
 
@@ -28,6 +30,8 @@ pub struct Upstream {
 struct PathState {
     rtt: RttEstimator,
     health: Health,
+    /// Per slot, of its current connection.
+    silences: Vec<Silence>,
 }
 
 impl Upstream {
@@ -36,18 +40,20 @@ impl Upstream {
     pub fn start(spec: UpstreamSpec, config: &ForwardConfig, trust: &Trust, stats: Arc<Stats>) -> anyhow::Result<Arc<Upstream>> {
         let server_name = config.server_name_of(&spec);
         let (slots, queues): (Vec<_>, Vec<_>) = (0..config.connections).map(|_| mpsc::channel(slot::QUEUE)).unzip();
-        let path = PathState { rtt: RttEstimator::new(config.rto), health: Health::default() };
-        let upstream = Arc::new(Upstream { spec, path: Mutex::new(path), slots, rests: watch::Sender::new(()), stats });
+        let path = PathState {
+            rtt: RttEstimator::new(config.rto),
+            health: Health::default(),
+            silences: vec![Silence::default(); config.connections],
+        };
+        let silenced = (0..config.connections).map(|_| watch::Sender::new(())).collect();
+        let upstream = Arc::new(Upstream { spec, path: Mutex::new(path), slots, silenced, stats });
         for (index, queue) in queues.into_iter().enumerate() {
             let tls = trust.client_tls(upstream.spec.protocol)?;
             let address = upstream.spec.address;
+            let pool_slot = PoolSlot { upstream: upstream.clone(), index };
             match upstream.spec.protocol {
-                Protocol::Tls => {
-                    tokio::spawn(slot::run(dot::DotTransport::new(address, &server_name, tls)?, upstream.clone(), index, queue))
-                }
-                Protocol::Quic => {
-                    tokio::spawn(slot::run(doq::DoqTransport::new(address, &server_name, tls)?, upstream.clone(), index, queue))
-                }
+                Protocol::Tls => tokio::spawn(slot::run(dot::DotTransport::new(address, &server_name, tls)?, pool_slot, queue)),
+                Protocol::Quic => tokio::spawn(slot::run(doq::DoqTransport::new(address, &server_name, tls)?, pool_slot, queue)),
             };
         }
         Ok(upstream)
@@ -85,40 +91,59 @@ impl Upstream {
         INITIAL_RTO + self.rto() * self.spec.protocol.handshake_round_trips()
     }
 
-    /// An answer came `rtt` after its query left: a round-trip sample, and
-    /// the upstream in good standing.
-    pub fn on_answer(&self, rtt: Duration) {
+    /// Slot `index`'s connection answered a query `rtt` after it left: a
+    /// round-trip sample, the connection alive, the upstream in good
+    /// standing.
+    pub fn on_answer(&self, index: usize, rtt: Duration) {
         let mut path = self.path();
         path.rtt.on_sample(rtt);
         path.health.on_answer();
+        path.silences[index].on_answer(Instant::now());
     }
 
-    /// Tells of the upstream's rests from now on: a connection made now is
-    /// dropped at the next.
-    pub fn rests(&self) -> watch::Receiver<()> {
-        self.rests.subscribe()
+    /// Tells slot `index` from now on when its connection has gone silent.
+    pub fn silenced(&self, index: usize) -> watch::Receiver<()> {
+        self.silenced[index].subscribe()
     }
 
-    /// A try sent at `sent_at` went unanswered for its RTO. If that makes
-    /// the upstream rest, its connections are dropped as well, so that it
-    /// is next tried on fresh ones: a connection whose peer has vanished
-    /// (a QUIC server restarted, say) may otherwise look open for long.
+    /// A try sent at `sent_at` went unanswered for its RTO: the timeout of
+    /// the next backs off.
     pub fn on_timeout(&self, sent_at: Instant, now: Instant) {
-        let rest = {
+        self.path().rtt.on_timeout(sent_at, now);
+    }
+
+    /// A try sent at `sent_at` on slot `index` is still unanswered at `now`.
+    /// If its connection has owed answers for longer than the transport
+    /// takes to repair losses, with none received, it is dropped, so that
+    /// the slot makes a fresh one: a connection whose peer has vanished (a
+    /// QUIC server restarted, say) may otherwise look open for long.
+    /// Returns whether it was.
+    pub fn drop_if_silent(&self, index: usize, sent_at: Instant, now: Instant) -> bool {
+        let silent = {
             let mut path = self.path();
-            path.rtt.on_timeout(sent_at, now);
-            path.health.on_timeout(now)
+            let limit = silence_limit(path.rtt.srtt());
+            path.silences[index].is_dead(sent_at, now, limit).then_some(limit)
         };
-        if let Some(rest) = rest {
-            tracing::warn!(upstream = %self.spec, ?rest, "several tries in a row unanswered: resting the upstream and dropping its connections");
-            self.rests.send_replace(());
-        }
+        let Some(limit) = silent else { return false };
+        tracing::warn!(upstream = %self.spec, connection = index, ?limit, "the connection owed answers and received none for that long: dropping it");
+        self.silenced[index].send_replace(());
+        true
+    }
+
+    /// Rests the upstream, so that the next in order takes its queries.
+    pub fn rest(&self, now: Instant) {
+        let rest = self.path().health.on_failure(now);
+        tracing::warn!(upstream = %self.spec, ?rest, "resting the upstream");
     }
 
     /// Slot `index` has a new connection, whose handshake measured
     /// `round_trip` and took `took` in all.
     pub fn on_connected(&self, index: usize, round_trip: Duration, resumed: bool, took: Duration) {
-        self.path().rtt.on_handshake(round_trip);
+        {
+            let mut path = self.path();
+            path.rtt.on_handshake(round_trip);
+            path.silences[index] = Silence::default();
+        }
         Stats::count(&self.stats.connections);
         Stats::count(if resumed { &self.stats.resumed_handshakes } else { &self.stats.full_handshakes });
         let handshake = if resumed { "resumed" } else { "full" };
@@ -128,7 +153,7 @@ impl Upstream {
     /// Slot `index` could not connect: the upstream rests.
     pub fn on_connect_failure(&self, index: usize, error: &anyhow::Error) {
         Stats::count(&self.stats.connect_failures);
-        let rest = self.path().health.on_connect_failure(Instant::now());
+        let rest = self.path().health.on_failure(Instant::now());
         tracing::warn!(upstream = %self.spec, connection = index, ?rest, "cannot connect: {error:#}");
     }
 }
