@@ -268,6 +268,55 @@ def noisy(x, threshold):
         and (x["loadgen_cpu_pct"] or 0) < 95
 
 
+PERF_HZ = 4000
+
+
+def perf_profile(pid, load, log, label, top=20):
+    """Samples process `pid` with perf (cpu-clock, PERF_HZ) while `load()` runs;
+    `load` returns how many queries were answered. Logs ns per answered query:
+    in all, per thread, kernel and user space, and the busiest user-space
+    symbols. Returns the samples as (thread, dso, symbol, count) rows."""
+    import shutil
+    import tempfile
+    if not shutil.which("perf"):
+        raise RuntimeError("perf missing (apt-get install linux-perf)")
+    with tempfile.TemporaryDirectory() as d:
+        data = os.path.join(d, "perf.data")
+        rec = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(PERF_HZ), "-p", str(pid),
+                                "-o", data], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            answered = max(load(), 1)
+        finally:
+            rec.send_signal(signal.SIGINT)
+            rec.wait(timeout=60)
+        report = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "comm,dso,sym",
+                                 "-F", "sample,comm,dso,sym", "--field-separator", "\t"],
+                                capture_output=True, text=True, timeout=300)
+    rows = []
+    for line in report.stdout.splitlines():
+        fields = [f.strip() for f in line.split("\t")]
+        if len(fields) == 4 and fields[0].isdigit():
+            rows.append((fields[1], fields[2], fields[3], int(fields[0])))
+    rows.sort(key=lambda row: -row[3])
+
+    def ns(samples):
+        return samples * 1e9 / PERF_HZ / answered
+
+    def total(keep):
+        return sum(row[3] for row in rows if keep(row))
+
+    in_kernel = lambda row: row[1].startswith("[kernel")  # noqa: E731
+    threads = sorted({row[0] for row in rows}, key=lambda t: -total(lambda row: row[0] == t))
+    log("%s: %d answered; %.0f ns/query sampled: kernel %.0f, user space %.0f" % (
+        label, answered, ns(total(lambda row: True)), ns(total(in_kernel)), ns(total(lambda row: not in_kernel(row)))))
+    for thread in threads:
+        log("  thread %-16s %6.0f ns/q (kernel %.0f)" % (thread, ns(total(lambda row: row[0] == thread)),
+                                                         ns(total(lambda row: row[0] == thread and in_kernel(row)))))
+    for row in [row for row in rows if not in_kernel(row)][:top]:
+        log("  %6.0f ns/q  %-12s %-14s %s" % (ns(row[3]), row[0][:12], row[1][:14], row[2][:100]))
+    return rows
+
+
 def binary_identity(path):
     import hashlib
     h = hashlib.sha256()
