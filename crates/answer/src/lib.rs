@@ -112,6 +112,20 @@ pub fn respond_with(
     true
 }
 
+/// Starts fetching the routing data that answering `packet` will read first,
+/// so that a server can overlap those cache misses for a whole batch of
+/// queries before answering them one by one. Does nothing for a packet
+/// that is not a query, and little unless proximity data is loaded.
+pub fn prefetch(packet: &[u8], client: &Client, snapshot: &Snapshot) {
+    let proximity = &snapshot.routes.proximity;
+    if proximity.as_paths.is_none() && proximity.geo.is_none() && proximity.latencies.count == 0 {
+        return;
+    }
+    if let Ok(query) = parse_query(packet) {
+        proximity.prefetch(service::asker(client, query.edns, &snapshot.settings).address);
+    }
+}
+
 /// Answers a datagram that was longer than the receive buffer: FORMERR
 /// from the header alone, or nothing if even that is not a query.
 pub fn respond_oversized(packet: &[u8], out: &mut Vec<u8>) -> bool {

@@ -97,6 +97,14 @@ impl IpToAs {
         ScopedLookup { found, graph_index, scope }
     }
 
+    /// Starts fetching what [`graph_index_scoped`](Self::graph_index_scoped)
+    /// will read for `address` (see [`Slash24Index::prefetch`]).
+    pub fn prefetch(&self, address: IpAddr) {
+        if let IpAddr::V4(v4) = address {
+            self.v4_graph_indexes.prefetch(u32::from(v4));
+        }
+    }
+
     /// Number of address ranges (IPv4, IPv6) the prefixes were cut into.
     pub fn range_counts(&self) -> (usize, usize) {
         (self.v4.range_count(), self.v6.range_count())

@@ -11,6 +11,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
+use pharos_ranges::{RangeTable, RangeValue, Slash24Index};
 use rustc_hash::FxHashMap;
 
 use crate::prefix::Bits;
@@ -84,6 +85,10 @@ pub struct Latencies {
     /// Subnet `i`'s RTT in ms to data center `d` is `rows[i * datacenters.len() + d]`,
     /// NaN where it has no fresh measurement.
     rows: Vec<f64>,
+    /// IPv4 subnets by /24 (DIR-24, 64 MiB), once there are so many that
+    /// the hash maps miss the cache on every query: one cache miss, which
+    /// the server starts for a whole batch of queries at once.
+    by_slash24: Option<Slash24Index>,
     /// Data center ids; measurements refer to them by index.
     pub datacenters: Vec<String>,
     /// Seconds since the Unix epoch when built.
@@ -117,7 +122,33 @@ impl Latencies {
         }
         latencies.index_subnets();
         latencies.fill_rows();
+        latencies.index_slash24s();
         latencies
+    }
+
+    /// Builds the /24 index when there are at least [`SLASH24_INDEX_FROM`]
+    /// IPv4 subnets.
+    fn index_slash24s(&mut self) {
+        let mut v4: Vec<(u32, u8, MeasuredAt)> = (self.subnets.iter().enumerate())
+            .filter(|(_, subnet)| subnet.network.is_ipv4())
+            .map(|(position, subnet)| {
+                let start = (masked(Bits::of(subnet.network), subnet.length) >> 96) as u32;
+                (start, subnet.length, MeasuredAt { position: position as u32, scope: subnet.scope })
+            })
+            .collect();
+        if v4.len() < SLASH24_INDEX_FROM {
+            return;
+        }
+        v4.sort_unstable_by_key(|&(start, length, _)| (start, length));
+        self.by_slash24 = Some(RangeTable::build(v4).slash24_index());
+    }
+
+    /// Starts fetching what [`lookup`](Self::lookup) reads first for
+    /// `address`, where the /24 index holds it.
+    pub fn prefetch(&self, address: IpAddr) {
+        if let (IpAddr::V4(v4), Some(index)) = (address, &self.by_slash24) {
+            index.prefetch(u32::from(v4));
+        }
     }
 
     fn fill_rows(&mut self) {
@@ -179,19 +210,53 @@ impl Latencies {
     /// The measurements of the longest measured subnet holding `address`,
     /// and the ECS scope of that answer.
     pub fn lookup(&self, address: IpAddr) -> (Option<MeasuredSubnet<'_>>, u8) {
+        if let (IpAddr::V4(v4), Some(index)) = (address, &self.by_slash24)
+            && let Some((position, scope)) = index.lookup(u32::from(v4))
+        {
+            return (Some(self.measured(position as usize)), scope);
+        }
+        self.lookup_hashed(address)
+    }
+
+    /// [`lookup`](Self::lookup) through the per-length hash maps.
+    fn lookup_hashed(&self, address: IpAddr) -> (Option<MeasuredSubnet<'_>>, u8) {
         let bits = Bits::of(address);
         let family = &self.by_length[usize::from(bits.width == 128)];
         for (length, subnets) in family {
             if let Some(&position) = subnets.get(&masked(bits, *length)) {
-                let subnet = &self.subnets[position as usize];
-                let width = self.datacenters.len();
-                let rtts = &self.rows[position as usize * width..][..width];
-                return (Some(MeasuredSubnet { subnet, rtts }), subnet.scope);
+                let measured = self.measured(position as usize);
+                return (Some(measured), measured.subnet.scope);
             }
         }
         // Every measured subnet is at most this long, so every address
         // sharing this many bits misses them all too.
         (None, family.first().map_or(0, |(length, _)| *length))
+    }
+
+    fn measured(&self, position: usize) -> MeasuredSubnet<'_> {
+        let width = self.datacenters.len();
+        MeasuredSubnet { subnet: &self.subnets[position], rtts: &self.rows[position * width..][..width] }
+    }
+}
+
+/// IPv4 subnets from which on [`Latencies`] keeps a /24 index: fewer fit
+/// the cache in hash maps.
+const SLASH24_INDEX_FROM: usize = 4096;
+
+/// A measured subnet in the /24 index: its position and ECS scope.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct MeasuredAt {
+    position: u32,
+    scope: u8,
+}
+
+impl RangeValue for MeasuredAt {
+    const NONE: Self = MeasuredAt { position: u32::MAX, scope: 0 };
+    fn least_scope(&self) -> u8 {
+        self.scope
+    }
+    fn compact(&self) -> Option<u32> {
+        (self.position != u32::MAX).then_some(self.position)
     }
 }
 
@@ -249,6 +314,31 @@ mod tests {
         assert_eq!((outer.unwrap().subnet.length, scope), (8, 16), "10/8 holds 10.1/16: its answers depend on 16 bits");
         assert_eq!(latencies.lookup("192.0.2.1".parse().unwrap()), (None, 16));
         assert_eq!((latencies.count, latencies.next_expiry), (3, Some(1601)));
+    }
+
+    #[test]
+    fn the_slash24_index_answers_as_the_hash_maps() {
+        // 5,000 /24s in 10.0/8, an outer /16 and /8, and /26s that split
+        // some /24s: enough for the index, and every kind of /24 in it.
+        let mut entries: Vec<(String, u8, &str, f64, u64)> = Vec::new();
+        for block in 0..5000u32 {
+            entries.push((format!("10.{}.{}.0", block / 200, block % 200), 24, "fra", f64::from(block % 97), 1000));
+        }
+        entries.push(("10.30.0.0".into(), 16, "iad", 7.0, 1000));
+        entries.push(("10.0.0.0".into(), 8, "iad", 9.0, 1000));
+        for block in 0..50u32 {
+            entries.push((format!("10.{}.{}.64", block, block * 3), 26, "sin", 1.0, 1000));
+        }
+        let rows: Vec<(&str, u8, &str, f64, u64)> = entries.iter().map(|(a, l, d, r, t)| (a.as_str(), *l, *d, *r, *t)).collect();
+        let latencies = Latencies::build(&book(&rows), 1100, 600);
+        assert!(latencies.by_slash24.is_some());
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..50_000 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let address = IpAddr::from(((state >> 40) as u32 & 0x00FF_FFFF | 0x0A00_0000).to_be_bytes());
+            let (indexed, hashed) = (latencies.lookup(address), latencies.lookup_hashed(address));
+            assert_eq!((indexed.0.map(|found| found.subnet), indexed.1), (hashed.0.map(|found| found.subnet), hashed.1), "{address}");
+        }
     }
 
     #[test]

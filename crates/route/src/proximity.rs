@@ -2,6 +2,7 @@
 //! measured latencies, the BGP view, and places on the globe. One copy per
 //! snapshot, shared by every service in it.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::as_paths::AsPaths;
@@ -14,6 +15,20 @@ pub struct Proximity {
     /// Present when BGP tables are configured (loaded or still loading).
     pub as_paths: Option<Arc<AsPaths>>,
     pub geo: Option<Arc<GeoDatabase>>,
+}
+
+impl Proximity {
+    /// Starts fetching the proximity data a decision for a client at
+    /// `address` reads first, where it is large enough to miss the cache.
+    pub fn prefetch(&self, address: IpAddr) {
+        self.latencies.prefetch(address);
+        if let Some(tables) = self.as_paths.as_deref().and_then(AsPaths::tables) {
+            tables.ip_to_as.prefetch(address);
+        }
+        if let Some(geo) = &self.geo {
+            geo.prefetch(address);
+        }
+    }
 }
 
 /// A point on the globe, with its unit vector from the Earth's centre: the

@@ -179,6 +179,14 @@ impl GeoDatabase {
         }
     }
 
+    /// Starts fetching what [`point`](Self::point) will read first for
+    /// `address`.
+    pub fn prefetch(&self, address: IpAddr) {
+        if let (IpAddr::V4(v4), Some(table)) = (address, &self.places_v4) {
+            table.by_slash24.prefetch(u32::from(v4));
+        }
+    }
+
     /// [`point`](Self::point) by walking the database's search tree and
     /// decoding the record: the scope is the database's network.
     fn point_from_tree(&self, address: IpAddr) -> (Option<Point>, u8) {

@@ -98,6 +98,7 @@ impl Batch {
     /// Answers each received datagram into its response buffer; returns
     /// how many responses there are (queued at the front of the write headers).
     fn answer(&mut self, received: usize, snapshot: &pharos_answer::Snapshot, rng: &mut SmallRng) -> usize {
+        self.prefetch(received, snapshot);
         let mut ready = 0;
         for index in 0..received {
             let header = &self.read_headers[index];
@@ -123,6 +124,16 @@ impl Batch {
             }
         }
         ready
+    }
+
+    /// Starts fetching the routing data of every query of the batch, so
+    /// their cache misses overlap instead of each query waiting for its own.
+    fn prefetch(&self, received: usize, snapshot: &pharos_answer::Snapshot) {
+        for index in 0..received {
+            let Some(address) = peer_address(&self.peers[index]) else { continue };
+            let query = &self.queries[index][..self.read_headers[index].msg_len as usize];
+            pharos_answer::prefetch(query, &Client { address, transport: Transport::Udp }, snapshot);
+        }
     }
 
     /// Sends the first `ready` responses, retrying the remainder of a
