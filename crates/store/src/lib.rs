@@ -35,6 +35,34 @@ pub enum Change {
     DeleteService(String),
 }
 
+impl Change {
+    /// The kind of entity changed (its table) and the entity's name.
+    pub fn key(&self) -> (&'static str, &str) {
+        match self {
+            Change::PutDataCenter(datacenter) => ("datacenters", &datacenter.id),
+            Change::DeleteDataCenter(id) => ("datacenters", id),
+            Change::PutRegion(region) => ("regions", &region.name),
+            Change::DeleteRegion(name) => ("regions", name),
+            Change::PutService(service) => ("services", &service.name),
+            Change::DeleteService(name) => ("services", name),
+        }
+    }
+
+    /// `changes` without those a later one overrides: each change sets or
+    /// removes one whole entity, kept sorted by name, so only the last
+    /// change of each entity shapes the state after them. In an update
+    /// storm a batch then writes each service once, not once per upload.
+    pub fn coalesced(changes: impl IntoIterator<Item = Change>) -> Vec<Change> {
+        let changes: Vec<Change> = changes.into_iter().collect();
+        let mut last_of: std::collections::HashMap<(&str, &str), usize> = std::collections::HashMap::new();
+        for (position, change) in changes.iter().enumerate() {
+            last_of.insert(change.key(), position);
+        }
+        let keep: Vec<bool> = changes.iter().enumerate().map(|(position, change)| last_of[&change.key()] == position).collect();
+        changes.into_iter().zip(keep).filter_map(|(change, kept)| kept.then_some(change)).collect()
+    }
+}
+
 impl State {
     /// The state after `changes`, in memory (the store is not touched).
     pub fn with(&self, changes: &[Change]) -> State {
@@ -114,4 +142,43 @@ pub trait Store: Send {
     /// is ignored) and forgets those measured before `older_than` (Unix
     /// seconds), in one transaction.
     fn record_measurements(&mut self, batch: &[Measurement], older_than: u64) -> Result<(), StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service(name: &str, ttl: u32) -> Change {
+        let mut spec = ServiceSpec::new(name, "static", Vec::new());
+        spec.ttl = ttl;
+        Change::PutService(spec)
+    }
+
+    #[test]
+    fn coalescing_keeps_the_last_change_of_each_entity_and_the_same_state() {
+        let region = |name: &str| Change::PutRegion(RegionSpec { name: name.into(), ..RegionSpec::default() });
+        let names = ["a.example.", "b.example.", "c.example."];
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..500 {
+            let mut changes = Vec::new();
+            for _ in 0..(state % 12) {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let name = names[(state % 3) as usize];
+                changes.push(match (state >> 8) % 4 {
+                    0 => Change::DeleteService(name.into()),
+                    1 => region(name),
+                    2 => Change::DeleteRegion(name.into()),
+                    _ => service(name, (state >> 16) as u32 % 100),
+                });
+            }
+            let coalesced = Change::coalesced(changes.clone());
+            assert_eq!(State::default().with(&coalesced), State::default().with(&changes), "{changes:?}");
+            let keys: std::collections::HashSet<_> = coalesced.iter().map(Change::key).collect();
+            assert_eq!(keys.len(), coalesced.len(), "one change per entity");
+        }
+        let storm: Vec<Change> = (0..10).map(|ttl| service("a.example.", ttl)).collect();
+        assert_eq!(Change::coalesced(storm), vec![service("a.example.", 9)]);
+    }
 }

@@ -86,13 +86,12 @@ impl Store for SqliteStore {
     fn apply(&mut self, changes: &[Change]) -> Result<(), StoreError> {
         let transaction = self.connection.transaction()?;
         for change in changes {
-            let (table, name, spec) = match change {
-                Change::PutDataCenter(datacenter) => ("datacenters", &datacenter.id, Some(serde_json::to_string(datacenter))),
-                Change::DeleteDataCenter(id) => ("datacenters", id, None),
-                Change::PutRegion(region) => ("regions", &region.name, Some(serde_json::to_string(region))),
-                Change::DeleteRegion(name) => ("regions", name, None),
-                Change::PutService(service) => ("services", &service.name, Some(serde_json::to_string(service))),
-                Change::DeleteService(name) => ("services", name, None),
+            let (table, name) = change.key();
+            let spec = match change {
+                Change::PutDataCenter(datacenter) => Some(serde_json::to_string(datacenter)),
+                Change::PutRegion(region) => Some(serde_json::to_string(region)),
+                Change::PutService(service) => Some(serde_json::to_string(service)),
+                Change::DeleteDataCenter(_) | Change::DeleteRegion(_) | Change::DeleteService(_) => None,
             };
             match spec {
                 Some(spec) => {
