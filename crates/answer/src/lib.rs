@@ -115,10 +115,10 @@ pub fn respond_with(
 /// Starts fetching the routing data that answering `packet` will read first,
 /// so that a server can overlap those cache misses for a whole batch of
 /// queries before answering them one by one. Does nothing for a packet
-/// that is not a query, and little unless proximity data is loaded.
+/// that is not a query, or when no proximity data is indexed by /24.
 pub fn prefetch(packet: &[u8], client: &Client, snapshot: &Snapshot) {
     let proximity = &snapshot.routes.proximity;
-    if proximity.as_paths.is_none() && proximity.geo.is_none() && proximity.latencies.count == 0 {
+    if !proximity.prefetches() {
         return;
     }
     if let Ok(query) = parse_query(packet) {

@@ -143,6 +143,10 @@ impl Latencies {
         self.by_slash24 = Some(RangeTable::build(v4).slash24_index());
     }
 
+    pub fn has_slash24_index(&self) -> bool {
+        self.by_slash24.is_some()
+    }
+
     /// Starts fetching what [`lookup`](Self::lookup) reads first for
     /// `address`, where the /24 index holds it.
     pub fn prefetch(&self, address: IpAddr) {

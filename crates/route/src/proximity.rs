@@ -18,6 +18,15 @@ pub struct Proximity {
 }
 
 impl Proximity {
+    /// Whether any of the data is kept in a /24 index that
+    /// [`prefetch`](Self::prefetch) can start fetching: if not, finding
+    /// the client to prefetch for is wasted work.
+    pub fn prefetches(&self) -> bool {
+        self.latencies.has_slash24_index()
+            || self.as_paths.as_deref().is_some_and(|as_paths| as_paths.tables().is_some())
+            || self.geo.as_deref().is_some_and(GeoDatabase::has_place_index)
+    }
+
     /// Starts fetching the proximity data a decision for a client at
     /// `address` reads first, where it is large enough to miss the cache.
     pub fn prefetch(&self, address: IpAddr) {

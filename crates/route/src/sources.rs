@@ -128,6 +128,10 @@ impl GeoDatabase {
         self.places_v4.as_ref().map(|table| (table.ranges.range_count(), table.points.len()))
     }
 
+    pub fn has_place_index(&self) -> bool {
+        self.places_v4.is_some()
+    }
+
     /// The place of `address` and the prefix length the database answered
     /// for (every address in that prefix gets the same place).
     pub fn lookup(&self, address: IpAddr) -> (Option<GeoPlace>, u8) {

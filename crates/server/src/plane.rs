@@ -291,7 +291,7 @@ fn commit_edits(control: &mut Control, edits: Vec<Pending>) {
             }
         }
     }
-    let all = Change::coalesced(accepted.iter().flat_map(|(_, changes)| changes.iter().cloned()));
+    let all = Change::coalesced(accepted.iter().flat_map(|(_, changes)| changes.iter().cloned()).collect());
     match control.apply(&all) {
         Ok(()) => accepted.into_iter().for_each(|((_, done), changes)| drop(done.send(Ok(changes)))),
         Err(ControlError::Invalid(_)) if accepted.len() > 1 => {

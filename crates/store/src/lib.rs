@@ -52,14 +52,18 @@ impl Change {
     /// removes one whole entity, kept sorted by name, so only the last
     /// change of each entity shapes the state after them. In an update
     /// storm a batch then writes each service once, not once per upload.
-    pub fn coalesced(changes: impl IntoIterator<Item = Change>) -> Vec<Change> {
-        let changes: Vec<Change> = changes.into_iter().collect();
-        let mut last_of: std::collections::HashMap<(&str, &str), usize> = std::collections::HashMap::new();
-        for (position, change) in changes.iter().enumerate() {
-            last_of.insert(change.key(), position);
-        }
-        let keep: Vec<bool> = changes.iter().enumerate().map(|(position, change)| last_of[&change.key()] == position).collect();
-        changes.into_iter().zip(keep).filter_map(|(change, kept)| kept.then_some(change)).collect()
+    pub fn coalesced(changes: Vec<Change>) -> Vec<Change> {
+        let mut seen = std::collections::HashSet::new();
+        let mut kept: Vec<Change> = changes
+            .into_iter()
+            .rev()
+            .filter(|change| {
+                let (table, name) = change.key();
+                seen.insert((table, name.to_owned()))
+            })
+            .collect();
+        kept.reverse();
+        kept
     }
 }
 

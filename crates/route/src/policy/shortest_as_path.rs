@@ -40,13 +40,13 @@ pub fn choose(
         return Err(Miss { scope });
     };
     let distance = |index: usize| Some(f64::from(hops[index].as_ref()?.at(client)?));
-    let (asn, length) = (|| client_as().map_or(0, |(asn, _)| asn), || client_as().map_or(0, |(_, length)| length));
     note(&mut explanation, || {
+        let (asn, length) = client_as().unwrap_or_default();
         let listed: Vec<String> = candidates.iter().map(|&index| format!("{} {}", replicas[index].id, shown(distance(index)))).collect();
-        format!("client AS{} (BGP prefix /{}); AS hops to each replica's data center: {}", asn(), length(), listed.join(", "))
+        format!("client AS{asn} (BGP prefix /{length}); AS hops to each replica's data center: {}", listed.join(", "))
     });
     if candidates.iter().all(|&index| distance(index).is_none()) {
-        note(&mut explanation, || format!("AS{} reaches none of the replicas' ASes", asn()));
+        note(&mut explanation, || format!("AS{} reaches none of the replicas' ASes", client_as().unwrap_or_default().0));
         return Err(Miss { scope });
     }
     Ok(Choice { order: order_by_key(replicas, candidates, distance, rng), ttl: None, scope })
