@@ -275,7 +275,8 @@ def perf_profile(pid, load, log, label, top=20):
     """Samples process `pid` with perf (cpu-clock, PERF_HZ) while `load()` runs;
     `load` returns how many queries were answered. Logs ns per answered query:
     in all, per thread, kernel and user space, and the busiest user-space
-    symbols. Returns the samples as (thread, dso, symbol, count) rows."""
+    symbols. Returns the samples as (thread, dso, symbol, count) rows and the
+    count of answered queries, for comparisons (see ns_per_query_growth)."""
     import shutil
     import tempfile
     if not shutil.which("perf"):
@@ -314,7 +315,25 @@ def perf_profile(pid, load, log, label, top=20):
                                                          ns(total(lambda row: row[0] == thread and in_kernel(row)))))
     for row in [row for row in rows if not in_kernel(row)][:top]:
         log("  %6.0f ns/q  %-12s %-14s %s" % (ns(row[3]), row[0][:12], row[1][:14], row[2][:100]))
-    return rows
+    return rows, answered
+
+
+def ns_per_query_growth(base, other, thread, log, label, top=15):
+    """Logs the symbols of `thread` (kernel ones included) whose ns per answered
+    query grew most from profile `base` to profile `other` (perf_profile's
+    results): where a thread's own cost per query went."""
+    def per_query(profile):
+        rows, answered = profile
+        costs = {}
+        for row_thread, dso, symbol, count in rows:
+            if row_thread == thread:
+                costs[(dso, symbol)] = costs.get((dso, symbol), 0) + count * 1e9 / PERF_HZ / answered
+        return costs
+    before, after = per_query(base), per_query(other)
+    growth = sorted(((after.get(key, 0) - before.get(key, 0), key) for key in set(before) | set(after)), reverse=True)
+    log("%s: thread %s, %.0f -> %.0f ns/q; grew most:" % (label, thread, sum(before.values()), sum(after.values())))
+    for grew, (dso, symbol) in growth[:top]:
+        log("  %+6.0f ns/q  %-14s %s" % (grew, dso[:14], symbol[:100]))
 
 
 def binary_identity(path):

@@ -185,6 +185,12 @@ def storm_table(k, rng):
     return table
 
 
+def storm_upload(seed, k):
+    """The table bench/storm's upload number k carries: storm_table with its
+    own seeded generator, so any upload can be rebuilt from (seed, k)."""
+    return storm_table(k, random.Random(seed * 1000003 + k))
+
+
 # --------------------------------------------------------------------------- server configs
 
 def _toml_table(table):
