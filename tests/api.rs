@@ -79,6 +79,31 @@ fn the_api_needs_the_token_and_serves_every_documented_route() {
     }
 }
 
+/// The scheduling policy of each of `pid`'s threads, by thread name.
+fn thread_policies(pid: u32) -> Vec<(String, i32)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .map(|task| {
+            let task = task.unwrap();
+            let name = std::fs::read_to_string(task.path().join("comm")).unwrap().trim().to_owned();
+            let tid: libc::pid_t = task.file_name().to_str().unwrap().parse().unwrap();
+            // SAFETY: reads the policy of a thread by id; no memory is passed.
+            (name, unsafe { libc::sched_getscheduler(tid) })
+        })
+        .collect()
+}
+
+#[test]
+fn the_control_plane_yields_the_core_to_the_query_threads() {
+    let (pharos, api) = start_with_service();
+    assert_eq!(call("GET", &format!("{api}/v1/services/svc.example.test"), None).0, 200);
+    let policies = thread_policies(pharos.child.id());
+    let policy_of = |name: &str| policies.iter().find(|(thread, _)| thread == name).map(|(_, policy)| *policy);
+    assert_eq!(policy_of("api"), Some(libc::SCHED_BATCH), "{policies:?}");
+    assert_eq!(policy_of("control"), Some(libc::SCHED_BATCH), "{policies:?}");
+    assert_eq!(policy_of("udp-0"), Some(libc::SCHED_OTHER), "the query threads keep waking at once: {policies:?}");
+}
+
 #[test]
 fn an_accepted_update_is_in_the_next_answer() {
     let (pharos, api) = start_with_service();

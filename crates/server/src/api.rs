@@ -25,6 +25,7 @@ use pharos_store::Change;
 use rand::TryRngCore;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use tokio::sync::oneshot;
 
 use crate::control::{Control, ControlError};
 use crate::plane::ControlHandle;
@@ -75,12 +76,30 @@ fn bad_request(field: &str, message: impl Into<String>) -> ApiError {
 
 type Reply<T> = Result<T, ApiError>;
 
-/// Binds the API and serves it, asking for `token`.
-pub async fn start(address: SocketAddr, control: ControlHandle, token: String) -> anyhow::Result<()> {
-    let listener =
-        tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen for the control API on {address}"))?;
+/// Binds the API and serves it, asking for `token`, on a thread of its own
+/// that yields to the query threads (see `scheduling`) and keeps API
+/// requests off the runtime that answers DNS over TCP, TLS and HTTPS.
+/// Serves until `stop` is sent or dropped.
+pub fn start(address: SocketAddr, control: ControlHandle, token: String, stop: oneshot::Receiver<()>) -> anyhow::Result<()> {
+    let listener = std::net::TcpListener::bind(address).with_context(|| format!("cannot listen for the control API on {address}"))?;
+    listener.set_nonblocking(true)?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot build the control API's runtime")?;
     let app = router(Api { control, token: token.into() });
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    std::thread::Builder::new()
+        .name("api".into())
+        .spawn(move || {
+            crate::scheduling::yield_to_queries();
+            runtime.block_on(async move {
+                let served = match tokio::net::TcpListener::from_std(listener) {
+                    Ok(listener) => axum::serve(listener, app).with_graceful_shutdown(async move { drop(stop.await) }).await,
+                    Err(error) => Err(error),
+                };
+                if let Err(error) = served {
+                    tracing::error!(%error, "the control API stopped");
+                }
+            })
+        })
+        .context("cannot start the control API's thread")?;
     tracing::info!(%address, "control API listening");
     Ok(())
 }

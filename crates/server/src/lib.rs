@@ -17,6 +17,7 @@ pub mod plane;
 mod prober;
 mod redirect;
 pub mod registry;
+mod scheduling;
 pub mod snapshot;
 pub mod tcp;
 mod tls;

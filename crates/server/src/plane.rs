@@ -79,7 +79,6 @@ pub struct ControlHandle {
 
 impl ControlHandle {
     /// Moves `control` onto its own thread, committing at most once per
-    /// `window`.
     /// `window`, and starts loading its BGP tables if it has any.
     pub fn start(control: Control, window: Duration) -> std::io::Result<ControlHandle> {
         let (requests, queue) = std::sync::mpsc::channel();
@@ -160,6 +159,7 @@ impl ControlHandle {
         let requests = self.requests.clone();
         let _ = requests.send(Request::Command(Command::BgpLoading));
         std::thread::Builder::new().name("bgp-load".into()).spawn(move || {
+            crate::scheduling::yield_to_queries();
             tracing::info!(file = %path.display(), "loading BGP tables");
             let loaded = pharos_bgp::load(&path, |progress| {
                 let percent = 100.0 * progress.bytes_read as f64 / progress.file_size.max(1) as f64;
@@ -185,6 +185,7 @@ impl ControlHandle {
 /// too old, or a load-control round), lets the commit window pass since
 /// the last commit, then serves everything queued by then.
 fn serve(mut control: Control, queue: Receiver<Request>, window: Duration) {
+    crate::scheduling::yield_to_queries();
     let mut last_commit: Option<Instant> = None;
     loop {
         let first = match next_request(&control, &queue) {

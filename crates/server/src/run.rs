@@ -22,6 +22,8 @@ pub struct Server {
     pub snapshot: SharedSnapshot,
     pub registry: Arc<Registry>,
     stop: Arc<AtomicBool>,
+    /// Dropped on stop, which stops the control API.
+    _api: Option<tokio::sync::oneshot::Sender<()>>,
     udp_workers: Vec<JoinHandle<()>>,
 }
 
@@ -35,9 +37,14 @@ impl Server {
         let token = config.control.listen.map(|_| api::token(&mut control)).transpose()?;
         let window = Duration::from_millis(config.control.commit_window_ms);
         let control = ControlHandle::start(control, window).context("cannot start the control thread")?;
-        if let (Some(address), Some(token)) = (config.control.listen, token) {
-            api::start(address, control.clone(), token).await?;
-        }
+        let api = match (config.control.listen, token) {
+            (Some(address), Some(token)) => {
+                let (stop_api, stop) = tokio::sync::oneshot::channel();
+                api::start(address, control.clone(), token, stop)?;
+                Some(stop_api)
+            }
+            _ => None,
+        };
         let registry = Registry::new(descriptors::fit_connection_cap(&config)?);
         tokio::spawn(registry.clone().close_idle_connections());
         // Before UDP: once a server answers, all its listeners are there.
@@ -51,7 +58,7 @@ impl Server {
             let rng = config.worker_rng(u64::MAX - index as u64);
             tokio::spawn(tcp::serve(listener, snapshot.clone(), registry.clone(), rng));
         }
-        Ok(Server { config, control, snapshot, registry, stop, udp_workers })
+        Ok(Server { config, control, snapshot, registry, stop, _api: api, udp_workers })
     }
 
     /// Re-reads the config and zone files and swaps the result in whole.
@@ -61,7 +68,7 @@ impl Server {
         Ok(self.control.reload().await?)
     }
 
-    /// Stops the UDP workers and waits for them.
+    /// Stops the control API and the UDP workers, and waits for the workers.
     pub fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         for worker in self.udp_workers {
