@@ -284,3 +284,92 @@ fn cpu_seconds() -> f64 {
     let seconds = |time: libc::timeval| time.tv_sec as f64 + time.tv_usec as f64 / 1e6;
     seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    #[test]
+    fn percentiles_take_the_nearest_rank() {
+        let summary = percentiles((1..=101).rev().map(f64::from).collect());
+        assert_eq!(summary["p50"], 51.0);
+        assert_eq!(summary["p90"], 91.0);
+        assert_eq!(summary["p99"], 100.0);
+        assert_eq!(summary["max"], 101.0);
+        assert_eq!(summary["mean"], 51.0);
+        assert_eq!(percentiles(Vec::new())["p50"], Value::Null);
+    }
+
+    /// Answers HTTP/1.1 requests on one keep-alive connection: 200, or 422
+    /// when the body holds "refuse".
+    async fn answer(mut stream: TcpStream) {
+        let mut buffer = Vec::new();
+        loop {
+            let Some(head_end) = buffer.windows(4).position(|window| window == b"\r\n\r\n") else {
+                let mut chunk = [0u8; 4096];
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(read) => buffer.extend_from_slice(&chunk[..read]),
+                }
+                continue;
+            };
+            let head = String::from_utf8_lossy(&buffer[..head_end]).to_lowercase();
+            let length: usize =
+                head.lines().find_map(|line| line.strip_prefix("content-length:")).map_or(0, |value| value.trim().parse().unwrap());
+            while buffer.len() < head_end + 4 + length {
+                let mut chunk = [0u8; 4096];
+                let read = stream.read(&mut chunk).await.unwrap();
+                assert!(read > 0, "the client closed in the middle of a request");
+                buffer.extend_from_slice(&chunk[..read]);
+            }
+            let body: Vec<u8> = buffer.drain(..head_end + 4 + length).skip(head_end + 4).collect();
+            let status = if String::from_utf8_lossy(&body).contains("refuse") { "422 Unprocessable Entity" } else { "200 OK" };
+            stream.write_all(format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\n\r\n").as_bytes()).await.unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn paced_uploads_are_counted_and_the_last_acknowledged_is_named() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(answer(stream));
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let bodies = dir.path().join("bodies.jsonl");
+        let lines: Vec<String> =
+            (0..30).map(|index| if index == 7 { r#"{"refuse":1}"#.into() } else { format!(r#"{{"n":{index}}}"#) }).collect();
+        std::fs::write(&bodies, lines.join("\n")).unwrap();
+        let api = address.to_string();
+        let bodies_arg = bodies.to_str().unwrap();
+        let argv = ["apiload", "--api", &api, "--token", "t", "--path", "/x", "--bodies", bodies_arg, "--rate", "200", "--duration", "0.1"];
+        let args = Args::parse_from(argv.iter().chain(&["--connections", "3", "--first-k", "100"]));
+        let bodies = read_bodies(&args).unwrap();
+        let result = run(args, bodies).await.unwrap();
+        assert_eq!(result["planned"], 20);
+        assert_eq!(result["attempted"], 20);
+        assert_eq!(result["ok"], 19);
+        assert_eq!(result["errors"], 1);
+        assert!(result["error_samples"][0].as_str().unwrap().starts_with("k=107: HTTP 422"), "{result}");
+        assert_eq!(result["statuses"], json!({ "200": 19, "422": 1 }));
+        // The last upload due is sent last, so whichever was acknowledged
+        // last, it overlapped it.
+        let candidates = result["last_candidates"].as_array().unwrap();
+        assert!(candidates.contains(&json!(119)) && candidates.contains(&result["last_k"]), "{result}");
+    }
+
+    #[test]
+    fn too_few_bodies_for_the_plan_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let bodies = dir.path().join("bodies.jsonl");
+        std::fs::write(&bodies, "{}\n{}\n").unwrap();
+        let args =
+            Args::parse_from(["apiload", "--api", "127.0.0.1:1", "--token", "t", "--path", "/x", "--bodies", bodies.to_str().unwrap()]);
+        let error = read_bodies(&args).unwrap_err().to_string();
+        assert!(error.contains("holds 2 bodies; 5000 uploads are planned"), "{error}");
+    }
+}
