@@ -14,7 +14,7 @@ use arc_swap::ArcSwap;
 use pharos_answer::{Settings, Snapshot};
 use pharos_bgp::BgpTables;
 use pharos_route::as_paths::AsPaths;
-use pharos_route::latency::{Latencies, MeasurementBook, MeasurementSpec};
+use pharos_route::latency::{MeasurementBook, MeasurementSpec};
 use pharos_route::load_control::LoadBook;
 use pharos_route::prefix::PrefixMap;
 use pharos_route::probe::{ProbeTarget, Purpose};
@@ -287,7 +287,7 @@ impl Control {
             by_datacenter.retain(|_, measured| measured.at >= oldest);
         }
         self.measurements.retain(|_, by_datacenter| !by_datacenter.is_empty());
-        let latencies = Latencies::build(&self.measurements, now, self.config.latency.max_age_seconds);
+        let latencies = self.sources.latencies.refreshed(&self.measurements, now, self.config.latency.max_age_seconds);
         self.data.latency = LatencyStatus {
             measurements: latencies.count,
             max_age_seconds: self.config.latency.max_age_seconds,
