@@ -105,6 +105,36 @@ fn the_control_plane_yields_the_core_to_the_query_threads() {
 }
 
 #[test]
+fn an_api_address_in_use_stops_the_start_with_an_error_naming_it() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let api = taken.local_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("example.test.zone"), ZONE).unwrap();
+    let config = dir.path().join("pharos.toml");
+    let dns = format!("127.0.0.1:{}", free_port());
+    let text = format!(
+        "[server]\nlisten = [\"{dns}\"]\n[control]\nlisten = \"{api}\"\ntoken = \"{TOKEN}\"\n[[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\n"
+    );
+    std::fs::write(&config, text).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pharos"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut exited = None;
+    wait_until("pharos exits", || {
+        exited = child.try_wait().unwrap();
+        exited.is_some()
+    });
+    assert!(!exited.unwrap().success());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.contains(&format!("cannot listen for the control API on {api}")), "{stderr}");
+}
+
+#[test]
 fn an_accepted_update_is_in_the_next_answer() {
     let (pharos, api) = start_with_service();
     assert_eq!(first_for(&pharos, "198.51.100.0"), "192.0.2.10".parse::<IpAddr>().unwrap());

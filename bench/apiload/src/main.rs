@@ -87,21 +87,23 @@ struct Plan {
     args: Args,
     bodies: Vec<Bytes>,
     start: Instant,
-    end: Instant,
+    /// Uploads in the run: upload i is due at start + i / rate.
+    planned: usize,
     next: AtomicUsize,
     answered: Mutex<Vec<Upload>>,
     /// Replies with another status than the one expected.
     refused: Mutex<Vec<String>>,
     /// Requests with no reply at all.
     failed: Mutex<Vec<String>>,
+    /// Connections that could not be opened again after one failed.
+    reconnects_failed: Mutex<Vec<String>>,
 }
 
 impl Plan {
     /// The next upload to send and when it is due, while the run lasts.
     fn take(&self) -> Option<(usize, Instant)> {
         let index = self.next.fetch_add(1, Ordering::Relaxed);
-        let due = self.start + Duration::from_secs_f64(index as f64 / self.args.rate);
-        (index < self.bodies.len() && due < self.end).then_some((index, due))
+        (index < self.planned).then(|| (index, self.start + Duration::from_secs_f64(index as f64 / self.args.rate)))
     }
 
     fn request(&self, index: usize) -> Result<Request<Full<Bytes>>> {
@@ -142,6 +144,7 @@ fn read_bodies(args: &Args) -> Result<Vec<Bytes>> {
     Ok(bodies)
 }
 
+/// Uploads due within the run: those with i / rate < duration.
 fn planned(args: &Args) -> usize {
     (args.rate * args.duration).ceil() as usize
 }
@@ -154,16 +157,16 @@ async fn run(args: Args, bodies: Vec<Bytes>) -> Result<Value> {
     println!("ready");
     let cpu_before = cpu_seconds();
     let start = Instant::now() + Duration::from_millis(5);
-    let end = start + Duration::from_secs_f64(args.duration);
     let plan = Arc::new(Plan {
+        planned: planned(&args),
         args,
         bodies,
         start,
-        end,
         next: AtomicUsize::new(0),
         answered: Mutex::default(),
         refused: Mutex::default(),
         failed: Mutex::default(),
+        reconnects_failed: Mutex::default(),
     });
     let mut drivers = JoinSet::new();
     for connection in connections {
@@ -207,7 +210,7 @@ async fn drive(mut connection: SendRequest<Full<Bytes>>, plan: Arc<Plan>) {
         if connection.is_closed() {
             match connect(plan.args.api).await {
                 Ok(fresh) => connection = fresh,
-                Err(error) => return plan.fail(format!("cannot reconnect: {error:#}")),
+                Err(error) => return plan.reconnects_failed.lock().unwrap().push(format!("cannot reconnect: {error:#}")),
             }
         }
     }
@@ -225,7 +228,8 @@ fn report(plan: &Plan, elapsed: f64, cpu: f64) -> Value {
     let answered = plan.answered.lock().unwrap();
     let failed = plan.failed.lock().unwrap();
     let refused = plan.refused.lock().unwrap();
-    let errors: Vec<&String> = refused.iter().chain(failed.iter()).collect();
+    let reconnects_failed = plan.reconnects_failed.lock().unwrap();
+    let errors: Vec<&String> = refused.iter().chain(failed.iter()).chain(reconnects_failed.iter()).collect();
     let mut ok: Vec<&Upload> = answered.iter().filter(|upload| upload.status == args.expect_status).collect();
     ok.sort_by_key(|upload| upload.acked);
     let millis = |from: Instant, to: Instant| to.saturating_duration_since(from).as_secs_f64() * 1e3;
@@ -243,7 +247,7 @@ fn report(plan: &Plan, elapsed: f64, cpu: f64) -> Value {
     last_candidates.sort_unstable();
     let span = last.map(|last| last.acked.saturating_duration_since(plan.start).as_secs_f64()).unwrap_or(0.0);
     json!({
-        "planned": planned(args),
+        "planned": plan.planned,
         "attempted": answered.len() + failed.len(),
         "ok": ok.len(),
         "errors": errors.len(),
@@ -265,7 +269,8 @@ fn report(plan: &Plan, elapsed: f64, cpu: f64) -> Value {
     })
 }
 
-/// p50, p90, p99, max and mean of `values`, nearest rank.
+/// p50, p90, p99, max and mean of `values`; quantile q is the value at
+/// rank round((n - 1) q) of the sorted values.
 fn percentiles(mut values: Vec<f64>) -> Value {
     values.sort_by(f64::total_cmp);
     let at = |quantile: f64| values.get(((values.len().max(1) - 1) as f64 * quantile).round() as usize).copied();

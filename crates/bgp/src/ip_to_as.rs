@@ -50,7 +50,7 @@ impl RangeValue for Origin {
 }
 
 /// Origin AS by longest-prefix match, for IPv4 and IPv6.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct IpToAs {
     v4: RangeTable<u32, Origin>,
     /// Graph indexes of IPv4 /24s, for the query path.

@@ -57,7 +57,7 @@ use collect::{Collected, Collector};
 use input::Input;
 
 /// The tables built from one RIB dump.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct BgpTables {
     /// Address -> origin AS, by longest-prefix match.
     pub ip_to_as: IpToAs,

@@ -233,10 +233,11 @@ impl<A: Address, V: RangeValue> RangeTable<A, V> {
 /// It spans 64 MiB of zeroed memory, and an entry of zero sends its /24
 /// to the range table: the kernel backs the pages no range answers
 /// directly with nothing, so a sparse table costs the pages it fills and
-/// building one writes only those (a table of 12,000 measured /24s is
-/// rebuilt on every measurement upload). It pays where a table is read on
-/// every query and each cache miss costs 0.1 us (bench/proximity).
-#[derive(Clone)]
+/// building one writes only those. (The first read of such a page maps
+/// the kernel's zero page, once per page; with transparent huge pages
+/// set to `always` a write fills 2 MiB, not the 4 KiB `memory_bytes`
+/// counts.) It pays where a table is read on every query and each cache
+/// miss costs 0.1 us (bench/proximity).
 pub struct Slash24Index {
     /// Per /24: 0, or (compact value + 1) << 8 | scope.
     entries: Box<[u32]>,
@@ -506,5 +507,9 @@ mod tests {
         assert_eq!(index.lookup(v4("200.1.2.3")), Some((1 << 23, 24)));
         assert_eq!(index.lookup(v4("10.0.2.1")), None, "nothing there");
         assert_eq!(index.memory_bytes(), 2 * 4096, "two pages of entries written, the rest of the 64 MiB untouched");
+        let largest = Slash24Index::MAX_COMPACT;
+        let index = RangeTable::build([(v4("10.0.0.0"), 24, Place(largest)), (v4("10.0.1.0"), 24, Place(largest + 1))]).slash24_index();
+        assert_eq!(index.lookup(v4("10.0.0.1")), Some((largest, 24)));
+        assert_eq!(index.lookup(v4("10.0.1.1")), None, "too large for an entry: the range table answers");
     }
 }

@@ -10,6 +10,8 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::Duration;
 
 use anyhow::Context;
 use axum::extract::{Path, Query, Request, State};
@@ -76,32 +78,67 @@ fn bad_request(field: &str, message: impl Into<String>) -> ApiError {
 
 type Reply<T> = Result<T, ApiError>;
 
+/// How long stopping waits for requests in flight to finish.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// The control API's thread, serving until stopped.
+pub struct ApiThread {
+    stop: oneshot::Sender<()>,
+    stopped: mpsc::Receiver<()>,
+}
+
+impl ApiThread {
+    /// Stops accepting requests and waits (at most [`STOP_GRACE`]) for
+    /// those in flight.
+    pub fn stop(self) {
+        let _ = self.stop.send(());
+        if self.stopped.recv_timeout(STOP_GRACE) == Err(RecvTimeoutError::Timeout) {
+            tracing::warn!("the control API still had requests in flight after {STOP_GRACE:?}; stopping without them");
+        }
+    }
+}
+
 /// Binds the API and serves it, asking for `token`, on a thread of its own
 /// that yields to the query threads (see `scheduling`) and keeps API
 /// requests off the runtime that answers DNS over TCP, TLS and HTTPS.
-/// Serves until `stop` is sent or dropped.
-pub fn start(address: SocketAddr, control: ControlHandle, token: String, stop: oneshot::Receiver<()>) -> anyhow::Result<()> {
+/// Returns once it is listening, or why it cannot.
+pub fn start(address: SocketAddr, control: ControlHandle, token: String) -> anyhow::Result<ApiThread> {
     let listener = std::net::TcpListener::bind(address).with_context(|| format!("cannot listen for the control API on {address}"))?;
     listener.set_nonblocking(true)?;
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot build the control API's runtime")?;
     let app = router(Api { control, token: token.into() });
+    let (stop, stop_asked) = oneshot::channel();
+    let (started, start_result) = mpsc::channel();
+    let (stopped_sender, stopped) = mpsc::channel();
     std::thread::Builder::new()
         .name("api".into())
         .spawn(move || {
             crate::scheduling::yield_to_queries();
-            runtime.block_on(async move {
-                let served = match tokio::net::TcpListener::from_std(listener) {
-                    Ok(listener) => axum::serve(listener, app).with_graceful_shutdown(async move { drop(stop.await) }).await,
-                    Err(error) => Err(error),
-                };
-                if let Err(error) = served {
-                    tracing::error!(%error, "the control API stopped");
-                }
-            })
+            let (runtime, listener) = match runtime_listening_on(listener) {
+                Ok(listening) => listening,
+                Err(error) => return drop(started.send(Err(error))),
+            };
+            let _ = started.send(Ok(()));
+            let served =
+                runtime.block_on(axum::serve(listener, app).with_graceful_shutdown(async move { drop(stop_asked.await) }).into_future());
+            if let Err(error) = served {
+                tracing::error!(%error, "the control API stopped; DNS keeps being served");
+            }
+            let _ = stopped_sender.send(());
         })
         .context("cannot start the control API's thread")?;
+    start_result.recv().context("the control API's thread ended while starting")??;
     tracing::info!(%address, "control API listening");
-    Ok(())
+    Ok(ApiThread { stop, stopped })
+}
+
+/// A runtime for the calling thread, and `listener` registered with it.
+fn runtime_listening_on(listener: std::net::TcpListener) -> anyhow::Result<(tokio::runtime::Runtime, tokio::net::TcpListener)> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot build the control API's runtime")?;
+    let listener = {
+        let _inside = runtime.enter();
+        tokio::net::TcpListener::from_std(listener)?
+    };
+    Ok((runtime, listener))
 }
 
 /// The configured token, else the one kept in the store, else a new one

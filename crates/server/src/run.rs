@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::api::ApiThread;
 use crate::config::Config;
 use crate::control::Control;
 use crate::plane::ControlHandle;
@@ -22,8 +23,7 @@ pub struct Server {
     pub snapshot: SharedSnapshot,
     pub registry: Arc<Registry>,
     stop: Arc<AtomicBool>,
-    /// Dropped on stop, which stops the control API.
-    _api: Option<tokio::sync::oneshot::Sender<()>>,
+    api: Option<ApiThread>,
     udp_workers: Vec<JoinHandle<()>>,
 }
 
@@ -38,11 +38,7 @@ impl Server {
         let window = Duration::from_millis(config.control.commit_window_ms);
         let control = ControlHandle::start(control, window).context("cannot start the control thread")?;
         let api = match (config.control.listen, token) {
-            (Some(address), Some(token)) => {
-                let (stop_api, stop) = tokio::sync::oneshot::channel();
-                api::start(address, control.clone(), token, stop)?;
-                Some(stop_api)
-            }
+            (Some(address), Some(token)) => Some(api::start(address, control.clone(), token)?),
             _ => None,
         };
         let registry = Registry::new(descriptors::fit_connection_cap(&config)?);
@@ -58,7 +54,7 @@ impl Server {
             let rng = config.worker_rng(u64::MAX - index as u64);
             tokio::spawn(tcp::serve(listener, snapshot.clone(), registry.clone(), rng));
         }
-        Ok(Server { config, control, snapshot, registry, stop, _api: api, udp_workers })
+        Ok(Server { config, control, snapshot, registry, stop, api, udp_workers })
     }
 
     /// Re-reads the config and zone files and swaps the result in whole.
@@ -70,6 +66,9 @@ impl Server {
 
     /// Stops the control API and the UDP workers, and waits for the workers.
     pub fn stop(self) {
+        if let Some(api) = self.api {
+            api.stop();
+        }
         self.stop.store(true, Ordering::Relaxed);
         for worker in self.udp_workers {
             let _ = worker.join();
