@@ -308,3 +308,33 @@ fn probes_stop_the_moment_their_service_is_deleted() {
     assert!(deleted.requests() <= after_delete + 1, "at most the probe in flight: {} then {}", after_delete, deleted.requests());
     assert_eq!(health_of(&api, "gone.example.test", "a"), Value::Null);
 }
+
+#[test]
+fn a_probe_this_host_cannot_run_leaves_the_replica_as_it_was() {
+    let replica = TestServer::start(Ipv4Addr::new(127, 0, 0, 13), 0);
+    let services = format!(
+        "[[service]]\nname = \"web.example.test\"\nwhen_all_down = \"nodata\"\n\
+         health = {{ kind = \"http\", port = {}, interval_ms = 100, timeout_ms = 90, rise = 1, fall = 1 }}\n\
+         [[service.replica]]\nid = \"a\"\naddress = \"127.0.0.13\"\n",
+        replica.address.port()
+    );
+    let (pharos, api) = start_with_services(&services);
+    wait_until("the replica is probed up", || health_of(&api, "web.example.test", "a")["up"] == true);
+    let pid = pharos.child.id();
+    let (soft, _) = descriptor_limit(pid);
+    // Below every descriptor it holds: each new socket fails (EMFILE),
+    // even where a probe's last socket has just been closed.
+    set_soft_descriptor_limit(pid, 3);
+    wait_until("the prober says it cannot probe", || pharos.log().contains("cannot probe from this host"));
+    // With fall = 1, one probe counted as failed would take the only
+    // replica out, and the answer would be NODATA.
+    let probed = replica.requests();
+    let watch_until = std::time::Instant::now() + std::time::Duration::from_millis(1000);
+    while std::time::Instant::now() < watch_until {
+        assert_eq!(addresses(&pharos, "web.example.test").0, ips(&["127.0.0.13"]), "the replica left while no probe could run");
+    }
+    assert_eq!(replica.requests(), probed, "no probe reached the replica meanwhile");
+    set_soft_descriptor_limit(pid, soft);
+    wait_until("probes run again", || replica.requests() > probed);
+    assert_eq!(health_of(&api, "web.example.test", "a")["up"], true);
+}

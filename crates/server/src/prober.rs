@@ -47,22 +47,62 @@ pub async fn run(mut plan: watch::Receiver<Arc<Vec<ProbeTarget>>>, report: Arc<d
     }
 }
 
+/// How often a probe that this host cannot run says so in the log.
+const LOCAL_FAILURE_LOG_EVERY: Duration = Duration::from_secs(60);
+
 async fn probe_forever(target: ProbeTarget, report: Arc<dyn Fn(ProbeResult) + Send + Sync>) {
     let mut ticks = tokio::time::interval(Duration::from_millis(target.spec.interval_ms));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_logged: Option<tokio::time::Instant> = None;
     loop {
         ticks.tick().await;
         let outcome = match tokio::time::timeout(Duration::from_millis(target.spec.timeout_ms), probe(&target)).await {
-            Ok(outcome) => outcome,
+            Ok(Ok(load)) => Ok(load),
+            Ok(Err(Failure::Replica(why))) => Err(why),
+            Ok(Err(Failure::Local(error))) => {
+                if last_logged.is_none_or(|at| at.elapsed() >= LOCAL_FAILURE_LOG_EVERY) {
+                    last_logged = Some(tokio::time::Instant::now());
+                    tracing::warn!(service = %target.service, replica = %target.replica, %error,
+                        "cannot probe from this host; the replica keeps its state until a probe runs");
+                }
+                continue;
+            }
             Err(_) => Err(format!("no answer within {} ms", target.spec.timeout_ms)),
         };
         report(ProbeResult { target: target.clone(), outcome });
     }
 }
 
+/// Why a probe did not pass.
+#[derive(Debug)]
+enum Failure {
+    /// The replica did not serve as the probe asks, in words.
+    Replica(String),
+    /// This host could not probe at all: out of descriptors, memory or
+    /// local ports. That says nothing of the replica.
+    Local(std::io::Error),
+}
+
+impl From<String> for Failure {
+    fn from(why: String) -> Failure {
+        Failure::Replica(why)
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    /// Errors of opening a socket are this host's; others the replica's.
+    fn from(error: std::io::Error) -> Failure {
+        let local = [libc::EMFILE, libc::ENFILE, libc::ENOBUFS, libc::ENOMEM, libc::EADDRNOTAVAIL];
+        match error.raw_os_error() {
+            Some(code) if local.contains(&code) => Failure::Local(error),
+            _ => Failure::Replica(error.to_string()),
+        }
+    }
+}
+
 /// One probe: `Ok` if the replica serves, with the number its answer
 /// holds for a load probe.
-async fn probe(target: &ProbeTarget) -> Result<Option<f64>, String> {
+async fn probe(target: &ProbeTarget) -> Result<Option<f64>, Failure> {
     let at = SocketAddr::new(target.address, target.spec.port());
     let body = match target.spec.kind {
         ProbeKind::Tcp => return connect(at).await.map(|_| None),
@@ -80,13 +120,13 @@ async fn probe(target: &ProbeTarget) -> Result<Option<f64>, String> {
         Purpose::Load => {
             let text = String::from_utf8_lossy(&body);
             let load = text.trim().parse::<f64>().ok().filter(|load| load.is_finite() && *load >= 0.0);
-            load.map(Some).ok_or_else(|| format!("the answer {:?} is not a load (a number, 0 or more)", text.trim()))
+            Ok(Some(load.ok_or_else(|| format!("the answer {:?} is not a load (a number, 0 or more)", text.trim()))?))
         }
     }
 }
 
-async fn connect(at: SocketAddr) -> Result<TcpStream, String> {
-    TcpStream::connect(at).await.map_err(|error| error.to_string())
+async fn connect(at: SocketAddr) -> Result<TcpStream, Failure> {
+    Ok(TcpStream::connect(at).await?)
 }
 
 /// GETs the probe's path over `stream`; passes on the expected status and,
@@ -117,22 +157,22 @@ async fn http_get(stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static, 
 }
 
 /// Asks `at` for `name` A over UDP; passes on a NOERROR answer to it.
-async fn dns_query(at: SocketAddr, name: &str) -> Result<(), String> {
+async fn dns_query(at: SocketAddr, name: &str) -> Result<(), Failure> {
     let local: SocketAddr = if at.is_ipv4() { "0.0.0.0:0".parse().expect("literal") } else { "[::]:0".parse().expect("literal") };
-    let socket = UdpSocket::bind(local).await.map_err(|error| error.to_string())?;
+    let socket = UdpSocket::bind(local).await?;
     let id: u16 = rand::Rng::random(&mut <rand::rngs::SmallRng as rand::SeedableRng>::from_os_rng());
     let query = dns_query_bytes(id, name)?;
-    socket.send_to(&query, at).await.map_err(|error| error.to_string())?;
+    socket.send_to(&query, at).await?;
     let mut reply = [0u8; 1500];
     loop {
-        let (length, from) = socket.recv_from(&mut reply).await.map_err(|error| error.to_string())?;
+        let (length, from) = socket.recv_from(&mut reply).await?;
         // Anything not from the replica, or not our answer, is ignored.
         if from != at || length < 12 || reply[..2] != id.to_be_bytes() || reply[2] & 0x80 == 0 {
             continue;
         }
         return match reply[3] & 0x0f {
             0 => Ok(()),
-            rcode => Err(format!("DNS answered RCODE {rcode}")),
+            rcode => Err(format!("DNS answered RCODE {rcode}").into()),
         };
     }
 }
