@@ -104,8 +104,6 @@ pub struct Latencies {
 /// the index 10-13 ms.
 #[derive(Debug, Default)]
 struct SubnetIndex {
-    /// Each position's subnet, in the book's order.
-    subnets: Vec<(IpAddr, u8)>,
     /// Each position's ECS scope: its length, or more if measured subnets
     /// lie inside it.
     scopes: Vec<u8>,
@@ -145,7 +143,8 @@ impl Latencies {
                 latencies.subnets.push(SubnetRtts { network, length, rtts, scope: length });
             }
         }
-        let same_subnets = self.index.subnets.iter().copied().eq(latencies.subnets.iter().map(|subnet| (subnet.network, subnet.length)));
+        let key = |subnet: &SubnetRtts| (subnet.network, subnet.length);
+        let same_subnets = self.subnets.iter().map(key).eq(latencies.subnets.iter().map(key));
         latencies.index = if same_subnets { self.index.clone() } else { Arc::new(SubnetIndex::new(&latencies.subnets)) };
         for (subnet, &scope) in latencies.subnets.iter_mut().zip(&latencies.index.scopes) {
             subnet.scope = scope;
@@ -216,22 +215,18 @@ impl Latencies {
 impl SubnetIndex {
     /// Indexes `subnets` by position.
     fn new(subnets: &[SubnetRtts]) -> SubnetIndex {
-        let mut index = SubnetIndex {
-            subnets: subnets.iter().map(|subnet| (subnet.network, subnet.length)).collect(),
-            scopes: subnets.iter().map(|subnet| subnet.length).collect(),
-            ..SubnetIndex::default()
-        };
-        index.index_by_length();
-        for position in 0..index.subnets.len() {
-            index.widen_outer_scopes(position);
+        let mut index = SubnetIndex { scopes: subnets.iter().map(|subnet| subnet.length).collect(), ..SubnetIndex::default() };
+        index.index_by_length(subnets);
+        for subnet in subnets {
+            index.widen_outer_scopes(subnet);
         }
-        index.index_slash24s();
+        index.index_slash24s(subnets);
         index
     }
 
     /// Fills the per-length maps.
-    fn index_by_length(&mut self) {
-        for (position, &(network, length)) in self.subnets.iter().enumerate() {
+    fn index_by_length(&mut self, subnets: &[SubnetRtts]) {
+        for (position, &SubnetRtts { network, length, .. }) in subnets.iter().enumerate() {
             let bits = Bits::of(network);
             let family = &mut self.by_length[usize::from(bits.width == 128)];
             let slot = match family.iter().position(|(known, _)| *known == length) {
@@ -248,32 +243,28 @@ impl SubnetIndex {
         }
     }
 
-    /// Widens the scope of every measured subnet holding subnet `inner` to
+    /// Widens the scope of every measured subnet holding `inner` to
     /// `inner`'s length: an answer from the outer one holds only for
     /// addresses that agree on enough bits to miss the inner one.
-    fn widen_outer_scopes(&mut self, inner: usize) {
-        let (network, length) = self.subnets[inner];
-        let bits = Bits::of(network);
+    fn widen_outer_scopes(&mut self, inner: &SubnetRtts) {
+        let bits = Bits::of(inner.network);
         let family = &self.by_length[usize::from(bits.width == 128)];
-        let outers: Vec<u32> = family
-            .iter()
-            .filter(|(outer, _)| *outer < length)
-            .filter_map(|(outer, subnets)| subnets.get(&masked(bits, *outer)).copied())
-            .collect();
-        for outer in outers {
+        let outers =
+            family.iter().filter(|(outer, _)| *outer < inner.length).filter_map(|(outer, subnets)| subnets.get(&masked(bits, *outer)));
+        for &outer in outers {
             let scope = &mut self.scopes[outer as usize];
-            *scope = (*scope).max(length);
+            *scope = (*scope).max(inner.length);
         }
     }
 
     /// Builds the /24 index when there are at least [`SLASH24_INDEX_FROM`]
     /// IPv4 subnets.
-    fn index_slash24s(&mut self) {
-        let mut v4: Vec<(u32, u8, MeasuredAt)> = (self.subnets.iter().zip(&self.scopes).enumerate())
-            .filter(|(_, ((network, _), _))| network.is_ipv4())
-            .map(|(position, (&(network, length), &scope))| {
-                let start = (masked(Bits::of(network), length) >> 96) as u32;
-                (start, length, MeasuredAt { position: position as u32, scope })
+    fn index_slash24s(&mut self, subnets: &[SubnetRtts]) {
+        let mut v4: Vec<(u32, u8, MeasuredAt)> = (subnets.iter().zip(&self.scopes).enumerate())
+            .filter(|(_, (subnet, _))| subnet.network.is_ipv4())
+            .map(|(position, (subnet, &scope))| {
+                let start = (masked(Bits::of(subnet.network), subnet.length) >> 96) as u32;
+                (start, subnet.length, MeasuredAt { position: position as u32, scope })
             })
             .collect();
         if v4.len() < SLASH24_INDEX_FROM {
