@@ -11,7 +11,8 @@ use pharos_route::Routes;
 use pharos_route::prefix::PrefixMap;
 use pharos_wire::edns::{MAX_PADDING_OPTION_LEN, OPTION_NSID, write_keepalive, write_padding};
 use pharos_wire::query::Question;
-use pharos_wire::{Edns, HEADER_LEN, MAX_STREAM_MESSAGE, MIN_UDP_PAYLOAD, MessageWriter, Query, Reject, flags, parse_query, rcode, types};
+use pharos_wire::{Edns, HEADER_LEN, MAX_STREAM_MESSAGE, MIN_UDP_PAYLOAD, MessageWriter, flags, rcode, types};
+pub use pharos_wire::{Query, Reject, parse_query};
 use pharos_zone::encode::{answer_flags, fit, write_answer};
 use pharos_zone::{Body, Fitted, Lookup, ZoneSet};
 use rand::Rng;
@@ -103,8 +104,21 @@ pub fn respond_with(
     rng: &mut impl Rng,
     out: &mut Vec<u8>,
 ) -> bool {
+    respond_parsed(parse_query(packet), client, options, snapshot, rng, out)
+}
+
+/// Like [`respond_with`], for a packet its server has already parsed (with
+/// [`parse_query`]), as the UDP worker does to [`prefetch`] for a batch.
+pub fn respond_parsed(
+    parsed: Result<Query<'_>, Reject<'_>>,
+    client: &Client,
+    options: &ResponseOptions,
+    snapshot: &Snapshot,
+    rng: &mut impl Rng,
+    out: &mut Vec<u8>,
+) -> bool {
     let opt = OptSource { settings: &snapshot.settings, options };
-    match parse_query(packet) {
+    match parsed {
         Ok(query) => answer_query(&query, client, opt, snapshot, rng, out),
         Err(Reject::Drop) => return false,
         Err(Reject::Respond { query, rcode }) => write_refusal(&query, rcode, opt, out),
@@ -112,18 +126,12 @@ pub fn respond_with(
     true
 }
 
-/// Starts fetching the routing data that answering `packet` will read first,
+/// Starts fetching the routing data that answering `query` will read first,
 /// so that a server can overlap those cache misses for a whole batch of
-/// queries before answering them one by one. Does nothing for a packet
-/// that is not a query, or when no proximity data is indexed by /24.
-pub fn prefetch(packet: &[u8], client: &Client, snapshot: &Snapshot) {
-    let proximity = &snapshot.routes.proximity;
-    if !proximity.prefetches() {
-        return;
-    }
-    if let Ok(query) = parse_query(packet) {
-        proximity.prefetch(service::asker(client, query.edns, &snapshot.settings).address);
-    }
+/// queries before answering them one by one. Worth calling only when
+/// `snapshot.routes.proximity.prefetches()`.
+pub fn prefetch(query: &Query<'_>, client: &Client, snapshot: &Snapshot) {
+    snapshot.routes.proximity.prefetch(service::asker(client, query.edns, &snapshot.settings).address);
 }
 
 /// Answers a datagram that was longer than the receive buffer: FORMERR

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use pharos_answer::{Client, Transport, respond};
+use pharos_answer::{Client, Query, Reject, ResponseOptions, Transport, parse_query, respond_parsed};
 use rand::rngs::SmallRng;
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -54,6 +54,13 @@ struct Batch {
     read_headers: [libc::mmsghdr; BATCH],
     write_iov: [libc::iovec; BATCH],
     write_headers: [libc::mmsghdr; BATCH],
+}
+
+/// A received datagram, as the worker answers it.
+enum Datagram<'a> {
+    /// Longer than the receive buffer: answered from its header alone.
+    Oversized(&'a [u8]),
+    Parsed(Result<Query<'a>, Reject<'a>>),
 }
 
 impl Batch {
@@ -98,42 +105,50 @@ impl Batch {
     /// Answers each received datagram into its response buffer; returns
     /// how many responses there are (queued at the front of the write headers).
     fn answer(&mut self, received: usize, snapshot: &pharos_answer::Snapshot, rng: &mut SmallRng) -> usize {
-        self.prefetch(received, snapshot);
-        let mut ready = 0;
-        for index in 0..received {
+        // Each datagram is parsed once, for the prefetch and the answer.
+        let datagrams: [Option<(Client, Datagram<'_>)>; BATCH] = std::array::from_fn(|index| {
+            if index >= received {
+                return None;
+            }
+            let address = peer_address(&self.peers[index])?;
             let header = &self.read_headers[index];
-            let len = header.msg_len as usize;
-            let query = &self.queries[index][..len];
+            let packet = &self.queries[index][..header.msg_len as usize];
+            let datagram = if header.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+                Datagram::Oversized(packet)
+            } else {
+                Datagram::Parsed(parse_query(packet))
+            };
+            Some((Client { address, transport: Transport::Udp }, datagram))
+        });
+        if snapshot.routes.proximity.prefetches() {
+            // The first cache misses of the whole batch overlap, instead
+            // of each query waiting for its own.
+            for (client, datagram) in datagrams.iter().flatten() {
+                if let Datagram::Parsed(Ok(query)) = datagram {
+                    pharos_answer::prefetch(query, client, snapshot);
+                }
+            }
+        }
+        let mut ready = 0;
+        for (index, decoded) in datagrams.into_iter().enumerate() {
+            let Some((client, datagram)) = decoded else { continue };
             let response = &mut self.responses[index];
             response.clear();
-            let Some(address) = peer_address(&self.peers[index]) else { continue };
-            let client = Client { address, transport: Transport::Udp };
-            let answered = if header.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
-                pharos_answer::respond_oversized(query, response)
-            } else {
-                respond(query, &client, snapshot, rng, response)
+            let answered = match datagram {
+                Datagram::Oversized(packet) => pharos_answer::respond_oversized(packet, response),
+                Datagram::Parsed(parsed) => respond_parsed(parsed, &client, &ResponseOptions::default(), snapshot, rng, response),
             };
             if answered {
                 self.write_iov[ready] = libc::iovec { iov_base: response.as_mut_ptr().cast(), iov_len: response.len() };
                 let write = &mut self.write_headers[ready].msg_hdr;
                 write.msg_name = (&mut self.peers[index] as *mut libc::sockaddr_storage).cast();
-                write.msg_namelen = header.msg_hdr.msg_namelen;
+                write.msg_namelen = self.read_headers[index].msg_hdr.msg_namelen;
                 write.msg_iov = &mut self.write_iov[ready];
                 write.msg_iovlen = 1;
                 ready += 1;
             }
         }
         ready
-    }
-
-    /// Starts fetching the routing data of every query of the batch, so
-    /// their cache misses overlap instead of each query waiting for its own.
-    fn prefetch(&self, received: usize, snapshot: &pharos_answer::Snapshot) {
-        for index in 0..received {
-            let Some(address) = peer_address(&self.peers[index]) else { continue };
-            let query = &self.queries[index][..self.read_headers[index].msg_len as usize];
-            pharos_answer::prefetch(query, &Client { address, transport: Transport::Udp }, snapshot);
-        }
     }
 
     /// Sends the first `ready` responses, retrying the remainder of a
