@@ -1,7 +1,7 @@
 //! Step 4 of a query's life (DESIGN.md): the name is a service, so the
 //! routing core picks the addresses.
 
-use pharos_route::{Asker, Family, Service, decide, locate};
+use pharos_route::{Asker, Family, Service, route};
 use pharos_wire::{Edns, MessageWriter, types};
 use pharos_zone::Fitted;
 use rand::Rng;
@@ -31,8 +31,7 @@ pub fn write_addresses(
     rng: &mut impl Rng,
     room: usize,
 ) -> Option<(Fitted, u8)> {
-    let location = locate(asker, &snapshot.routes.regions, None);
-    let decision = decide(service, family, &location, &snapshot.routes.proximity, rng, None);
+    let decision = route(&snapshot.routes, service, family, asker, rng, None).decision;
     if decision.replicas.is_empty() {
         return None;
     }

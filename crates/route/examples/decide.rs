@@ -20,7 +20,7 @@ use pharos_route::as_paths::AsPaths;
 use pharos_route::latency::{Latencies, Measured, MeasurementBook};
 use pharos_route::sources::GeoDatabase;
 use pharos_route::spec::{DataCenterSpec, DataSources, Declared, ProbabilitySpec, RegionSpec, ReplicaSpec, ServiceSpec, build_routes};
-use pharos_route::{Asker, Family, Routes, decide, locate};
+use pharos_route::{Asker, Family, Routes, route};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -177,8 +177,7 @@ fn time_policy(routes: &Routes, policy: &str, clients: &[IpAddr], overhead: u64,
         .iter()
         .map(|&client| {
             let started = Instant::now();
-            let location = locate(&Asker::from_source(client), &routes.regions, None);
-            std::hint::black_box(decide(service, Family::V4, &location, &routes.proximity, rng, None));
+            std::hint::black_box(route(routes, service, Family::V4, &Asker::from_source(client), rng, None));
             (started.elapsed().as_nanos() as u64).saturating_sub(overhead)
         })
         .collect()

@@ -3,10 +3,10 @@
 
 use rand::Rng;
 
-use crate::explain::{Explanation, note};
+use crate::explain::Explanation;
 use crate::locate::Location;
 use crate::model::{Family, Service};
-use crate::policy::{Order, Policy, choose};
+use crate::policy::{Order, Policy, choose, describe_prepared};
 use crate::proximity::Proximity;
 
 /// The answer to "which replicas for this client?".
@@ -23,7 +23,9 @@ pub struct Decision {
 /// Decides the answer of `service` for a client at `location` asking for
 /// `family` addresses. Replicas that are disabled or down are left out;
 /// if that leaves none, every enabled one is answered (fail open) rather
-/// than nothing.
+/// than nothing. An explanation, when asked for, notes each step of the
+/// very branch the query path takes: prepared orders where the service
+/// has them, the policy's own draw elsewhere.
 pub fn decide(
     service: &Service,
     family: Family,
@@ -32,39 +34,64 @@ pub fn decide(
     rng: &mut impl Rng,
     mut explanation: Option<&mut Explanation>,
 ) -> Decision {
-    if explanation.is_none()
-        && let Some(orders) = service.prepared(family).for_region(location.region)
-    {
-        return decide_prepared(service, orders.draw(rng), location);
-    }
     let candidates = service.candidates(family);
-    note(&mut explanation, || {
-        let ids: Vec<&str> = candidates.indexes.iter().map(|&index| service.replicas[index].id.as_str()).collect();
-        match (candidates.failing_open, ids.is_empty()) {
-            (true, _) => format!("no {family:?} replica is serving: failing open to all enabled ({})", ids.join(", ")),
-            (false, true) => format!("no {family:?} replica is serving, and the service answers none then (NODATA)"),
-            (false, false) => format!("{family:?} replicas serving: {}", ids.join(", ")),
-        }
-    });
     if let Some(explanation) = explanation.as_deref_mut() {
-        note_left_out(service, family, explanation);
+        note_candidates(service, family, explanation);
     }
-    note(&mut explanation, || format!("policy: {}", service.policy.name()));
-    let choice = choose(&service.policy, &service.replicas, &candidates.indexes, location, proximity, rng, explanation.as_deref_mut());
+    let decision = match service.prepared(family).for_region(location.region) {
+        Some(orders) => {
+            if let Some(explanation) = explanation.as_deref_mut() {
+                describe_prepared(&service.policy, &service.replicas, &candidates.indexes, location, explanation);
+                explanation.note(format!("order drawn from the {} orders prepared for this row", orders.len()));
+            }
+            decide_prepared(service, orders.draw(rng), location)
+        }
+        None => decide_by_policy(service, &candidates.indexes, location, proximity, rng, explanation.as_deref_mut()),
+    };
+    if let Some(explanation) = explanation {
+        note_answer(service, &decision, explanation);
+    }
+    decision
+}
+
+/// The policy draws the order itself: for policies whose orders depend on
+/// more than the client's region, or are too many to enumerate.
+fn decide_by_policy(
+    service: &Service,
+    candidates: &[usize],
+    location: &Location,
+    proximity: &Proximity,
+    rng: &mut impl Rng,
+    explanation: Option<&mut Explanation>,
+) -> Decision {
+    let choice = choose(&service.policy, &service.replicas, candidates, location, proximity, rng, explanation);
     let mut replicas = choice.order;
     if service.max_answers > 0 {
         replicas.truncate(service.max_answers);
     }
-    let ttl = capped(service, choice.ttl.unwrap_or(service.ttl));
-    if let Some(cap) = service.ttl_cap {
-        note(&mut explanation, || format!("TTL capped at {cap} s: probes could change a replica's state that soon"));
-    }
-    let scope = choice.scope;
-    note(&mut explanation, || {
-        let ids: Vec<&str> = replicas.iter().map(|&index| service.replicas[index].id.as_str()).collect();
-        format!("answer: [{}], TTL {ttl}, ECS scope /{scope}", ids.join(", "))
+    Decision { replicas, ttl: capped(service, choice.ttl.unwrap_or(service.ttl)), scope: choice.scope }
+}
+
+/// Notes who the policy chooses among, who is left out and why, and the policy.
+fn note_candidates(service: &Service, family: Family, explanation: &mut Explanation) {
+    let candidates = service.candidates(family);
+    let ids: Vec<&str> = candidates.indexes.iter().map(|&index| service.replicas[index].id.as_str()).collect();
+    explanation.note(match (candidates.failing_open, ids.is_empty()) {
+        (true, _) => format!("no {family:?} replica is serving: failing open to all enabled ({})", ids.join(", ")),
+        (false, true) => format!("no {family:?} replica is serving, and the service answers none then (NODATA)"),
+        (false, false) => format!("{family:?} replicas serving: {}", ids.join(", ")),
     });
-    Decision { replicas, ttl, scope }
+    note_left_out(service, family, explanation);
+    explanation.note(format!("policy: {}", service.policy.name()));
+}
+
+/// Notes the TTL cap, if any, and the answer.
+fn note_answer(service: &Service, decision: &Decision, explanation: &mut Explanation) {
+    if let Some(cap) = service.ttl_cap {
+        explanation.note(format!("TTL capped at {cap} s: probes could change a replica's state that soon"));
+    }
+    let ids: Vec<&str> = decision.replicas.iter().map(|&index| service.replicas[index].id.as_str()).collect();
+    explanation.note(format!("answer: [{}], TTL {}, ECS scope /{}", ids.join(", "), decision.ttl, decision.scope));
 }
 
 /// Notes the replicas of `family` left out, and why (explanations only:

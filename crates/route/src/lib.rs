@@ -4,11 +4,13 @@
 //!
 //! Everything here is a plain function of an immutable [`Routes`] table,
 //! the asker and a random source: no sockets, clocks or locks. Every
-//! mechanism (DNS, HTTP redirects, the QUIC dispatcher) asks the same core,
-//! and [`decide`] can write down why it chose what it chose.
+//! mechanism (DNS, HTTP redirects, the QUIC dispatcher) and the explain
+//! API ask through one door, [`route`], which can write down why it chose
+//! what it chose.
 
 pub mod as_paths;
 pub mod decide;
+pub mod door;
 pub mod explain;
 pub mod external;
 pub mod latency;
@@ -25,9 +27,10 @@ pub mod routes;
 pub mod sources;
 pub mod spec;
 
-pub use decide::{Decision, decide};
+pub use decide::Decision;
+pub use door::{Routed, route};
 pub use explain::Explanation;
-pub use locate::{Asker, Location, Regions, locate};
+pub use locate::{Asker, Location, Regions};
 pub use model::{Family, Health, Replica, Service};
 pub use policy::{Policy, ProbabilityTable, RegionRow};
 pub use routes::Routes;

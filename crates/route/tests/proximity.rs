@@ -11,7 +11,7 @@ use pharos_route::as_paths::AsPaths;
 use pharos_route::latency::{Latencies, Measured, MeasurementBook};
 use pharos_route::sources::GeoDatabase;
 use pharos_route::spec::{DataCenterSpec, DataSources, Declared, ReplicaSpec, ServiceSpec, build_routes};
-use pharos_route::{Asker, Decision, Explanation, Family, Routes, decide, locate};
+use pharos_route::{Asker, Decision, Explanation, Family, Routes, route};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
@@ -37,9 +37,8 @@ fn ask(routes: &Routes, client: &str, seed: u64) -> (Decision, Vec<String>, Stri
     let service = &routes.services[&b"www.example.test"[..]];
     let address: IpAddr = client.parse().unwrap();
     let mut explanation = Explanation::default();
-    let location = locate(&Asker::from_source(address), &routes.regions, None);
     let mut rng = SmallRng::seed_from_u64(seed);
-    let decision = decide(service, Family::V4, &location, &routes.proximity, &mut rng, Some(&mut explanation));
+    let decision = route(routes, service, Family::V4, &Asker::from_source(address), &mut rng, Some(&mut explanation)).decision;
     let ids = decision.replicas.iter().map(|&index| service.replicas[index].id.clone()).collect();
     (decision, ids, explanation.to_string())
 }

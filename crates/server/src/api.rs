@@ -24,7 +24,8 @@ use pharos_route::Family;
 use pharos_route::latency::MeasurementSpec;
 use pharos_route::spec::{DataCenterSpec, ProbabilitySpec, RegionSpec, ServiceSpec};
 use pharos_store::Change;
-use rand::TryRngCore;
+use rand::rngs::SmallRng;
+use rand::{SeedableRng, TryRngCore};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::oneshot;
@@ -389,7 +390,9 @@ async fn explain(State(api): State<Api>, Query(query): Query<ExplainQuery>) -> R
         "AAAA" | "aaaa" => Family::V6,
         other => return Err(bad_request("qtype", format!("{other:?}: explain answers A or AAAA"))),
     };
-    Ok(Json(crate::control::explain(&api.control.snapshot().load(), &query.name, &query.client, family)?))
+    // A fixed seed: the explanation shows one draw, reproducibly.
+    let mut rng = SmallRng::seed_from_u64(0);
+    Ok(Json(crate::control::explain(&api.control.snapshot().load(), &query.name, &query.client, family, &mut rng)?))
 }
 
 /// The live regions and services in the config file's format.

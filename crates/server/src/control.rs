@@ -20,12 +20,11 @@ use pharos_route::prefix::PrefixMap;
 use pharos_route::probe::{ProbeTarget, Purpose};
 use pharos_route::sources::{AsnTable, GeoDatabase};
 use pharos_route::spec::{BuiltRegions, DataSources, RegionSpec, SpecError, build_regions, build_routes_with};
-use pharos_route::{Asker, Explanation, Family, Routes, decide, locate};
+use pharos_route::{Asker, Explanation, Family, Routed, Routes, route};
 use pharos_store::{Change, Measurement, SqliteStore, State, Store, StoreError};
 use pharos_wire::name;
 use pharos_zone::{Zone, ZoneSet, load_zone_file};
-use rand::SeedableRng;
-use rand::rngs::SmallRng;
+use rand::Rng;
 use serde::Serialize;
 use tokio::sync::watch;
 
@@ -445,16 +444,15 @@ impl Control {
 }
 
 /// Why a client at `client` (an address, or an address/prefix as ECS would
-/// carry it) gets what it gets for `service` and `family` in `snapshot`.
-pub fn explain(snapshot: &Snapshot, service: &str, client: &str, family: Family) -> Result<Explained, ControlError> {
+/// carry it) gets what it gets for `service` and `family` in `snapshot`,
+/// drawing any chance from `rng`: through the same door, with the same
+/// random source, as a query gets exactly this answer.
+pub fn explain(snapshot: &Snapshot, service: &str, client: &str, family: Family, rng: &mut impl Rng) -> Result<Explained, ControlError> {
     let asker = parse_asker(client)?;
     let wire = service_name(service).map_err(|message| ControlError::invalid("name", message))?;
     let routed = snapshot.routes.service(&wire).ok_or_else(|| ControlError::NotFound(format!("service {service}")))?;
     let mut explanation = Explanation::default();
-    let location = locate(&asker, &snapshot.routes.regions, Some(&mut explanation));
-    // A fixed seed: the explanation shows one draw, reproducibly.
-    let proximity = &snapshot.routes.proximity;
-    let decision = decide(routed, family, &location, proximity, &mut SmallRng::seed_from_u64(0), Some(&mut explanation));
+    let Routed { location, decision } = route(&snapshot.routes, routed, family, &asker, rng, Some(&mut explanation));
     let answer =
         decision.replicas.iter().map(|&index| (routed.replicas[index].id.clone(), routed.replicas[index].address.to_string())).collect();
     Ok(Explained {

@@ -28,5 +28,6 @@ mod run;
 pub use config::Config;
 pub use control::Control;
 pub use plane::ControlHandle;
+pub use redirect::redirect_target;
 pub use run::{Server, run};
 pub use snapshot::SharedSnapshot;

@@ -34,8 +34,9 @@ use hyper::header::{CACHE_CONTROL, HOST, HeaderMap, HeaderValue, LOCATION};
 use hyper::{Method, Request, Response, StatusCode};
 use pharos_answer::Snapshot;
 use pharos_route::prefix::PrefixMap;
-use pharos_route::{Asker, Family, Replica, Service, decide, locate};
+use pharos_route::{Asker, Family, Replica, Routes, Service, route};
 use pharos_wire::name::{self, MAX_NAME_LEN};
+use rand::Rng;
 use rand::rngs::SmallRng;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
@@ -216,16 +217,19 @@ impl Connection {
         client
     }
 
-    /// The replica `service` sends `client` to, and for how long: the first
-    /// the routing core answers, of the client's family if the service has
-    /// one serving, else of the other.
     fn choose<'s>(&self, service: &'s Service, snapshot: &Snapshot, client: IpAddr) -> Option<(&'s Replica, u32)> {
-        let families = if client.is_ipv4() { [Family::V4, Family::V6] } else { [Family::V6, Family::V4] };
-        let family = families.into_iter().find(|&family| !service.candidates(family).indexes.is_empty())?;
-        let location = locate(&Asker::from_source(client), &snapshot.routes.regions, None);
-        let decision = decide(service, family, &location, &snapshot.routes.proximity, &mut *self.rng.lock().expect("rng lock"), None);
-        Some((&service.replicas[*decision.replicas.first()?], decision.ttl))
+        redirect_target(&snapshot.routes, service, client, &mut *self.rng.lock().expect("rng lock"))
     }
+}
+
+/// The replica `service` sends `client` to, and for how long: the first
+/// the routing core answers, of the client's family if the service has
+/// one serving, else of the other.
+pub fn redirect_target<'s>(routes: &Routes, service: &'s Service, client: IpAddr, rng: &mut impl Rng) -> Option<(&'s Replica, u32)> {
+    let families = if client.is_ipv4() { [Family::V4, Family::V6] } else { [Family::V6, Family::V4] };
+    let family = families.into_iter().find(|&family| !service.candidates(family).indexes.is_empty())?;
+    let decision = route(routes, service, family, &Asker::from_source(client), rng, None).decision;
+    Some((&service.replicas[*decision.replicas.first()?], decision.ttl))
 }
 
 /// One X-Forwarded-For entry: an address, bare or, as some proxies write

@@ -134,6 +134,26 @@ pub fn choose(
     })
 }
 
+/// Notes what a policy whose orders were prepared draws from (the same
+/// rows and weights [`choose`] would use), without drawing: the draw
+/// itself comes from the prepared orders, as on the query path.
+pub fn describe_prepared(policy: &Policy, replicas: &[Replica], candidates: &[usize], location: &Location, explanation: &mut Explanation) {
+    match policy {
+        Policy::RegionProbabilities(table) => {
+            region_probabilities::weigh(table, replicas, candidates, location, Some(explanation));
+        }
+        Policy::Weighted => {
+            weighted::weigh(replicas, candidates, Some(explanation));
+        }
+        Policy::Static
+        | Policy::RoundRobin { .. }
+        | Policy::Failover
+        | Policy::LowestLatency { .. }
+        | Policy::ShortestAsPath { .. }
+        | Policy::Nearest { .. } => {}
+    }
+}
+
 impl Policy {
     /// What a proximity policy answers with when it has no data.
     pub fn fallback(&self) -> Option<&Policy> {

@@ -34,8 +34,24 @@ pub fn choose(
     candidates: &[usize],
     location: &Location,
     rng: &mut impl Rng,
-    mut explanation: Option<&mut Explanation>,
+    explanation: Option<&mut Explanation>,
 ) -> Choice {
+    let (rows, weights) = weigh(table, replicas, candidates, location, explanation);
+    let order = order_by_probability(&weights, rng);
+    let ttl = order.first().and_then(|&first| rows.get(first)).map(|row| row.ttl);
+    Choice { order, ttl, scope: location.scope }
+}
+
+/// The rows that apply to a client at `location`, and the candidates'
+/// probabilities in them; notes both when explaining. The query path's
+/// prepared orders are drawn from these same probabilities.
+pub fn weigh<'t>(
+    table: &'t ProbabilityTable,
+    replicas: &[Replica],
+    candidates: &[usize],
+    location: &Location,
+    mut explanation: Option<&mut Explanation>,
+) -> (&'t [RegionRow], Weights) {
     let rows = match table.regions.get(&location.region) {
         Some(rows) => {
             note(&mut explanation, || format!("using the probability table of region {}", location.region));
@@ -58,9 +74,7 @@ pub fn choose(
             .collect();
         format!("normalized probabilities: {}", listed.join(", "))
     });
-    let order = order_by_probability(&weights, rng);
-    let ttl = order.first().and_then(|&first| rows.get(first)).map(|row| row.ttl);
-    Choice { order, ttl, scope: location.scope }
+    (rows, weights)
 }
 
 /// MyXDNS Algorithm 1: repeatedly draw the next replica among those left,
