@@ -28,52 +28,72 @@ enum CtlCommand {
     Regions,
     /// Add a region and print the id it was given (MyXDNS Add_Region).
     RegionAdd {
+        /// The region's name, unique among regions.
         name: String,
+        /// CIDR prefixes of the clients it holds, e.g. 198.51.100.0/24.
         prefixes: Vec<String>,
     },
     /// Remove a region (MyXDNS Remove_Region).
     RegionRemove {
+        /// The region's name.
         name: String,
     },
     /// List services.
     Services,
     /// Show one service with its replicas and table.
     Service {
+        /// The service's host name.
         name: String,
     },
     /// Create or replace a service from a JSON file (the API's Service schema).
     ServicePut {
+        /// JSON file holding one service.
         file: PathBuf,
     },
+    /// Delete a service: its name then answers as the zone says.
     ServiceDelete {
+        /// The service's host name.
         name: String,
     },
     /// Replace a service's whole probability table from a JSON file (MyXDNS Update_Prob).
     Probabilities {
+        /// The service's host name.
         name: String,
+        /// JSON file: table name ("default" or a region) -> replica id -> probability and TTL.
         file: PathBuf,
     },
     /// Change one replica's switches.
     Replica {
+        /// The service's host name.
         service: String,
+        /// The replica's id within the service.
         id: String,
+        /// Answer the replica again.
         #[arg(long, conflicts_with = "disable")]
         enable: bool,
+        /// Never answer the replica until it is enabled.
         #[arg(long)]
         disable: bool,
+        /// Mark the replica down, as a failed probe would.
         #[arg(long, conflicts_with = "up")]
         down: bool,
+        /// Mark the replica up.
         #[arg(long)]
         up: bool,
+        /// Its relative share in weighted choices.
         #[arg(long)]
         weight: Option<u32>,
+        /// Its failover priority: lower numbers are tried first.
         #[arg(long)]
         priority: Option<u32>,
     },
     /// Why CLIENT (an address, or address/prefix) gets what it gets for NAME.
     Explain {
+        /// The service's host name.
         name: String,
+        /// The client's address, or address/prefix as EDNS Client Subnet carries it.
         client: String,
+        /// Explain the IPv6 answer (AAAA) instead of the IPv4 one.
         #[arg(long)]
         aaaa: bool,
     },
@@ -83,6 +103,7 @@ enum CtlCommand {
     Reload,
     /// Send latency measurements from a CSV file: subnet,datacenter,rtt_ms[,measured_at unix seconds].
     Measurements {
+        /// The CSV file.
         file: PathBuf,
     },
     /// Show the proximity data: BGP tables and latency measurements in use.
