@@ -318,6 +318,11 @@ fn print_data(reply: &Value) {
             loaded["links"],
             loaded["load_seconds"].as_f64().unwrap_or(0.0)
         );
+        let dropped = &loaded["routes_without_origin"];
+        println!(
+            "  routes giving no origin AS: {} default, {} too short, {} in special-purpose space",
+            dropped["default_routes"], dropped["too_short"], dropped["special_purpose"]
+        );
     }
     if let Some(error) = bgp["error"].as_str() {
         println!("  last load failed: {error}");

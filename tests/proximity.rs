@@ -58,6 +58,7 @@ path = "state.sqlite"
 max_age_seconds = 30
 [bgp]
 table = "{rib}"
+special_purpose_origins = true
 [geo]
 database = "{geo}"
 [[datacenter]]
@@ -187,4 +188,32 @@ fn nearest_uses_the_city_coordinates_of_the_client() {
     assert_eq!(first(&pharos, "geo.example.test", ("81.2.69.142", 32)), "192.0.2.10");
     let (_, explained) = call("GET", &format!("{api}/v1/explain?name=geo.example.test&client=81.2.69.142"), None);
     assert!(explained["steps"].to_string().contains("client at 51.5142, -0.0931"), "{explained}");
+}
+
+/// The real RouteViews JINX table holds default routes (0.0.0.0/0 from
+/// AS30844, ::/0 from AS37105) and leaked special-purpose /30s: none of
+/// them is taken for a client's origin, so a client only a default route
+/// covers gets the fallback, and the API counts what each rule dropped.
+#[test]
+fn a_default_route_is_no_clients_origin() {
+    let jinx = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/bgp/routeviews.route-views.jinx.ribs.1401487200.bz2");
+    let extra = format!(
+        "[bgp]\ntable = \"{}\"\n[[datacenter]]\nid = \"goo\"\nlatitude = 37.4\nlongitude = -122.1\nasn = 15169\n\
+         [[service]]\nname = \"near.example.test\"\npolicy = \"shortest-as-path\"\nfallback = \"static\"\n\
+         [[service.replica]]\nid = \"first\"\naddress = \"192.0.2.10\"\n\
+         [[service.replica]]\nid = \"goo\"\naddress = \"192.0.2.20\"\ndatacenter = \"goo\"\n",
+        jinx.display()
+    );
+    let (pharos, api) = start_with_api(TOKEN, &extra);
+    wait_until("the JINX table is loaded", || bgp_state(&api)["state"] == "loaded");
+    let dropped = &bgp_state(&api)["loaded"]["routes_without_origin"];
+    assert_eq!(*dropped, json!({ "default_routes": 2, "too_short": 0, "special_purpose": 15 }), "{}", bgp_state(&api));
+
+    // 240.0.0.0/4 is in no route but AS30844's default: the fallback decides.
+    assert_eq!(first(&pharos, "near.example.test", ("240.0.0.1", 32)), "192.0.2.10");
+    let (_, explained) = call("GET", &format!("{api}/v1/explain?name=near.example.test&client=240.0.0.1"), None);
+    let steps = explained["steps"].to_string();
+    assert!(steps.contains("AS unknown (only a default route covers it") && steps.contains("falling back to policy static"), "{explained}");
+    // Google's own prefix: AS15169, zero hops to the goo data center.
+    assert_eq!(first(&pharos, "near.example.test", ("8.8.8.8", 32)), "192.0.2.20");
 }

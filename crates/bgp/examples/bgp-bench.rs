@@ -8,7 +8,7 @@ use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
-use pharos_bgp::{BgpTables, load};
+use pharos_bgp::{BgpTables, OriginRules, load};
 
 /// Addresses per lookup measurement and sources for the searches.
 const LOOKUPS: usize = 1_000_000;
@@ -18,7 +18,7 @@ const SEARCH_SOURCES: usize = 50;
 fn main() {
     let path = std::env::args().nth(1).expect("usage: bgp-bench FILE");
     let started = Instant::now();
-    let tables = load(&path, |_| ()).unwrap_or_else(|error| panic!("{error}"));
+    let tables = load(&path, OriginRules::default(), |_| ()).unwrap_or_else(|error| panic!("{error}"));
     let load_time = started.elapsed();
     // Read before the samples below are allocated: the load's own peak.
     let peak_rss = peak_rss_kib();

@@ -8,6 +8,7 @@ use rustc_hash::FxHashSet;
 use crate::graph::AsGraph;
 use crate::input::ByteCount;
 use crate::ip_to_as::IpToAs;
+use crate::origin_rules::{Dropped, DroppedRoutes, OriginRules};
 use crate::origins::{OriginVotes, Prefix};
 use crate::path::PathHops;
 use crate::report::{PROGRESS_EVERY, Progress};
@@ -28,6 +29,7 @@ pub(crate) struct Collected {
     pub(crate) counts: Counts,
     pub(crate) origin_conflicts: u64,
     pub(crate) prefixes: (usize, usize),
+    pub(crate) dropped: DroppedRoutes,
 }
 
 /// What the routes read so far gave: origin votes, links and counts.
@@ -37,6 +39,11 @@ pub(crate) struct Collector<'p> {
     /// Each link once, lower AS number first. Paths repeat the same links
     /// millions of times, so a set stays small where a list would not.
     links: FxHashSet<(u32, u32)>,
+    rules: OriginRules,
+    dropped: DroppedRoutes,
+    /// Whether a default route was dropped, IPv4 and IPv6: addresses no
+    /// other route covers are then covered by it alone.
+    default_routes: [bool; 2],
     counts: Counts,
     bytes_read: ByteCount,
     file_size: u64,
@@ -44,11 +51,14 @@ pub(crate) struct Collector<'p> {
 }
 
 impl<'p> Collector<'p> {
-    pub(crate) fn new(bytes_read: ByteCount, file_size: u64, progress: &'p mut dyn FnMut(&Progress)) -> Self {
+    pub(crate) fn new(bytes_read: ByteCount, file_size: u64, rules: OriginRules, progress: &'p mut dyn FnMut(&Progress)) -> Self {
         Collector {
             v4: OriginVotes::default(),
             v6: OriginVotes::default(),
             links: FxHashSet::default(),
+            rules,
+            dropped: DroppedRoutes::default(),
+            default_routes: [false; 2],
             counts: Counts::default(),
             bytes_read,
             file_size,
@@ -62,7 +72,10 @@ impl<'p> Collector<'p> {
         self.counts.as_set_paths += u64::from(hops.has_set());
         match hops.origin().and_then(NonZeroU32::new) {
             Some(origin) => {
-                self.vote(prefix, origin);
+                match self.rules.check(prefix) {
+                    Ok(()) => self.vote(prefix, origin),
+                    Err(why) => self.drop_origin(prefix, why),
+                }
                 self.links.extend(hops.links().map(|(a, b)| (a.min(b), a.max(b))));
             }
             None => self.counts.skipped_routes += 1,
@@ -77,6 +90,13 @@ impl<'p> Collector<'p> {
         match prefix {
             IpNet::V4(net) => self.v4.add(Prefix { address: net.network().into(), length }, origin),
             IpNet::V6(net) => self.v6.add(Prefix { address: net.network().into(), length }, origin),
+        }
+    }
+
+    fn drop_origin(&mut self, prefix: IpNet, why: Dropped) {
+        self.dropped.count(why);
+        if why == Dropped::DefaultRoute {
+            self.default_routes[usize::from(prefix.addr().is_ipv6())] = true;
         }
     }
 
@@ -95,9 +115,9 @@ impl<'p> Collector<'p> {
         self.bytes_read.get()
     }
 
-    /// Whether any route had an origin.
+    /// Whether any route gave an origin.
     pub(crate) fn has_origins(&self) -> bool {
-        self.counts.routes > self.counts.skipped_routes
+        !self.v4.is_empty() || !self.v6.is_empty()
     }
 
     fn report_progress(&mut self) {
@@ -113,11 +133,12 @@ impl<'p> Collector<'p> {
         let origins = v4.origins.iter().map(|&(_, origin)| origin.get()).chain(v6.origins.iter().map(|&(_, origin)| origin.get()));
         let graph = AsGraph::new(origins, &links);
         Collected {
-            ip_to_as: IpToAs::new(&v4.origins, &v6.origins, &graph),
+            ip_to_as: IpToAs::new(&v4.origins, &v6.origins, &graph).with_default_routes(self.default_routes),
             graph,
             counts: self.counts,
             origin_conflicts: v4.conflicts + v6.conflicts,
             prefixes: (v4.origins.len(), v6.origins.len()),
+            dropped: self.dropped,
         }
     }
 }

@@ -56,6 +56,9 @@ pub struct IpToAs {
     /// Graph indexes of IPv4 /24s, for the query path.
     v4_graph_indexes: Slash24Index,
     v6: RangeTable<u128, Origin>,
+    /// Whether the dump had a default route, IPv4 and IPv6 (dropped, as
+    /// it names no one's clients).
+    default_routes: [bool; 2],
 }
 
 impl IpToAs {
@@ -63,7 +66,17 @@ impl IpToAs {
     /// noting each origin's index in `graph`.
     pub(crate) fn new(v4: &[(Prefix<u32>, NonZeroU32)], v6: &[(Prefix<u128>, NonZeroU32)], graph: &AsGraph) -> IpToAs {
         let v4 = RangeTable::build(with_origins(v4, graph));
-        IpToAs { v4_graph_indexes: v4.slash24_index(), v4, v6: RangeTable::build(with_origins(v6, graph)) }
+        IpToAs { v4_graph_indexes: v4.slash24_index(), v4, v6: RangeTable::build(with_origins(v6, graph)), default_routes: [false; 2] }
+    }
+
+    /// The table, noting which families had a default route.
+    pub(crate) fn with_default_routes(self, default_routes: [bool; 2]) -> IpToAs {
+        IpToAs { default_routes, ..self }
+    }
+
+    /// Whether `address` is in no prefix but the dump's default route.
+    pub fn only_default_route_covers(&self, address: IpAddr) -> bool {
+        self.default_routes[usize::from(address.is_ipv6())] && self.lookup(address).is_none()
     }
 
     /// The graph index of the origin AS of `address`, if it has one, and

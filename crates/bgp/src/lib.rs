@@ -28,6 +28,9 @@
 //! - **Disagreeing peers**: a prefix gets the origin most peers saw, ties
 //!   going to the lowest AS number; such prefixes are counted as origin
 //!   conflicts in the [`LoadReport`].
+//! - **No origin from** default routes, prefixes shorter than a minimum
+//!   (/8, /16 by default) or special-purpose space ([`OriginRules`]):
+//!   their paths still link ASes, but they name no one's clients.
 //! - The graph holds every AS linked to another, and every elected origin.
 //!
 //! [`synth`] writes a seeded, Internet-sized RIB dump for benchmarks.
@@ -39,6 +42,7 @@ mod graph;
 mod input;
 mod ip_to_as;
 mod mrt;
+mod origin_rules;
 mod origins;
 mod path;
 mod report;
@@ -51,6 +55,7 @@ pub use error::LoadError;
 pub use graph::{AsGraph, HopCounts};
 pub use input::{Compression, Format};
 pub use ip_to_as::{IpToAs, ScopedLookup};
+pub use origin_rules::{DroppedRoutes, OriginRules};
 pub use report::{LoadReport, PROGRESS_EVERY, Progress};
 
 use collect::{Collected, Collector};
@@ -67,16 +72,17 @@ pub struct BgpTables {
     pub report: LoadReport,
 }
 
-/// Loads the RIB dump at `path`, calling `progress` every
-/// [`PROGRESS_EVERY`] routes and once at the end.
+/// Loads the RIB dump at `path`, taking origins only from routes that pass
+/// `rules`, and calling `progress` every [`PROGRESS_EVERY`] routes and once
+/// at the end.
 ///
 /// Truncated or corrupt input is an error naming the file and the place
 /// (line, or route count and byte offset); so is an update (BGP4MP) file.
-pub fn load(path: impl AsRef<Path>, mut progress: impl FnMut(&Progress)) -> Result<BgpTables, LoadError> {
+pub fn load(path: impl AsRef<Path>, rules: OriginRules, mut progress: impl FnMut(&Progress)) -> Result<BgpTables, LoadError> {
     let started = Instant::now();
     let path = path.as_ref();
     let Input { compression, format, size, bytes_read, reader } = input::open(path)?;
-    let mut collector = Collector::new(bytes_read, size, &mut progress);
+    let mut collector = Collector::new(bytes_read, size, rules, &mut progress);
     let read = match format {
         Format::Mrt => mrt::read(reader, &mut collector),
         Format::BgpdumpText => bgpdump::read(reader, &mut collector),
@@ -85,7 +91,7 @@ pub fn load(path: impl AsRef<Path>, mut progress: impl FnMut(&Progress)) -> Resu
     if !collector.has_origins() {
         return Err(LoadError::NoRoutes { path: path.to_owned() });
     }
-    let Collected { ip_to_as, graph, counts, origin_conflicts, prefixes } = collector.finish();
+    let Collected { ip_to_as, graph, counts, origin_conflicts, prefixes, dropped } = collector.finish();
     let report = LoadReport {
         file: path.to_owned(),
         format,
@@ -94,6 +100,7 @@ pub fn load(path: impl AsRef<Path>, mut progress: impl FnMut(&Progress)) -> Resu
         skipped_routes: counts.skipped_routes,
         skipped_records: counts.skipped_records,
         as_set_paths: counts.as_set_paths,
+        dropped,
         origin_conflicts,
         prefixes_v4: prefixes.0,
         prefixes_v6: prefixes.1,

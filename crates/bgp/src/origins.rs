@@ -54,6 +54,11 @@ impl<A: Ord + Copy> OriginVotes<A> {
         }
     }
 
+    /// Whether no route was counted.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.votes.is_empty()
+    }
+
     /// Every prefix seen, each once, with the origin most of its peers saw.
     pub(crate) fn elect(mut self) -> Elected<A> {
         self.votes.sort_unstable_by_key(|vote| (vote.prefix, vote.origin));

@@ -4,7 +4,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::{Compression, Format};
+use crate::{Compression, DroppedRoutes, Format};
 
 /// How far a load has got, reported every [`PROGRESS_EVERY`] routes and at the end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +38,9 @@ pub struct LoadReport {
     pub skipped_records: u64,
     /// Routes whose AS path has an AS_SET.
     pub as_set_paths: u64,
+    /// Routes that gave no origin: default routes, too short prefixes and
+    /// special-purpose space (see [`crate::OriginRules`]).
+    pub dropped: DroppedRoutes,
     /// Prefixes whose peers disagreed on the origin AS.
     pub origin_conflicts: u64,
     /// Distinct IPv4 prefixes with an origin.
@@ -58,6 +61,8 @@ impl fmt::Display for LoadReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{} ({}, {}) in {:.2} s", self.file.display(), self.format, self.compression, self.elapsed.as_secs_f64())?;
         writeln!(f, "  routes {}, skipped routes {}, skipped records {}", self.routes, self.skipped_routes, self.skipped_records)?;
+        let DroppedRoutes { default_routes, too_short, special_purpose } = self.dropped;
+        writeln!(f, "  no origin taken from: default routes {default_routes}, too short {too_short}, special-purpose {special_purpose}")?;
         writeln!(f, "  prefixes {} IPv4 + {} IPv6, origin conflicts {}", self.prefixes_v4, self.prefixes_v6, self.origin_conflicts)?;
         writeln!(f, "  AS_SET paths {}", self.as_set_paths)?;
         write!(f, "  AS graph {} ASes, {} links; tables {:.1} MiB", self.ases, self.links, self.memory_bytes as f64 / (1 << 20) as f64)

@@ -5,7 +5,13 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use pharos_bgp::{BgpTables, LoadError, Progress, load};
+use pharos_bgp::{BgpTables, LoadError, OriginRules, Progress, load};
+
+/// These tables use documentation and private space, which a real
+/// table's rules drop as origins.
+fn lab() -> OriginRules {
+    OriginRules { special_purpose_origins: true, ..OriginRules::default() }
+}
 
 /// A file in a fresh temporary directory, kept alive with it.
 struct TempFile {
@@ -33,7 +39,7 @@ fn bgpdump(routes: &[(u32, &str, &str)]) -> String {
 
 fn load_text(routes: &[(u32, &str, &str)]) -> BgpTables {
     let file = temp_file("rib.txt", bgpdump(routes).as_bytes());
-    load(&file.path, |_| ()).unwrap()
+    load(&file.path, lab(), |_| ()).unwrap()
 }
 
 fn ip(text: &str) -> IpAddr {
@@ -154,7 +160,7 @@ fn compression_is_recognised_by_content_not_by_name() {
     bzip2.write_all(text.as_bytes()).unwrap();
     for content in [text.into_bytes(), gzip.finish().unwrap(), bzip2.finish().unwrap()] {
         let file = temp_file("misnamed.mrt", &content);
-        let tables = load(&file.path, |_| ()).unwrap();
+        let tables = load(&file.path, lab(), |_| ()).unwrap();
         assert_eq!(tables.ip_to_as.lookup(ip("10.9.9.9")), Some((300, 8)), "{:?}", tables.report.compression);
     }
 }
@@ -165,7 +171,7 @@ fn progress_is_reported_to_the_end() {
     let lines: Vec<(u32, &str, &str)> = routes.iter().map(|prefix| (100, prefix.as_str(), "100 200")).collect();
     let file = temp_file("rib.txt", bgpdump(&lines).as_bytes());
     let mut seen: Vec<Progress> = Vec::new();
-    let tables = load(&file.path, |progress| seen.push(*progress)).unwrap();
+    let tables = load(&file.path, lab(), |progress| seen.push(*progress)).unwrap();
     assert_eq!(seen.iter().map(|progress| progress.routes).collect::<Vec<_>>(), [65_536, 70_000]);
     let size = std::fs::metadata(&file.path).unwrap().len();
     assert_eq!((seen[1].bytes_read, seen[1].file_size), (size, size));
@@ -187,7 +193,7 @@ fn bad_text_is_an_error_naming_file_and_line() {
     for (tail, expected) in cases {
         let content = [&[good.as_bytes()], tail].concat().concat();
         let file = temp_file("broken.txt", &content);
-        let error = load(&file.path, |_| ()).unwrap_err();
+        let error = load(&file.path, lab(), |_| ()).unwrap_err();
         let message = error.to_string();
         assert!(matches!(error, LoadError::Corrupt { .. }) && message.contains(expected), "{message}");
         assert!(message.starts_with(&file.path.display().to_string()), "{message}");
@@ -197,9 +203,9 @@ fn bad_text_is_an_error_naming_file_and_line() {
 #[test]
 fn empty_and_originless_files_are_errors() {
     let empty = temp_file("empty", b"");
-    assert!(matches!(load(&empty.path, |_| ()), Err(LoadError::Empty { .. })));
+    assert!(matches!(load(&empty.path, lab(), |_| ()), Err(LoadError::Empty { .. })));
     let originless = temp_file("rib.txt", bgpdump(&[(100, "10.0.0.0/8", "")]).as_bytes());
-    assert!(matches!(load(&originless.path, |_| ()), Err(LoadError::NoRoutes { .. })));
+    assert!(matches!(load(&originless.path, lab(), |_| ()), Err(LoadError::NoRoutes { .. })));
     let missing = empty.path.with_file_name("missing");
-    assert!(matches!(load(&missing, |_| ()), Err(LoadError::Io { .. })));
+    assert!(matches!(load(&missing, lab(), |_| ()), Err(LoadError::Io { .. })));
 }

@@ -11,7 +11,13 @@ use bgpkit_parser::models::{
 };
 use ipnet::IpNet;
 use pharos_bgp::synth::{self, Config, RibWriter};
-use pharos_bgp::{Format, LoadError, load};
+use pharos_bgp::{Format, LoadError, OriginRules, load};
+
+/// These tables use documentation and private space, which a real
+/// table's rules drop as origins.
+fn lab() -> OriginRules {
+    OriginRules { special_purpose_origins: true, ..OriginRules::default() }
+}
 
 fn ip(text: &str) -> IpAddr {
     text.parse().unwrap()
@@ -57,7 +63,7 @@ fn temp_file(content: &[u8]) -> TempFile {
 #[test]
 fn table_dump_v2_with_both_families_and_four_byte_asns() {
     let file = temp_file(&small_rib());
-    let tables = load(&file.path, |_| ()).unwrap();
+    let tables = load(&file.path, lab(), |_| ()).unwrap();
     let lookup = |address| tables.ip_to_as.lookup(ip(address));
     // 7 from two peers beats 300 from one.
     assert_eq!(lookup("10.200.0.1"), Some((7, 8)));
@@ -116,7 +122,7 @@ fn table_dump_v1(prefix: &str, sequence_number: u16) -> Vec<u8> {
 #[test]
 fn table_dump_v1_with_as4_path() {
     let file = temp_file(&[table_dump_v1("198.51.100.0/24", 0), table_dump_v1("2001:db8::/32", 1)].concat());
-    let tables = load(&file.path, |_| ()).unwrap();
+    let tables = load(&file.path, lab(), |_| ()).unwrap();
     assert_eq!(tables.ip_to_as.lookup(ip("198.51.100.7")), Some((196_613, 24)));
     assert_eq!(tables.ip_to_as.lookup(ip("2001:db8::7")), Some((196_613, 32)));
     assert_eq!(tables.graph.neighbours(3356).collect::<Vec<_>>(), [100, 196_613]);
@@ -129,7 +135,7 @@ fn the_synthetic_table_loads_as_generated() {
     let mut rib = Vec::new();
     let summary = synth::write(&config, &mut rib).unwrap();
     let file = temp_file(&rib);
-    let report = load(&file.path, |_| ()).unwrap().report;
+    let report = load(&file.path, lab(), |_| ()).unwrap().report;
     assert_eq!((report.prefixes_v4, report.prefixes_v6), (summary.prefixes_v4, summary.prefixes_v6));
     assert_eq!((report.routes, report.as_set_paths), (summary.routes, summary.as_set_routes));
     assert_eq!(report.origin_conflicts, summary.moas_prefixes);
@@ -142,7 +148,7 @@ fn the_synthetic_table_loads_as_generated() {
 /// `UnknownFormat`, `UpdatesNotRib`, `Empty` or `NoRoutes` error.
 fn load_damaged(path: &Path, content: &[u8]) -> Result<(), LoadError> {
     std::fs::write(path, content).unwrap();
-    match load(path, |_| ()) {
+    match load(path, lab(), |_| ()) {
         Ok(_) => Ok(()),
         Err(LoadError::Io { source, .. }) => panic!("damage is not an I/O error: {source}"),
         Err(error) => Err(error),

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::LazyLock;
 
-use pharos_bgp::{BgpTables, Compression, Format, LoadError, load};
+use pharos_bgp::{BgpTables, Compression, DroppedRoutes, Format, LoadError, OriginRules, load};
 
 fn data(file: &str) -> PathBuf {
     let directory = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
@@ -21,17 +21,23 @@ fn ip(text: &str) -> IpAddr {
 }
 
 /// Each dump is loaded once and shared by the tests that read it.
-static JINX: LazyLock<BgpTables> = LazyLock::new(|| load(data("bgp/routeviews.route-views.jinx.ribs.1401487200.bz2"), |_| ()).unwrap());
-static RRC06: LazyLock<BgpTables> = LazyLock::new(|| load(data("bgp/ris-rrc06.bview.20100701.0759.bgpdump-m.txt.gz"), |_| ()).unwrap());
+static JINX: LazyLock<BgpTables> =
+    LazyLock::new(|| load(data("bgp/routeviews.route-views.jinx.ribs.1401487200.bz2"), OriginRules::default(), |_| ()).unwrap());
+static RRC06: LazyLock<BgpTables> =
+    LazyLock::new(|| load(data("bgp/ris-rrc06.bview.20100701.0759.bgpdump-m.txt.gz"), OriginRules::default(), |_| ()).unwrap());
 
 #[test]
 fn jinx_counts_match_bgpdump() {
     let report = &JINX.report;
     assert_eq!((report.format, report.compression), (Format::Mrt, Compression::Bzip2));
-    // The README: `bgpdump -m` gives 503,590 routes and 497,407 unique prefixes.
+    // The README: `bgpdump -m` gives 503,590 routes and 497,407 unique
+    // prefixes. 17 of them give no origin: the two default routes and 15
+    // routes into special-purpose space (leaked RFC 1918 /30s among them),
+    // as counted apart with Python's mrtparse and ipaddress modules.
     assert_eq!(report.routes, 503_590);
-    assert_eq!(report.prefixes_v4 + report.prefixes_v6, 497_407);
-    assert_eq!(report.prefixes_v6, 84);
+    assert_eq!(report.dropped, DroppedRoutes { default_routes: 2, too_short: 0, special_purpose: 15 });
+    assert_eq!(report.prefixes_v4 + report.prefixes_v6, 497_407 - 17);
+    assert_eq!(report.prefixes_v6, 83);
     assert_eq!((report.skipped_routes, report.skipped_records), (0, 0));
     assert_eq!(report.as_set_paths, 128);
 }
@@ -50,11 +56,15 @@ fn jinx_origins() {
     assert_eq!(lookup("196.1.130.1"), Some((37053, 24)));
     // One peer each for 3491 and 31713: the lower AS wins the tie.
     assert_eq!(lookup("41.221.216.1"), Some((3491, 24)));
-    // AS30844 sends a default route, so nothing is unmatched.
-    assert_eq!(lookup("240.0.0.1"), Some((30844, 0)));
+    // AS30844 sends a default route: it is no one's origin, and the
+    // addresses it alone covers have none.
+    assert_eq!(lookup("240.0.0.1"), None);
+    assert!(tables.ip_to_as.only_default_route_covers(ip("240.0.0.1")));
+    assert!(!tables.ip_to_as.only_default_route_covers(ip("8.8.8.8")));
     assert_eq!(lookup("2001:500:3::1"), Some((20144, 48)));
-    // The IPv6 default route, "6968 37105".
-    assert_eq!(lookup("2001:db8::1"), Some((37105, 0)));
+    // Nor is the IPv6 default route's, "6968 37105".
+    assert_eq!(lookup("2001:db8::1"), None);
+    assert!(tables.ip_to_as.only_default_route_covers(ip("2001:db8::1")));
 }
 
 #[test]
@@ -81,9 +91,12 @@ fn rrc06_counts_match_the_readme() {
     assert_eq!(report.routes, 641_957);
     // The README counts 323,487 prefixes. One of them, 84.205.86.0/24, has
     // a single route with an empty AS path (a RIS beacon the peer
-    // originates itself); with no origin AS it is skipped.
+    // originates itself); with no origin AS it is skipped. Two routes, to
+    // one prefix, lie in special-purpose space and give no origin (counted
+    // apart with Python's ipaddress module).
     assert_eq!(report.skipped_routes, 1);
-    assert_eq!((report.prefixes_v4, report.prefixes_v6), (323_486, 0));
+    assert_eq!(report.dropped, DroppedRoutes { default_routes: 0, too_short: 0, special_purpose: 2 });
+    assert_eq!((report.prefixes_v4, report.prefixes_v6), (323_485, 0));
     assert_eq!(report.as_set_paths, 123);
 }
 
@@ -140,10 +153,10 @@ fn jinx_agrees_with_pyasn_on_shared_prefixes() {
 #[test]
 fn update_files_and_prefix_lists_are_refused_by_name() {
     for updates in ["bgp/routeviews.route-views.jinx.updates.1401493500.bz2", "bgp/ris.updates.20160811.1600.gz"] {
-        let error = load(data(updates), |_| ()).unwrap_err();
+        let error = load(data(updates), OriginRules::default(), |_| ()).unwrap_err();
         assert!(matches!(error, LoadError::UpdatesNotRib { .. }), "{error}");
         assert!(error.to_string().contains(updates.trim_start_matches("bgp/")), "{error}");
     }
-    let error = load(data("bgp/fulltable-prefixes-2024.txt.gz"), |_| ()).unwrap_err();
+    let error = load(data("bgp/fulltable-prefixes-2024.txt.gz"), OriginRules::default(), |_| ()).unwrap_err();
     assert!(matches!(error, LoadError::UnknownFormat { .. }), "{error}");
 }

@@ -76,7 +76,7 @@ fn main() {
     let options = options();
     let mut rng = SmallRng::seed_from_u64(options.seed);
     eprintln!("loading {} ...", options.bgp.display());
-    let tables = pharos_bgp::load(&options.bgp, |_| {}).expect("a BGP table");
+    let tables = pharos_bgp::load(&options.bgp, pharos_bgp::OriginRules::default(), |_| {}).expect("a BGP table");
     eprintln!("{}", tables.report);
     let geo = GeoDatabase::from_bytes(std::fs::read(&options.geo).expect("the MaxMind DB")).expect("a MaxMind DB");
     let subnets: Vec<Ipv4Addr> = (0..options.measured_subnets).map(|_| public_address(&mut rng)).collect();

@@ -60,7 +60,9 @@ fn bgp_table(dir: &Path) -> AsPaths {
         .collect();
     let path = dir.join("rib.txt");
     std::fs::write(&path, text).unwrap();
-    AsPaths::new(Some(Arc::new(pharos_bgp::load(&path, |_| {}).unwrap())))
+    // Documentation and private space, which real tables' rules drop as origins.
+    let lab = pharos_bgp::OriginRules { special_purpose_origins: true, ..Default::default() };
+    AsPaths::new(Some(Arc::new(pharos_bgp::load(&path, lab, |_| {}).unwrap())))
 }
 
 #[test]

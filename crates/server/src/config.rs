@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use pharos_bgp::OriginRules;
 use pharos_route::prefix::PrefixMap;
 use pharos_route::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use rand::SeedableRng;
@@ -69,13 +70,53 @@ pub struct GeoConfig {
 }
 
 /// BGP routing tables for the shortest AS-path policy.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct BgpConfig {
     /// A RIB dump: MRT TABLE_DUMP_V2 or TABLE_DUMP, or `bgpdump -m` text;
     /// plain, gzip or bzip2. Loaded in the background at start and reload;
     /// until it is, shortest-as-path services use their fallback.
     pub table: Option<PathBuf>,
+    /// IPv4 routes shorter than this give no origin AS (default routes never do).
+    pub min_prefix_length_v4: u8,
+    /// IPv6 routes shorter than this give no origin AS.
+    pub min_prefix_length_v6: u8,
+    /// Take origins from routes into special-purpose space (RFC 6890:
+    /// private, documentation, ...) too: for labs that route such space.
+    pub special_purpose_origins: bool,
+}
+
+impl Default for BgpConfig {
+    fn default() -> Self {
+        let rules = OriginRules::default();
+        BgpConfig {
+            table: None,
+            min_prefix_length_v4: rules.min_length_v4,
+            min_prefix_length_v6: rules.min_length_v6,
+            special_purpose_origins: rules.special_purpose_origins,
+        }
+    }
+}
+
+impl BgpConfig {
+    /// Which routes of the table may give an origin AS.
+    pub fn origin_rules(&self) -> OriginRules {
+        OriginRules {
+            min_length_v4: self.min_prefix_length_v4,
+            min_length_v6: self.min_prefix_length_v6,
+            special_purpose_origins: self.special_purpose_origins,
+        }
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        if self.min_prefix_length_v4 > 32 {
+            bail!("bgp.min_prefix_length_v4: {} is longer than an IPv4 address (32 bits)", self.min_prefix_length_v4);
+        }
+        if self.min_prefix_length_v6 > 128 {
+            bail!("bgp.min_prefix_length_v6: {} is longer than an IPv6 address (128 bits)", self.min_prefix_length_v6);
+        }
+        Ok(())
+    }
 }
 
 /// Latency measurements for the lowest-latency policy.
@@ -412,6 +453,7 @@ impl Config {
         if self.tls.certificate.is_some() != self.tls.key.is_some() {
             bail!("tls.certificate and tls.key go together: give both, or neither for a generated self-signed certificate");
         }
+        self.bgp.validate()?;
         self.http.validate()
     }
 

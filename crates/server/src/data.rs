@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use pharos_bgp::{BgpTables, LoadReport};
+use pharos_bgp::{BgpTables, DroppedRoutes, LoadReport};
 use pharos_route::latency::{Measured, MeasurementSpec};
 use pharos_route::spec::{DataCenterSpec, SpecError, parse_prefix};
 use pharos_store::Measurement;
@@ -86,16 +86,40 @@ pub struct BgpSummary {
     pub links: usize,
     pub origin_conflicts: u64,
     pub as_set_paths: u64,
+    /// Routes that gave no origin AS, by the rule that dropped them.
+    pub routes_without_origin: RoutesWithoutOrigin,
     pub memory_bytes: usize,
     pub load_seconds: f64,
     pub loaded_at: u64,
 }
 
+/// Routes a table holds that name no one's clients (see [`pharos_bgp::OriginRules`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct RoutesWithoutOrigin {
+    pub default_routes: u64,
+    /// Shorter than `bgp.min_prefix_length_v4` or `_v6`.
+    pub too_short: u64,
+    /// In special-purpose space (RFC 6890).
+    pub special_purpose: u64,
+}
+
 impl BgpSummary {
     pub fn of(tables: &BgpTables) -> BgpSummary {
         let LoadReport {
-            file, routes, prefixes_v4, prefixes_v6, ases, links, origin_conflicts, as_set_paths, memory_bytes, elapsed, ..
+            file,
+            routes,
+            prefixes_v4,
+            prefixes_v6,
+            ases,
+            links,
+            origin_conflicts,
+            as_set_paths,
+            dropped,
+            memory_bytes,
+            elapsed,
+            ..
         } = &tables.report;
+        let DroppedRoutes { default_routes, too_short, special_purpose } = *dropped;
         BgpSummary {
             file: file.clone(),
             routes: *routes,
@@ -105,6 +129,7 @@ impl BgpSummary {
             links: *links,
             origin_conflicts: *origin_conflicts,
             as_set_paths: *as_set_paths,
+            routes_without_origin: RoutesWithoutOrigin { default_routes, too_short, special_purpose },
             memory_bytes: *memory_bytes,
             load_seconds: elapsed.as_secs_f64(),
             loaded_at: unix_now(),

@@ -10,7 +10,6 @@
 //! with their logs). A lone update is committed at once. Readers of the
 //! state never queue: they load the last published copy.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::time::{Duration, Instant};
@@ -20,6 +19,7 @@ use pharos_route::latency::MeasurementSpec;
 use pharos_store::{Change, State};
 use tokio::sync::oneshot;
 
+use crate::config::BgpConfig;
 use crate::control::{Control, ControlError, LoadStatus, Published};
 use crate::data::{DataStatus, unix_millis};
 use crate::health::{ProbeResult, ReplicaHealth};
@@ -44,8 +44,9 @@ enum Request {
 /// Anything but an edit: served on its own, after the edits queued before.
 enum Command {
     /// Answered with the BGP table to load afresh, if one is configured.
+    /// Answered with the BGP settings, to load the table afresh if one is configured.
     Reload {
-        done: oneshot::Sender<Result<Option<PathBuf>, ControlError>>,
+        done: oneshot::Sender<Result<BgpConfig, ControlError>>,
     },
     Measurements {
         batch: Vec<MeasurementSpec>,
@@ -84,16 +85,14 @@ impl ControlHandle {
         let (requests, queue) = std::sync::mpsc::channel();
         let published = control.published().clone();
         let snapshot = control.snapshot().clone();
-        let bgp_table = control.config().bgp.table.clone();
+        let bgp = control.config().bgp.clone();
         let probe_plan = control.probe_plan();
         std::thread::Builder::new().name("control".into()).spawn(move || serve(control, queue, window))?;
         let handle = ControlHandle { requests, published, snapshot };
         let results = handle.requests.clone();
         let report = move |result| drop(results.send(Request::Command(Command::ProbeResult(result))));
         tokio::spawn(prober::run(probe_plan, Arc::new(report)));
-        if let Some(path) = bgp_table {
-            handle.load_bgp(path)?;
-        }
+        handle.load_bgp(&bgp)?;
         Ok(handle)
     }
 
@@ -123,10 +122,8 @@ impl ControlHandle {
     /// BGP tables in the background.
     pub async fn reload(&self) -> Result<(), ControlError> {
         let (done, reply) = oneshot::channel();
-        if let Some(path) = self.ask(Request::Command(Command::Reload { done }), reply).await?? {
-            self.load_bgp(path).map_err(|error| ControlError::Zones(format!("cannot start loading the BGP tables: {error}")))?;
-        }
-        Ok(())
+        let bgp = self.ask(Request::Command(Command::Reload { done }), reply).await??;
+        self.load_bgp(&bgp).map_err(|error| ControlError::Zones(format!("cannot start loading the BGP tables: {error}")))
     }
 
     /// Every probed replica's state, as the control thread has it.
@@ -155,13 +152,18 @@ impl ControlHandle {
 
     /// Loads the BGP tables at `path` on a thread of their own, logging
     /// progress, and has the control thread serve from them once loaded.
-    fn load_bgp(&self, path: PathBuf) -> std::io::Result<()> {
+    /// Starts loading the configured BGP table, if there is one.
+    fn load_bgp(&self, bgp: &BgpConfig) -> std::io::Result<()> {
+        let Some(path) = bgp.table.clone() else {
+            return Ok(());
+        };
+        let rules = bgp.origin_rules();
         let requests = self.requests.clone();
         let _ = requests.send(Request::Command(Command::BgpLoading));
         std::thread::Builder::new().name("bgp-load".into()).spawn(move || {
             crate::scheduling::yield_to_queries();
             tracing::info!(file = %path.display(), "loading BGP tables");
-            let loaded = pharos_bgp::load(&path, |progress| {
+            let loaded = pharos_bgp::load(&path, rules, |progress| {
                 let percent = 100.0 * progress.bytes_read as f64 / progress.file_size.max(1) as f64;
                 tracing::info!(routes = progress.routes, "loading BGP tables: {percent:.0}% of {}", path.display());
             });
@@ -246,7 +248,7 @@ fn serve_batch(control: &mut Control, batch: Vec<Request>) {
 fn serve_command(control: &mut Control, command: Command) {
     match command {
         Command::Reload { done } => {
-            let _ = done.send(control.reload().map(|()| control.config().bgp.table.clone()));
+            let _ = done.send(control.reload().map(|()| control.config().bgp.clone()));
         }
         Command::Measurements { batch, done } => {
             let _ = done.send(control.record_measurements(&batch));

@@ -109,7 +109,7 @@ fn dns_answer(snapshot: &Snapshot, name: &str, client: IpAddr, family: Family, s
 /// measurements loaded: its first full snapshot.
 fn snapshot(config: &Config) -> Arc<Snapshot> {
     let mut control = Control::open(config.clone()).unwrap();
-    let tables = pharos_bgp::load(config.bgp.table.as_ref().unwrap(), |_| {}).unwrap();
+    let tables = pharos_bgp::load(config.bgp.table.as_ref().unwrap(), config.bgp.origin_rules(), |_| {}).unwrap();
     control.install_bgp(Ok(tables)).unwrap();
     let measured = |subnet: &str, datacenter: &str, rtt_ms| MeasurementSpec {
         subnet: subnet.into(),
@@ -130,7 +130,7 @@ fn write_config(dir: &Path) -> Config {
     let geo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/geoip/maxmind-test-GeoIP2-City-Test.mmdb");
     let mut text = format!(
         "[[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\n\
-         [bgp]\ntable = \"{}\"\n[geo]\ndatabase = \"{}\"\n\
+         [bgp]\ntable = \"{}\"\nspecial_purpose_origins = true\n[geo]\ndatabase = \"{}\"\n\
          [[region]]\nid = 1\nname = \"europe\"\nprefixes = [\"198.51.100.0/24\", \"2001:db8:aa::/48\"]\n\
          [[region]]\nid = 2\nname = \"asia\"\nprefixes = [\"203.0.113.0/24\"]\n",
         dir.join("rib.txt").display(),

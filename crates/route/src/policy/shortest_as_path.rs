@@ -35,6 +35,9 @@ pub fn choose(
     let Some(client) = client else {
         note(&mut explanation, || match client_as() {
             Some((asn, length)) => format!("AS{asn} (BGP prefix /{length}) is not in the AS graph"),
+            None if as_paths.tables().is_some_and(|tables| tables.ip_to_as.only_default_route_covers(location.client.address)) => {
+                format!("AS unknown (only a default route covers it; scope /{scope})")
+            }
             None => format!("the client's address is in no BGP prefix (scope /{scope})"),
         });
         return Err(Miss { scope });
