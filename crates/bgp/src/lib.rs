@@ -32,8 +32,6 @@
 //!   (/8, /16 by default) or special-purpose space ([`OriginRules`]):
 //!   their paths still link ASes, but they name no one's clients.
 //! - The graph holds every AS linked to another, and every elected origin.
-//!
-//! [`synth`] writes a seeded, Internet-sized RIB dump for benchmarks.
 
 mod bgpdump;
 mod collect;
@@ -46,7 +44,6 @@ mod origin_rules;
 mod origins;
 mod path;
 mod report;
-pub mod synth;
 
 use std::path::Path;
 use std::time::Instant;

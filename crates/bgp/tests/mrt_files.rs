@@ -9,8 +9,8 @@ use bgpkit_parser::models::{
     AsPath, AsPathSegment, Asn, Attribute, AttributeValue, Attributes, CommonHeader, EntryType, MrtMessage, NetworkPrefix, Origin,
     TableDumpMessage,
 };
+use bgpsynth::{Config, RibWriter};
 use ipnet::IpNet;
-use pharos_bgp::synth::{self, Config, RibWriter};
 use pharos_bgp::{Format, LoadError, OriginRules, load};
 
 /// These tables use documentation and private space, which a real
@@ -133,7 +133,7 @@ fn table_dump_v1_with_as4_path() {
 fn the_synthetic_table_loads_as_generated() {
     let config = Config { seed: 9, ases: 600, prefixes_v4: 6_000, prefixes_v6: 1_200, peers: 4 };
     let mut rib = Vec::new();
-    let summary = synth::write(&config, &mut rib).unwrap();
+    let summary = bgpsynth::write(&config, &mut rib).unwrap();
     let file = temp_file(&rib);
     let report = load(&file.path, lab(), |_| ()).unwrap().report;
     assert_eq!((report.prefixes_v4, report.prefixes_v6), (summary.prefixes_v4, summary.prefixes_v6));

@@ -1,4 +1,4 @@
-//! Writes a synthetic, Internet-sized MRT RIB dump (see `pharos_bgp::synth`).
+//! Writes a synthetic, Internet-sized MRT RIB dump (see the `bgpsynth` library).
 //!
 //! `bgp-synth --out FILE [--seed N]`; a name ending in `.gz` is gzipped.
 
@@ -7,8 +7,8 @@ use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
+use bgpsynth::Config;
 use clap::Parser;
-use pharos_bgp::synth::{self, Config};
 
 /// Write a seeded synthetic MRT TABLE_DUMP_V2 RIB dump.
 #[derive(Parser)]
@@ -37,11 +37,11 @@ fn main() -> io::Result<()> {
     let file = BufWriter::with_capacity(1 << 20, File::create(&args.out)?);
     let summary = if args.out.extension().is_some_and(|extension| extension == "gz") {
         let mut gzip = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
-        let summary = synth::write(&config, &mut gzip)?;
+        let summary = bgpsynth::write(&config, &mut gzip)?;
         gzip.finish()?.flush()?;
         summary
     } else {
-        synth::write(&config, file)?
+        bgpsynth::write(&config, file)?
     };
     println!("{}: {summary}", args.out.display());
     println!("written in {:.1} s", started.elapsed().as_secs_f64());

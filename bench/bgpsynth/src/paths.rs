@@ -85,7 +85,7 @@ fn state(node: usize, phase: usize) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth::rng::Rng;
+    use crate::rng::Rng;
 
     fn path(routes: &RoutesFrom, origin: usize) -> Vec<u32> {
         let mut path = Vec::new();

@@ -9,7 +9,10 @@
 //! in about their real proportions: origins that prepend their AS, a few
 //! aggregates ending in an AS_SET, and prefixes whose origin half the
 //! peers see differently (MOAS). It is written as MRT TABLE_DUMP_V2 by
-//! [`RibWriter`], so loading it exercises the real reader.
+//! [`RibWriter`], so loading it exercises the real reader. The `bgp-synth`
+//! command writes one to a file for `bench/bgp-load`; pharos-bgp's tests
+//! load small ones. It lives here, not in pharos-bgp, so the router does
+//! not link it.
 
 mod paths;
 mod prefixes;
