@@ -6,6 +6,17 @@
 //! many leading bits, so it must be long enough that no more specific entry
 //! could have answered differently. Crates for longest-prefix match return
 //! only the matching entry, hence this small binary trie.
+//!
+//! Large tables built once (IP-to-AS, City networks) use pharos-ranges'
+//! range tables instead, which answer the same, scope included. This trie
+//! stays for the small maps built entry by entry and copied with every
+//! snapshot (region CIDR lists, trusted proxies and ECS senders): it takes
+//! any value, both families, and `insert` reports what it replaced. Timed
+//! by `examples/prefix_tables.rs` (release, busy 2-core guest): with 10
+//! IPv4 prefixes the trie builds in 4 us and clones in 1.6 us, the range
+//! table in 135 us and 127 us (its 256 KiB directory per family), though
+//! it looks up in 8 ns against 50; from 1,000 prefixes on, the range table
+//! wins at everything (100,000: lookups 35 vs 175 ns, clones 36 us vs 6 ms).
 
 use std::net::IpAddr;
 

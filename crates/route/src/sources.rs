@@ -7,31 +7,47 @@ use std::net::IpAddr;
 use pharos_ranges::{RangeTable, RangeValue, Slash24Index};
 use rustc_hash::FxHashMap;
 
-use crate::prefix::{Bits, PrefixMap};
+use crate::prefix::Bits;
 use crate::proximity::Point;
 
-/// Longest-prefix IP-to-AS table.
-#[derive(Debug, Clone, Default)]
+/// Longest-prefix IP-to-AS table, flattened into address ranges as
+/// pharos-bgp's table is: a full ip2asn file is half a million ranges,
+/// which a bit trie holds in millions of nodes.
+#[derive(Debug, Clone)]
 pub struct AsnTable {
-    origins: PrefixMap<u32>,
+    v4: RangeTable<u32, MatchedAsn>,
+    v6: RangeTable<u128, MatchedAsn>,
     pub prefixes: usize,
 }
 
-impl AsnTable {
-    /// Reads either format of `../shared/data/ip2asn/`, line by line:
-    /// ranges `first,last,asn[,org]` (ip-location-db), or prefixes
-    /// `network/length<TAB>asn` (pyasn); `;` and `#` start comments.
-    /// A bad line is reported with its number.
-    pub fn parse(text: &str) -> Result<AsnTable, String> {
-        let mut table = AsnTable::default();
-        for (number, line) in (1..).zip(text.lines()) {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with([';', '#']) {
-                continue;
-            }
-            table.add_line(line).map_err(|message| format!("line {number}: {message}: {line:?}"))?;
+/// A range's answer: the origin AS and the length of the prefix it came from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct MatchedAsn(Option<(u32, u8)>);
+
+impl RangeValue for MatchedAsn {
+    const NONE: Self = MatchedAsn(None);
+    fn least_scope(&self) -> u8 {
+        self.0.map_or(0, |(_, length)| length)
+    }
+    fn compact(&self) -> Option<u32> {
+        None
+    }
+}
+
+/// The prefixes of an [`AsnTable`] as read, before they are flattened.
+#[derive(Default)]
+struct AsnPrefixes {
+    v4: Vec<(u32, u8, MatchedAsn)>,
+    v6: Vec<(u128, u8, MatchedAsn)>,
+}
+
+impl AsnPrefixes {
+    fn add(&mut self, network: IpAddr, length: u8, asn: u32) {
+        let matched = MatchedAsn(Some((asn, length)));
+        match network {
+            IpAddr::V4(v4) => self.v4.push((u32::from(v4), length, matched)),
+            IpAddr::V6(v6) => self.v6.push((u128::from(v6), length, matched)),
         }
-        Ok(table)
     }
 
     fn add_line(&mut self, line: &str) -> Result<(), String> {
@@ -42,24 +58,51 @@ impl AsnTable {
             let first: IpAddr = first.trim().parse().map_err(|_| "bad range start")?;
             let last: IpAddr = last.trim().parse().map_err(|_| "bad range end")?;
             for (network, length) in range_to_prefixes(first, last)? {
-                self.origins.insert(network, length, asn);
-                self.prefixes += 1;
+                self.add(network, length, asn);
             }
             return Ok(());
         }
         let mut fields = line.split_whitespace();
         let (network, length) = crate::spec::parse_prefix(fields.next().ok_or("empty")?)?;
         let asn = fields.next().ok_or("no AS number")?.parse::<u32>().map_err(|_| "bad AS number")?;
-        self.origins.insert(network, length, asn);
-        self.prefixes += 1;
+        self.add(network, length, asn);
         Ok(())
+    }
+
+    fn into_table(mut self) -> AsnTable {
+        let prefixes = self.v4.len() + self.v6.len();
+        // A stable sort: of two lines with the same prefix, the later wins.
+        self.v4.sort_by_key(|&(start, length, _)| (start, length));
+        self.v6.sort_by_key(|&(start, length, _)| (start, length));
+        AsnTable { v4: RangeTable::build(self.v4), v6: RangeTable::build(self.v6), prefixes }
+    }
+}
+
+impl AsnTable {
+    /// Reads either format of `../shared/data/ip2asn/`, line by line:
+    /// ranges `first,last,asn[,org]` (ip-location-db), or prefixes
+    /// `network/length<TAB>asn` (pyasn); `;` and `#` start comments.
+    /// A bad line is reported with its number.
+    pub fn parse(text: &str) -> Result<AsnTable, String> {
+        let mut prefixes = AsnPrefixes::default();
+        for (number, line) in (1..).zip(text.lines()) {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with([';', '#']) {
+                continue;
+            }
+            prefixes.add_line(line).map_err(|message| format!("line {number}: {message}: {line:?}"))?;
+        }
+        Ok(prefixes.into_table())
     }
 
     /// The origin AS of `address`, the prefix it came from, and the scope
     /// (leading bits the answer depends on).
     pub fn lookup(&self, address: IpAddr) -> (Option<(u32, u8)>, u8) {
-        let found = self.origins.lookup(address);
-        (found.value.map(|(asn, length)| (*asn, length)), found.scope)
+        let (MatchedAsn(found), scope) = match address {
+            IpAddr::V4(v4) => self.v4.lookup(u32::from(v4)),
+            IpAddr::V6(v6) => self.v6.lookup(u128::from(v6)),
+        };
+        (found, scope)
     }
 }
 
@@ -335,6 +378,45 @@ mod tests {
         assert_eq!(range_to_prefixes(ip("0.0.0.0"), ip("255.255.255.255")).unwrap(), [(ip("0.0.0.0"), 0)]);
         assert_eq!(range_to_prefixes(ip("2001::"), ip("2001::ffff:ffff:ffff:ffff:ffff:ffff")).unwrap(), [(ip("2001::"), 32)]);
         assert!(range_to_prefixes(ip("10.0.0.9"), ip("10.0.0.1")).is_err());
+    }
+
+    /// The range tables answer as the bit trie did before them, scope
+    /// included, for nested and repeated prefixes of both families.
+    #[test]
+    fn the_asn_table_answers_as_a_bit_trie() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state >> 16
+        };
+        let (mut text, mut trie) = (String::new(), crate::prefix::PrefixMap::default());
+        for line in 0..3000u32 {
+            let bits = next() as u32 & 0x0AFF_FFFF | 0x0A00_0000;
+            let (network, length) = match line % 4 {
+                3 => {
+                    let length = 8 + (next() % 57) as u8;
+                    let network = (u128::from(bits) << 96 | 0x2001_0db8 << 96) & !(u128::MAX >> length);
+                    (IpAddr::from(network.to_be_bytes()), length)
+                }
+                _ => {
+                    let length = 8 + (next() % 25) as u8;
+                    (IpAddr::from((bits & !u32::MAX.checked_shr(u32::from(length)).unwrap_or(0)).to_be_bytes()), length)
+                }
+            };
+            let asn = (next() % 50) as u32;
+            text.push_str(&format!("{network}/{length}\t{asn}\n"));
+            trie.insert(network, length, asn);
+        }
+        let table = AsnTable::parse(&text).unwrap();
+        for turn in 0..20_000u32 {
+            let bits = next() as u32 & 0x0AFF_FFFF | 0x0A00_0000;
+            let address = match turn % 2 {
+                0 => IpAddr::from(bits.to_be_bytes()),
+                _ => IpAddr::from((u128::from(bits) << 96 | 0x2001_0db8 << 96 | u128::from(next())).to_be_bytes()),
+            };
+            let expected = trie.lookup(address);
+            assert_eq!(table.lookup(address), (expected.value.map(|(&asn, length)| (asn, length)), expected.scope), "{address}");
+        }
     }
 
     #[test]
