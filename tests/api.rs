@@ -12,31 +12,22 @@ use domain::rdata::A;
 use serde_json::{Value, json};
 
 mod common;
+use common::declarations::Declarations;
 use common::*;
 
 const TOKEN: &str = "test-token-0123";
 
 /// A server with the API, a durable store and one region-probability service.
 fn start_with_service() -> (Pharos, String) {
-    let extra = r#"[store]
-path = "state.sqlite"
-[[region]]
-id = 1
-name = "europe"
-prefixes = ["198.51.100.0/24"]
-[[service]]
-name = "svc.example.test"
-policy = "region-probabilities"
-[[service.replica]]
-id = "fra"
-address = "192.0.2.10"
-[[service.replica]]
-id = "sin"
-address = "192.0.2.20"
-[service.probabilities.europe]
-fra = { probability = 1.0, ttl = 60 }
-"#;
-    start_with_api(TOKEN, extra)
+    let declarations = Declarations::new()
+        .region(1, "europe", &["198.51.100.0/24"])
+        .service("svc.example.test")
+        .policy("region-probabilities")
+        .replica("fra", "192.0.2.10")
+        .replica("sin", "192.0.2.20")
+        .probabilities("europe", &[("fra", 1.0, 60)])
+        .toml();
+    start_with_api(TOKEN, &format!("[store]\npath = \"state.sqlite\"\n{declarations}"))
 }
 
 fn call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {

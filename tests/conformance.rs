@@ -31,6 +31,7 @@
 //! - `PHAROS_CONFORMANCE_KEEP=1`: keep the servers' temporary directories.
 //! - `PHAROS_CONFORMANCE_DUMP=1`: print every reply of both servers.
 
+mod common;
 mod support;
 
 use std::collections::HashMap;

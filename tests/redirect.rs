@@ -11,57 +11,33 @@ use std::process::Command;
 use std::time::Duration;
 
 mod common;
+use common::declarations::Declarations;
 use common::*;
 
 /// Regions by CIDR and services: `svc` sends Europe to fra, Asia to sin and
 /// everyone else to iad; the others have one replica per family at most.
-const SERVICES: &str = r#"
-[[region]]
-id = 1
-name = "europe"
-prefixes = ["198.51.100.0/24", "2001:db8:e::/48"]
-[[region]]
-id = 2
-name = "asia"
-prefixes = ["203.0.113.0/24"]
-[[service]]
-name = "svc.example.test"
-policy = "region-probabilities"
-[[service.replica]]
-id = "fra"
-address = "192.0.2.10"
-[[service.replica]]
-id = "sin"
-address = "192.0.2.20"
-[[service.replica]]
-id = "iad"
-address = "192.0.2.30"
-[service.probabilities.europe]
-fra = { probability = 1.0, ttl = 60 }
-[service.probabilities.asia]
-sin = { probability = 1.0, ttl = 30 }
-[service.probabilities.default]
-iad = { probability = 1.0, ttl = 120 }
-[[service]]
-name = "v6only.example.test"
-[[service.replica]]
-id = "a"
-address = "2001:db8::1"
-[[service]]
-name = "dual.example.test"
-[[service.replica]]
-id = "v4"
-address = "192.0.2.40"
-[[service.replica]]
-id = "v6"
-address = "2001:db8::40"
-[[service]]
-name = "named.example.test"
-[[service.replica]]
-id = "fra"
-address = "192.0.2.50"
-redirect_host = "fra.cdn.example"
-"#;
+fn services() -> String {
+    Declarations::new()
+        .region(1, "europe", &["198.51.100.0/24", "2001:db8:e::/48"])
+        .region(2, "asia", &["203.0.113.0/24"])
+        .service("svc.example.test")
+        .policy("region-probabilities")
+        .replica("fra", FRA)
+        .replica("sin", SIN)
+        .replica("iad", IAD)
+        .probabilities("europe", &[("fra", 1.0, 60)])
+        .probabilities("asia", &[("sin", 1.0, 30)])
+        .probabilities("default", &[("iad", 1.0, 120)])
+        .service("v6only.example.test")
+        .replica("a", "2001:db8::1")
+        .service("dual.example.test")
+        .replica("v4", "192.0.2.40")
+        .replica("v6", "2001:db8::40")
+        .service("named.example.test")
+        .replica("fra", "192.0.2.50")
+        .line("redirect_host = \"fra.cdn.example\"")
+        .toml()
+}
 
 const FRA: &str = "192.0.2.10";
 const SIN: &str = "192.0.2.20";
@@ -85,7 +61,8 @@ fn start_redirecting(trusted: &str, proxy_protocol: bool) -> Redirecting {
     };
     let settings = format!(
         "random_seed = 1\n[http]\nlisten = [\"{http}\"]\nhttps_listen = [\"{https}\"]\ntrusted_proxies = [{trusted}]\n\
-         proxy_protocol = {proxy_protocol}\n{SERVICES}"
+         proxy_protocol = {proxy_protocol}\n{}",
+        services()
     );
     Redirecting { pharos: start(&settings), http, https }
 }

@@ -10,55 +10,27 @@ use domain::base::iana::{Rcode, Rtype};
 use domain::rdata::Aaaa;
 
 mod common;
+use common::declarations::Declarations;
 use common::*;
 
-const ROUTING: &str = r#"random_seed = 7
-
-[[region]]
-id = 1
-name = "europe"
-prefixes = ["198.51.100.0/24"]
-
-[[region]]
-id = 2
-name = "asia"
-prefixes = ["203.0.113.0/24", "2001:db8:aa::/48"]
-
-[[service]]
-name = "svc.example.test"
-policy = "region-probabilities"
-ttl = 300
-
-[[service.replica]]
-id = "fra"
-address = "192.0.2.10"
-
-[[service.replica]]
-id = "sin"
-address = "192.0.2.20"
-
-[[service.replica]]
-id = "iad"
-address = "192.0.2.30"
-
-[[service.replica]]
-id = "six"
-address = "2001:db8::10"
-
-[service.probabilities.default]
-fra = { probability = 0.2, ttl = 360 }
-sin = { probability = 0.3, ttl = 360 }
-iad = { probability = 0.5, ttl = 360 }
-six = { probability = 1.0, ttl = 360 }
-
-[service.probabilities.europe]
-fra = { probability = 0.6, ttl = 60 }
-sin = { probability = 0.3, ttl = 120 }
-iad = { probability = 0.1, ttl = 180 }
-
-[service.probabilities.asia]
-sin = { probability = 1.0, ttl = 30 }
-"#;
+/// Two regions by CIDR and one service over both families, seeded.
+fn routing() -> String {
+    let declarations = Declarations::new()
+        .region(1, "europe", &["198.51.100.0/24"])
+        .region(2, "asia", &["203.0.113.0/24", "2001:db8:aa::/48"])
+        .service("svc.example.test")
+        .policy("region-probabilities")
+        .line("ttl = 300")
+        .replica("fra", "192.0.2.10")
+        .replica("sin", "192.0.2.20")
+        .replica("iad", "192.0.2.30")
+        .replica("six", "2001:db8::10")
+        .probabilities("default", &[("fra", 0.2, 360), ("sin", 0.3, 360), ("iad", 0.5, 360), ("six", 1.0, 360)])
+        .probabilities("europe", &[("fra", 0.6, 60), ("sin", 0.3, 120), ("iad", 0.1, 180)])
+        .probabilities("asia", &[("sin", 1.0, 30)])
+        .toml();
+    format!("random_seed = 7\n{declarations}")
+}
 
 /// Pearson's chi-square statistic of observed counts against expected shares.
 fn chi_square(observed: &[u32], expected_shares: &[f64]) -> f64 {
@@ -68,7 +40,7 @@ fn chi_square(observed: &[u32], expected_shares: &[f64]) -> f64 {
 
 #[test]
 fn first_answers_follow_each_regions_probabilities_with_its_ttls() {
-    let pharos = start(ROUTING);
+    let pharos = start(&routing());
     let asked = Asked::new(pharos.address);
     let replica = |last: u8| IpAddr::from([192, 0, 2, last]);
     // (client subnet, expected share of fra/sin/iad first, TTL of each as first)
@@ -96,7 +68,7 @@ fn first_answers_follow_each_regions_probabilities_with_its_ttls() {
 
 #[test]
 fn client_subnet_is_echoed_with_the_scope_the_answer_depends_on() {
-    let pharos = start(ROUTING);
+    let pharos = start(&routing());
     let asked = Asked::new(pharos.address);
     let in_europe = asked.ask(&ecs_query(1, "svc.example.test", Rtype::A, Some(("198.51.100.0".parse().unwrap(), 24))));
     let echoed = echoed_subnet(&in_europe).expect("ECS echoed");
@@ -117,7 +89,7 @@ fn client_subnet_is_echoed_with_the_scope_the_answer_depends_on() {
 
 #[test]
 fn a_service_name_answers_its_other_types_like_any_name() {
-    let pharos = start(ROUTING);
+    let pharos = start(&routing());
     let asked = Asked::new(pharos.address);
     let v6 = asked.ask(&ecs_query(1, "svc.example.test", Rtype::AAAA, None));
     let record = v6.answer().unwrap().limit_to::<Aaaa>().next().unwrap().unwrap();
@@ -147,18 +119,18 @@ fn refused_declaration(extra: &str, zone: &str) -> String {
 
 #[test]
 fn bad_declarations_are_refused_naming_the_field() {
-    let unknown_replica = ROUTING.replace("sin = { probability = 1.0, ttl = 30 }", "nowhere = { probability = 1.0, ttl = 30 }");
+    let unknown_replica = routing().replace("sin = { probability = 1.0, ttl = 30 }", "nowhere = { probability = 1.0, ttl = 30 }");
     assert!(refused_declaration(&unknown_replica, ZONE).contains("service[svc.example.test].probabilities[asia][nowhere]: no replica"));
-    let taken = ROUTING.replace("svc.example.test", "www.example.test");
+    let taken = routing().replace("svc.example.test", "www.example.test");
     let message = refused_declaration(&taken, ZONE);
     assert!(message.contains("service[www.example.test.].name: www.example.test. already has records"), "{message}");
-    let outside = ROUTING.replace("svc.example.test", "svc.example.org");
+    let outside = routing().replace("svc.example.test", "svc.example.org");
     assert!(refused_declaration(&outside, ZONE).contains("not inside any served zone"));
 }
 
 #[test]
 fn client_subnets_from_untrusted_resolvers_are_ignored() {
-    let untrusting = ROUTING.replace("random_seed = 7", "random_seed = 7\nclient_subnet_trusted_from = [\"10.0.0.0/8\"]");
+    let untrusting = routing().replace("random_seed = 7", "random_seed = 7\nclient_subnet_trusted_from = [\"10.0.0.0/8\"]");
     let pharos = start(&untrusting);
     let asked = Asked::new(pharos.address);
     let mut ttls = std::collections::BTreeSet::new();
@@ -177,40 +149,22 @@ fn geo_routing() -> String {
     assert!(data.is_dir(), "the shared test data is expected at {}", data.display());
     let mmdb = data.join("geoip/maxmind-test-GeoIP2-Country-Test.mmdb");
     let asn_table = data.join("ip2asn/pyasn-ipasn_20140513.dat.gz");
+    let declarations = Declarations::new()
+        .region_by(1, "google", "asns = [15169]")
+        .region_by(2, "sweden", "countries = [\"SE\"]")
+        .region_by(3, "europe", "continents = [\"EU\"]")
+        .service("svc.example.test")
+        .policy("region-probabilities")
+        .replica("only", "192.0.2.10")
+        .probabilities("default", &[("only", 1.0, 100)])
+        .probabilities("google", &[("only", 1.0, 101)])
+        .probabilities("sweden", &[("only", 1.0, 102)])
+        .probabilities("europe", &[("only", 1.0, 103)])
+        .toml();
     format!(
-        r#"random_seed = 3
-[geo]
-database = "{}"
-asn_table = "{}"
-[[region]]
-id = 1
-name = "google"
-asns = [15169]
-[[region]]
-id = 2
-name = "sweden"
-countries = ["SE"]
-[[region]]
-id = 3
-name = "europe"
-continents = ["EU"]
-[[service]]
-name = "svc.example.test"
-policy = "region-probabilities"
-[[service.replica]]
-id = "only"
-address = "192.0.2.10"
-[service.probabilities.default]
-only = {{ probability = 1.0, ttl = 100 }}
-[service.probabilities.google]
-only = {{ probability = 1.0, ttl = 101 }}
-[service.probabilities.sweden]
-only = {{ probability = 1.0, ttl = 102 }}
-[service.probabilities.europe]
-only = {{ probability = 1.0, ttl = 103 }}
-"#,
-        mmdb.display(),
-        asn_table.display()
+        "random_seed = 3\n[geo]\ndatabase = {:?}\nasn_table = {:?}\n{declarations}",
+        mmdb.display().to_string(),
+        asn_table.display().to_string()
     )
 }
 
@@ -261,26 +215,15 @@ fn spawn_classifier() -> SocketAddr {
 }
 
 fn classified_routing(classifier: SocketAddr) -> String {
-    format!(
-        r#"random_seed = 5
-[classifier]
-address = "{classifier}"
-timeout_ms = 100
-[[region]]
-id = 5
-name = "external"
-[[service]]
-name = "svc.example.test"
-policy = "region-probabilities"
-[[service.replica]]
-id = "only"
-address = "192.0.2.10"
-[service.probabilities.default]
-only = {{ probability = 1.0, ttl = 100 }}
-[service.probabilities.external]
-only = {{ probability = 1.0, ttl = 55 }}
-"#
-    )
+    let declarations = Declarations::new()
+        .region_by(5, "external", "")
+        .service("svc.example.test")
+        .policy("region-probabilities")
+        .replica("only", "192.0.2.10")
+        .probabilities("default", &[("only", 1.0, 100)])
+        .probabilities("external", &[("only", 1.0, 55)])
+        .toml();
+    format!("random_seed = 5\n[classifier]\naddress = \"{classifier}\"\ntimeout_ms = 100\n{declarations}")
 }
 
 #[test]

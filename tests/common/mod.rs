@@ -1,6 +1,11 @@
-//! Running the real `pharos` binary in tests: start it on a free loopback
-//! port with a config, wait until it answers, query it, stop it on drop.
+//! The test kit every test file shares: run the real `pharos` binary on a
+//! free loopback port with a config (its regions and services written with
+//! [`declarations::Declarations`]), wait until it answers, query it, stop it on drop.
+//! Temporary directories come from `tempfile`; the conformance harness
+//! (tests/support/) takes its ports from [`free_port`] too.
 #![allow(dead_code)] // each test file uses its own subset
+
+pub mod declarations;
 
 use std::io::{Error, Read};
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};

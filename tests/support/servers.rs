@@ -4,14 +4,16 @@
 //! is stopped by a Drop guard.
 
 use std::fs;
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
 
 use super::norm::normalize;
 use super::wire::{QuerySpec, Reply, Transport, exchange};
+use crate::common::free_port;
 
 /// The NSID every server is configured with (RFC 5001).
 pub const NSID: &str = "pharos-test";
@@ -29,33 +31,16 @@ pub struct Zone {
     pub file: &'static str,
 }
 
-/// A temporary directory removed on drop.
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> std::io::Result<TempDir> {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        // Kept short: knotd puts a unix socket in it (108-octet path limit).
-        let path = std::env::temp_dir().join(format!("phc-{tag}-{}-{n}-{nanos:x}", std::process::id()));
-        fs::create_dir_all(&path)?;
-        Ok(TempDir(path))
+/// A temporary directory for one server, removed on drop unless
+/// `PHAROS_CONFORMANCE_KEEP` is set. Its name is short: knotd puts a unix
+/// socket in it (108-octet path limit).
+fn server_dir(tag: &str) -> std::io::Result<TempDir> {
+    let keep = std::env::var_os("PHAROS_CONFORMANCE_KEEP").is_some();
+    let dir = tempfile::Builder::new().prefix(&format!("phc-{tag}-")).disable_cleanup(keep).tempdir()?;
+    if keep {
+        eprintln!("keeping {}", dir.path().display());
     }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if std::env::var_os("PHAROS_CONFORMANCE_KEEP").is_none() {
-            let _ = fs::remove_dir_all(&self.0);
-        } else {
-            eprintln!("keeping {}", self.0.display());
-        }
-    }
+    Ok(dir)
 }
 
 /// Finds an executable in PATH or in the sbin directories (where Debian puts
@@ -66,21 +51,6 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
         dirs.push(PathBuf::from(extra));
     }
     dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
-}
-
-/// A port free on 127.0.0.1 for both UDP and TCP at the time of the call.
-pub fn free_port() -> u16 {
-    for _ in 0..100 {
-        let udp = match UdpSocket::bind("127.0.0.1:0") {
-            Ok(s) => s,
-            Err(_) => continue,
-        };
-        let port = udp.local_addr().unwrap().port();
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free loopback port found");
 }
 
 /// Copies tests/zones/ into `dir`/zones and returns that path. Every server
@@ -197,7 +167,7 @@ fn current_user() -> Option<String> {
 
 /// Starts knotd on a copy of the zones.
 pub fn start_knot(knotd: &Path, zone_src: &Path, zones: &[Zone]) -> Result<Server, String> {
-    let dir = TempDir::new("knot").map_err(|e| e.to_string())?;
+    let dir = server_dir("knot").map_err(|e| e.to_string())?;
     let zdir = copy_zones(zone_src, dir.path());
     let port = free_port();
     let d = dir.path().display();
@@ -233,7 +203,7 @@ pub fn start_knot(knotd: &Path, zone_src: &Path, zones: &[Zone]) -> Result<Serve
 
 /// Starts nsd (in the foreground, `-d`) on a copy of the zones.
 pub fn start_nsd(nsd: &Path, zone_src: &Path, zones: &[Zone]) -> Result<Server, String> {
-    let dir = TempDir::new("nsd").map_err(|e| e.to_string())?;
+    let dir = server_dir("nsd").map_err(|e| e.to_string())?;
     let zdir = copy_zones(zone_src, dir.path());
     let port = free_port();
     let d = dir.path().display();
@@ -266,7 +236,7 @@ pub fn start_nsd(nsd: &Path, zone_src: &Path, zones: &[Zone]) -> Result<Server, 
 
 /// Starts `pharos serve` on a copy of the zones.
 pub fn start_pharos(bin: &Path, zone_src: &Path, zones: &[Zone]) -> Result<Server, String> {
-    let dir = TempDir::new("pharos").map_err(|e| e.to_string())?;
+    let dir = server_dir("pharos").map_err(|e| e.to_string())?;
     let zdir = copy_zones(zone_src, dir.path());
     let port = free_port();
     let mut cmd = Command::new(bin);
@@ -284,7 +254,7 @@ pub fn start_pharos(bin: &Path, zone_src: &Path, zones: &[Zone]) -> Result<Serve
 /// its log. Used to prove that the zone files under tests/zones/invalid/ are
 /// refused by the reference, not only by Pharos.
 pub fn knot_accepts(knotd: &Path, zones: &[(String, PathBuf)]) -> Result<Vec<bool>, String> {
-    let dir = TempDir::new("knotchk").map_err(|e| e.to_string())?;
+    let dir = server_dir("knotchk").map_err(|e| e.to_string())?;
     let d = dir.path().display();
     let port = free_port();
     let mut conf = format!("server:\n  rundir: \"{d}\"\n  listen: 127.0.0.1@{port}\n  background-workers: 1\n");

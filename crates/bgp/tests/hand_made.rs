@@ -3,7 +3,6 @@
 
 use std::io::Write;
 use std::net::IpAddr;
-use std::path::PathBuf;
 
 use pharos_bgp::{BgpTables, LoadError, OriginRules, Progress, load};
 
@@ -13,18 +12,8 @@ fn lab() -> OriginRules {
     OriginRules { special_purpose_origins: true, ..OriginRules::default() }
 }
 
-/// A file in a fresh temporary directory, kept alive with it.
-struct TempFile {
-    _directory: tempfile::TempDir,
-    path: PathBuf,
-}
-
-fn temp_file(name: &str, content: &[u8]) -> TempFile {
-    let directory = tempfile::tempdir().unwrap();
-    let path = directory.path().join(name);
-    std::fs::write(&path, content).unwrap();
-    TempFile { _directory: directory, path }
-}
+mod common;
+use common::temp_file;
 
 /// `bgpdump -m` lines for (peer AS, prefix, AS path); peers are told
 /// apart by AS.

@@ -3,7 +3,7 @@
 //! and damaged files that must give an error, never a panic.
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use bgpkit_parser::models::{
     AsPath, AsPathSegment, Asn, Attribute, AttributeValue, Attributes, CommonHeader, EntryType, MrtMessage, NetworkPrefix, Origin,
@@ -12,6 +12,9 @@ use bgpkit_parser::models::{
 use bgpsynth::{Config, RibWriter};
 use ipnet::IpNet;
 use pharos_bgp::{Format, LoadError, OriginRules, load};
+
+mod common;
+use common::temp_file;
 
 /// These tables use documentation and private space, which a real
 /// table's rules drop as origins.
@@ -48,21 +51,9 @@ fn small_rib() -> Vec<u8> {
     writer.finish().unwrap()
 }
 
-struct TempFile {
-    _directory: tempfile::TempDir,
-    path: PathBuf,
-}
-
-fn temp_file(content: &[u8]) -> TempFile {
-    let directory = tempfile::tempdir().unwrap();
-    let path = directory.path().join("rib");
-    std::fs::write(&path, content).unwrap();
-    TempFile { _directory: directory, path }
-}
-
 #[test]
 fn table_dump_v2_with_both_families_and_four_byte_asns() {
-    let file = temp_file(&small_rib());
+    let file = temp_file("rib", &small_rib());
     let tables = load(&file.path, lab(), |_| ()).unwrap();
     let lookup = |address| tables.ip_to_as.lookup(ip(address));
     // 7 from two peers beats 300 from one.
@@ -121,7 +112,7 @@ fn table_dump_v1(prefix: &str, sequence_number: u16) -> Vec<u8> {
 
 #[test]
 fn table_dump_v1_with_as4_path() {
-    let file = temp_file(&[table_dump_v1("198.51.100.0/24", 0), table_dump_v1("2001:db8::/32", 1)].concat());
+    let file = temp_file("rib", &[table_dump_v1("198.51.100.0/24", 0), table_dump_v1("2001:db8::/32", 1)].concat());
     let tables = load(&file.path, lab(), |_| ()).unwrap();
     assert_eq!(tables.ip_to_as.lookup(ip("198.51.100.7")), Some((196_613, 24)));
     assert_eq!(tables.ip_to_as.lookup(ip("2001:db8::7")), Some((196_613, 32)));
@@ -134,7 +125,7 @@ fn the_synthetic_table_loads_as_generated() {
     let config = Config { seed: 9, ases: 600, prefixes_v4: 6_000, prefixes_v6: 1_200, peers: 4 };
     let mut rib = Vec::new();
     let summary = bgpsynth::write(&config, &mut rib).unwrap();
-    let file = temp_file(&rib);
+    let file = temp_file("rib", &rib);
     let report = load(&file.path, lab(), |_| ()).unwrap().report;
     assert_eq!((report.prefixes_v4, report.prefixes_v6), (summary.prefixes_v4, summary.prefixes_v6));
     assert_eq!((report.routes, report.as_set_paths), (summary.routes, summary.as_set_routes));
@@ -158,7 +149,7 @@ fn load_damaged(path: &Path, content: &[u8]) -> Result<(), LoadError> {
 #[test]
 fn every_truncation_is_an_error_or_a_record_boundary() {
     let rib = small_rib();
-    let file = temp_file(b"");
+    let file = temp_file("rib", b"");
     let mut boundaries = 0;
     for length in 1..rib.len() {
         match load_damaged(&file.path, &rib[..length]) {
@@ -180,7 +171,7 @@ fn truncated_compressed_files_are_errors() {
     let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     std::io::Write::write_all(&mut gzip, &rib).unwrap();
     let gzip = gzip.finish().unwrap();
-    let file = temp_file(b"");
+    let file = temp_file("rib", b"");
     // The last cut keeps the whole deflate stream but for its last two
     // bytes (the 8-byte checksum trailer goes too).
     for length in [20, gzip.len() / 2, gzip.len() - 10] {
@@ -203,7 +194,7 @@ fn damage_source(seed: u64) -> impl FnMut() -> u64 {
 #[test]
 fn flipped_bytes_never_panic() {
     let rib = small_rib();
-    let file = temp_file(b"");
+    let file = temp_file("rib", b"");
     let mut random = damage_source(0x5EED);
     for _ in 0..3_000 {
         let mut damaged = rib.clone();
@@ -217,7 +208,7 @@ fn flipped_bytes_never_panic() {
 
 #[test]
 fn garbage_never_panics() {
-    let file = temp_file(b"");
+    let file = temp_file("rib", b"");
     let mut random = damage_source(0xBAD);
     // A plausible TABLE_DUMP_V2 header, then noise.
     let header = [0x53, 0x88, 0xfe, 0x20, 0, 13, 0, 2, 0, 0, 0, 64];

@@ -1,0 +1,17 @@
+//! What both test files of pharos-bgp need: a dump written to a file.
+
+use std::path::PathBuf;
+
+/// A file in a fresh temporary directory, kept alive with it.
+pub struct TempFile {
+    _directory: tempfile::TempDir,
+    pub path: PathBuf,
+}
+
+/// Writes `content` to a file called `name` in a directory of its own.
+pub fn temp_file(name: &str, content: &[u8]) -> TempFile {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join(name);
+    std::fs::write(&path, content).unwrap();
+    TempFile { _directory: directory, path }
+}
