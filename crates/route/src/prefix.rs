@@ -120,11 +120,6 @@ impl<T> PrefixMap<T> {
         }
         Match { value: best, scope: bits.width }
     }
-
-    /// Whether no prefix of either family is stored.
-    pub fn is_empty(&self) -> bool {
-        self.nodes.len() == 2 && self.nodes.iter().all(|node| node.value.is_none())
-    }
 }
 
 #[cfg(test)]

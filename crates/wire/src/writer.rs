@@ -127,12 +127,6 @@ impl<'b> MessageWriter<'b> {
         self.buf.push(0);
     }
 
-    /// Writes a name with no compression (for record data of types that
-    /// RFC 3597 section 4 forbids compressing).
-    pub fn name_uncompressed(&mut self, wire_name: &[u8]) {
-        self.buf.extend_from_slice(wire_name);
-    }
-
     /// Writes a resource record: owner, type, class, TTL and record data.
     /// Names inside the record data of the RFC 1035 types are compressed.
     pub fn record(&mut self, owner: &[u8], rtype: u16, class: u16, ttl: u32, rdata: &[u8]) {
