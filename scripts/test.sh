@@ -40,6 +40,9 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 # API breaks here and not only when fuzzing runs.
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 cargo clippy --manifest-path fuzz/Cargo.toml --quiet -- -D warnings
+# The sans-IO crates stay free of runtimes, sockets and threads; mechanisms
+# stay out of the control plane's internals.
+scripts/check-deps.sh
 
 echo "== tests"
 cargo test --workspace
