@@ -4,6 +4,7 @@
 //! HTTPS and QUIC) is a thin loop around [`respond`] or [`respond_with`].
 
 mod service;
+mod shared;
 
 use std::net::IpAddr;
 
@@ -16,6 +17,7 @@ pub use pharos_wire::{Query, Reject, parse_query};
 use pharos_zone::encode::{answer_flags, fit, write_answer};
 use pharos_zone::{Body, Fitted, Lookup, ZoneSet};
 use rand::Rng;
+pub use shared::SharedSnapshot;
 
 /// The UDP payload size Pharos advertises unless configured otherwise:
 /// the DNS Flag Day 2020 value, which avoids IP fragmentation.

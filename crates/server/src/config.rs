@@ -2,14 +2,11 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::{Context, bail};
 use pharos_bgp::OriginRules;
-use pharos_route::prefix::PrefixMap;
 use pharos_route::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
-use rand::SeedableRng;
-use rand::rngs::SmallRng;
+use pharos_transport::config::{HttpConfig, TcpConfig, TlsConfig};
 use serde::Deserialize;
 
 /// Everything `pharos serve` needs to know.
@@ -239,116 +236,6 @@ impl Default for ServerConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TcpConfig {
-    /// Close a connection that has sent no complete query for this long
-    /// (RFC 7766 section 6.2.3).
-    pub idle_timeout_ms: u64,
-    /// Give up on a client that does not read its answers for this long.
-    pub write_timeout_ms: u64,
-    /// Connections of every stream kind (TCP, TLS, HTTPS, QUIC) open at
-    /// once at most; one more sheds the longest-idle. Lowered at start to
-    /// what RLIMIT_NOFILE leaves room for.
-    pub max_connections: usize,
-    /// Connections from one client address at most; one more sheds that
-    /// client's longest-idle.
-    pub max_connections_per_client: usize,
-}
-
-impl Default for TcpConfig {
-    fn default() -> Self {
-        TcpConfig { idle_timeout_ms: 10_000, write_timeout_ms: 10_000, max_connections: 10_000, max_connections_per_client: 64 }
-    }
-}
-
-impl TcpConfig {
-    pub fn idle_timeout(&self) -> Duration {
-        Duration::from_millis(self.idle_timeout_ms)
-    }
-
-    /// The idle timeout as the edns-tcp-keepalive option carries it, in
-    /// units of 100 ms (RFC 7828 section 3.1).
-    pub fn keepalive_timeout(&self) -> u16 {
-        (self.idle_timeout_ms / 100).try_into().unwrap_or(u16::MAX)
-    }
-
-    pub fn write_timeout(&self) -> Duration {
-        Duration::from_millis(self.write_timeout_ms)
-    }
-}
-
-/// DNS over TLS, HTTPS and QUIC: where to serve them and the certificate
-/// they present. Each list may be empty, which turns that transport off.
-/// The `[tcp]` limits apply to TLS and HTTPS connections too, and to QUIC
-/// connections: one pool of connections, one set of caps.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TlsConfig {
-    /// DNS over TLS (RFC 7858), TCP addresses; the standard port is 853.
-    pub listen: Vec<SocketAddr>,
-    /// DNS over HTTPS (RFC 8484), TCP addresses; queries go to /dns-query.
-    pub https_listen: Vec<SocketAddr>,
-    /// DNS over QUIC (RFC 9250), UDP addresses; the standard port is 853.
-    pub quic_listen: Vec<SocketAddr>,
-    /// PEM certificate chain, the server's own certificate first. Unset
-    /// (with `key`), a self-signed one is made at first start and kept
-    /// beside the store file, or else beside the configuration file.
-    pub certificate: Option<PathBuf>,
-    /// PEM private key of the certificate (PKCS#8, PKCS#1 or SEC1).
-    pub key: Option<PathBuf>,
-}
-
-impl TlsConfig {
-    /// True when any encrypted transport is to be served.
-    pub fn is_enabled(&self) -> bool {
-        !(self.listen.is_empty() && self.https_listen.is_empty() && self.quic_listen.is_empty())
-    }
-}
-
-/// HTTP redirection (NetAirt's HTTP mechanism): a request for a service's
-/// name is answered with a redirect to the replica the routing core picks
-/// for the client. Read at start only.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct HttpConfig {
-    /// Plain HTTP, TCP addresses; the standard port is 80.
-    pub listen: Vec<SocketAddr>,
-    /// HTTPS, TCP addresses, with the certificate of `[tls]`; the standard
-    /// port is 443.
-    pub https_listen: Vec<SocketAddr>,
-    /// Proxies (CIDR prefixes) whose word on the client is believed: the
-    /// X-Forwarded-For header and the PROXY protocol header they send.
-    pub trusted_proxies: Vec<String>,
-    /// Every connection to these listeners starts with a PROXY protocol
-    /// header (version 1 or 2), as HAProxy and load balancers send it.
-    pub proxy_protocol: bool,
-}
-
-impl HttpConfig {
-    /// The trusted proxies as a map to look peers up in.
-    pub fn trusted_proxies(&self) -> anyhow::Result<PrefixMap<()>> {
-        let mut trusted = PrefixMap::default();
-        for (index, prefix) in self.trusted_proxies.iter().enumerate() {
-            let (network, length) =
-                pharos_route::spec::parse_prefix(prefix).map_err(|message| anyhow::anyhow!("http.trusted_proxies[{index}]: {message}"))?;
-            trusted.insert(network, length, ());
-        }
-        Ok(trusted)
-    }
-
-    fn validate(&self) -> anyhow::Result<()> {
-        self.trusted_proxies()?;
-        if self.proxy_protocol && self.trusted_proxies.is_empty() {
-            bail!("http.proxy_protocol needs http.trusted_proxies: the proxies whose PROXY headers are believed");
-        }
-        if (self.proxy_protocol || !self.trusted_proxies.is_empty()) && self.listen.is_empty() && self.https_listen.is_empty() {
-            bail!("http.trusted_proxies and http.proxy_protocol need http.listen or http.https_listen");
-        }
-        Ok(())
-    }
-}
-
 /// One zone: its origin and master file.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -464,15 +351,6 @@ impl Config {
         Some(beside.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new(".")))
     }
 
-    /// A random source for one worker: from the configured seed (mixed with
-    /// `worker`, so workers differ) or from the operating system.
-    pub fn worker_rng(&self, worker: u64) -> SmallRng {
-        match self.server.random_seed {
-            Some(seed) => SmallRng::seed_from_u64(seed ^ worker.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-            None => SmallRng::from_os_rng(),
-        }
-    }
-
     /// Worker threads to run: the configured number, or one per core.
     pub fn threads(&self) -> usize {
         match self.server.threads {
@@ -481,12 +359,18 @@ impl Config {
         }
     }
 
-    /// Sockets the server listens on: on each DNS address a UDP socket per
-    /// worker thread and a TCP listener, and one on every other address.
-    pub fn listening_sockets(&self) -> usize {
-        let (tls, http) = (&self.tls, &self.http);
-        let others = [&tls.listen, &tls.https_listen, &tls.quic_listen, &http.listen, &http.https_listen].map(Vec::len);
-        self.server.listen.len() * (self.threads() + 1) + others.iter().sum::<usize>() + usize::from(self.control.listen.is_some())
+    /// What the transports take of this configuration.
+    pub fn transport(&self) -> pharos_transport::Settings {
+        pharos_transport::Settings {
+            listen: self.server.listen.clone(),
+            udp_threads: self.threads(),
+            tcp: self.tcp.clone(),
+            tls: self.tls.clone(),
+            http: self.http.clone(),
+            state_directory: self.state_directory().map(Path::to_path_buf),
+            random_seed: self.server.random_seed,
+            other_listeners: usize::from(self.control.listen.is_some()),
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use arc_swap::ArcSwap;
+use pharos_answer::SharedSnapshot;
 use pharos_answer::{Settings, Snapshot};
 use pharos_bgp::BgpTables;
 use pharos_route::as_paths::AsPaths;
@@ -31,7 +32,6 @@ use tokio::sync::watch;
 use crate::config::Config;
 use crate::data::{BgpStatus, BgpSummary, DataStatus, LatencyStatus, check_measurements, unix_now};
 use crate::health::{Effect, HealthBook, ProbeResult, ReplicaHealth, describe};
-use crate::snapshot::SharedSnapshot;
 
 mod load;
 

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::time::{Duration, Instant};
 
+use pharos_answer::SharedSnapshot;
 use pharos_bgp::BgpTables;
 use pharos_route::latency::MeasurementSpec;
 use pharos_store::{Change, State};
@@ -24,7 +25,6 @@ use crate::control::{Control, ControlError, LoadStatus, Published};
 use crate::data::{DataStatus, unix_millis};
 use crate::health::{ProbeResult, ReplicaHealth};
 use crate::prober;
-use crate::snapshot::SharedSnapshot;
 
 /// The most requests one commit takes, so a reply never waits for an
 /// unbounded batch.

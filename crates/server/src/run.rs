@@ -1,30 +1,23 @@
 //! Starting and stopping a server: sockets, threads, signals, reload.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::Context;
+use pharos_answer::SharedSnapshot;
+use pharos_transport::Transports;
 
-use crate::api::ApiThread;
+use crate::api::{self, ApiThread};
 use crate::config::Config;
 use crate::control::Control;
 use crate::plane::ControlHandle;
-use crate::registry::Registry;
-use crate::snapshot::SharedSnapshot;
-use crate::{api, descriptors, redirect, tcp, tls, udp};
 
-/// A running server: its control plane, snapshot and UDP worker threads.
+/// A running server: its control plane, snapshot and transports.
 pub struct Server {
     pub config: Config,
     pub control: ControlHandle,
     pub snapshot: SharedSnapshot,
-    pub registry: Arc<Registry>,
-    stop: Arc<AtomicBool>,
+    pub transports: Transports,
     api: Option<ApiThread>,
-    udp_workers: Vec<JoinHandle<()>>,
 }
 
 impl Server {
@@ -41,20 +34,8 @@ impl Server {
             (Some(address), Some(token)) => Some(api::start(address, control.clone(), token)?),
             _ => None,
         };
-        let registry = Registry::new(descriptors::fit_connection_cap(&config)?);
-        tokio::spawn(registry.clone().close_idle_connections());
-        // Before UDP: once a server answers, all its listeners are there.
-        tls::start(&config, &snapshot, &registry).await?;
-        redirect::start(&config, &snapshot, &registry).await?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut udp_workers = Vec::new();
-        for (index, &address) in config.server.listen.iter().enumerate() {
-            udp_workers.extend(start_udp(&config, address, index, &snapshot, &stop)?);
-            let listener = tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen on TCP {address}"))?;
-            let rng = config.worker_rng(u64::MAX - index as u64);
-            tokio::spawn(tcp::serve(listener, snapshot.clone(), registry.clone(), rng));
-        }
-        Ok(Server { config, control, snapshot, registry, stop, api, udp_workers })
+        let transports = Transports::start(&config.transport(), &snapshot).await?;
+        Ok(Server { config, control, snapshot, transports, api })
     }
 
     /// Re-reads the config and zone files and swaps the result in whole.
@@ -69,33 +50,8 @@ impl Server {
         if let Some(api) = self.api {
             api.stop();
         }
-        self.stop.store(true, Ordering::Relaxed);
-        for worker in self.udp_workers {
-            let _ = worker.join();
-        }
+        self.transports.stop();
     }
-}
-
-/// Starts the UDP workers of the `listen_index`th address.
-fn start_udp(
-    config: &Config,
-    address: SocketAddr,
-    listen_index: usize,
-    snapshot: &SharedSnapshot,
-    stop: &Arc<AtomicBool>,
-) -> anyhow::Result<Vec<JoinHandle<()>>> {
-    let threads = config.threads();
-    (0..threads)
-        .map(|index| {
-            let socket = udp::bind_socket(address).with_context(|| format!("cannot listen on UDP {address}"))?;
-            let (snapshot, stop) = (snapshot.clone(), stop.clone());
-            let rng = config.worker_rng((listen_index * threads + index) as u64);
-            std::thread::Builder::new()
-                .name(format!("udp-{index}"))
-                .spawn(move || udp::serve(socket, snapshot, rng, stop))
-                .context("cannot start a UDP worker thread")
-        })
-        .collect()
 }
 
 /// Runs a server until SIGINT or SIGTERM, reloading zones on SIGHUP.

@@ -70,7 +70,7 @@ fn explain_dns_and_redirects_decide_alike() {
 
         let wire = pharos_server::control::service_name(&name).unwrap();
         let routed = redirect.routes.service(&wire).unwrap();
-        let target = pharos_server::redirect_target(&redirect.routes, routed, client, &mut SmallRng::seed_from_u64(seed));
+        let target = pharos_transport::redirect_target(&redirect.routes, routed, client, &mut SmallRng::seed_from_u64(seed));
         let sent_to = target.map(|(replica, ttl)| (replica.address, ttl));
         assert_eq!(sent_to, told.first().map(|&first| (first, explanation.ttl)), "seed {seed}: {name} for {client}");
     }

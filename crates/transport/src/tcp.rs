@@ -13,14 +13,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use pharos_answer::{Client, ResponseOptions, Transport, respond_with};
+use pharos_answer::{Client, ResponseOptions, SharedSnapshot, Transport, respond_with};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::registry::{Admission, Registry};
-use crate::snapshot::SharedSnapshot;
 
 /// Room a connection waits for its next query with: one query, padded or
 /// not, fits in one read. Idle connections are most of a busy server's,

@@ -18,7 +18,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
-use pharos_answer::{Client, ResponseOptions, Transport, respond_with};
+use pharos_answer::{Client, ResponseOptions, SharedSnapshot, Transport, respond_with};
 use pharos_wire::MAX_STREAM_MESSAGE;
 use pharos_wire::response::smallest_ttl;
 use rand::rngs::SmallRng;
@@ -26,7 +26,6 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::registry::{Admission, Registry};
-use crate::snapshot::SharedSnapshot;
 use crate::{http, tcp, tls};
 
 /// Where queries go: the path RFC 8484 uses in its examples, and the one

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
-use pharos_answer::{Client, ResponseOptions, Transport, respond_with};
+use pharos_answer::{Client, ResponseOptions, SharedSnapshot, Transport, respond_with};
 use pharos_wire::{MAX_STREAM_MESSAGE, Reject, parse_query};
 use quinn::crypto::rustls::QuicServerConfig;
 use quinn::{Endpoint, Incoming, ReadToEndError, RecvStream, SendStream, TransportConfig, VarInt};
@@ -22,7 +22,6 @@ use rand::rngs::SmallRng;
 
 use crate::config::TcpConfig;
 use crate::registry::{Admission, Registry};
-use crate::snapshot::SharedSnapshot;
 
 /// The protocol offered in the TLS handshake (RFC 9250 section 4.1).
 pub const ALPN: &[u8] = b"doq";

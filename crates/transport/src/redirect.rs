@@ -32,7 +32,7 @@ use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{CACHE_CONTROL, HOST, HeaderMap, HeaderValue, LOCATION};
 use hyper::{Method, Request, Response, StatusCode};
-use pharos_answer::Snapshot;
+use pharos_answer::{SharedSnapshot, Snapshot};
 use pharos_route::prefix::PrefixMap;
 use pharos_route::{Asker, Family, Replica, Routes, Service, route};
 use pharos_wire::name::{self, MAX_NAME_LEN};
@@ -42,13 +42,13 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
-use crate::config::Config;
+use crate::config::Settings;
 use crate::registry::{Admission, Registry};
-use crate::snapshot::SharedSnapshot;
+use crate::tls::Tls;
 use crate::{http, tcp, tls};
 
 /// Worker numbers of the listeners' random sources (see
-/// [`Config::worker_rng`]), clear of those of DNS (see [`crate::tls`]).
+/// [`Settings::worker_rng`]), clear of those of DNS (see [`crate::start`]).
 const REDIRECT_WORKERS: u64 = 4 << 60;
 const BAD_HOST: &str = "the Host is not a host name or address, with or without a port";
 /// Room for a redirect's header values beside its target: "https://", a
@@ -57,8 +57,9 @@ const BAD_HOST: &str = "the Host is not a host name or address, with or without 
 const HEADER_VALUES_LEN: usize = 8 + 64 + 6 + 27;
 
 /// Binds every HTTP and HTTPS listener of `[http]` and serves each in its
-/// own task. HTTPS presents the certificate of `[tls]`.
-pub async fn start(config: &Config, snapshot: &SharedSnapshot, registry: &Arc<Registry>) -> anyhow::Result<()> {
+/// own task. HTTPS presents the certificate of `[tls]`, which `tls` holds
+/// when there is an HTTPS listener.
+pub async fn start(config: &Settings, tls: Option<&Tls>, snapshot: &SharedSnapshot, registry: &Arc<Registry>) -> anyhow::Result<()> {
     let settings = &config.http;
     if settings.listen.is_empty() && settings.https_listen.is_empty() {
         return Ok(());
@@ -68,9 +69,9 @@ pub async fn start(config: &Config, snapshot: &SharedSnapshot, registry: &Arc<Re
         trusted_proxies: settings.trusted_proxies()?,
         proxy_protocol: settings.proxy_protocol,
     });
-    let tls = match settings.https_listen.is_empty() {
-        true => None,
-        false => Some(tls::https_acceptor(config)?),
+    let tls = match (settings.https_listen.is_empty(), tls) {
+        (false, Some(tls)) => Some(tls.https_acceptor()?),
+        _ => None,
     };
     let plain = settings.listen.iter().map(|address| (address, None));
     let encrypted = settings.https_listen.iter().map(|address| (address, tls.clone()));

@@ -14,20 +14,20 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 
-use crate::config::Config;
+use crate::config::Settings;
 
 /// Names of the generated certificate and key files in the state directory.
 const GENERATED_CERTIFICATE: &str = "pharos-tls-certificate.pem";
 const GENERATED_KEY: &str = "pharos-tls-key.pem";
 
-/// The certificate of `config`: its `tls.certificate` and `tls.key`, else
-/// the generated pair in the state directory, made now if not there yet.
-pub fn load(config: &Config, provider: &CryptoProvider) -> anyhow::Result<Arc<CertifiedKey>> {
-    if let (Some(certificate), Some(key)) = (&config.tls.certificate, &config.tls.key) {
+/// The certificate of `settings`: its `tls.certificate` and `tls.key`,
+/// else the generated pair in the state directory, made now if not there yet.
+pub fn load(settings: &Settings, provider: &CryptoProvider) -> anyhow::Result<Arc<CertifiedKey>> {
+    if let (Some(certificate), Some(key)) = (&settings.tls.certificate, &settings.tls.key) {
         return read(certificate, key, provider);
     }
-    let names = subject_names(config);
-    let Some(directory) = config.state_directory() else {
+    let names = subject_names(settings);
+    let Some(directory) = settings.state_directory.as_deref() else {
         tracing::warn!("no store or configuration file to keep a TLS certificate beside: a self-signed one serves this run only");
         let (certificate, key) = self_signed(&names)?;
         return certified(certificate.as_bytes(), key.as_bytes(), provider).context("generated TLS certificate");
@@ -103,9 +103,9 @@ fn write_new(path: &Path, contents: &str, mode: u32) -> anyhow::Result<()> {
 /// The names a generated certificate is for: localhost, and each address
 /// the encrypted transports and HTTPS redirection listen on that a client
 /// could name.
-fn subject_names(config: &Config) -> Vec<String> {
-    let tls = &config.tls;
-    let listeners = tls.listen.iter().chain(&tls.https_listen).chain(&tls.quic_listen).chain(&config.http.https_listen);
+fn subject_names(settings: &Settings) -> Vec<String> {
+    let tls = &settings.tls;
+    let listeners = tls.listen.iter().chain(&tls.https_listen).chain(&tls.quic_listen).chain(&settings.http.https_listen);
     let mut addresses: Vec<IpAddr> = listeners.map(|address| address.ip()).collect();
     addresses.retain(|address| !address.is_unspecified());
     addresses.sort_unstable();
@@ -121,9 +121,8 @@ mod tests {
         rustls::crypto::ring::default_provider()
     }
 
-    fn config_in(directory: &Path) -> Config {
-        let mut config = Config::empty();
-        config.source = Some(directory.join("pharos.toml"));
+    fn config_in(directory: &Path) -> Settings {
+        let mut config = Settings { state_directory: Some(directory.to_path_buf()), ..Settings::default() };
         config.tls.listen = vec!["127.0.0.1:853".parse().unwrap(), "0.0.0.0:853".parse().unwrap()];
         config.http.https_listen = vec!["[::1]:443".parse().unwrap(), "127.0.0.1:443".parse().unwrap()];
         config

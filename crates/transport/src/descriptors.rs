@@ -9,7 +9,7 @@ use std::io;
 
 use anyhow::{Context, bail};
 
-use crate::config::{Config, TcpConfig};
+use crate::config::{Settings, TcpConfig};
 
 /// Descriptors kept for what is not a client connection nor a listener:
 /// the runtime, the log, the store, address data, the control API's
@@ -17,12 +17,12 @@ use crate::config::{Config, TcpConfig};
 /// it sheds has closed.
 const KEPT_FOR_OTHER_USES: u64 = 128;
 
-/// The `[tcp]` limits of `config` with the connection cap lowered, if need
-/// be, to what the descriptors allow once the soft limit is raised. An
-/// error if they allow no connection at all.
-pub fn fit_connection_cap(config: &Config) -> anyhow::Result<TcpConfig> {
+/// The `[tcp]` limits of `settings` with the connection cap lowered, if
+/// need be, to what the descriptors allow once the soft limit is raised.
+/// An error if they allow no connection at all.
+pub fn fit_connection_cap(settings: &Settings) -> anyhow::Result<TcpConfig> {
     let descriptors = raise_soft_limit()?;
-    let limits = cap_within(config.tcp.clone(), descriptors, KEPT_FOR_OTHER_USES + config.listening_sockets() as u64)?;
+    let limits = cap_within(settings.tcp.clone(), descriptors, KEPT_FOR_OTHER_USES + settings.listening_sockets() as u64)?;
     tracing::info!(
         max_connections = limits.max_connections,
         max_connections_per_client = limits.max_connections_per_client,

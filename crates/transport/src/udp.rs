@@ -14,11 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use pharos_answer::{Client, Query, Reject, ResponseOptions, Transport, parse_query, respond_parsed};
+use pharos_answer::{Client, Query, Reject, ResponseOptions, SharedSnapshot, Transport, parse_query, respond_parsed};
 use rand::rngs::SmallRng;
 use socket2::{Domain, Protocol, Socket, Type};
-
-use crate::snapshot::SharedSnapshot;
 
 /// Datagrams moved per system call.
 const BATCH: usize = 32;

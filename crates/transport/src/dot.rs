@@ -1,0 +1,28 @@
+//! DNS over TLS (RFC 7858): TCP's conversation inside TLS, with the same
+//! framing, pipelining and connection caps, from [`crate::tcp`].
+
+use std::sync::Arc;
+
+use pharos_answer::{Client, ResponseOptions, SharedSnapshot, Transport};
+use rand::rngs::SmallRng;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use crate::registry::Registry;
+use crate::{tcp, tls};
+
+/// Serves DNS over TLS on `listener` forever, one task per connection.
+pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, snapshot: SharedSnapshot, registry: Arc<Registry>, rng: SmallRng) {
+    // Padding only for those that pad their queries, and the keepalive
+    // only for those that ask: see `pharos_answer::ResponseOptions`.
+    let options = ResponseOptions { keepalive: Some(registry.limits().keepalive_timeout()), pad: true };
+    tcp::accept_each(listener, registry, rng, move |stream, peer, admission, rng| {
+        let (acceptor, snapshot) = (acceptor.clone(), snapshot.clone());
+        async move {
+            let Some(stream) = tls::handshake(&acceptor, stream, &admission).await else { return };
+            let client = Client { address: peer.ip(), transport: Transport::Stream };
+            tcp::serve_connection(stream, client, options, snapshot, admission, rng).await;
+        }
+    })
+    .await
+}

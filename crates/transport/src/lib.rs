@@ -1,0 +1,31 @@
+//! The mechanisms of Pharos: how a client is told. DNS over UDP
+//! (`udp`, batched recvmmsg/sendmmsg worker threads), TCP (`tcp`), TLS
+//! (`dot`), HTTPS (`doh`) and QUIC (`doq`), and HTTP redirection
+//! (`redirect`). Each is a thin loop that hands one parsed request to the
+//! answer path (`pharos_answer`) or the routing core over the live
+//! [`pharos_answer::SharedSnapshot`], and sends what comes back. Around them: the
+//! connection registry every stream transport counts in (`registry`:
+//! caps, idle timeout, shedding), the descriptor limit it is fitted under
+//! (`descriptors`), the certificate and TLS setup the encrypted ones share
+//! (`certificate`, `tls`), what the HTTP ones share (`http`), and their
+//! settings ([`config`]). [`Transports::start`] starts them all. Nothing
+//! here knows the control plane: it reads the snapshot the control plane
+//! publishes, and takes [`Settings`] of its own.
+
+mod certificate;
+pub mod config;
+mod descriptors;
+mod doh;
+mod doq;
+mod dot;
+mod http;
+mod redirect;
+mod registry;
+mod start;
+mod tcp;
+mod tls;
+mod udp;
+
+pub use config::Settings;
+pub use redirect::redirect_target;
+pub use start::Transports;

@@ -1,0 +1,113 @@
+//! Starting every transport the settings name: the listeners, the UDP
+//! worker threads and the connection registry they share; and stopping
+//! the threads.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+use anyhow::Context;
+use pharos_answer::SharedSnapshot;
+
+use crate::config::Settings;
+use crate::registry::Registry;
+use crate::tls::Tls;
+use crate::{descriptors, doh, doq, dot, redirect, tcp, udp};
+
+/// Worker numbers of the transports' random sources (see
+/// [`Settings::worker_rng`]), clear of UDP's (counting up from 0) and TCP's
+/// (counting down from `u64::MAX`).
+const DOT_WORKERS: u64 = 1 << 60;
+const DOH_WORKERS: u64 = 2 << 60;
+const DOQ_WORKERS: u64 = 3 << 60;
+
+/// The running transports' UDP worker threads, with their stop flag. The
+/// tasks of the other transports, and of the connection registry they
+/// share, run on the caller's tokio runtime as long as it does.
+pub struct Transports {
+    stop: Arc<AtomicBool>,
+    udp_workers: Vec<JoinHandle<()>>,
+}
+
+impl Transports {
+    /// Binds every address of `settings` and starts serving `snapshot` on
+    /// it. Must be called inside a tokio runtime (all but UDP run on it).
+    pub async fn start(settings: &Settings, snapshot: &SharedSnapshot) -> anyhow::Result<Transports> {
+        let registry = Registry::new(descriptors::fit_connection_cap(settings)?);
+        tokio::spawn(registry.clone().close_idle_connections());
+        // Before UDP: once a server answers, all its listeners are there.
+        // One certificate for every encrypted listener, loaded only if there is one.
+        let needs_certificate = settings.tls.is_enabled() || !settings.http.https_listen.is_empty();
+        let tls = needs_certificate.then(|| Tls::load(settings)).transpose()?;
+        if let Some(tls) = tls.as_ref().filter(|_| settings.tls.is_enabled()) {
+            start_encrypted(settings, tls, snapshot, &registry).await?;
+        }
+        redirect::start(settings, tls.as_ref(), snapshot, &registry).await?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut udp_workers = Vec::new();
+        for (index, &address) in settings.listen.iter().enumerate() {
+            udp_workers.extend(start_udp(settings, address, index, snapshot, &stop)?);
+            let listener = tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen on TCP {address}"))?;
+            let rng = settings.worker_rng(u64::MAX - index as u64);
+            tokio::spawn(tcp::serve(listener, snapshot.clone(), registry.clone(), rng));
+        }
+        Ok(Transports { stop, udp_workers })
+    }
+
+    /// Stops the UDP workers and waits for them.
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for worker in self.udp_workers {
+            let _ = worker.join();
+        }
+    }
+}
+
+/// Binds every DNS over TLS, HTTPS and QUIC listener of `settings` and
+/// serves each in its own task.
+async fn start_encrypted(settings: &Settings, tls: &Tls, snapshot: &SharedSnapshot, registry: &Arc<Registry>) -> anyhow::Result<()> {
+    let dot = tls.dns_acceptor()?;
+    for (index, &address) in (0..).zip(&settings.tls.listen) {
+        let listener = tcp::bind(address, "DNS over TLS").await?;
+        let rng = settings.worker_rng(DOT_WORKERS + index);
+        tokio::spawn(dot::serve(listener, dot.clone(), snapshot.clone(), registry.clone(), rng));
+    }
+    let doh = tls.https_acceptor()?;
+    for (index, &address) in (0..).zip(&settings.tls.https_listen) {
+        let listener = tcp::bind(address, "DNS over HTTPS").await?;
+        let rng = settings.worker_rng(DOH_WORKERS + index);
+        tokio::spawn(doh::serve(listener, doh.clone(), snapshot.clone(), registry.clone(), rng));
+    }
+    let doq = tls.quic_config()?;
+    for (index, &address) in (0..).zip(&settings.tls.quic_listen) {
+        let endpoint = doq::endpoint(address, doq.clone(), &settings.tcp)
+            .with_context(|| format!("cannot listen for DNS over QUIC on UDP {address}"))?;
+        tracing::info!(%address, "serving DNS over QUIC");
+        let rng = settings.worker_rng(DOQ_WORKERS + index);
+        tokio::spawn(doq::serve(endpoint, snapshot.clone(), registry.clone(), rng));
+    }
+    Ok(())
+}
+
+/// Starts the UDP workers of the `listen_index`th address.
+fn start_udp(
+    settings: &Settings,
+    address: SocketAddr,
+    listen_index: usize,
+    snapshot: &SharedSnapshot,
+    stop: &Arc<AtomicBool>,
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    let threads = settings.udp_threads;
+    (0..threads)
+        .map(|index| {
+            let socket = udp::bind_socket(address).with_context(|| format!("cannot listen on UDP {address}"))?;
+            let (snapshot, stop) = (snapshot.clone(), stop.clone());
+            let rng = settings.worker_rng((listen_index * threads + index) as u64);
+            std::thread::Builder::new()
+                .name(format!("udp-{index}"))
+                .spawn(move || udp::serve(socket, snapshot, rng, stop))
+                .context("cannot start a UDP worker thread")
+        })
+        .collect()
+}

@@ -1,0 +1,88 @@
+//! What the encrypted mechanisms share: one certificate and one way of
+//! setting up TLS. DNS over TLS ([`crate::dot`]), over HTTPS
+//! ([`crate::doh`]) and over QUIC ([`crate::doq`]), and HTTP redirection
+//! over HTTPS ([`crate::redirect`]), each take their acceptor from here:
+//! TLS 1.3, with 1.2 allowed where the protocol allows it, and sessions
+//! resumed from tickets, since a full handshake is the main cost of a new
+//! connection.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use rustls::crypto::CryptoProvider;
+use rustls::sign::{CertifiedKey, SingleCertAndKey};
+use rustls::{ServerConfig, SupportedProtocolVersion};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+
+use crate::config::Settings;
+use crate::registry::Admission;
+use crate::{certificate, doq, http};
+
+/// DNS over TLS and HTTPS accept TLS 1.2 clients too.
+const TLS_12_AND_13: &[&SupportedProtocolVersion] = &[&rustls::version::TLS13, &rustls::version::TLS12];
+/// QUIC is defined over TLS 1.3 only (RFC 9001 section 4.2).
+const TLS_13: &[&SupportedProtocolVersion] = &[&rustls::version::TLS13];
+
+/// The certificate of `[tls]`, loaded once, and the provider that signs
+/// with it. Each acceptor made from it is a configuration of its own, so
+/// that a session made on one address of a transport resumes on any other
+/// (the ticket key is the configuration's) and on no other transport.
+pub struct Tls {
+    provider: Arc<CryptoProvider>,
+    certificate: Arc<CertifiedKey>,
+}
+
+impl Tls {
+    /// Loads (or makes) the certificate of `settings`.
+    pub fn load(settings: &Settings) -> anyhow::Result<Tls> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let certificate = certificate::load(settings, &provider)?;
+        Ok(Tls { provider, certificate })
+    }
+
+    /// An acceptor for DNS over TLS, which offers no ALPN.
+    pub fn dns_acceptor(&self) -> anyhow::Result<TlsAcceptor> {
+        Ok(TlsAcceptor::from(self.server_config(TLS_12_AND_13, &[])?))
+    }
+
+    /// An acceptor for HTTPS: HTTP/2 or HTTP/1.1, as ALPN chooses.
+    pub fn https_acceptor(&self) -> anyhow::Result<TlsAcceptor> {
+        Ok(TlsAcceptor::from(self.server_config(TLS_12_AND_13, http::ALPN)?))
+    }
+
+    /// The TLS side of DNS over QUIC: TLS 1.3 and the "doq" protocol only.
+    pub fn quic_config(&self) -> anyhow::Result<Arc<ServerConfig>> {
+        self.server_config(TLS_13, &[doq::ALPN])
+    }
+
+    /// A rustls server configuration presenting the certificate, offering the
+    /// `alpn` protocols, and resuming sessions: TLS 1.3 and 1.2 from tickets
+    /// (RFC 8446 section 2.2, RFC 5077), TLS 1.2 also from session IDs.
+    fn server_config(&self, versions: &[&'static SupportedProtocolVersion], alpn: &[&[u8]]) -> anyhow::Result<Arc<ServerConfig>> {
+        let mut config = ServerConfig::builder_with_provider(self.provider.clone())
+            .with_protocol_versions(versions)
+            .context("TLS: the crypto provider lacks these protocol versions")?
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(SingleCertAndKey::from(self.certificate.clone())));
+        config.alpn_protocols = alpn.iter().map(|protocol| protocol.to_vec()).collect();
+        config.ticketer = rustls::crypto::ring::Ticketer::new().context("TLS: cannot make a session ticket key")?;
+        Ok(Arc::new(config))
+    }
+}
+
+/// The server side of a TLS handshake. A client that stalls in it is
+/// dropped like any idle connection, by the registry.
+pub async fn handshake<Stream>(acceptor: &TlsAcceptor, stream: Stream, admission: &Admission) -> Option<TlsStream<Stream>>
+where
+    Stream: AsyncRead + AsyncWrite + Unpin,
+{
+    match admission.unless_shed(acceptor.accept(stream)).await? {
+        Ok(stream) => Some(stream),
+        Err(error) => {
+            tracing::debug!(%error, "TLS handshake failed");
+            None
+        }
+    }
+}
