@@ -24,6 +24,7 @@ use rustls::{ClientConfig, ClientConnection, HandshakeKind, RootCertStore, Strea
 
 mod common;
 use common::*;
+use pharos_wire::framing::framed;
 
 const TLS_13: &[&SupportedProtocolVersion] = &[&rustls::version::TLS13];
 const TLS_12: &[&SupportedProtocolVersion] = &[&rustls::version::TLS12];

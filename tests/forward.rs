@@ -19,6 +19,7 @@ use rustls::{ServerConfig, ServerConnection, StreamOwned};
 
 mod common;
 use common::*;
+use pharos_wire::framing::framed;
 
 /// The generated certificate of a Pharos, in its configuration's directory.
 const GENERATED_CERTIFICATE: &str = "pharos-tls-certificate.pem";

@@ -13,6 +13,7 @@ use domain::base::iana::{Rcode, Rtype};
 
 mod common;
 use common::*;
+use pharos_wire::framing::framed;
 
 fn connect(server: SocketAddr) -> TcpStream {
     let stream = TcpStream::connect(server).unwrap();

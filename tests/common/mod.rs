@@ -18,6 +18,7 @@ use domain::base::iana::Rtype;
 use domain::base::opt::ClientSubnet;
 use domain::base::{Message, MessageBuilder, Name};
 use domain::rdata::A;
+use pharos_wire::framing::{LENGTH_LEN, split_frame};
 use serde_json::Value;
 
 pub const ZONE: &str = "$TTL 300\n@ SOA ns hostmaster 1 7200 3600 1209600 60\n NS ns\nns A 192.0.2.1\nwww A 192.0.2.2\nv TXT \"1\"\n";
@@ -156,17 +157,16 @@ pub fn udp_query(server: SocketAddr, name: &str, rtype: Rtype) -> Option<Message
     Message::from_octets(buf).ok()
 }
 
-pub fn framed(message: &[u8]) -> Vec<u8> {
-    [&(message.len() as u16).to_be_bytes()[..], message].concat()
-}
-
 /// Reads one length-framed message: DNS over TCP, or over TLS.
 pub fn read_frame(stream: &mut impl Read) -> std::io::Result<Message<Vec<u8>>> {
-    let mut length = [0; 2];
-    stream.read_exact(&mut length)?;
-    let mut message = vec![0; u16::from_be_bytes(length) as usize];
-    stream.read_exact(&mut message)?;
-    Ok(Message::from_octets(message).unwrap())
+    let mut frame = Vec::new();
+    while let Err(needed) = split_frame(&frame) {
+        let filled = frame.len();
+        frame.resize(filled + needed, 0);
+        stream.read_exact(&mut frame[filled..])?;
+    }
+    frame.drain(..LENGTH_LEN);
+    Ok(Message::from_octets(frame).unwrap())
 }
 
 /// A query for `name` with an OPT record and, if given, a client subnet.

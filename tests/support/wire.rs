@@ -8,6 +8,8 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
+use pharos_wire::framing::{LENGTH_LEN, framed, split_frame};
+
 /// An EDNS OPT pseudo-record to put in a query (RFC 6891 section 6.1.2).
 #[derive(Clone, Debug)]
 pub struct EdnsSpec {
@@ -280,10 +282,7 @@ fn exchange_tcp(server: SocketAddr, packet: &[u8], timeout: Duration) -> Reply {
         Err(e) => return Reply::Error(format!("connect: {e}")),
     };
     let _ = stream.set_nodelay(true);
-    let mut framed = Vec::with_capacity(packet.len() + 2);
-    framed.extend_from_slice(&(packet.len() as u16).to_be_bytes());
-    framed.extend_from_slice(packet);
-    if let Err(e) = stream.write_all(&framed) {
+    if let Err(e) = stream.write_all(&framed(packet)) {
         return Reply::Error(format!("write: {e}"));
     }
     let deadline = Instant::now() + timeout;
@@ -307,16 +306,17 @@ fn exchange_tcp(server: SocketAddr, packet: &[u8], timeout: Duration) -> Reply {
         }
         Ok(true)
     };
-    let mut len = [0u8; 2];
-    match read_exact(&mut len) {
-        Ok(true) => {}
-        Ok(false) => return Reply::Silence,
-        Err(e) => return Reply::Error(e),
+    let mut frame = Vec::new();
+    while let Err(needed) = split_frame(&frame) {
+        let filled = frame.len();
+        frame.resize(filled + needed, 0);
+        match read_exact(&mut frame[filled..]) {
+            Ok(true) => {}
+            Ok(false) if filled < LENGTH_LEN => return Reply::Silence,
+            Ok(false) => return Reply::Error("connection closed in the middle of a reply".into()),
+            Err(e) => return Reply::Error(e),
+        }
     }
-    let mut msg = vec![0u8; u16::from_be_bytes(len) as usize];
-    match read_exact(&mut msg) {
-        Ok(true) => Reply::Message(msg),
-        Ok(false) => Reply::Error("connection closed in the middle of a reply".into()),
-        Err(e) => Reply::Error(e),
-    }
+    frame.drain(..LENGTH_LEN);
+    Reply::Message(frame)
 }

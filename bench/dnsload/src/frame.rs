@@ -1,8 +1,11 @@
 //! RFC 7766 two-byte length framing for DNS over TCP: reassembly of
 //! messages from arbitrarily split reads, in a fixed buffer.
 
+use pharos_wire::MAX_STREAM_MESSAGE;
+use pharos_wire::framing::{LENGTH_LEN, split_frame};
+
 /// Largest possible frame: 2-byte length prefix plus a 65535-byte message.
-const MAX_FRAME: usize = 2 + 65535;
+const MAX_FRAME: usize = LENGTH_LEN + MAX_STREAM_MESSAGE;
 
 /// Accumulates bytes read from a stream and yields complete messages.
 pub struct FrameReader {
@@ -49,17 +52,9 @@ impl FrameReader {
 
     /// The next complete message (without its length prefix), if any.
     pub fn next_frame(&mut self) -> Option<&[u8]> {
-        let avail = self.end - self.start;
-        if avail < 2 {
-            return None;
-        }
-        let len = u16::from_be_bytes([self.buf[self.start], self.buf[self.start + 1]]) as usize;
-        if avail < 2 + len {
-            return None;
-        }
-        let msg = self.start + 2;
-        self.start = msg + len;
-        Some(&self.buf[msg..msg + len])
+        let (message, rest) = split_frame(&self.buf[self.start..self.end]).ok()?;
+        self.start = self.end - rest.len();
+        Some(message)
     }
 
     /// Bytes buffered but not yet returned as a frame.
@@ -82,8 +77,7 @@ mod tests {
     fn frames(msgs: &[Vec<u8>]) -> Vec<u8> {
         let mut out = Vec::new();
         for m in msgs {
-            out.extend_from_slice(&(m.len() as u16).to_be_bytes());
-            out.extend_from_slice(m);
+            pharos_wire::framing::push_framed(&mut out, m);
         }
         out
     }

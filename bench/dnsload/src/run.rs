@@ -515,8 +515,7 @@ pub fn run_tcp(sh: &Shared, job: &Job, server: SocketAddr, streams: Vec<TcpStrea
                             break;
                         };
                         let len = sh.queries[qidx as usize].encode_into(&mut qbuf, id, opt);
-                        c.wbuf.extend_from_slice(&(len as u16).to_be_bytes());
-                        c.wbuf.extend_from_slice(&qbuf[..len]);
+                        pharos_wire::framing::push_framed(&mut c.wbuf, &qbuf[..len]);
                         queued += 1;
                     }
                     stats.sent += queued;

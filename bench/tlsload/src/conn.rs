@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use bytes::Bytes;
 use futures_util::future::join_all;
+use pharos_wire::framing::{LENGTH_LEN, push_framed_with, split_frame};
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, HandshakeKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -64,13 +65,17 @@ impl Ctx {
     /// with a two-octet length in front when `framed`.
     fn encode(&self, index: usize, id: u16, framed: bool, out: &mut Vec<u8>) {
         let query = &self.queries[index % self.queries.len()];
-        let at = out.len();
-        let head = if framed { 2 } else { 0 };
-        out.resize(at + head + MAX_QUERY_LEN, 0);
-        let length = query.encode_into(&mut out[at + head..], id, None);
-        out.truncate(at + head + length);
+        let append = |out: &mut Vec<u8>| {
+            let at = out.len();
+            out.resize(at + MAX_QUERY_LEN, 0);
+            let length = query.encode_into(&mut out[at..], id, None);
+            out.truncate(at + length);
+            Some(())
+        };
         if framed {
-            out[at..at + 2].copy_from_slice(&(length as u16).to_be_bytes());
+            push_framed_with(out, append);
+        } else {
+            append(out);
         }
     }
 }
@@ -202,16 +207,19 @@ impl DotConn {
         self.stream.flush().await.context("flush")?;
         let mut seen = 0u64;
         for _ in 0..depth {
-            let mut length = [0u8; 2];
-            self.stream.read_exact(&mut length).await.context("read")?;
-            self.frame.resize(usize::from(u16::from_be_bytes(length)), 0);
-            self.stream.read_exact(&mut self.frame).await.context("read")?;
-            ensure!(self.frame.len() >= 12, "short answer ({} octets)", self.frame.len());
-            let id = u16::from_be_bytes([self.frame[0], self.frame[1]]);
+            self.frame.clear();
+            while let Err(needed) = split_frame(&self.frame) {
+                let filled = self.frame.len();
+                self.frame.resize(filled + needed, 0);
+                self.stream.read_exact(&mut self.frame[filled..]).await.context("read")?;
+            }
+            let answer = &self.frame[LENGTH_LEN..];
+            ensure!(answer.len() >= 12, "short answer ({} octets)", answer.len());
+            let id = u16::from_be_bytes([answer[0], answer[1]]);
             let slot = usize::from(id.wrapping_sub(base));
             ensure!(slot < depth && seen & (1 << slot) == 0, "answer with unexpected ID {id}");
             seen |= 1 << slot;
-            answers.answer(sent.elapsed(), self.frame[3]);
+            answers.answer(sent.elapsed(), answer[3]);
         }
         Ok(())
     }

@@ -8,11 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use pharos_wire::MAX_STREAM_MESSAGE;
+use pharos_wire::framing::{LENGTH_LEN, framed, split_frame};
 use quinn::crypto::rustls::QuicClientConfig;
 use quinn::{Endpoint, VarInt};
 use tokio::sync::mpsc;
 
-use crate::framing::framed;
 use crate::message::{response_id, set_id};
 use crate::slot::{self, PoolSlot, Request, Transport};
 use crate::stats::{InFlight, InFlightQuery};
@@ -22,7 +23,7 @@ use crate::trust::ClientTls;
 const DOQ_NO_ERROR: VarInt = VarInt::from_u32(0x0);
 const DOQ_REQUEST_CANCELLED: VarInt = VarInt::from_u32(0x3);
 /// The largest stream: one message behind its length.
-const MAX_STREAM: usize = 2 + 65535;
+const MAX_STREAM: usize = LENGTH_LEN + MAX_STREAM_MESSAGE;
 
 pub struct DoqTransport {
     address: SocketAddr,
@@ -123,17 +124,17 @@ async fn ask_on_stream(connection: &quinn::Connection, request: &mut Request) ->
 }
 
 /// The one DNS response a finished stream carries.
-fn answer_of_stream(mut stream: Vec<u8>) -> anyhow::Result<Vec<u8>> {
-    let Some(prefix) = stream.get(..2) else { bail!("the stream ended inside the length") };
-    let length = usize::from(u16::from_be_bytes([prefix[0], prefix[1]]));
-    if stream.len() != 2 + length {
-        bail!("the stream holds {} octets after a length of {length}", stream.len() - 2);
-    }
-    stream.drain(..2);
-    if response_id(&stream).is_none() {
+fn answer_of_stream(stream: Vec<u8>) -> anyhow::Result<Vec<u8>> {
+    let Some(after_length) = stream.len().checked_sub(LENGTH_LEN) else { bail!("the stream ended inside the length") };
+    let answer = match split_frame(&stream) {
+        Ok((answer, [])) => answer,
+        Ok((answer, _)) => bail!("the stream holds {after_length} octets after a length of {}", answer.len()),
+        Err(needed) => bail!("the stream holds {after_length} octets after a length of {}", after_length + needed),
+    };
+    if response_id(answer).is_none() {
         bail!("the stream holds what is no DNS response");
     }
-    Ok(stream)
+    Ok(answer.to_vec())
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use pharos_wire::framing::push_framed;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncWriteExt, BufReader, ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
@@ -15,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
-use crate::framing::{framed, read_frame};
+use crate::framing::read_frame;
 use crate::ids::IdTable;
 use crate::message::{response_id, set_id};
 use crate::slot::{self, PoolSlot, Request, Transport};
@@ -118,7 +119,7 @@ fn add_frame(mut request: Request, frames: &mut Vec<u8>, table: &Table, in_fligh
     let outstanding = Outstanding { request, _in_flight: in_flight.enter() };
     let Some(id) = table.lock().expect("ID table").insert(outstanding, |outstanding| outstanding.request.is_abandoned()) else { return };
     set_id(&mut message, id);
-    frames.extend(framed(&message));
+    push_framed(frames, &message);
 }
 
 /// Reads answers and hands each to the query with its ID, until the

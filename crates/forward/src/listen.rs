@@ -8,13 +8,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use pharos_wire::framing::framed;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::forwarder::Forwarder;
-use crate::framing::{framed, read_frame};
+use crate::framing::read_frame;
 use crate::message::{ClientQuery, fit_for_udp};
 use crate::stats::Stats;
 

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use pharos_answer::{Client, ResponseOptions, SharedSnapshot, Transport, respond_with};
+use pharos_wire::framing::{LENGTH_LEN, push_framed_with, split_frame};
 use pharos_wire::{MAX_STREAM_MESSAGE, Reject, parse_query};
 use quinn::crypto::rustls::QuicServerConfig;
 use quinn::{Endpoint, Incoming, ReadToEndError, RecvStream, SendStream, TransportConfig, VarInt};
@@ -97,7 +98,7 @@ async fn serve_connection(incoming: Incoming, snapshot: SharedSnapshot, registry
 
 /// Reads the stream's query to its end, and answers it on the same stream.
 async fn answer_stream(connection: Arc<Connection>, mut send: SendStream, mut receive: RecvStream, mut rng: SmallRng) {
-    let stream = match receive.read_to_end(2 + MAX_STREAM_MESSAGE).await {
+    let stream = match receive.read_to_end(LENGTH_LEN + MAX_STREAM_MESSAGE).await {
         Ok(stream) => stream,
         Err(ReadToEndError::TooLong) => return connection.protocol_error("more than one message on a stream"),
         // The client cancelled the query, or the connection is gone.
@@ -107,16 +108,17 @@ async fn answer_stream(connection: Arc<Connection>, mut send: SendStream, mut re
         Ok(query) => query,
         Err(violation) => return connection.protocol_error(violation),
     };
-    let mut response = vec![0, 0];
-    if !respond_with(query, &connection.client, &OPTIONS, &connection.snapshot.load(), &mut rng, &mut response) {
+    let mut response = Vec::new();
+    let answered = push_framed_with(&mut response, |response| {
+        respond_with(query, &connection.client, &OPTIONS, &connection.snapshot.load(), &mut rng, response).then_some(())
+    });
+    if answered.is_none() {
         // Not a DNS query: over UDP or TCP it would get no answer; here its
         // stream ends without one.
         let _ = send.reset(DOQ_PROTOCOL_ERROR);
         return;
     }
     connection.admission.touch();
-    let length = (response.len() - 2) as u16;
-    response[..2].copy_from_slice(&length.to_be_bytes());
     match tokio::time::timeout(connection.admission.limits().write_timeout(), send.write_all(&response)).await {
         Ok(Ok(())) => {
             let _ = send.finish();
@@ -138,14 +140,12 @@ impl Connection {
 /// The query a finished stream carries, or the protocol error it commits
 /// (RFC 9250 section 4.3.3).
 fn query_of_stream(stream: &[u8]) -> Result<&[u8], &'static str> {
-    let (prefix, message) = stream.split_at_checked(2).ok_or("the stream ended inside the length")?;
-    let length = u16::from_be_bytes([prefix[0], prefix[1]]) as usize;
-    if message.len() < length {
-        return Err("the stream ended before the message did");
-    }
-    if message.len() > length {
-        return Err("more than one message on a stream");
-    }
+    let message = match split_frame(stream) {
+        Ok((message, [])) => message,
+        Ok(_) => return Err("more than one message on a stream"),
+        Err(_) if stream.len() < LENGTH_LEN => return Err("the stream ended inside the length"),
+        Err(_) => return Err("the stream ended before the message did"),
+    };
     if message.get(..2).is_some_and(|id| id != [0, 0]) {
         return Err("a message ID other than 0 (RFC 9250 section 4.2.1)");
     }
@@ -165,6 +165,8 @@ fn carries_keepalive(message: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use pharos_wire::framing::framed;
+
     use super::*;
 
     /// A query for `a.` with this ID and these EDNS options.
@@ -175,10 +177,6 @@ mod tests {
         message.extend((options.len() as u16).to_be_bytes());
         message.extend(options);
         message
-    }
-
-    fn framed(message: &[u8]) -> Vec<u8> {
-        [&(message.len() as u16).to_be_bytes()[..], message].concat()
     }
 
     #[test]

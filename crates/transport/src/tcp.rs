@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use pharos_answer::{Client, ResponseOptions, SharedSnapshot, Transport, respond_with};
+use pharos_wire::framing::{push_framed_with, split_frame};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -210,18 +211,10 @@ pub fn answer_frames(
     output: &mut Vec<u8>,
 ) -> usize {
     let current = snapshot.load();
-    let mut consumed = 0;
-    while let Some(length) = input.get(consumed..consumed + 2).map(|prefix| u16::from_be_bytes([prefix[0], prefix[1]]) as usize) {
-        let Some(message) = input.get(consumed + 2..consumed + 2 + length) else { break };
-        let length_at = output.len();
-        output.extend_from_slice(&[0, 0]);
-        if respond_with(message, client, options, &current, rng, output) {
-            let response_len = (output.len() - length_at - 2) as u16;
-            output[length_at..length_at + 2].copy_from_slice(&response_len.to_be_bytes());
-        } else {
-            output.truncate(length_at);
-        }
-        consumed += 2 + length;
+    let mut unread = input;
+    while let Ok((message, rest)) = split_frame(unread) {
+        push_framed_with(output, |output| respond_with(message, client, options, &current, rng, output).then_some(()));
+        unread = rest;
     }
-    consumed
+    input.len() - unread.len()
 }

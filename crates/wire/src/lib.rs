@@ -6,6 +6,7 @@
 //! part that sits on the per-query hot path.
 
 pub mod edns;
+pub mod framing;
 pub mod name;
 pub mod query;
 pub mod response;
