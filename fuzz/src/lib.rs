@@ -11,6 +11,7 @@ use domain::base::{Message, ParsedName};
 use domain::rdata::AllRecordData;
 use pharos_answer::{Client, Settings, Snapshot, Transport, respond, respond_oversized};
 use pharos_route::Routes;
+use pharos_wire::response::smallest_ttl;
 use pharos_route::spec::{DataCenterSpec, DataSources, Declared, RegionSpec, ServiceSpec, build_routes};
 use pharos_zone::{Zone, ZoneSet, parse_zone_text};
 use rand::SeedableRng;
@@ -100,7 +101,7 @@ pub fn fuzz_respond(data: &[u8]) {
 
     // The receive-buffer overflow path sees the same bytes.
     let mut out = Vec::new();
-    if respond_oversized(packet, &mut out) {
+    if respond_oversized(packet, &mut out).is_some() {
         check_response(packet, &out, MIN_UDP, "respond_oversized");
     } else {
         assert!(out.is_empty(), "respond_oversized returned false but wrote {} bytes", out.len());
@@ -168,11 +169,11 @@ pub fn query_packet(id: u16, qname: &[u8], qtype: u16, edns: Option<u16>) -> Vec
 pub fn answer_and_check(packet: &[u8], client: &Client, snapshot: &Snapshot, seed: u64) {
     let mut out = Vec::new();
     let mut rng = SmallRng::seed_from_u64(seed);
-    let answered = respond(packet, client, snapshot, &mut rng, &mut out);
-    if !answered {
+    let Some(answered) = respond(packet, client, snapshot, &mut rng, &mut out) else {
         assert!(out.is_empty(), "respond returned false but wrote {} bytes", out.len());
         return;
-    }
+    };
+    assert_eq!((answered.len, answered.smallest_ttl), (out.len(), smallest_ttl(&out)), "the summary of the response");
     let limit = match client.transport {
         Transport::Udp => udp_limit(packet, snapshot.settings.udp_payload),
         Transport::Stream => MAX_STREAM,

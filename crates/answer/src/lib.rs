@@ -1,7 +1,9 @@
 //! The query path of Pharos, steps 2 to 5 of DESIGN.md: decode the query,
 //! look the name up, encode the answer. A plain function from bytes to
 //! bytes over an immutable [`Snapshot`]; every transport (UDP, TCP, TLS,
-//! HTTPS and QUIC) is a thin loop around [`respond`] or [`respond_with`].
+//! HTTPS and QUIC) is a thin loop around [`respond`] or [`respond_with`]
+//! (or [`respond_parsed`], after [`prefetch_batch`]), and learns what it
+//! sent from the [`Answered`] they return, without reading it back.
 
 mod service;
 mod shared;
@@ -14,7 +16,7 @@ use pharos_wire::edns::{MAX_PADDING_OPTION_LEN, OPTION_NSID, write_keepalive, wr
 use pharos_wire::query::Question;
 use pharos_wire::{Edns, HEADER_LEN, MAX_STREAM_MESSAGE, MIN_UDP_PAYLOAD, MessageWriter, flags, rcode, types};
 pub use pharos_wire::{Query, Reject, parse_query};
-use pharos_zone::encode::{answer_flags, fit, write_answer};
+use pharos_zone::encode::{answer_flags, fit, smallest_ttl, write_answer};
 use pharos_zone::{Body, Fitted, Lookup, ZoneSet};
 use rand::Rng;
 pub use shared::SharedSnapshot;
@@ -82,6 +84,20 @@ pub struct ResponseOptions {
     pub pad: bool,
 }
 
+/// What a response says, for its transport to act on without reading it
+/// back: DNS over HTTPS makes the cache lifetime of its HTTP response from
+/// it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answered {
+    /// The RCODE, extended RCODEs included.
+    pub rcode: u16,
+    /// The smallest TTL among the records, the OPT pseudo-record aside;
+    /// `None` when there is no record.
+    pub smallest_ttl: Option<u32>,
+    /// The length of the response in octets.
+    pub len: usize,
+}
+
 /// What a response's OPT record is made from besides the query's own:
 /// the operator's settings and the connection's options.
 #[derive(Clone, Copy)]
@@ -90,10 +106,10 @@ struct OptSource<'a> {
     options: &'a ResponseOptions,
 }
 
-/// Answers one query. Appends the response to `out` and returns true, or
-/// returns false (with `out` untouched) when the packet deserves no answer.
-/// `rng` draws the random choices of routing policies.
-pub fn respond(packet: &[u8], client: &Client, snapshot: &Snapshot, rng: &mut impl Rng, out: &mut Vec<u8>) -> bool {
+/// Answers one query. Appends the response to `out` and says what it
+/// answered, or returns `None` (with `out` untouched) when the packet
+/// deserves no answer. `rng` draws the random choices of routing policies.
+pub fn respond(packet: &[u8], client: &Client, snapshot: &Snapshot, rng: &mut impl Rng, out: &mut Vec<u8>) -> Option<Answered> {
     respond_with(packet, client, &ResponseOptions::default(), snapshot, rng, out)
 }
 
@@ -105,12 +121,12 @@ pub fn respond_with(
     snapshot: &Snapshot,
     rng: &mut impl Rng,
     out: &mut Vec<u8>,
-) -> bool {
+) -> Option<Answered> {
     respond_parsed(parse_query(packet), client, options, snapshot, rng, out)
 }
 
 /// Like [`respond_with`], for a packet its server has already parsed (with
-/// [`parse_query`]), as the UDP worker does to [`prefetch`] for a batch.
+/// [`parse_query`]), as the UDP worker does to [`prefetch_batch`].
 pub fn respond_parsed(
     parsed: Result<Query<'_>, Reject<'_>>,
     client: &Client,
@@ -118,39 +134,51 @@ pub fn respond_parsed(
     snapshot: &Snapshot,
     rng: &mut impl Rng,
     out: &mut Vec<u8>,
-) -> bool {
+) -> Option<Answered> {
     let opt = OptSource { settings: &snapshot.settings, options };
     match parsed {
-        Ok(query) => answer_query(&query, client, opt, snapshot, rng, out),
-        Err(Reject::Drop) => return false,
-        Err(Reject::Respond { query, rcode }) => write_refusal(&query, rcode, opt, out),
+        Ok(query) => Some(answer_query(&query, client, opt, snapshot, rng, out)),
+        Err(Reject::Drop) => None,
+        Err(Reject::Respond { query, rcode }) => Some(write_refusal(&query, rcode, opt, out)),
     }
-    true
 }
 
-/// Starts fetching the routing data that answering `query` will read first,
-/// so that a server can overlap those cache misses for a whole batch of
-/// queries before answering them one by one. Worth calling only when
-/// `snapshot.routes.proximity.prefetches()`.
-pub fn prefetch(query: &Query<'_>, client: &Client, snapshot: &Snapshot) {
-    snapshot.routes.proximity.prefetch(service::asker(client, query.edns, &snapshot.settings).address);
+/// Readies a batch of parsed queries for answering one by one: where the
+/// snapshot's routing data is large enough to miss the cache, starts
+/// fetching what answering each query will read first, so that the first
+/// misses of the whole batch overlap instead of each query waiting for its
+/// own. Otherwise does nothing, not even iterate.
+pub fn prefetch_batch<'b, 'q: 'b>(queries: impl IntoIterator<Item = (&'b Query<'q>, &'b Client)>, snapshot: &Snapshot) {
+    let proximity = &snapshot.routes.proximity;
+    if !proximity.prefetches() {
+        return;
+    }
+    for (query, client) in queries {
+        proximity.prefetch(service::asker(client, query.edns, &snapshot.settings).address);
+    }
 }
 
 /// Answers a datagram that was longer than the receive buffer: FORMERR
 /// from the header alone, or nothing if even that is not a query.
-pub fn respond_oversized(packet: &[u8], out: &mut Vec<u8>) -> bool {
+pub fn respond_oversized(packet: &[u8], out: &mut Vec<u8>) -> Option<Answered> {
     match parse_query(&packet[..packet.len().min(HEADER_LEN)]) {
-        Err(Reject::Drop) => false,
+        Err(Reject::Drop) => None,
         Ok(query) | Err(Reject::Respond { query, .. }) => {
             let header_only = Query { question: None, edns: None, ..query };
             let opt = OptSource { settings: &Settings::default(), options: &ResponseOptions::default() };
-            write_refusal(&header_only, rcode::FORMERR, opt, out);
-            true
+            Some(write_refusal(&header_only, rcode::FORMERR, opt, out))
         }
     }
 }
 
-fn answer_query(query: &Query<'_>, client: &Client, opt: OptSource<'_>, snapshot: &Snapshot, rng: &mut impl Rng, out: &mut Vec<u8>) {
+fn answer_query(
+    query: &Query<'_>,
+    client: &Client,
+    opt: OptSource<'_>,
+    snapshot: &Snapshot,
+    rng: &mut impl Rng,
+    out: &mut Vec<u8>,
+) -> Answered {
     let question = query.question.expect("a parsed query has its question");
     if let Some(rcode) = unanswerable(&question, client.transport) {
         return write_refusal(query, rcode, opt, out);
@@ -165,15 +193,17 @@ fn answer_query(query: &Query<'_>, client: &Client, opt: OptSource<'_>, snapshot
     let routed = snapshot.routes.service(qname).zip(service::family_of(question.qtype));
     if let Some((routed_service, family)) = routed {
         let asker = service::asker(client, query.edns, settings);
-        if let Some((fitted, scope)) = service::write_addresses(&mut writer, routed_service, family, &asker, snapshot, rng, room) {
+        if let Some((fitted, scope, ttl)) = service::write_addresses(&mut writer, routed_service, family, &asker, snapshot, rng, room) {
             // A subnet that was not used says nothing about this answer's reach.
             let scope = if asker.from_client_subnet { scope } else { 0 };
             let truncation = if fitted.truncated { flags::TC } else { 0 };
             let counts = [1, fitted.counts[0], 0, 0];
-            return finish(&mut writer, query, flags::AA | truncation, rcode::NOERROR, counts, scope, opt);
+            finish(&mut writer, query, flags::AA | truncation, rcode::NOERROR, counts, scope, opt);
+            let smallest_ttl = (fitted.counts[0] > 0).then_some(ttl);
+            return Answered { rcode: rcode::NOERROR, smallest_ttl, len: writer.len() };
         }
     }
-    let (header_flags, rcode, fitted) = match snapshot.zones.lookup(qname, question.qtype) {
+    let (header_flags, rcode, fitted, smallest_ttl) = match snapshot.zones.lookup(qname, question.qtype) {
         Lookup::Built(body) => copy_body(&mut writer, body, room),
         Lookup::Resolved(answer) => {
             let body_start = writer.len();
@@ -181,14 +211,15 @@ fn answer_query(query: &Query<'_>, client: &Client, opt: OptSource<'_>, snapshot
             write_answer(&answer, &mut writer, &mut cuts);
             let fitted = fit(&cuts, room);
             writer.truncate(body_start + fitted.len);
-            (answer_flags(&answer), answer.rcode, fitted)
+            (answer_flags(&answer), answer.rcode, fitted, smallest_ttl(&cuts, &fitted))
         }
-        Lookup::NotAuthoritative => (0, rcode::REFUSED, Fitted { len: 0, counts: [0; 3], truncated: false }),
+        Lookup::NotAuthoritative => (0, rcode::REFUSED, Fitted { len: 0, counts: [0; 3], truncated: false }, None),
     };
     let truncation = if fitted.truncated { flags::TC } else { 0 };
     // RFC 1034 section 3.7.1: answers to QCLASS=* are never authoritative.
     let header_flags = if question.qclass == types::CLASS_ANY { header_flags & !flags::AA } else { header_flags };
     finish(&mut writer, query, header_flags | truncation, rcode, [1, fitted.counts[0], fitted.counts[1], fitted.counts[2]], 0, opt);
+    Answered { rcode, smallest_ttl, len: writer.len() }
 }
 
 /// Questions answered with an error before any lookup. Other meta types
@@ -204,10 +235,10 @@ fn unanswerable(question: &Question, transport: Transport) -> Option<u16> {
     }
 }
 
-fn copy_body(writer: &mut MessageWriter<'_>, body: &Body, room: usize) -> (u16, u16, Fitted) {
+fn copy_body(writer: &mut MessageWriter<'_>, body: &Body, room: usize) -> (u16, u16, Fitted, Option<u32>) {
     let fitted = body.fit(room);
     writer.raw(&body.bytes[..fitted.len]);
-    (body.flags, body.rcode, fitted)
+    (body.flags, body.rcode, fitted, body.smallest_ttl(&fitted))
 }
 
 /// The largest response this query may get (RFC 6891 section 6.2.5).
@@ -220,11 +251,12 @@ fn message_limit(edns: Option<Edns>, transport: Transport, settings: &Settings) 
 }
 
 /// A response with no records: the RCODE and, if readable, the question.
-fn write_refusal(query: &Query<'_>, rcode: u16, opt: OptSource<'_>, out: &mut Vec<u8>) {
+fn write_refusal(query: &Query<'_>, rcode: u16, opt: OptSource<'_>, out: &mut Vec<u8>) -> Answered {
     let mut writer = MessageWriter::new(out);
     writer.question(query.question_bytes());
     let question_count = u16::from(query.question.is_some());
     finish(&mut writer, query, 0, rcode, [question_count, 0, 0, 0], 0, opt);
+    Answered { rcode, smallest_ttl: None, len: writer.len() }
 }
 
 /// Fills in the header and appends the OPT record if the query had one.

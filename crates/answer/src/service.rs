@@ -19,9 +19,9 @@ pub fn asker(client: &Client, edns: Option<Edns>, settings: &Settings) -> Asker 
 }
 
 /// Writes the address records the service's policy chose for this client.
-/// Returns how much fit and the ECS scope the answer depends on; `None`,
-/// writing nothing, when the policy chose no replica (the name then
-/// answers like any name without addresses: NODATA).
+/// Returns how much fit, the ECS scope the answer depends on and the
+/// records' TTL; `None`, writing nothing, when the policy chose no replica
+/// (the name then answers like any name without addresses: NODATA).
 pub fn write_addresses(
     writer: &mut MessageWriter<'_>,
     service: &Service,
@@ -30,7 +30,7 @@ pub fn write_addresses(
     snapshot: &Snapshot,
     rng: &mut impl Rng,
     room: usize,
-) -> Option<(Fitted, u8)> {
+) -> Option<(Fitted, u8, u32)> {
     let decision = route(&snapshot.routes, service, family, asker, rng, None).decision;
     if decision.replicas.is_empty() {
         return None;
@@ -47,9 +47,9 @@ pub fn write_addresses(
     // The addresses form one RRset: all of it fits, or none and TC.
     if length > room {
         writer.truncate(body_start);
-        return Some((Fitted { len: 0, counts: [0; 3], truncated: true }, decision.scope));
+        return Some((Fitted { len: 0, counts: [0; 3], truncated: true }, decision.scope, decision.ttl));
     }
-    Some((Fitted { len: length, counts: [decision.replicas.len() as u16, 0, 0], truncated: false }, decision.scope))
+    Some((Fitted { len: length, counts: [decision.replicas.len() as u16, 0, 0], truncated: false }, decision.scope, decision.ttl))
 }
 
 /// Which family of addresses a question asks a service for, if any.

@@ -20,7 +20,6 @@ use hyper::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use pharos_answer::{Client, ResponseOptions, SharedSnapshot, Transport, respond_with};
 use pharos_wire::MAX_STREAM_MESSAGE;
-use pharos_wire::response::smallest_ttl;
 use rand::rngs::SmallRng;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -86,18 +85,18 @@ impl Connection {
             let mut rng = self.rng.lock().expect("rng lock");
             respond_with(query, &self.client, &OPTIONS, &self.snapshot.load(), &mut *rng, &mut message)
         };
-        if !answered {
+        let Some(answered) = answered else {
             return Err(Rejection::new(StatusCode::BAD_REQUEST, "the message is not a DNS query"));
-        }
+        };
         self.admission.touch();
-        Ok(dns_response(message))
+        Ok(dns_response(message, answered.smallest_ttl))
     }
 }
 
-/// A 200 response carrying a DNS message, cacheable for no longer than its
-/// smallest TTL.
-fn dns_response(message: Vec<u8>) -> Response<Full<Bytes>> {
-    let max_age = smallest_ttl(&message).unwrap_or(0);
+/// A 200 response carrying a DNS message whose records' smallest TTL is
+/// `smallest_ttl`, cacheable for no longer than that.
+fn dns_response(message: Vec<u8>, smallest_ttl: Option<u32>) -> Response<Full<Bytes>> {
+    let max_age = smallest_ttl.unwrap_or(0);
     Response::builder()
         .header(CONTENT_TYPE, DNS_MESSAGE)
         .header(CACHE_CONTROL, format!("max-age={max_age}"))
@@ -215,10 +214,10 @@ mod tests {
     fn answers_may_be_cached_for_their_smallest_ttl() {
         let mut message = vec![0, 0, 0x84, 0, 0, 0, 0, 1, 0, 0, 0, 0];
         message.extend([0, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 1]);
-        let response = dns_response(message);
+        let response = dns_response(message, Some(60));
         assert_eq!(response.headers()[CACHE_CONTROL], "max-age=60");
         assert_eq!(response.headers()[CONTENT_TYPE], DNS_MESSAGE);
-        let refused = dns_response(vec![0, 0, 0x80, 5, 0, 0, 0, 0, 0, 0, 0, 0]);
+        let refused = dns_response(vec![0, 0, 0x80, 5, 0, 0, 0, 0, 0, 0, 0, 0], None);
         assert_eq!(refused.headers()[CACHE_CONTROL], "max-age=0", "no records: no caching");
         let not_allowed = Rejection::new(StatusCode::METHOD_NOT_ALLOWED, "no").into_response();
         assert_eq!(not_allowed.headers()[ALLOW], "GET, POST");

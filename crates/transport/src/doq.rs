@@ -13,9 +13,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
-use pharos_answer::{Client, ResponseOptions, SharedSnapshot, Transport, respond_with};
+use pharos_answer::{Client, ResponseOptions, SharedSnapshot, Transport, respond_parsed};
 use pharos_wire::framing::{LENGTH_LEN, push_framed_with, split_frame};
-use pharos_wire::{MAX_STREAM_MESSAGE, Reject, parse_query};
+use pharos_wire::{MAX_STREAM_MESSAGE, Query, Reject, parse_query};
 use quinn::crypto::rustls::QuicServerConfig;
 use quinn::{Endpoint, Incoming, ReadToEndError, RecvStream, SendStream, TransportConfig, VarInt};
 use rand::SeedableRng;
@@ -104,13 +104,13 @@ async fn answer_stream(connection: Arc<Connection>, mut send: SendStream, mut re
         // The client cancelled the query, or the connection is gone.
         Err(ReadToEndError::Read(_)) => return,
     };
-    let query = match query_of_stream(&stream) {
-        Ok(query) => query,
+    let parsed = match query_of_stream(&stream) {
+        Ok((_, parsed)) => parsed,
         Err(violation) => return connection.protocol_error(violation),
     };
     let mut response = Vec::new();
     let answered = push_framed_with(&mut response, |response| {
-        respond_with(query, &connection.client, &OPTIONS, &connection.snapshot.load(), &mut rng, response).then_some(())
+        respond_parsed(parsed, &connection.client, &OPTIONS, &connection.snapshot.load(), &mut rng, response)
     });
     if answered.is_none() {
         // Not a DNS query: over UDP or TCP it would get no answer; here its
@@ -137,9 +137,10 @@ impl Connection {
     }
 }
 
-/// The query a finished stream carries, or the protocol error it commits
-/// (RFC 9250 section 4.3.3).
-fn query_of_stream(stream: &[u8]) -> Result<&[u8], &'static str> {
+/// The message a finished stream carries and the query parsed from it,
+/// once for the checks here and the answer, or the protocol error it
+/// commits (RFC 9250 section 4.3.3).
+fn query_of_stream(stream: &[u8]) -> Result<(&[u8], Result<Query<'_>, Reject<'_>>), &'static str> {
     let message = match split_frame(stream) {
         Ok((message, [])) => message,
         Ok(_) => return Err("more than one message on a stream"),
@@ -149,18 +150,18 @@ fn query_of_stream(stream: &[u8]) -> Result<&[u8], &'static str> {
     if message.get(..2).is_some_and(|id| id != [0, 0]) {
         return Err("a message ID other than 0 (RFC 9250 section 4.2.1)");
     }
-    if carries_keepalive(message) {
+    let parsed = parse_query(message);
+    if carries_keepalive(&parsed) {
         return Err("the edns-tcp-keepalive option (RFC 9250 section 5.5.2)");
     }
-    Ok(message)
+    Ok((message, parsed))
 }
 
-fn carries_keepalive(message: &[u8]) -> bool {
-    let query = match parse_query(message) {
-        Ok(query) | Err(Reject::Respond { query, .. }) => query,
-        Err(Reject::Drop) => return false,
-    };
-    query.edns.is_some_and(|edns| edns.wants_keepalive)
+fn carries_keepalive(parsed: &Result<Query<'_>, Reject<'_>>) -> bool {
+    match parsed {
+        Ok(query) | Err(Reject::Respond { query, .. }) => query.edns.is_some_and(|edns| edns.wants_keepalive),
+        Err(Reject::Drop) => false,
+    }
 }
 
 #[cfg(test)]
@@ -182,7 +183,8 @@ mod tests {
     #[test]
     fn a_stream_carries_exactly_one_query_with_id_zero() {
         let good = query(0, &[0, 12, 0, 0]);
-        assert_eq!(query_of_stream(&framed(&good)), Ok(&good[..]));
+        let message_of = |stream: &[u8]| query_of_stream(stream).map(|(message, _)| message.to_vec());
+        assert_eq!(message_of(&framed(&good)), Ok(good.clone()));
         let cases: [(Vec<u8>, &str); 5] = [
             (vec![0], "inside the length"),
             (framed(&good)[..20].to_vec(), "before the message did"),
@@ -194,6 +196,6 @@ mod tests {
             let violation = query_of_stream(&stream).unwrap_err();
             assert!(violation.contains(expected), "{violation}");
         }
-        assert_eq!(query_of_stream(&[0, 1, 0]), Ok(&[0][..]), "too short for an ID: not a query, but no violation");
+        assert_eq!(message_of(&[0, 1, 0]), Ok(vec![0]), "too short for an ID: not a query, but no violation");
     }
 }

@@ -213,7 +213,7 @@ pub fn answer_frames(
     let current = snapshot.load();
     let mut unread = input;
     while let Ok((message, rest)) = split_frame(unread) {
-        push_framed_with(output, |output| respond_with(message, client, options, &current, rng, output).then_some(()));
+        push_framed_with(output, |output| respond_with(message, client, options, &current, rng, output));
         unread = rest;
     }
     input.len() - unread.len()

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use pharos_answer::{Client, Query, Reject, ResponseOptions, SharedSnapshot, Transport, parse_query, respond_parsed};
+use pharos_answer::{
+    Client, Query, Reject, ResponseOptions, SharedSnapshot, Transport, parse_query, prefetch_batch, respond_oversized, respond_parsed,
+};
 use rand::rngs::SmallRng;
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -118,25 +120,21 @@ impl Batch {
             };
             Some((Client { address, transport: Transport::Udp }, datagram))
         });
-        if snapshot.routes.proximity.prefetches() {
-            // The first cache misses of the whole batch overlap, instead
-            // of each query waiting for its own.
-            for (client, datagram) in datagrams.iter().flatten() {
-                if let Datagram::Parsed(Ok(query)) = datagram {
-                    pharos_answer::prefetch(query, client, snapshot);
-                }
-            }
-        }
+        let queries = datagrams.iter().flatten().filter_map(|(client, datagram)| match datagram {
+            Datagram::Parsed(Ok(query)) => Some((query, client)),
+            _ => None,
+        });
+        prefetch_batch(queries, snapshot);
         let mut ready = 0;
         for (index, decoded) in datagrams.into_iter().enumerate() {
             let Some((client, datagram)) = decoded else { continue };
             let response = &mut self.responses[index];
             response.clear();
             let answered = match datagram {
-                Datagram::Oversized(packet) => pharos_answer::respond_oversized(packet, response),
+                Datagram::Oversized(packet) => respond_oversized(packet, response),
                 Datagram::Parsed(parsed) => respond_parsed(parsed, &client, &ResponseOptions::default(), snapshot, rng, response),
             };
-            if answered {
+            if answered.is_some() {
                 self.write_iov[ready] = libc::iovec { iov_base: response.as_mut_ptr().cast(), iov_len: response.len() };
                 let write = &mut self.write_headers[ready].msg_hdr;
                 write.msg_name = (&mut self.peers[index] as *mut libc::sockaddr_storage).cast();

@@ -1,5 +1,6 @@
-//! Reading back a response, for transports that must say something about
-//! it outside DNS: DNS over HTTPS gives it an HTTP cache lifetime.
+//! Reading back a response: what the answer path's summary of it
+//! (`pharos_answer::Answered`) must agree with, as its tests and the fuzz
+//! targets check. Transports never read back what they send.
 
 use crate::{HEADER_LEN, name, read_u16, read_u32, types};
 

@@ -18,6 +18,8 @@ pub struct Cut {
     pub counts: [u16; 3],
     /// Whether leaving this RRset out must set TC.
     pub required: bool,
+    /// The TTL of the RRset's records.
+    pub ttl: u32,
 }
 
 /// An encoded answer: everything after the question, plus what the header
@@ -47,7 +49,7 @@ pub fn write_answer(answer: &Answer<'_>, writer: &mut MessageWriter<'_>, cuts: &
     for (section, entries) in answer.sections.iter().enumerate() {
         for entry in entries {
             counts[section] += write_rrset(writer, &entry.owner, entry.rtype, entry.ttl, &entry.records);
-            cuts.push(Cut { end: (writer.len() - body_start) as u32, counts, required: entry.required });
+            cuts.push(Cut { end: (writer.len() - body_start) as u32, counts, required: entry.required, ttl: entry.ttl });
         }
     }
 }
@@ -93,6 +95,11 @@ impl Body {
     pub fn fit(&self, room: usize) -> Fitted {
         fit(&self.cuts, room)
     }
+
+    /// The smallest TTL among the records `fitted` keeps of this body.
+    pub fn smallest_ttl(&self, fitted: &Fitted) -> Option<u32> {
+        smallest_ttl(&self.cuts, fitted)
+    }
 }
 
 /// Keeps whole RRsets while they fit. Stops at the first that does not,
@@ -110,12 +117,20 @@ pub fn fit(cuts: &[Cut], room: usize) -> Fitted {
     fitted
 }
 
+/// The smallest TTL among the records of the RRsets that `fitted` keeps of
+/// those `cuts` end; `None` when it keeps none. A response's cache
+/// lifetime, known without reading the response back.
+pub fn smallest_ttl(cuts: &[Cut], fitted: &Fitted) -> Option<u32> {
+    cuts.iter().take_while(|cut| cut.end as usize <= fitted.len).map(|cut| cut.ttl).min()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A cut whose RRset's TTL falls as `end` grows.
     fn cut(end: u32, counts: [u16; 3], required: bool) -> Cut {
-        Cut { end, counts, required }
+        Cut { end, counts, required, ttl: 1000 - end }
     }
 
     #[test]
@@ -127,5 +142,12 @@ mod tests {
         assert_eq!(fit(&cuts, 50), Fitted { len: 0, counts: [0, 0, 0], truncated: true });
         let glue_last = [cut(100, [0, 1, 0], true), cut(300, [0, 1, 1], false), cut(350, [0, 1, 2], true)];
         assert!(fit(&glue_last, 200).truncated, "required glue after optional data");
+    }
+
+    #[test]
+    fn the_smallest_ttl_is_of_the_rrsets_kept() {
+        let cuts = [cut(100, [1, 0, 0], true), cut(150, [1, 1, 0], true), cut(400, [1, 1, 3], false)];
+        let smallest_within = |room| smallest_ttl(&cuts, &fit(&cuts, room));
+        assert_eq!([1000, 200, 120, 50].map(smallest_within), [Some(600), Some(850), Some(900), None]);
     }
 }
