@@ -142,7 +142,13 @@ const KNOWN_REFERENCE_DEVIATIONS: &[Deviation] = &[
         why: "NSD 4.6 leaves in-domain glue out of a referral that does not fit without setting TC; \
               RFC 9471 section 3 requires TC=1 then, as Knot does",
     },
+    Deviation { case: "www.example.com A +class=CH", server: "knot", transport: None, fields: &["edns.ede"], why: KNOT_NO_CLASS_EDE },
+    Deviation { case: "www.example.com A +class=HS", server: "knot", transport: None, fields: &["edns.ede"], why: KNOT_NO_CLASS_EDE },
 ];
+
+const KNOT_NO_CLASS_EDE: &str = "Knot refuses a class it does not serve without saying why; this suite requires \
+    the Extended DNS Error NSD sends, 21 Not Supported (RFC 8914 section 4.22), so that a client learns the \
+    refusal is about the class";
 
 fn deviation_for(m: &Mismatch) -> Option<usize> {
     KNOWN_REFERENCE_DEVIATIONS.iter().position(|d| {

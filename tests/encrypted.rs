@@ -99,7 +99,12 @@ fn ask(stream: &mut (impl Read + Write), query: &[u8]) -> Message<Vec<u8>> {
 
 /// A query for an A record with an OPT record carrying `options`.
 fn query_with_options(id: u16, name: &str, options: &[u8]) -> Vec<u8> {
-    let mut query = query_bytes(id, name, Rtype::A);
+    query_of_type_with_options(id, name, Rtype::A, options)
+}
+
+/// A query for `rtype` with an OPT record carrying `options`.
+fn query_of_type_with_options(id: u16, name: &str, rtype: Rtype, options: &[u8]) -> Vec<u8> {
+    let mut query = query_bytes(id, name, rtype);
     query[11] = 1;
     query.extend([0, 0, 41, 4, 0xd0, 0, 0, 0, 0]);
     query.extend((options.len() as u16).to_be_bytes());
@@ -482,4 +487,40 @@ fn bad_certificate_settings_stop_the_start_with_the_file_named() {
     }
     let garbage = dir.path().join("garbage.pem").display().to_string();
     assert!(start_fails(dir.path(), "certificate = \"garbage.pem\"\nkey = \"garbage.pem\"").contains(&garbage));
+}
+
+/// Pharos offers no zone transfer: over every transport, AXFR and IXFR are
+/// refused by policy, and the response says so with EDE 18, Prohibited.
+#[test]
+fn zone_transfers_are_refused_with_a_reason_on_every_transport() {
+    let Some(curl_program) = client("curl", "curl") else { return };
+    let server = start_encrypted("");
+    for rtype in [Rtype::AXFR, Rtype::IXFR] {
+        let query = query_of_type_with_options(0, "example.test", rtype, &[]);
+        let udp = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        udp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        udp.send_to(&query, server.pharos.address).unwrap();
+        let mut datagram = [0; 512];
+        let length = udp.recv(&mut datagram).unwrap();
+        let mut tcp = TcpStream::connect(server.pharos.address).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut tls = tls_connect(server.dot, &tls_client(&server.pharos, TLS_13, &[]));
+        let post = ["--http2", "--header", "content-type: application/dns-message", "--data-binary", "@-"];
+        let (_, over_https) = curl(curl_program, &server, "/dns-query", &post, &query);
+        let over_quic = block_on(async {
+            let (connection, _endpoint) = doq_connect(&server).await;
+            doq_exchange(&connection, &framed(&query)).await.unwrap()
+        });
+        let responses = [
+            ("UDP", Message::from_octets(datagram[..length].to_vec()).unwrap()),
+            ("TCP", ask(&mut tcp, &query)),
+            ("TLS", ask(&mut tls, &query)),
+            ("HTTPS", Message::from_octets(over_https).unwrap()),
+            ("QUIC", Message::from_octets(over_quic[2..].to_vec()).unwrap()),
+        ];
+        for (transport, response) in responses {
+            let said = (response.header().rcode(), edns_options(&response));
+            assert_eq!(said, (domain::base::iana::Rcode::REFUSED, vec![(15, vec![0, 18])]), "{rtype} over {transport}");
+        }
+    }
 }

@@ -373,6 +373,12 @@ pub fn compare(
     compare_section(&mut d, SectionName::Additional, &lad, &rad);
 }
 
+/// The INFO-CODEs of a reply's Extended DNS Error options, in order.
+fn ede_codes(edns: &Edns) -> Vec<u16> {
+    let codes = edns.options.iter().filter(|(code, _)| *code == OPT_EDE);
+    codes.map(|(_, data)| data.get(..2).map_or(u16::MAX, |code| u16::from_be_bytes([code[0], code[1]]))).collect()
+}
+
 fn compare_edns(d: &mut Diff<'_>, case: &Case, l: &Normalized, r: &Normalized) {
     match (&l.edns, &r.edns) {
         (None, None) => {}
@@ -386,8 +392,11 @@ fn compare_edns(d: &mut Diff<'_>, case: &Case, l: &Normalized, r: &Normalized) {
             if !(l.rcode == BADVERS && r.rcode == BADVERS) {
                 d.eq("edns.nsid", nsid(le), nsid(re));
             }
-            // Other options: the same codes with the same data. ECS and EDE
-            // have rules of their own.
+            // Extended DNS Errors: the same INFO-CODEs. The EXTRA-TEXT is
+            // for humans, in each server's own words (RFC 8914 section 2).
+            d.eq("edns.ede", format!("{:?}", ede_codes(le)), format!("{:?}", ede_codes(re)));
+            // Other options: the same codes with the same data. ECS has a
+            // rule of its own.
             let others = |e: &Edns| -> BTreeSet<(u16, Vec<u8>)> {
                 e.options.iter().filter(|(c, _)| ![OPT_NSID, OPT_ECS, OPT_EDE].contains(c)).cloned().collect()
             };

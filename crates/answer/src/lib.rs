@@ -12,7 +12,7 @@ use std::net::IpAddr;
 
 use pharos_route::Routes;
 use pharos_route::prefix::PrefixMap;
-use pharos_wire::edns::{MAX_PADDING_OPTION_LEN, OPTION_NSID, write_keepalive, write_padding};
+use pharos_wire::edns::{ExtendedError, MAX_PADDING_OPTION_LEN, OPTION_NSID, write_keepalive, write_padding};
 use pharos_wire::query::Question;
 use pharos_wire::{Edns, HEADER_LEN, MAX_STREAM_MESSAGE, MIN_UDP_PAYLOAD, MessageWriter, flags, rcode, types};
 pub use pharos_wire::{Query, Reject, parse_query};
@@ -139,7 +139,7 @@ pub fn respond_parsed(
     match parsed {
         Ok(query) => Some(answer_query(&query, client, opt, snapshot, rng, out)),
         Err(Reject::Drop) => None,
-        Err(Reject::Respond { query, rcode }) => Some(write_refusal(&query, rcode, opt, out)),
+        Err(Reject::Respond { query, rcode }) => Some(write_refusal(&query, rcode, None, opt, out)),
     }
 }
 
@@ -166,7 +166,7 @@ pub fn respond_oversized(packet: &[u8], out: &mut Vec<u8>) -> Option<Answered> {
         Ok(query) | Err(Reject::Respond { query, .. }) => {
             let header_only = Query { question: None, edns: None, ..query };
             let opt = OptSource { settings: &Settings::default(), options: &ResponseOptions::default() };
-            Some(write_refusal(&header_only, rcode::FORMERR, opt, out))
+            Some(write_refusal(&header_only, rcode::FORMERR, None, opt, out))
         }
     }
 }
@@ -180,8 +180,8 @@ fn answer_query(
     out: &mut Vec<u8>,
 ) -> Answered {
     let question = query.question.expect("a parsed query has its question");
-    if let Some(rcode) = unanswerable(&question, client.transport) {
-        return write_refusal(query, rcode, opt, out);
+    if let Some((rcode, extended)) = unanswerable(&question) {
+        return write_refusal(query, rcode, Some(extended), opt, out);
     }
     let mut qname = [0u8; pharos_wire::name::MAX_NAME_LEN];
     let qname = &mut qname[..question.name_len];
@@ -198,12 +198,16 @@ fn answer_query(
             let scope = if asker.from_client_subnet { scope } else { 0 };
             let truncation = if fitted.truncated { flags::TC } else { 0 };
             let counts = [1, fitted.counts[0], 0, 0];
-            finish(&mut writer, query, flags::AA | truncation, rcode::NOERROR, counts, scope, opt);
+            let outcome = Outcome { flags: flags::AA | truncation, rcode: rcode::NOERROR, counts, scope, extended: None };
+            finish(&mut writer, query, &outcome, opt);
             let smallest_ttl = (fitted.counts[0] > 0).then_some(ttl);
             return Answered { rcode: rcode::NOERROR, smallest_ttl, len: writer.len() };
         }
     }
-    let (header_flags, rcode, fitted, smallest_ttl) = match snapshot.zones.lookup(qname, question.qtype) {
+    let lookup = snapshot.zones.lookup(qname, question.qtype);
+    let extended = extended_error(&lookup);
+    let room = room - extended.filter(|_| query.edns.is_some()).map_or(0, |extended| extended.option_len());
+    let (header_flags, rcode, fitted, smallest_ttl) = match lookup {
         Lookup::Built(body) => copy_body(&mut writer, body, room),
         Lookup::Resolved(answer) => {
             let body_start = writer.len();
@@ -218,19 +222,35 @@ fn answer_query(
     let truncation = if fitted.truncated { flags::TC } else { 0 };
     // RFC 1034 section 3.7.1: answers to QCLASS=* are never authoritative.
     let header_flags = if question.qclass == types::CLASS_ANY { header_flags & !flags::AA } else { header_flags };
-    finish(&mut writer, query, header_flags | truncation, rcode, [1, fitted.counts[0], fitted.counts[1], fitted.counts[2]], 0, opt);
+    let counts = [1, fitted.counts[0], fitted.counts[1], fitted.counts[2]];
+    finish(&mut writer, query, &Outcome { flags: header_flags | truncation, rcode, counts, scope: 0, extended }, opt);
     Answered { rcode, smallest_ttl, len: writer.len() }
 }
 
-/// Questions answered with an error before any lookup. Other meta types
-/// (OPT, MAILA, ...) simply have no data: NODATA, as Knot DNS and NSD say.
-fn unanswerable(question: &Question, transport: Transport) -> Option<u16> {
+/// Questions answered with an error before any lookup, and why. Other
+/// meta types (OPT, MAILA, ...) simply have no data: NODATA, as Knot DNS
+/// and NSD say.
+fn unanswerable(question: &Question) -> Option<(u16, ExtendedError)> {
     match question.qtype {
-        // Transfers are a TCP exchange (RFC 5936 section 4.2; RFC 1995 allows
-        // IXFR over UDP, which we do not offer); over TCP they are not allowed.
-        types::AXFR | types::IXFR if transport == Transport::Udp => Some(rcode::NOTIMP),
-        types::AXFR | types::IXFR => Some(rcode::REFUSED),
-        _ if question.qclass != types::CLASS_IN && question.qclass != types::CLASS_ANY => Some(rcode::REFUSED),
+        // Pharos offers no zone transfer: refused by policy on every
+        // transport (RFC 5936 section 6), as NSD does over TCP.
+        types::AXFR | types::IXFR => Some((rcode::REFUSED, ExtendedError::PROHIBITED)),
+        _ if question.qclass != types::CLASS_IN && question.qclass != types::CLASS_ANY => {
+            Some((rcode::REFUSED, ExtendedError::NOT_SUPPORTED))
+        }
+        _ => None,
+    }
+}
+
+/// Why a lookup ended in an error, where the response can say so: a name
+/// in no served zone (as Knot DNS and NSD say), or a DNAME substitution
+/// longer than a name may be (as NSD says).
+fn extended_error(lookup: &Lookup<'_>) -> Option<ExtendedError> {
+    const DNAME_TOO_LONG: ExtendedError = ExtendedError::other("DNAME substitution is longer than a name may be");
+    match lookup {
+        Lookup::NotAuthoritative => Some(ExtendedError::NOT_AUTHORITATIVE),
+        Lookup::Built(body) if body.rcode == rcode::YXDOMAIN => Some(DNAME_TOO_LONG),
+        Lookup::Resolved(answer) if answer.rcode == rcode::YXDOMAIN => Some(DNAME_TOO_LONG),
         _ => None,
     }
 }
@@ -251,33 +271,37 @@ fn message_limit(edns: Option<Edns>, transport: Transport, settings: &Settings) 
 }
 
 /// A response with no records: the RCODE and, if readable, the question.
-fn write_refusal(query: &Query<'_>, rcode: u16, opt: OptSource<'_>, out: &mut Vec<u8>) -> Answered {
+fn write_refusal(query: &Query<'_>, rcode: u16, extended: Option<ExtendedError>, opt: OptSource<'_>, out: &mut Vec<u8>) -> Answered {
     let mut writer = MessageWriter::new(out);
     writer.question(query.question_bytes());
-    let question_count = u16::from(query.question.is_some());
-    finish(&mut writer, query, 0, rcode, [question_count, 0, 0, 0], 0, opt);
+    let counts = [u16::from(query.question.is_some()), 0, 0, 0];
+    finish(&mut writer, query, &Outcome { flags: 0, rcode, counts, scope: 0, extended }, opt);
     Answered { rcode, smallest_ttl: None, len: writer.len() }
 }
 
-/// Fills in the header and appends the OPT record if the query had one.
-/// `scope` is the ECS scope of the answer (0: valid for every client).
-fn finish(
-    writer: &mut MessageWriter<'_>,
-    query: &Query<'_>,
-    answer_flags: u16,
+/// What a response says besides its records.
+struct Outcome {
+    /// AA and TC, as the answer sets them.
+    flags: u16,
     rcode: u16,
+    /// Records per section, the OPT record aside.
     counts: [u16; 4],
+    /// The ECS scope of the answer (0: valid for every client).
     scope: u8,
-    opt: OptSource<'_>,
-) {
+    /// Why the response is an error, for clients that read EDNS.
+    extended: Option<ExtendedError>,
+}
+
+/// Fills in the header and appends the OPT record if the query had one.
+fn finish(writer: &mut MessageWriter<'_>, query: &Query<'_>, outcome: &Outcome, opt: OptSource<'_>) {
     // CD is for security-aware servers to copy (RFC 4035 section 3.1.6);
     // without DNSSEC, Pharos clears it, as Knot DNS and NSD do.
     let echoed = query.flags & (flags::OPCODE_MASK | flags::RD);
     writer.set_id(query.id);
-    writer.set_flags(flags::QR | echoed | answer_flags | (rcode & 0xF));
-    let mut counts = counts;
+    writer.set_flags(flags::QR | echoed | outcome.flags | (outcome.rcode & 0xF));
+    let mut counts = outcome.counts;
     if let Some(edns) = query.edns {
-        write_opt(writer, &edns, rcode, scope, opt);
+        write_opt(writer, &edns, outcome, opt);
         counts[3] += 1;
     }
     writer.set_counts(counts);
@@ -317,15 +341,16 @@ fn pads(edns: &Edns, options: &ResponseOptions) -> bool {
 /// The response's OPT record (RFC 6891 section 6.1.3): our payload size,
 /// the upper RCODE bits, version 0, the DO bit echoed (RFC 3225), NSID if
 /// asked for, the client subnet echoed with the answer's scope (RFC 7871
-/// section 7.2.1), then what the connection adds: the keepalive timeout
-/// and, last because it measures the whole message, the padding.
-fn write_opt(writer: &mut MessageWriter<'_>, edns: &Edns, rcode: u16, scope: u8, opt: OptSource<'_>) {
+/// section 7.2.1), the Extended DNS Error of an error response (RFC 8914),
+/// then what the connection adds: the keepalive timeout and, last because
+/// it measures the whole message, the padding.
+fn write_opt(writer: &mut MessageWriter<'_>, edns: &Edns, outcome: &Outcome, opt: OptSource<'_>) {
     let settings = opt.settings;
     let dnssec_ok = if edns.dnssec_ok { 0x8000 } else { 0 };
     writer.raw(&[0]);
     writer.u16(types::OPT);
     writer.u16(settings.udp_payload);
-    writer.u32(u32::from(rcode >> 4) << 24 | dnssec_ok);
+    writer.u32(u32::from(outcome.rcode >> 4) << 24 | dnssec_ok);
     writer.length_prefixed(|options| {
         if let Some(nsid) = nsid_for(edns, settings) {
             options.u16(OPTION_NSID);
@@ -333,7 +358,10 @@ fn write_opt(writer: &mut MessageWriter<'_>, edns: &Edns, rcode: u16, scope: u8,
             options.raw(nsid);
         }
         if let Some(subnet) = edns.client_subnet {
-            subnet.write_echo(scope, options);
+            subnet.write_echo(outcome.scope, options);
+        }
+        if let Some(extended) = outcome.extended {
+            extended.write(options);
         }
         if let Some(timeout) = keepalive_for(edns, opt.options) {
             write_keepalive(options, timeout);

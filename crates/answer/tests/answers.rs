@@ -289,7 +289,7 @@ fn malformed_queries_get_the_right_error_or_none() {
 
 #[test]
 fn zone_transfers_are_not_offered_and_meta_types_have_no_data() {
-    assert_eq!(udp("example.test", Rtype::AXFR).header().rcode(), Rcode::NOTIMP);
+    assert_eq!(udp("example.test", Rtype::AXFR).header().rcode(), Rcode::REFUSED);
     let over_tcp = ask(&query("example.test", Rtype::AXFR.to_int(), None), Transport::Stream).unwrap();
     assert_eq!(Message::from_octets(over_tcp).unwrap().header().rcode(), Rcode::REFUSED);
     let maila = udp("example.test", Rtype::MAILA);
@@ -328,15 +328,44 @@ fn the_keepalive_timeout_goes_to_queries_that_ask_on_connections_that_offer_it()
 #[test]
 fn padded_queries_get_responses_padded_to_whole_blocks() {
     let pads = ResponseOptions { keepalive: Some(100), pad: true };
-    for (name, qtype) in [("host.example.test", 1), ("big.example.test", 16), ("example.org", 1)] {
+    // example.org is in no served zone: its refusal says so (EDE, 15) first.
+    for (name, qtype, options) in
+        [("host.example.test", 1, &[11, 12][..]), ("big.example.test", 16, &[11, 12]), ("example.org", 1, &[15, 11, 12])]
+    {
         let both = [KEEPALIVE_QUERY, PADDING_QUERY].concat();
         let response = ask_with(&query(name, qtype, Some((1232, 0, &both))), pads);
         assert_eq!(response.as_slice().len() % 468, 0, "{name}: {} octets", response.as_slice().len());
         let codes: Vec<u16> = edns_options(&response).iter().map(|(code, _)| *code).collect();
-        assert_eq!(codes, [11, 12], "{name}: the padding comes last");
+        assert_eq!(codes, options, "{name}: the padding comes last");
     }
     let unpadded = ask_with(&query("host.example.test", 1, Some((1232, 0, &[]))), pads);
     assert_eq!(edns_options(&unpadded), [], "a query that was not padded");
     let in_the_clear = ask_with(&query("host.example.test", 1, Some((1232, 0, PADDING_QUERY))), ResponseOptions::default());
     assert_eq!(edns_options(&in_the_clear), [], "a connection that does not pad");
+}
+
+/// EDNS options as (code, data).
+type Options = Vec<(u16, Vec<u8>)>;
+
+/// The Extended DNS Error options of `name`/`qtype` asked over UDP with
+/// `class`, or None when the response has no OPT record.
+fn extended_errors(name: &str, qtype: Rtype, class: u16, edns: bool) -> (Rcode, Option<Options>) {
+    let mut packet = query(name, qtype.to_int(), edns.then_some((1232, 0, &[][..])));
+    let class_at = 12 + wire_name(name).len() + 2;
+    packet[class_at..class_at + 2].copy_from_slice(&class.to_be_bytes());
+    let response = Message::from_octets(ask(&packet, Transport::Udp).unwrap()).unwrap();
+    let extended = response.opt().map(|_| edns_options(&response).into_iter().filter(|(code, _)| *code == 15).collect());
+    (response.header().rcode(), extended)
+}
+
+#[test]
+fn refusals_say_why_in_an_extended_dns_error() {
+    const IN: u16 = 1;
+    let ede = |code: u16| Some(vec![(15, code.to_be_bytes().to_vec())]);
+    assert_eq!(extended_errors("example.net", Rtype::A, IN, true), (Rcode::REFUSED, ede(20)), "not authoritative");
+    assert_eq!(extended_errors("example.test", Rtype::AXFR, IN, true), (Rcode::REFUSED, ede(18)), "transfers are prohibited");
+    assert_eq!(extended_errors("example.test", Rtype::IXFR, IN, true), (Rcode::REFUSED, ede(18)), "transfers are prohibited");
+    assert_eq!(extended_errors("example.test", Rtype::A, 3, true), (Rcode::REFUSED, ede(21)), "class CH is not supported");
+    assert_eq!(extended_errors("host.example.test", Rtype::A, IN, true), (Rcode::NOERROR, Some(vec![])), "answers carry none");
+    assert_eq!(extended_errors("example.net", Rtype::A, IN, false), (Rcode::REFUSED, None), "no OPT asked, none sent");
 }

@@ -1,6 +1,7 @@
 //! EDNS(0) as a query carries it (RFC 6891), with the options Pharos reads:
 //! NSID (RFC 5001), Client Subnet (RFC 7871), TCP keepalive (RFC 7828) and
-//! Padding (RFC 7830); and the options only a response carries.
+//! Padding (RFC 7830); and the options only a response carries, Extended
+//! DNS Errors (RFC 8914) among them.
 
 use crate::{MessageWriter, read_u16};
 
@@ -8,6 +9,41 @@ pub const OPTION_NSID: u16 = 3;
 pub const OPTION_CLIENT_SUBNET: u16 = 8;
 pub const OPTION_KEEPALIVE: u16 = 11;
 pub const OPTION_PADDING: u16 = 12;
+pub const OPTION_EXTENDED_ERROR: u16 = 15;
+
+/// An Extended DNS Error (RFC 8914): why a response is what it is, as an
+/// INFO-CODE and, for humans, an EXTRA-TEXT that may be empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExtendedError {
+    pub info_code: u16,
+    pub extra_text: &'static str,
+}
+
+impl ExtendedError {
+    /// Section 4.1: none of the other codes fits; the text says what.
+    pub const fn other(extra_text: &'static str) -> ExtendedError {
+        ExtendedError { info_code: 0, extra_text }
+    }
+    /// Section 4.19: the server refuses the query by policy.
+    pub const PROHIBITED: ExtendedError = ExtendedError { info_code: 18, extra_text: "" };
+    /// Section 4.21: the name is in no zone the server is authoritative for.
+    pub const NOT_AUTHORITATIVE: ExtendedError = ExtendedError { info_code: 20, extra_text: "" };
+    /// Section 4.22: the query asks for something the server does not do.
+    pub const NOT_SUPPORTED: ExtendedError = ExtendedError { info_code: 21, extra_text: "" };
+
+    /// Octets the option takes in an OPT record, its header included.
+    pub fn option_len(&self) -> usize {
+        4 + 2 + self.extra_text.len()
+    }
+
+    /// Appends the option.
+    pub fn write(&self, writer: &mut MessageWriter<'_>) {
+        writer.u16(OPTION_EXTENDED_ERROR);
+        writer.u16((2 + self.extra_text.len()) as u16);
+        writer.u16(self.info_code);
+        writer.raw(self.extra_text.as_bytes());
+    }
+}
 
 /// Padded responses are padded to a multiple of this many octets: the
 /// block length RFC 8467 section 4.1 recommends for responders.

@@ -55,6 +55,7 @@ pub mod rcode {
     pub const NXDOMAIN: u16 = 3;
     pub const NOTIMP: u16 = 4;
     pub const REFUSED: u16 = 5;
+    pub const YXDOMAIN: u16 = 6;
     pub const BADVERS: u16 = 16;
 }
 

@@ -14,8 +14,6 @@ use crate::zone::{Node, Rrset, Zone};
 
 /// A CNAME chain longer than this is cut short (and so is a loop).
 const MAX_CHAIN: usize = 16;
-/// RFC 6672 section 2.2: a substitution that makes a name too long.
-const YXDOMAIN: u16 = 6;
 
 /// The owner name of an RRset in an answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -242,7 +240,8 @@ fn redirect<'z>(answer: &mut Answer<'z>, owner: Owner<'z>, current: &[u8], dname
     let prefix = &current[..current.len() - dname_owner.len()];
     let target = lowercase(&dname.rdatas[0]);
     if prefix.len() + target.len() > MAX_NAME_LEN {
-        answer.rcode = YXDOMAIN;
+        // RFC 6672 section 2.2: the substitution makes a name too long.
+        answer.rcode = rcode::YXDOMAIN;
         return Next::Done;
     }
     let substituted = [prefix, &target].concat();
