@@ -14,18 +14,14 @@ pub mod door;
 pub mod explain;
 pub mod external;
 pub mod latency;
-pub mod load_control;
 pub mod locate;
 pub mod model;
 pub mod policy;
 pub mod prefix;
 pub mod prepared;
-pub mod probe;
 pub mod proximity;
-
 pub mod routes;
 pub mod sources;
-pub mod spec;
 
 pub use decide::Decision;
 pub use door::{Routed, route};

@@ -20,6 +20,32 @@
 
 use std::net::IpAddr;
 
+/// Parses `address/length`, refusing host bits set past the length.
+pub fn parse_prefix(text: &str) -> Result<(IpAddr, u8), String> {
+    let (address, length) = text.split_once('/').ok_or_else(|| format!("{text:?} is not a prefix like 192.0.2.0/24"))?;
+    let address: IpAddr = address.parse().map_err(|_| format!("{address:?} is not an IP address"))?;
+    let width = if address.is_ipv4() { 32 } else { 128 };
+    let length: u8 =
+        length.parse().ok().filter(|&length| length <= width).ok_or_else(|| format!("prefix length {length:?} must be 0 to {width}"))?;
+    let bits = Bits::of(address).value;
+    let host_bits = if length == 0 { u128::MAX } else { u128::MAX >> length };
+    if bits & host_bits != 0 {
+        return Err(format!("{text} has bits set past /{length}"));
+    }
+    Ok((address, length))
+}
+
+/// The prefixes listed in the field `field` as a set to look addresses
+/// up in; a bad entry is refused, named as `field[index]`.
+pub fn prefix_set(field: &str, texts: &[String]) -> Result<PrefixMap<()>, String> {
+    let mut set = PrefixMap::default();
+    for (index, text) in texts.iter().enumerate() {
+        let (network, length) = parse_prefix(text).map_err(|message| format!("{field}[{index}]: {message}"))?;
+        set.insert(network, length, ());
+    }
+    Ok(set)
+}
+
 /// An address as 128 bits, IPv4 in the top 32, plus its family width.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Bits {
@@ -125,6 +151,14 @@ impl<T> PrefixMap<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_prefixes_of_both_families() {
+        assert_eq!(parse_prefix("2001:db8::/32").unwrap().1, 32);
+        assert_eq!(parse_prefix("0.0.0.0/0").unwrap().1, 0);
+        assert!(parse_prefix("10.0.0.0/33").is_err());
+        assert!(parse_prefix("10.0.0.0").is_err());
+    }
 
     fn ip(text: &str) -> IpAddr {
         text.parse().unwrap()

@@ -63,7 +63,7 @@ impl AsnPrefixes {
             return Ok(());
         }
         let mut fields = line.split_whitespace();
-        let (network, length) = crate::spec::parse_prefix(fields.next().ok_or("empty")?)?;
+        let (network, length) = crate::prefix::parse_prefix(fields.next().ok_or("empty")?)?;
         let asn = fields.next().ok_or("no AS number")?.parse::<u32>().map_err(|_| "bad AS number")?;
         self.add(network, length, asn);
         Ok(())

@@ -20,10 +20,10 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
+use pharos_control::Change;
+use pharos_control::spec::{DataCenterSpec, ProbabilitySpec, RegionSpec, ServiceSpec};
 use pharos_route::Family;
 use pharos_route::latency::MeasurementSpec;
-use pharos_route::spec::{DataCenterSpec, ProbabilitySpec, RegionSpec, ServiceSpec};
-use pharos_store::Change;
 use rand::rngs::SmallRng;
 use rand::{SeedableRng, TryRngCore};
 use serde::{Deserialize, Serialize};
@@ -214,7 +214,7 @@ async fn get_datacenter(State(api): State<Api>, Path(id): Path<String>) -> Reply
 /// live, with the changes it made.
 async fn commit(
     api: &Api,
-    edit: impl Fn(&pharos_store::State) -> Result<Vec<Change>, ControlError> + Send + 'static,
+    edit: impl Fn(&pharos_control::State) -> Result<Vec<Change>, ControlError> + Send + 'static,
 ) -> Reply<Vec<Change>> {
     Ok(api.control.edit(Box::new(edit)).await?)
 }
@@ -300,7 +300,7 @@ async fn list_services(State(api): State<Api>) -> Json<Vec<ServiceSpec>> {
     Json(api.control.state().services.clone())
 }
 
-fn find_service(state: &pharos_store::State, name: &str) -> Result<ServiceSpec, ControlError> {
+fn find_service(state: &pharos_control::State, name: &str) -> Result<ServiceSpec, ControlError> {
     state.services.iter().find(|service| service.name == name).cloned().ok_or_else(|| ControlError::NotFound(format!("service {name}")))
 }
 

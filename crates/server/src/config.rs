@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use pharos_bgp::OriginRules;
-use pharos_route::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
+use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use pharos_transport::config::{HttpConfig, TcpConfig, TlsConfig};
 use serde::Deserialize;
 
@@ -325,7 +325,7 @@ impl Config {
             bail!("tcp.max_connections and tcp.max_connections_per_client must be at least 1");
         }
         for (index, prefix) in self.server.client_subnet_trusted_from.iter().flatten().enumerate() {
-            pharos_route::spec::parse_prefix(prefix)
+            pharos_route::prefix::parse_prefix(prefix)
                 .map_err(|message| anyhow::anyhow!("server.client_subnet_trusted_from[{index}]: {message}"))?;
         }
         if self.server.nsid.as_ref().is_some_and(|nsid| nsid.len() > 512) {

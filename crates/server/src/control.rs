@@ -14,15 +14,16 @@ use arc_swap::ArcSwap;
 use pharos_answer::SharedSnapshot;
 use pharos_answer::{Settings, Snapshot};
 use pharos_bgp::BgpTables;
+use pharos_control::load_control::LoadBook;
+use pharos_control::probe::{ProbeTarget, Purpose};
+use pharos_control::spec::{BuiltRegions, DataSources, RegionSpec, SpecError, build_regions, build_routes_with};
+use pharos_control::{Change, State};
 use pharos_route::as_paths::AsPaths;
 use pharos_route::latency::{MeasurementBook, MeasurementSpec};
-use pharos_route::load_control::LoadBook;
 use pharos_route::prefix::PrefixMap;
-use pharos_route::probe::{ProbeTarget, Purpose};
 use pharos_route::sources::{AsnTable, GeoDatabase};
-use pharos_route::spec::{BuiltRegions, DataSources, RegionSpec, SpecError, build_regions, build_routes_with};
 use pharos_route::{Asker, Explanation, Family, Routed, Routes, route};
-use pharos_store::{Change, Measurement, SqliteStore, State, Store, StoreError};
+use pharos_store::{Measurement, SqliteStore, Store, StoreError};
 use pharos_wire::name;
 use pharos_zone::{Zone, ZoneSet, load_zone_file};
 use rand::Rng;
@@ -506,7 +507,7 @@ fn freeze(loaded: &[Zone], routes: &Routes) -> Result<Frozen, ControlError> {
 fn settings(config: &Config) -> Settings {
     let trusted_subnet_senders = config.server.client_subnet_trusted_from.as_ref().map(|prefixes| {
         let mut senders = PrefixMap::default();
-        for (network, length) in prefixes.iter().filter_map(|prefix| pharos_route::spec::parse_prefix(prefix).ok()) {
+        for (network, length) in prefixes.iter().filter_map(|prefix| pharos_route::prefix::parse_prefix(prefix).ok()) {
             senders.insert(network, length, ());
         }
         senders
@@ -583,7 +584,7 @@ fn parse_asker(client: &str) -> Result<Asker, ControlError> {
         None => client.parse().map(Asker::from_source).map_err(|_| invalid()),
         Some(_) => {
             let (address, known_bits) =
-                pharos_route::spec::parse_prefix(client).map_err(|message| ControlError::invalid("client", message))?;
+                pharos_route::prefix::parse_prefix(client).map_err(|message| ControlError::invalid("client", message))?;
             Ok(Asker { address, known_bits, from_client_subnet: true })
         }
     }

@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use pharos_bgp::{BgpTables, DroppedRoutes, LoadReport};
+use pharos_control::spec::{DataCenterSpec, SpecError};
 use pharos_route::latency::{Measured, MeasurementSpec};
-use pharos_route::spec::{DataCenterSpec, SpecError, parse_prefix};
+use pharos_route::prefix::parse_prefix;
 use pharos_store::Measurement;
 use serde::Serialize;
 

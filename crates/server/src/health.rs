@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use pharos_route::probe::{Hysteresis, ProbeTarget, Probed, ProbedHealth, Purpose};
-use pharos_store::State;
+use pharos_control::State;
+use pharos_control::probe::{Hysteresis, ProbeTarget, Probed, ProbedHealth, Purpose};
 use serde::Serialize;
 
 use crate::data::unix_now;
@@ -155,7 +155,7 @@ impl Entry {
 
 /// "HTTP GET 10.0.0.1:80/health", for logs and explanations.
 pub fn describe(target: &ProbeTarget) -> String {
-    use pharos_route::probe::ProbeKind;
+    use pharos_control::probe::ProbeKind;
     let at = std::net::SocketAddr::new(target.address, target.spec.port());
     match target.spec.kind {
         ProbeKind::Tcp => format!("TCP connect {at}"),
@@ -167,7 +167,7 @@ pub fn describe(target: &ProbeTarget) -> String {
 
 #[cfg(test)]
 mod tests {
-    use pharos_route::spec::{ReplicaSpec, ServiceSpec};
+    use pharos_control::spec::{ReplicaSpec, ServiceSpec};
 
     use super::*;
 

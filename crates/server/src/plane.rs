@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use pharos_answer::SharedSnapshot;
 use pharos_bgp::BgpTables;
+use pharos_control::{Change, State};
 use pharos_route::latency::MeasurementSpec;
-use pharos_store::{Change, State};
 use tokio::sync::oneshot;
 
 use crate::config::BgpConfig;
@@ -311,7 +311,7 @@ fn commit_alone(control: &mut Control, edit: Edit, done: EditReply) {
 
 #[cfg(test)]
 mod tests {
-    use pharos_route::spec::ServiceSpec;
+    use pharos_control::spec::ServiceSpec;
     use pharos_store::Store;
 
     use super::*;

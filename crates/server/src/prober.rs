@@ -11,7 +11,7 @@ use std::time::Duration;
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
-use pharos_route::probe::{ProbeKind, ProbeSpec, ProbeTarget, Purpose};
+use pharos_control::probe::{ProbeKind, ProbeSpec, ProbeTarget, Purpose};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpStream, UdpSocket};
 use tokio::sync::watch;

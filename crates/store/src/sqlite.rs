@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
+use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use pharos_route::latency::{Measured, MeasurementBook};
-use pharos_route::spec::{DataCenterSpec, RegionSpec, ServiceSpec, parse_prefix};
+use pharos_route::prefix::parse_prefix;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::de::DeserializeOwned;
 

@@ -145,8 +145,8 @@ impl HttpConfig {
     pub fn trusted_proxies(&self) -> anyhow::Result<PrefixMap<()>> {
         let mut trusted = PrefixMap::default();
         for (index, prefix) in self.trusted_proxies.iter().enumerate() {
-            let (network, length) =
-                pharos_route::spec::parse_prefix(prefix).map_err(|message| anyhow::anyhow!("http.trusted_proxies[{index}]: {message}"))?;
+            let (network, length) = pharos_route::prefix::parse_prefix(prefix)
+                .map_err(|message| anyhow::anyhow!("http.trusted_proxies[{index}]: {message}"))?;
             trusted.insert(network, length, ());
         }
         Ok(trusted)

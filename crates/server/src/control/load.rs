@@ -5,10 +5,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use pharos_route::load_control::{Loaded, Row, SmoothedLoad, rows_of};
-use pharos_route::probe::{ProbeTarget, Purpose};
-use pharos_route::spec::ServiceSpec;
-use pharos_store::{Change, State};
+use pharos_control::load_control::{Loaded, Row, SmoothedLoad, rows_of};
+use pharos_control::probe::{ProbeTarget, Purpose};
+use pharos_control::spec::ServiceSpec;
+use pharos_control::{Change, State};
 use serde::Serialize;
 
 use super::{Control, ControlError};

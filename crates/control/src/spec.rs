@@ -1,5 +1,6 @@
-//! Services and regions as an operator declares them (the config file now,
-//! the control API later), and their checked conversion into [`Routes`].
+//! Data centers, regions and services as an operator declares them (in the
+//! config file or through the control API), and their checked conversion
+//! into the routing core's [`Routes`].
 //!
 //! Every check runs before anything is built, and the first failure names
 //! the field to fix; a rejected declaration changes nothing.
@@ -12,18 +13,19 @@ use serde::{Deserialize, Serialize};
 
 use std::sync::Arc;
 
-use crate::as_paths::AsPaths;
-use crate::external::ExternalRegions;
-use crate::latency::Latencies;
+use pharos_route::as_paths::AsPaths;
+use pharos_route::external::ExternalRegions;
+use pharos_route::latency::Latencies;
+use pharos_route::locate::Regions;
+use pharos_route::model::{AllDown, Answering, DEFAULT_TTL, Health, Replica, Service};
+use pharos_route::policy::{Policy, ProbabilityTable, RegionRow};
+use pharos_route::prefix::parse_prefix;
+use pharos_route::proximity::{Point, Proximity};
+use pharos_route::sources::{AsnTable, Coordinates, GeoDatabase};
+use pharos_route::{RegionId, Routes, UNCLASSIFIED};
+
 use crate::load_control::LoadControlSpec;
-use crate::locate::Regions;
-use crate::model::{AllDown, Answering, DEFAULT_TTL, Health, Replica, Service};
-use crate::policy::{Policy, ProbabilityTable, RegionRow};
 use crate::probe::{ProbeKind, ProbeSpec, Probed, ProbedHealth};
-use crate::proximity::Point;
-use crate::proximity::Proximity;
-use crate::sources::{AsnTable, Coordinates, GeoDatabase};
-use crate::{RegionId, Routes, UNCLASSIFIED};
 
 /// A named class of client addresses.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -391,21 +393,6 @@ fn continent_code(code: &str) -> Result<[u8; 2], String> {
     }
 }
 
-/// Parses `address/length`, refusing host bits set past the length.
-pub fn parse_prefix(text: &str) -> Result<(IpAddr, u8), String> {
-    let (address, length) = text.split_once('/').ok_or_else(|| format!("{text:?} is not a prefix like 192.0.2.0/24"))?;
-    let address: IpAddr = address.parse().map_err(|_| format!("{address:?} is not an IP address"))?;
-    let width = if address.is_ipv4() { 32 } else { 128 };
-    let length: u8 =
-        length.parse().ok().filter(|&length| length <= width).ok_or_else(|| format!("prefix length {length:?} must be 0 to {width}"))?;
-    let bits = crate::prefix::Bits::of(address).value;
-    let host_bits = if length == 0 { u128::MAX } else { u128::MAX >> length };
-    if bits & host_bits != 0 {
-        return Err(format!("{text} has bits set past /{length}"));
-    }
-    Ok((address, length))
-}
-
 fn build_service(
     spec: &ServiceSpec,
     field: &str,
@@ -660,13 +647,5 @@ mod tests {
         let far = DataCenterSpec { id: "x".into(), latitude: 91.0, longitude: 0.0, asn: None };
         let declared = Declared { datacenters: &[far], ..Declared::default() };
         assert_eq!(build_routes(&declared, &DataSources::default(), wire).unwrap_err().field, "datacenter[x].latitude");
-    }
-
-    #[test]
-    fn parses_prefixes_of_both_families() {
-        assert_eq!(parse_prefix("2001:db8::/32").unwrap().1, 32);
-        assert_eq!(parse_prefix("0.0.0.0/0").unwrap().1, 0);
-        assert!(parse_prefix("10.0.0.0/33").is_err());
-        assert!(parse_prefix("10.0.0.0").is_err());
     }
 }

@@ -2,7 +2,7 @@
 //! policy, on real data: a BGP RIB dump, a MaxMind City database, and a
 //! synthetic set of latency measurements.
 //!
-//!     cargo run --release -p pharos-route --example decide -- \
+//!     cargo run --release -p pharos-control --example decide -- \
 //!         --bgp ../shared/data/bgp/routeviews.route-views.jinx.ribs.1401487200.bz2 \
 //!         --geo ../shared/data/geoip/dbip-city-lite-2023-04.mmdb
 //!
@@ -16,10 +16,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use pharos_control::spec::{DataCenterSpec, DataSources, Declared, ProbabilitySpec, RegionSpec, ReplicaSpec, ServiceSpec, build_routes};
 use pharos_route::as_paths::AsPaths;
 use pharos_route::latency::{Latencies, Measured, MeasurementBook};
 use pharos_route::sources::GeoDatabase;
-use pharos_route::spec::{DataCenterSpec, DataSources, Declared, ProbabilitySpec, RegionSpec, ReplicaSpec, ServiceSpec, build_routes};
 use pharos_route::{Asker, Family, Routes, route};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};

@@ -1,7 +1,7 @@
 //! Measures the sans-IO query path alone: `respond()` over a zone and a
 //! query list, no sockets. Prints nanoseconds per query.
 //!
-//!     cargo run --release -p pharos-answer --example answer_path -- ORIGIN ZONEFILE QUERYFILE [ROUNDS] [--routed]
+//!     cargo run --release -p pharos-control --example answer_path -- ORIGIN ZONEFILE QUERYFILE [ROUNDS] [--routed]
 //!
 //! QUERYFILE is dnsperf format (`name TYPE` per line). With `--routed`, the
 //! queries are instead for a service `svc.ORIGIN` answered by region
@@ -15,7 +15,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
 
 use pharos_answer::{Client, Settings, Snapshot, Transport, respond};
-use pharos_route::spec::{DataSources, Declared, ProbabilitySpec, RegionSpec, ReplicaSpec, ServiceSpec, build_routes};
+use pharos_control::spec::{DataSources, Declared, ProbabilitySpec, RegionSpec, ReplicaSpec, ServiceSpec, build_routes};
 use pharos_zone::{ZoneSet, load_zone_file};
 use rand::SeedableRng;
 

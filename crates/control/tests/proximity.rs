@@ -7,10 +7,10 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
 
+use pharos_control::spec::{DataCenterSpec, DataSources, Declared, ReplicaSpec, ServiceSpec, build_routes};
 use pharos_route::as_paths::AsPaths;
 use pharos_route::latency::{Latencies, Measured, MeasurementBook};
 use pharos_route::sources::GeoDatabase;
-use pharos_route::spec::{DataCenterSpec, DataSources, Declared, ReplicaSpec, ServiceSpec, build_routes};
 use pharos_route::{Asker, Decision, Explanation, Family, Routes, route};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;

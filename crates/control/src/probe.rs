@@ -1,4 +1,4 @@
-//! Health checks as the routing core sees them: how a service's replicas
+//! Health checks as the control plane reasons about them: how a service's replicas
 //! are probed (declared with the service), the hysteresis that turns probe
 //! results into up and down, and the probed state a snapshot is built with.
 //!
