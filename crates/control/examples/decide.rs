@@ -19,6 +19,7 @@ use std::time::Instant;
 use pharos_control::spec::{DataCenterSpec, DataSources, Declared, ProbabilitySpec, RegionSpec, ReplicaSpec, ServiceSpec, build_routes};
 use pharos_route::as_paths::AsPaths;
 use pharos_route::latency::{Latencies, Measured, MeasurementBook};
+use pharos_route::policy::PolicyKind;
 use pharos_route::sources::GeoDatabase;
 use pharos_route::{Asker, Family, Routes, route};
 use rand::rngs::SmallRng;
@@ -166,7 +167,7 @@ fn service(policy: &str, regions: &[RegionSpec]) -> ServiceSpec {
             probabilities.insert(region.name.clone(), row);
         }
     }
-    let proximity = ["shortest-as-path", "lowest-latency", "nearest"].contains(&policy);
+    let proximity = PolicyKind::named(policy).is_some_and(PolicyKind::needs_fallback);
     ServiceSpec { ttl: 60, probabilities, fallback: proximity.then(|| "weighted".into()), ..ServiceSpec::new(policy, policy, replicas) }
 }
 

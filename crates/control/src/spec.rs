@@ -18,7 +18,7 @@ use pharos_route::external::ExternalRegions;
 use pharos_route::latency::Latencies;
 use pharos_route::locate::Regions;
 use pharos_route::model::{AllDown, Answering, DEFAULT_TTL, Health, Replica, Service};
-use pharos_route::policy::{Policy, ProbabilityTable, RegionRow};
+use pharos_route::policy::{Policy, PolicyKind, ProbabilityTable, RegionRow};
 use pharos_route::prefix::parse_prefix;
 use pharos_route::proximity::{Point, Proximity};
 use pharos_route::sources::{AsnTable, Coordinates, GeoDatabase};
@@ -216,7 +216,7 @@ pub struct ProbabilitySpec {
 }
 
 fn default_policy() -> String {
-    "static".into()
+    PolicyKind::Static.name().into()
 }
 fn default_ttl() -> u32 {
     DEFAULT_TTL
@@ -256,13 +256,11 @@ pub struct Declared<'a> {
     pub services: &'a [ServiceSpec],
 }
 
-/// Names of the policies a service may declare.
-pub const POLICIES: [&str; 8] =
-    ["static", "round-robin", "weighted", "failover", "region-probabilities", "lowest-latency", "shortest-as-path", "nearest"];
-
-/// Policies that look at data about the client beyond its region, and
-/// need a fallback for clients that data does not cover.
-const PROXIMITY_POLICIES: [&str; 3] = ["lowest-latency", "shortest-as-path", "nearest"];
+/// The names of the policies `include` picks, for error messages.
+fn policy_names(include: impl Fn(PolicyKind) -> bool) -> String {
+    let names: Vec<&str> = PolicyKind::ALL.into_iter().filter(|&kind| include(kind)).map(PolicyKind::name).collect();
+    names.join(", ")
+}
 
 /// Regions built from their declarations, and their ids by name.
 #[derive(Debug, Clone)]
@@ -428,7 +426,10 @@ fn build_service(
         return fail(format!("{field}.probabilities"), "probabilities need policy (or fallback) = \"region-probabilities\"");
     }
     if spec.fallback.is_some() && policy.fallback().is_none() {
-        return fail(format!("{field}.fallback"), format!("only the policies {} have a fallback", PROXIMITY_POLICIES.join(", ")));
+        return fail(
+            format!("{field}.fallback"),
+            format!("only the policies {} have a fallback", policy_names(PolicyKind::needs_fallback)),
+        );
     }
     let ttl_cap = spec.shrink_ttl.then(|| soonest_change(spec, &sources.probed)).flatten();
     let answering = Answering { ttl: spec.ttl, max_answers: spec.max_answers, when_all_down: spec.when_all_down, ttl_cap };
@@ -492,32 +493,37 @@ fn build_policy(
     sources: &DataSources,
 ) -> Result<Policy, SpecError> {
     let fallback = || -> Result<Box<Policy>, SpecError> {
-        let fallback_name = spec.fallback.as_deref().unwrap_or("weighted");
+        let fallback_name = spec.fallback.as_deref().unwrap_or(PolicyKind::Weighted.name());
         let field = format!("service[{}].fallback", spec.name);
-        if PROXIMITY_POLICIES.contains(&fallback_name) {
+        if PolicyKind::named(fallback_name).is_some_and(PolicyKind::needs_fallback) {
             return fail(field, format!("{fallback_name:?} needs a fallback itself; pick a policy that does not look at the client"));
         }
         build_policy(fallback_name, &field, spec, replicas, region_ids, datacenters, sources).map(Box::new)
     };
     let datacenter_of =
         |replica: &Replica| replica.datacenter.as_ref().and_then(|id| datacenters.iter().find(|datacenter| datacenter.id == *id));
-    Ok(match name {
-        "static" => Policy::Static,
-        "round-robin" => Policy::round_robin(),
-        "weighted" => Policy::Weighted,
-        "failover" => Policy::Failover,
-        "region-probabilities" => Policy::RegionProbabilities(build_table(spec, &format!("service[{}]", spec.name), replicas, region_ids)?),
-        "lowest-latency" => {
+    let Some(kind) = PolicyKind::named(name) else {
+        return fail(field, format!("unknown policy {name:?}; one of {}", policy_names(|_| true)));
+    };
+    Ok(match kind {
+        PolicyKind::Static => Policy::Static,
+        PolicyKind::RoundRobin => Policy::round_robin(),
+        PolicyKind::Weighted => Policy::Weighted,
+        PolicyKind::Failover => Policy::Failover,
+        PolicyKind::RegionProbabilities => {
+            Policy::RegionProbabilities(build_table(spec, &format!("service[{}]", spec.name), replicas, region_ids)?)
+        }
+        PolicyKind::LowestLatency => {
             let datacenters = replicas.iter().map(|replica| sources.latencies.datacenter_index(replica.datacenter.as_deref()?)).collect();
             Policy::LowestLatency { datacenters, fallback: fallback()? }
         }
-        "shortest-as-path" => {
+        PolicyKind::ShortestAsPath => {
             let Some(as_paths) = &sources.as_paths else { return fail(field, "needs BGP tables ([bgp] table); none is configured") };
             let hops =
                 replicas.iter().map(|replica| datacenter_of(replica).and_then(|datacenter| as_paths.hops_from(datacenter.asn?))).collect();
             Policy::ShortestAsPath { hops, fallback: fallback()? }
         }
-        "nearest" => {
+        PolicyKind::Nearest => {
             if sources.geo.is_none() {
                 return fail(field, "needs a MaxMind City database ([geo] database); none is configured");
             }
@@ -530,7 +536,6 @@ fn build_policy(
                 .collect();
             Policy::Nearest { places, fallback: fallback()? }
         }
-        other => return fail(field, format!("unknown policy {other:?}; one of {}", POLICIES.join(", "))),
     })
 }
 

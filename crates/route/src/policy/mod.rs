@@ -56,16 +56,73 @@ impl Policy {
 
     /// Short name for explanations and the API.
     pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+
+    /// Which of the declarable policies this is.
+    pub fn kind(&self) -> PolicyKind {
         match self {
-            Policy::Static => "static",
-            Policy::RoundRobin { .. } => "round-robin",
-            Policy::Weighted => "weighted",
-            Policy::Failover => "failover",
-            Policy::RegionProbabilities(_) => "region-probabilities",
-            Policy::LowestLatency { .. } => "lowest-latency",
-            Policy::ShortestAsPath { .. } => "shortest-as-path",
-            Policy::Nearest { .. } => "nearest",
+            Policy::Static => PolicyKind::Static,
+            Policy::RoundRobin { .. } => PolicyKind::RoundRobin,
+            Policy::Weighted => PolicyKind::Weighted,
+            Policy::Failover => PolicyKind::Failover,
+            Policy::RegionProbabilities(_) => PolicyKind::RegionProbabilities,
+            Policy::LowestLatency { .. } => PolicyKind::LowestLatency,
+            Policy::ShortestAsPath { .. } => PolicyKind::ShortestAsPath,
+            Policy::Nearest { .. } => PolicyKind::Nearest,
         }
+    }
+}
+
+/// The policies a service may declare: the one list of their names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyKind {
+    Static,
+    RoundRobin,
+    Weighted,
+    Failover,
+    RegionProbabilities,
+    LowestLatency,
+    ShortestAsPath,
+    Nearest,
+}
+
+impl PolicyKind {
+    /// Every policy, in the order error messages list them.
+    pub const ALL: [PolicyKind; 8] = [
+        PolicyKind::Static,
+        PolicyKind::RoundRobin,
+        PolicyKind::Weighted,
+        PolicyKind::Failover,
+        PolicyKind::RegionProbabilities,
+        PolicyKind::LowestLatency,
+        PolicyKind::ShortestAsPath,
+        PolicyKind::Nearest,
+    ];
+
+    /// The name a service declares the policy by.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::Static => "static",
+            PolicyKind::RoundRobin => "round-robin",
+            PolicyKind::Weighted => "weighted",
+            PolicyKind::Failover => "failover",
+            PolicyKind::RegionProbabilities => "region-probabilities",
+            PolicyKind::LowestLatency => "lowest-latency",
+            PolicyKind::ShortestAsPath => "shortest-as-path",
+            PolicyKind::Nearest => "nearest",
+        }
+    }
+
+    /// The policy declared as `name`, if there is one.
+    pub fn named(name: &str) -> Option<PolicyKind> {
+        PolicyKind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
+    /// Whether the policy looks at data about the client beyond its region,
+    /// and so needs a fallback for clients that data does not cover.
+    pub fn needs_fallback(self) -> bool {
+        matches!(self, PolicyKind::LowestLatency | PolicyKind::ShortestAsPath | PolicyKind::Nearest)
     }
 }
 
