@@ -1,15 +1,22 @@
 //! The rules of the Pharos control plane, without I/O: what an operator
 //! may declare and how it is checked ([`spec`], every error naming the
 //! field to fix), the routing state those declarations make ([`State`],
-//! changed by [`Change`]s), how replicas are probed and how probe results
-//! become up and down ([`probe`]), and how load reports become region
-//! probabilities ([`load_control`]). No sockets, threads or clocks: the
-//! server drives these rules and passes the time in.
+//! changed by [`Change`]s that the operator's [`edit`]s compute), latency
+//! measurements checked before they are kept ([`check_measurements`]),
+//! how replicas are probed and how probe results become up and down
+//! ([`probe`]), and how load reports become region probabilities
+//! ([`load_control`]). No sockets, threads or clocks: the server drives
+//! these rules and passes the time in.
 
+pub mod edit;
+mod error;
 pub mod load_control;
+mod measurement;
 pub mod probe;
 pub mod spec;
 mod state;
 
+pub use error::ControlError;
+pub use measurement::{Measurement, check_measurements};
 pub use spec::SpecError;
 pub use state::{Change, State};

@@ -7,7 +7,6 @@
 //! id), Remove_Region -> `DELETE /v1/regions/{name}`, Update_Prob ->
 //! `PUT /v1/services/{name}/probabilities` (the whole table at once).
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -20,8 +19,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use pharos_control::Change;
-use pharos_control::spec::{DataCenterSpec, ProbabilitySpec, RegionSpec, ServiceSpec};
+use pharos_control::edit::{self, NewRegion, Probabilities, ReplicaPatch};
+use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
+use pharos_control::{Change, ControlError};
 use pharos_route::Family;
 use pharos_route::latency::MeasurementSpec;
 use rand::rngs::SmallRng;
@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use crate::control::{Control, ControlError};
+use crate::control::Control;
 use crate::plane::ControlHandle;
 
 const OPENAPI: &str = include_str!("openapi.json");
@@ -228,13 +228,7 @@ async fn put_datacenter(State(api): State<Api>, Path(id): Path<String>, Json(dat
 }
 
 async fn delete_datacenter(State(api): State<Api>, Path(id): Path<String>) -> Reply<StatusCode> {
-    commit(&api, move |state| {
-        if !state.datacenters.iter().any(|datacenter| datacenter.id == id) {
-            return Err(ControlError::NotFound(format!("data center {id}")));
-        }
-        Ok(vec![Change::DeleteDataCenter(id.clone())])
-    })
-    .await?;
+    commit(&api, move |state| edit::delete_datacenter(state, &id)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -249,30 +243,8 @@ async fn get_region(State(api): State<Api>, Path(name): Path<String>) -> Reply<J
 
 /// MyXDNS Add_Region: the body names the region and its prefixes; the
 /// reply carries the id it was given.
-#[derive(Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NewRegion {
-    name: String,
-    #[serde(default)]
-    prefixes: Vec<String>,
-    #[serde(default)]
-    asns: Vec<u32>,
-    #[serde(default)]
-    countries: Vec<String>,
-    #[serde(default)]
-    continents: Vec<String>,
-}
-
 async fn add_region(State(api): State<Api>, Json(new): Json<NewRegion>) -> Reply<(StatusCode, Json<serde_json::Value>)> {
-    let changes = commit(&api, move |state| {
-        if state.regions.iter().any(|region| region.name == new.name) {
-            return Err(ControlError::Conflict { field: "name".into(), message: format!("region {:?} exists", new.name) });
-        }
-        let id = state.regions.iter().map(|region| region.id).max().unwrap_or(0) + 1;
-        let NewRegion { name, prefixes, asns, countries, continents } = new.clone();
-        Ok(vec![Change::PutRegion(RegionSpec { id, name, prefixes, asns, countries, continents })])
-    })
-    .await?;
+    let changes = commit(&api, move |state| edit::add_region(state, &new)).await?;
     let id = changes.iter().find_map(|change| if let Change::PutRegion(region) = change { Some(region.id) } else { None });
     Ok((StatusCode::CREATED, Json(json!({ "id": id }))))
 }
@@ -286,13 +258,7 @@ async fn put_region(State(api): State<Api>, Path(name): Path<String>, Json(regio
 }
 
 async fn delete_region(State(api): State<Api>, Path(name): Path<String>) -> Reply<StatusCode> {
-    commit(&api, move |state| {
-        if !state.regions.iter().any(|region| region.name == name) {
-            return Err(ControlError::NotFound(format!("region {name}")));
-        }
-        Ok(vec![Change::DeleteRegion(name.clone())])
-    })
-    .await?;
+    commit(&api, move |state| edit::delete_region(state, &name)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -300,12 +266,8 @@ async fn list_services(State(api): State<Api>) -> Json<Vec<ServiceSpec>> {
     Json(api.control.state().services.clone())
 }
 
-fn find_service(state: &pharos_control::State, name: &str) -> Result<ServiceSpec, ControlError> {
-    state.services.iter().find(|service| service.name == name).cloned().ok_or_else(|| ControlError::NotFound(format!("service {name}")))
-}
-
 async fn get_service(State(api): State<Api>, Path(name): Path<String>) -> Reply<Json<ServiceSpec>> {
-    Ok(Json(find_service(&api.control.state(), &name)?))
+    Ok(Json(edit::find_service(&api.control.state(), &name)?))
 }
 
 async fn put_service(State(api): State<Api>, Path(name): Path<String>, Json(service): Json<ServiceSpec>) -> Reply<StatusCode> {
@@ -317,41 +279,18 @@ async fn put_service(State(api): State<Api>, Path(name): Path<String>, Json(serv
 }
 
 async fn delete_service(State(api): State<Api>, Path(name): Path<String>) -> Reply<StatusCode> {
-    commit(&api, move |state| {
-        find_service(state, &name)?;
-        Ok(vec![Change::DeleteService(name.clone())])
-    })
-    .await?;
+    commit(&api, move |state| edit::delete_service(state, &name)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// MyXDNS Update_Prob: the whole table (table name -> replica -> entry).
-async fn put_probabilities(
-    State(api): State<Api>,
-    Path(name): Path<String>,
-    Json(table): Json<BTreeMap<String, BTreeMap<String, ProbabilitySpec>>>,
-) -> Reply<StatusCode> {
+async fn put_probabilities(State(api): State<Api>, Path(name): Path<String>, Json(table): Json<Probabilities>) -> Reply<StatusCode> {
     // Refused here already if unknown, without queueing behind commits.
     if !api.control.state().services.iter().any(|service| service.name == name) {
         return Err(ControlError::NotFound(format!("service {name}")).into());
     }
-    commit(&api, move |state| {
-        let mut service = find_service(state, &name)?;
-        service.probabilities = table.clone();
-        Ok(vec![Change::PutService(service)])
-    })
-    .await?;
+    commit(&api, move |state| edit::set_probabilities(state, &name, &table)).await?;
     Ok(StatusCode::OK)
-}
-
-/// Operator switches on one replica; fields left out stay as they are.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReplicaPatch {
-    enabled: Option<bool>,
-    down: Option<bool>,
-    weight: Option<u32>,
-    priority: Option<u32>,
 }
 
 async fn patch_replica(
@@ -359,20 +298,7 @@ async fn patch_replica(
     Path((name, id)): Path<(String, String)>,
     Json(patch): Json<ReplicaPatch>,
 ) -> Reply<StatusCode> {
-    commit(&api, move |state| {
-        let mut service = find_service(state, &name)?;
-        let replica = service
-            .replicas
-            .iter_mut()
-            .find(|replica| replica.id == id)
-            .ok_or_else(|| ControlError::NotFound(format!("replica {id} of {name}")))?;
-        replica.enabled = patch.enabled.unwrap_or(replica.enabled);
-        replica.down = patch.down.unwrap_or(replica.down);
-        replica.weight = patch.weight.unwrap_or(replica.weight);
-        replica.priority = patch.priority.unwrap_or(replica.priority);
-        Ok(vec![Change::PutService(service)])
-    })
-    .await?;
+    commit(&api, move |state| edit::patch_replica(state, &name, &id, &patch)).await?;
     Ok(StatusCode::OK)
 }
 

@@ -16,14 +16,14 @@ use pharos_answer::{Settings, Snapshot};
 use pharos_bgp::BgpTables;
 use pharos_control::load_control::LoadBook;
 use pharos_control::probe::{ProbeTarget, Purpose};
-use pharos_control::spec::{BuiltRegions, DataSources, RegionSpec, SpecError, build_regions, build_routes_with};
-use pharos_control::{Change, State};
+use pharos_control::spec::{BuiltRegions, DataSources, RegionSpec, build_regions, build_routes_with};
+use pharos_control::{Change, ControlError, Measurement, State, check_measurements};
 use pharos_route::as_paths::AsPaths;
 use pharos_route::latency::{MeasurementBook, MeasurementSpec};
 use pharos_route::prefix::PrefixMap;
 use pharos_route::sources::{AsnTable, GeoDatabase};
 use pharos_route::{Asker, Explanation, Family, Routed, Routes, route};
-use pharos_store::{Measurement, SqliteStore, Store, StoreError};
+use pharos_store::{SqliteStore, Store, StoreError};
 use pharos_wire::name;
 use pharos_zone::{Zone, ZoneSet, load_zone_file};
 use rand::Rng;
@@ -31,52 +31,12 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::config::Config;
-use crate::data::{BgpStatus, BgpSummary, DataStatus, LatencyStatus, check_measurements, unix_now};
+use crate::data::{BgpStatus, BgpSummary, DataStatus, LatencyStatus, unix_now};
 use crate::health::{Effect, HealthBook, ProbeResult, ReplicaHealth, describe};
 
 mod load;
 
 pub use load::{LoadRun, LoadStatus};
-
-/// Why a change was not made.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum ControlError {
-    /// The change would make the state invalid; `field` says where.
-    #[error("{0}")]
-    Invalid(SpecError),
-    #[error("{0} not found")]
-    NotFound(String),
-    /// The change would create what exists already; `field` says which.
-    #[error("{message}")]
-    Conflict { field: String, message: String },
-    /// The store could not commit: nothing changed, try again later.
-    #[error("the store is unavailable: {0}")]
-    Store(String),
-    /// Zone files could not be loaded: the old zones keep serving.
-    #[error("{0}")]
-    Zones(String),
-    /// The control thread is gone (the server is stopping).
-    #[error("the control plane has stopped")]
-    Stopped,
-}
-
-impl From<StoreError> for ControlError {
-    fn from(error: StoreError) -> ControlError {
-        ControlError::Store(error.to_string())
-    }
-}
-
-impl ControlError {
-    fn zones(error: anyhow::Error) -> ControlError {
-        ControlError::Zones(format!("{error:#}"))
-    }
-}
-
-impl ControlError {
-    pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> ControlError {
-        ControlError::Invalid(SpecError { field: field.into(), message: message.into() })
-    }
-}
 
 /// The zones as loaded from their files, and the frozen set built from them.
 struct Zones {
@@ -218,9 +178,9 @@ impl Control {
     /// Re-reads the config file and the zone files, and re-applies the
     /// file's declarations. On any error the old zones and state keep serving.
     pub fn reload(&mut self) -> Result<(), ControlError> {
-        let fresh = self.config.reread().map_err(ControlError::zones)?;
-        let loaded = load_zones(&fresh).map_err(ControlError::zones)?;
-        let mut sources = load_sources(&fresh).map_err(ControlError::zones)?;
+        let fresh = self.config.reread().map_err(zones_error)?;
+        let loaded = load_zones(&fresh).map_err(zones_error)?;
+        let mut sources = load_sources(&fresh).map_err(zones_error)?;
         // The classifier keeps running; its answers are asked for afresh.
         sources.external = self.sources.external.clone();
         // Measurements stay; BGP tables stay until new ones have loaded.
@@ -555,6 +515,11 @@ fn read_maybe_gzipped(path: &std::path::Path) -> std::io::Result<String> {
         std::io::BufReader::new(file).read_to_string(&mut text)?;
     }
     Ok(text)
+}
+
+/// Why new zone files (or the config naming them) cannot be served.
+fn zones_error(error: anyhow::Error) -> ControlError {
+    ControlError::Zones(format!("{error:#}"))
 }
 
 fn load_zones(config: &Config) -> anyhow::Result<Vec<Zone>> {

@@ -20,8 +20,10 @@ use pharos_control::{Change, State};
 use pharos_route::latency::MeasurementSpec;
 use tokio::sync::oneshot;
 
+use pharos_control::ControlError;
+
 use crate::config::BgpConfig;
-use crate::control::{Control, ControlError, LoadStatus, Published};
+use crate::control::{Control, LoadStatus, Published};
 use crate::data::{DataStatus, unix_millis};
 use crate::health::{ProbeResult, ReplicaHealth};
 use crate::prober;

@@ -10,8 +10,8 @@
 
 mod sqlite;
 
-use pharos_control::{Change, State};
-use pharos_route::latency::{Measured, MeasurementBook};
+use pharos_control::{Change, ControlError, Measurement, State};
+use pharos_route::latency::MeasurementBook;
 
 pub use sqlite::SqliteStore;
 
@@ -28,13 +28,10 @@ pub enum StoreError {
     CorruptMeasurement { subnet: String, message: String },
 }
 
-/// One latency measurement to keep: the newest per subnet and data center
-/// wins.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Measurement {
-    pub subnet: (std::net::IpAddr, u8),
-    pub datacenter: String,
-    pub measured: Measured,
+impl From<StoreError> for ControlError {
+    fn from(error: StoreError) -> ControlError {
+        ControlError::Store(error.to_string())
+    }
 }
 
 /// Durable storage of the routing state.

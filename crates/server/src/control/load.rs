@@ -11,7 +11,10 @@ use pharos_control::spec::ServiceSpec;
 use pharos_control::{Change, State};
 use serde::Serialize;
 
-use super::{Control, ControlError};
+use pharos_control::ControlError;
+use pharos_control::edit::check_load;
+
+use super::Control;
 use crate::data::{unix_millis, unix_now};
 
 /// What the control loop last did for one service (`GET /v1/load`).
@@ -49,18 +52,7 @@ impl Control {
     /// Folds a load report for `replica` of `service` into its smoothed
     /// value.
     pub fn record_load(&mut self, service: &str, replica: &str, value: f64) -> Result<(), ControlError> {
-        if !value.is_finite() || value < 0.0 {
-            return Err(ControlError::invalid("load", format!("{value} is not a load (a number, 0 or more)")));
-        }
-        let known = self
-            .state
-            .services
-            .iter()
-            .find(|spec| spec.name == service)
-            .ok_or_else(|| ControlError::NotFound(format!("service {service}")))?;
-        if !known.replicas.iter().any(|spec| spec.id == replica) {
-            return Err(ControlError::NotFound(format!("replica {replica} of {service}")));
-        }
+        check_load(&self.state, service, replica, value)?;
         let key = (service.to_string(), replica.to_string());
         let smoothed = SmoothedLoad::report(self.loads.get(&key).copied(), value, unix_now(), self.config.load.smoothing);
         self.loads.insert(key, smoothed);

@@ -1,0 +1,32 @@
+//! Why the control plane did not make a change.
+
+use crate::spec::SpecError;
+
+/// Why a change was not made.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ControlError {
+    /// The change would make the state invalid; `field` says where.
+    #[error("{0}")]
+    Invalid(SpecError),
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The change would create what exists already; `field` says which.
+    #[error("{message}")]
+    Conflict { field: String, message: String },
+    /// The store could not commit: nothing changed, try again later.
+    #[error("the store is unavailable: {0}")]
+    Store(String),
+    /// Zone files could not be loaded: the old zones keep serving.
+    #[error("{0}")]
+    Zones(String),
+    /// The control thread is gone (the server is stopping).
+    #[error("the control plane has stopped")]
+    Stopped,
+}
+
+impl ControlError {
+    /// The value of `field` is wrong, and `message` says how.
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> ControlError {
+        ControlError::Invalid(SpecError { field: field.into(), message: message.into() })
+    }
+}
