@@ -11,7 +11,8 @@ use domain::base::{Message, ParsedName};
 use domain::rdata::AllRecordData;
 use pharos_answer::{Client, Settings, Snapshot, Transport, respond, respond_oversized};
 use pharos_route::Routes;
-use pharos_control::spec::{DataCenterSpec, DataSources, Declared, RegionSpec, ServiceSpec, build_routes};
+use pharos_control::snapshot::build_snapshot;
+use pharos_control::spec::{DataCenterSpec, DataSources, Declared, RegionSpec, ServiceSpec};
 use pharos_wire::response::smallest_ttl;
 use pharos_zone::{Zone, ZoneSet, parse_zone_text};
 use rand::SeedableRng;
@@ -30,7 +31,7 @@ const MIN_UDP: usize = 512;
 const MAX_STREAM: usize = 65535;
 
 /// Client addresses the `respond` target picks from: regions 1, 2 and 3
-/// of [`routes`], and one no region claims.
+/// of [`snapshot`], and one no region claims.
 pub const CLIENTS: [IpAddr; 4] = [
     IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7)),
     IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 7)),
@@ -38,56 +39,45 @@ pub const CLIENTS: [IpAddr; 4] = [
     IpAddr::V4(Ipv4Addr::LOCALHOST),
 ];
 
-/// The snapshot every `respond` run answers from, built once as the server
-/// builds its own: zones, services reserved in them, then frozen.
+/// The snapshot every `respond` run answers from, built once by the
+/// server's own snapshot builder: services of every policy under
+/// example.test, and three regions.
 pub fn snapshot() -> &'static Snapshot {
     static SNAPSHOT: OnceLock<Snapshot> = OnceLock::new();
     SNAPSHOT.get_or_init(|| {
-        let mut zones: Vec<Zone> = ZONES
+        let zones: Vec<Zone> = ZONES
             .iter()
             .map(|(origin, text)| parse_zone_text(origin, text, &format!("{origin}.zone")).unwrap_or_else(|err| panic!("fuzz zone: {err}")))
             .collect();
-        let routes = routes();
-        for service in routes.services.keys() {
-            let zone = zones.iter_mut().filter(|zone| service.ends_with(&zone.origin)).max_by_key(|zone| zone.origin.len());
-            zone.expect("fuzz services are inside the zones").reserve_name(service).unwrap_or_else(|err| panic!("fuzz service: {err}"));
-        }
+        let file = services();
+        let declared = Declared { datacenters: &file.datacenters, regions: &file.regions, services: &file.services };
         let settings = Settings { nsid: Some((*b"fuzz-node").into()), udp_payload: SERVER_UDP_PAYLOAD, ..Settings::default() };
-        Snapshot { zones: ZoneSet::new(zones).expect("fuzz zones are distinct").into(), routes, settings }
+        build_snapshot(zones, settings, &declared, &DataSources::default()).unwrap_or_else(|err| panic!("fuzz snapshot: {err}"))
     })
 }
 
-/// Services of every policy under example.test, and three regions.
-fn routes() -> Routes {
-    #[derive(serde::Deserialize)]
-    struct ServicesFile {
-        #[serde(rename = "datacenter")]
-        datacenters: Vec<DataCenterSpec>,
-        #[serde(rename = "region")]
-        regions: Vec<RegionSpec>,
-        #[serde(rename = "service")]
-        services: Vec<ServiceSpec>,
-    }
+/// The declarations of zones/services.toml.
+#[derive(serde::Deserialize)]
+struct ServicesFile {
+    #[serde(rename = "datacenter")]
+    datacenters: Vec<DataCenterSpec>,
+    #[serde(rename = "region")]
+    regions: Vec<RegionSpec>,
+    #[serde(rename = "service")]
+    services: Vec<ServiceSpec>,
+}
+
+/// zones/services.toml, and a service with enough addresses to overflow
+/// any UDP response.
+fn services() -> ServicesFile {
     let mut text = include_str!("../zones/services.toml").to_string();
-    // Enough addresses to overflow any UDP response.
     text.push_str("[[service]]\nname = \"crowd.example.test\"\npolicy = \"weighted\"\nreplica = [\n");
     for i in 0..200 {
         let (third, fourth, weight, enabled) = (i / 100, i % 100, 1 + i % 7, i % 11 != 0);
         text.push_str(&format!("{{ id = \"r{i}\", address = \"10.0.{third}.{fourth}\", weight = {weight}, enabled = {enabled} }},\n"));
     }
     text.push_str("]\n");
-    let file: ServicesFile = toml::from_str(&text).unwrap_or_else(|err| panic!("fuzz services: {err}"));
-    let declared = Declared { datacenters: &file.datacenters, regions: &file.regions, services: &file.services };
-    build_routes(&declared, &DataSources::default(), |name| {
-        let mut wire = Vec::new();
-        for label in name.trim_end_matches('.').split('.') {
-            wire.push(label.len() as u8);
-            wire.extend(label.to_ascii_lowercase().bytes());
-        }
-        wire.push(0);
-        Ok(wire.into())
-    })
-    .unwrap_or_else(|err| panic!("fuzz routes: {err}"))
+    toml::from_str(&text).unwrap_or_else(|err| panic!("fuzz services: {err}"))
 }
 
 /// Target `respond`: the first byte chooses the transport (bit 0: UDP or

@@ -14,9 +14,10 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
 
-use pharos_answer::{Client, Settings, Snapshot, Transport, respond};
-use pharos_control::spec::{DataSources, Declared, ProbabilitySpec, RegionSpec, ReplicaSpec, ServiceSpec, build_routes};
-use pharos_zone::{ZoneSet, load_zone_file};
+use pharos_answer::{Client, Settings, Transport, respond};
+use pharos_control::snapshot::build_snapshot;
+use pharos_control::spec::{DataSources, Declared, ProbabilitySpec, RegionSpec, ReplicaSpec, ServiceSpec};
+use pharos_zone::load_zone_file;
 use rand::SeedableRng;
 
 fn main() {
@@ -28,21 +29,18 @@ fn main() {
         std::process::exit(2);
     };
     let rounds: usize = rest.first().map_or(200, |rounds| rounds.parse().expect("ROUNDS is a number"));
-    let mut zone = load_zone_file(origin, zone_file.as_ref()).unwrap_or_else(|error| panic!("{error}"));
+    let zone = load_zone_file(origin, zone_file.as_ref()).unwrap_or_else(|error| panic!("{error}"));
     let service_name = format!("svc.{}", origin.trim_end_matches('.'));
-    let (routes, queries) = if routed {
-        let declared = Declared { regions: &regions(), services: &[service(&service_name)], ..Declared::default() };
-        let routes = build_routes(&declared, &DataSources::default(), |name| {
-            pharos_wire::name::from_dotted(name).map(Box::from).map_err(|error| format!("{error:?}"))
-        })
-        .expect("the benchmark service is valid");
-        zone.reserve_name(&pharos_wire::name::from_dotted(&service_name).unwrap()).unwrap();
-        (routes, (0..10_000u32).map(|index| routed_query(&service_name, index)).collect())
+    let (services, queries) = if routed {
+        (vec![service(&service_name)], (0..10_000u32).map(|index| routed_query(&service_name, index)).collect())
     } else {
         let queries: Vec<Vec<u8>> = std::fs::read_to_string(query_file).expect("query file").lines().filter_map(encode_query).collect();
-        (Default::default(), queries)
+        (Vec::new(), queries)
     };
-    let snapshot = Snapshot { zones: ZoneSet::new(vec![zone]).unwrap().into(), routes, settings: Settings::default() };
+    let regions = if routed { regions() } else { Vec::new() };
+    let declared = Declared { regions: &regions, services: &services, ..Declared::default() };
+    let snapshot =
+        build_snapshot(vec![zone], Settings::default(), &declared, &DataSources::default()).expect("the benchmark service is valid");
     let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
     let client = Client { address: IpAddr::V4(Ipv4Addr::LOCALHOST), transport: Transport::Udp };
     let mut out = Vec::with_capacity(4096);

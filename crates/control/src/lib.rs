@@ -5,7 +5,8 @@
 //! measurements checked before they are kept ([`check_measurements`]),
 //! how replicas are probed and how probe results become up and down
 //! ([`probe`]), and how load reports become region probabilities
-//! ([`load_control`]). No sockets, threads or clocks: the server drives
+//! ([`load_control`]); and the one builder of the snapshot the query path
+//! answers from ([`snapshot`]). No sockets, threads or clocks: the server drives
 //! these rules and passes the time in.
 
 pub mod edit;
@@ -13,6 +14,7 @@ mod error;
 pub mod load_control;
 mod measurement;
 pub mod probe;
+pub mod snapshot;
 pub mod spec;
 mod state;
 

@@ -324,10 +324,6 @@ impl Config {
         if self.tcp.max_connections == 0 || self.tcp.max_connections_per_client == 0 {
             bail!("tcp.max_connections and tcp.max_connections_per_client must be at least 1");
         }
-        for (index, prefix) in self.server.client_subnet_trusted_from.iter().flatten().enumerate() {
-            pharos_route::prefix::parse_prefix(prefix)
-                .map_err(|message| anyhow::anyhow!("server.client_subnet_trusted_from[{index}]: {message}"))?;
-        }
         if self.server.nsid.as_ref().is_some_and(|nsid| nsid.len() > 512) {
             bail!("server.nsid is longer than 512 octets");
         }

@@ -16,16 +16,16 @@ use pharos_answer::{Settings, Snapshot};
 use pharos_bgp::BgpTables;
 use pharos_control::load_control::LoadBook;
 use pharos_control::probe::{ProbeTarget, Purpose};
-use pharos_control::spec::{BuiltRegions, DataSources, RegionSpec, build_regions, build_routes_with};
+use pharos_control::snapshot::{SnapshotBuilder, service_name};
+use pharos_control::spec::DataSources;
 use pharos_control::{Change, ControlError, Measurement, State, check_measurements};
 use pharos_route::as_paths::AsPaths;
 use pharos_route::latency::{MeasurementBook, MeasurementSpec};
-use pharos_route::prefix::PrefixMap;
+use pharos_route::prefix::prefix_set;
 use pharos_route::sources::{AsnTable, GeoDatabase};
-use pharos_route::{Asker, Explanation, Family, Routed, Routes, route};
+use pharos_route::{Asker, Explanation, Family, Routed, route};
 use pharos_store::{SqliteStore, Store, StoreError};
-use pharos_wire::name;
-use pharos_zone::{Zone, ZoneSet, load_zone_file};
+use pharos_zone::{Zone, load_zone_file};
 use rand::Rng;
 use serde::Serialize;
 use tokio::sync::watch;
@@ -38,19 +38,6 @@ mod load;
 
 pub use load::{LoadRun, LoadStatus};
 
-/// The zones as loaded from their files, and the frozen set built from them.
-struct Zones {
-    loaded: Vec<Zone>,
-    frozen: Frozen,
-}
-
-/// A frozen zone set and the service names reserved in it (sorted).
-#[derive(Clone)]
-struct Frozen {
-    set: Arc<ZoneSet>,
-    reserved: Vec<Box<[u8]>>,
-}
-
 /// Routing state, its store, and the snapshot published from them.
 pub struct Control {
     config: Config,
@@ -58,7 +45,8 @@ pub struct Control {
     store: Box<dyn Store>,
     /// Shared with readers as published: never copied to be published.
     state: Arc<State>,
-    zones: Zones,
+    /// Builds each snapshot over the loaded zones.
+    snapshots: SnapshotBuilder,
     snapshot: SharedSnapshot,
     /// Every latency measurement kept, fresh or not yet pruned.
     measurements: MeasurementBook,
@@ -71,9 +59,6 @@ pub struct Control {
     /// When each load-controlled service's next round is due (Unix ms).
     load_rounds: HashMap<String, u64>,
     load_runs: BTreeMap<String, load::LoadRun>,
-    /// The regions of the live snapshot and the declarations they were
-    /// built from; forgotten when the data they use is reloaded.
-    built_regions: Option<(Vec<RegionSpec>, BuiltRegions)>,
 }
 
 /// Copies of the state and the data status for readers that never queue
@@ -104,11 +89,8 @@ impl Control {
             Some(path) => Box::new(SqliteStore::open(path).with_context(|| format!("cannot open the store {}", path.display()))?),
             None => Box::new(SqliteStore::open(std::path::Path::new(":memory:"))?),
         };
-        let loaded = load_zones(&config)?;
-        let frozen = Frozen { set: Arc::new(ZoneSet::new(loaded.clone()).map_err(anyhow::Error::msg)?), reserved: Vec::new() };
-        let first = Snapshot { zones: frozen.set.clone(), routes: Routes::default(), settings: settings(&config) };
-        let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(first));
-        let zones = Zones { loaded, frozen };
+        let snapshots = SnapshotBuilder::new(load_zones(&config)?, settings(&config).map_err(anyhow::Error::msg)?);
+        let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(snapshots.without_services()?));
         let mut sources = load_sources(&config)?;
         sources.external = config.classifier.as_ref().map(crate::classifier::start).transpose()?;
         // Until the BGP tables load, shortest-as-path services fall back.
@@ -122,7 +104,7 @@ impl Control {
             sources,
             store,
             state: Arc::default(),
-            zones,
+            snapshots,
             snapshot,
             measurements,
             data,
@@ -132,7 +114,6 @@ impl Control {
             loads: LoadBook::default(),
             load_rounds: HashMap::new(),
             load_runs: BTreeMap::new(),
-            built_regions: None,
         };
         control.state = Arc::new(control.store.load()?);
         control.measurements = control.store.load_measurements()?;
@@ -191,10 +172,10 @@ impl Control {
         }
         let changed = self.changed_declarations(&fresh)?;
         let previous_sources = std::mem::replace(&mut self.sources, sources);
-        let previous_regions = self.built_regions.take();
-        if let Err(error) = self.commit(&changed, Some((fresh, loaded))) {
+        // Regions are rebuilt: the data they use was reloaded too.
+        let snapshots = self.snapshots.reloaded(loaded);
+        if let Err(error) = self.commit(&changed, Some((fresh, snapshots))) {
             self.sources = previous_sources;
-            self.built_regions = previous_regions;
             return Err(error);
         }
         self.remember_declarations(&changed)?;
@@ -309,44 +290,26 @@ impl Control {
 
     /// Validates `changes` (with newly read files, if any) by building the
     /// next snapshot, commits them, then publishes the snapshot.
-    fn commit(&mut self, changes: &[Change], files: Option<(Config, Vec<Zone>)>) -> Result<(), ControlError> {
+    fn commit(&mut self, changes: &[Change], files: Option<(Config, SnapshotBuilder)>) -> Result<(), ControlError> {
         let next = self.state.with(changes);
         let health = self.health.planned(&next);
         let sources = DataSources { probed: Arc::new(health.probed()), ..self.sources.clone() };
-        let regions = self.regions_for(&next.regions, &sources)?;
-        let routes = build_routes_with(&next.declared(), &sources, &regions, service_name).map_err(ControlError::Invalid)?;
-        let frozen = match &files {
-            Some((_, loaded)) => freeze(loaded, &routes)?,
-            None => self.frozen_reserving(&routes)?,
-        };
+        let builder = files.as_ref().map_or(&self.snapshots, |(_, snapshots)| snapshots);
+        let built = builder.build(&next.declared(), &sources)?;
         if !changes.is_empty() {
             self.store.apply(changes)?;
         }
-        if let Some((config, loaded)) = files {
+        if let Some((config, snapshots)) = files {
             self.config = config;
-            self.zones.loaded = loaded;
+            self.snapshots = snapshots;
         }
-        self.snapshot.store(Arc::new(Snapshot { zones: frozen.set.clone(), routes, settings: settings(&self.config) }));
-        self.zones.frozen = frozen;
+        self.snapshot.store(Arc::new(self.snapshots.keep(built)));
         self.state = Arc::new(next);
         self.sources = sources;
-        if self.built_regions.as_ref().is_none_or(|(specs, _)| *specs != self.state.regions) {
-            self.built_regions = Some((self.state.regions.clone(), regions));
-        }
         self.adopt_plans(health);
         self.published.state.store(self.state.clone());
         self.publish_data();
         Ok(())
-    }
-
-    /// The regions of `specs` built against `sources`: those of the last
-    /// commit if neither changed (a region table can be large; most
-    /// updates do not touch it).
-    fn regions_for(&self, specs: &[RegionSpec], sources: &DataSources) -> Result<BuiltRegions, ControlError> {
-        match &self.built_regions {
-            Some((built_from, built)) if built_from == specs => Ok(built.clone()),
-            _ => build_regions(specs, sources).map_err(ControlError::Invalid),
-        }
     }
 
     /// Makes `health` the book of health probes, tells the prober if the
@@ -393,15 +356,6 @@ impl Control {
     pub fn health_report(&self) -> Vec<ReplicaHealth> {
         self.health.report()
     }
-
-    /// The frozen zones with every service name of `routes` reserved: the
-    /// current ones if the names did not change, else rebuilt.
-    fn frozen_reserving(&self, routes: &Routes) -> Result<Frozen, ControlError> {
-        if sorted_names(routes) == self.zones.frozen.reserved {
-            return Ok(self.zones.frozen.clone());
-        }
-        freeze(&self.zones.loaded, routes)
-    }
 }
 
 /// Why a client at `client` (an address, or an address/prefix as ECS would
@@ -447,36 +401,13 @@ fn declaration_record(change: &Change) -> (String, String) {
     }
 }
 
-fn sorted_names(routes: &Routes) -> Vec<Box<[u8]>> {
-    let mut names: Vec<Box<[u8]>> = routes.services.keys().cloned().collect();
-    names.sort();
-    names
-}
-
-/// Freezes `loaded` zones with every service name of `routes` reserved.
-fn freeze(loaded: &[Zone], routes: &Routes) -> Result<Frozen, ControlError> {
-    let names = sorted_names(routes);
-    let mut zones = loaded.to_vec();
-    for service in &names {
-        reserve_in_zone(&mut zones, service)?;
-    }
-    let set = ZoneSet::new(zones).map_err(ControlError::Zones)?;
-    Ok(Frozen { set: Arc::new(set), reserved: names })
-}
-
-fn settings(config: &Config) -> Settings {
-    let trusted_subnet_senders = config.server.client_subnet_trusted_from.as_ref().map(|prefixes| {
-        let mut senders = PrefixMap::default();
-        for (network, length) in prefixes.iter().filter_map(|prefix| pharos_route::prefix::parse_prefix(prefix).ok()) {
-            senders.insert(network, length, ());
-        }
-        senders
-    });
-    Settings {
-        nsid: config.server.nsid.as_ref().map(|nsid| nsid.as_bytes().into()),
-        udp_payload: config.server.udp_payload,
-        trusted_subnet_senders,
-    }
+/// The response settings of `config`'s `[server]`; a bad prefix is
+/// refused, named.
+fn settings(config: &Config) -> Result<Settings, String> {
+    let server = &config.server;
+    let trusted = server.client_subnet_trusted_from.as_deref();
+    let trusted_subnet_senders = trusted.map(|prefixes| prefix_set("server.client_subnet_trusted_from", prefixes)).transpose()?;
+    Ok(Settings { nsid: server.nsid.as_ref().map(|nsid| nsid.as_bytes().into()), udp_payload: server.udp_payload, trusted_subnet_senders })
 }
 
 /// Reads the MaxMind DB and IP-to-AS table the config names, if any.
@@ -524,22 +455,6 @@ fn zones_error(error: anyhow::Error) -> ControlError {
 
 fn load_zones(config: &Config) -> anyhow::Result<Vec<Zone>> {
     config.all_zones().map(|zone| load_zone_file(&zone.origin, &zone.file).with_context(|| format!("zone {}", zone.origin))).collect()
-}
-
-/// Lowercase wire form of a service name given in text.
-pub fn service_name(text: &str) -> Result<Box<[u8]>, String> {
-    name::from_dotted(text).map(Box::from).map_err(|error| format!("{text:?} is not a domain name ({error:?})"))
-}
-
-/// Makes a service's name exist in the most specific zone containing it.
-fn reserve_in_zone(zones: &mut [Zone], service: &[u8]) -> Result<(), ControlError> {
-    let field = format!("service[{}].name", name::Display(service));
-    let zone = zones
-        .iter_mut()
-        .filter(|zone| name::is_at_or_below(service, &zone.origin))
-        .max_by_key(|zone| zone.origin.len())
-        .ok_or_else(|| ControlError::invalid(&field, "not inside any served zone"))?;
-    zone.reserve_name(service).map_err(|message| ControlError::invalid(field, message))
 }
 
 /// Reads "192.0.2.1" or "192.0.2.0/24" as the routing core's asker.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::bail;
-use pharos_route::prefix::PrefixMap;
+use pharos_route::prefix::{PrefixMap, prefix_set};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde::Deserialize;
@@ -143,13 +143,7 @@ pub struct HttpConfig {
 impl HttpConfig {
     /// The trusted proxies as a map to look peers up in.
     pub fn trusted_proxies(&self) -> anyhow::Result<PrefixMap<()>> {
-        let mut trusted = PrefixMap::default();
-        for (index, prefix) in self.trusted_proxies.iter().enumerate() {
-            let (network, length) = pharos_route::prefix::parse_prefix(prefix)
-                .map_err(|message| anyhow::anyhow!("http.trusted_proxies[{index}]: {message}"))?;
-            trusted.insert(network, length, ());
-        }
-        Ok(trusted)
+        prefix_set("http.trusted_proxies", &self.trusted_proxies).map_err(anyhow::Error::msg)
     }
 
     /// Checks what cannot be checked field by field.

@@ -1,0 +1,132 @@
+//! The one way a snapshot is built, in production, in the fuzz targets and
+//! in the examples: the routes from the declarations, the zones frozen with
+//! every service name reserved in them, and the response settings.
+//!
+//! A [`SnapshotBuilder`] keeps what the last published build made that the
+//! next one can reuse: the regions (a region table can be large; most
+//! updates do not touch it) and the frozen zones (if the service names did
+//! not change).
+
+use std::sync::Arc;
+
+use pharos_answer::{Settings, Snapshot};
+use pharos_route::Routes;
+use pharos_wire::name;
+use pharos_zone::{Zone, ZoneSet};
+
+use crate::error::ControlError;
+use crate::spec::{BuiltRegions, DataSources, Declared, RegionSpec, build_regions, build_routes_with};
+
+/// A frozen zone set and the service names reserved in it (sorted).
+#[derive(Clone)]
+struct Frozen {
+    set: Arc<ZoneSet>,
+    reserved: Vec<Box<[u8]>>,
+}
+
+/// Builds snapshots over one set of loaded zones and settings.
+pub struct SnapshotBuilder {
+    loaded: Vec<Zone>,
+    settings: Settings,
+    frozen: Option<Frozen>,
+    /// The regions last kept, and the declarations they were built from.
+    regions: Option<(Vec<RegionSpec>, BuiltRegions)>,
+}
+
+/// A snapshot just built, and what the builder keeps if it is published.
+pub struct Built {
+    pub snapshot: Snapshot,
+    frozen: Frozen,
+    regions: (Vec<RegionSpec>, BuiltRegions),
+}
+
+impl SnapshotBuilder {
+    /// A builder over `loaded` zones that has built nothing yet.
+    pub fn new(loaded: Vec<Zone>, settings: Settings) -> SnapshotBuilder {
+        SnapshotBuilder { loaded, settings, frozen: None, regions: None }
+    }
+
+    /// A builder over newly `loaded` zones with the same settings, reusing
+    /// nothing built before.
+    pub fn reloaded(&self, loaded: Vec<Zone>) -> SnapshotBuilder {
+        SnapshotBuilder::new(loaded, self.settings.clone())
+    }
+
+    /// The zones alone, with no service routed (what serves until the
+    /// first build is published).
+    pub fn without_services(&self) -> Result<Snapshot, ControlError> {
+        let zones = ZoneSet::new(self.loaded.clone()).map_err(ControlError::Zones)?;
+        Ok(Snapshot { zones: Arc::new(zones), routes: Routes::default(), settings: self.settings.clone() })
+    }
+
+    /// The snapshot of `declared` over `sources`, checked whole: a
+    /// declaration that cannot be served is refused, naming its field.
+    pub fn build(&self, declared: &Declared<'_>, sources: &DataSources) -> Result<Built, ControlError> {
+        let regions = match &self.regions {
+            Some((built_from, built)) if built_from == declared.regions => built.clone(),
+            _ => build_regions(declared.regions, sources).map_err(ControlError::Invalid)?,
+        };
+        let routes = build_routes_with(declared, sources, &regions, service_name).map_err(ControlError::Invalid)?;
+        let names = sorted_names(&routes);
+        let frozen = match &self.frozen {
+            Some(frozen) if frozen.reserved == names => frozen.clone(),
+            _ => freeze(&self.loaded, names)?,
+        };
+        let snapshot = Snapshot { zones: frozen.set.clone(), routes, settings: self.settings.clone() };
+        Ok(Built { snapshot, frozen, regions: (declared.regions.to_vec(), regions) })
+    }
+
+    /// Keeps what `built` made for the next build to reuse; returns its
+    /// snapshot, to publish.
+    pub fn keep(&mut self, built: Built) -> Snapshot {
+        self.frozen = Some(built.frozen);
+        if self.regions.as_ref().is_none_or(|(specs, _)| *specs != built.regions.0) {
+            self.regions = Some(built.regions);
+        }
+        built.snapshot
+    }
+}
+
+/// Builds one snapshot from scratch (the fuzz targets and examples).
+pub fn build_snapshot(
+    zones: Vec<Zone>,
+    settings: Settings,
+    declared: &Declared<'_>,
+    sources: &DataSources,
+) -> Result<Snapshot, ControlError> {
+    let builder = SnapshotBuilder::new(zones, settings);
+    let built = builder.build(declared, sources)?;
+    Ok(built.snapshot)
+}
+
+/// Lowercase wire form of a service name given in text.
+pub fn service_name(text: &str) -> Result<Box<[u8]>, String> {
+    name::from_dotted(text).map(Box::from).map_err(|error| format!("{text:?} is not a domain name ({error:?})"))
+}
+
+fn sorted_names(routes: &Routes) -> Vec<Box<[u8]>> {
+    let mut names: Vec<Box<[u8]>> = routes.services.keys().cloned().collect();
+    names.sort();
+    names
+}
+
+/// Freezes `loaded` zones with every service name in `names` reserved.
+fn freeze(loaded: &[Zone], names: Vec<Box<[u8]>>) -> Result<Frozen, ControlError> {
+    let mut zones = loaded.to_vec();
+    for service in &names {
+        reserve_in_zone(&mut zones, service)?;
+    }
+    let set = ZoneSet::new(zones).map_err(ControlError::Zones)?;
+    Ok(Frozen { set: Arc::new(set), reserved: names })
+}
+
+/// Makes a service's name exist in the most specific zone containing it.
+fn reserve_in_zone(zones: &mut [Zone], service: &[u8]) -> Result<(), ControlError> {
+    let field = format!("service[{}].name", name::Display(service));
+    let zone = zones
+        .iter_mut()
+        .filter(|zone| name::is_at_or_below(service, &zone.origin))
+        .max_by_key(|zone| zone.origin.len())
+        .ok_or_else(|| ControlError::invalid(&field, "not inside any served zone"))?;
+    zone.reserve_name(service).map_err(|message| ControlError::invalid(field, message))
+}
