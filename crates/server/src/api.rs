@@ -360,12 +360,12 @@ async fn put_load(State(api): State<Api>, Path((name, id)): Path<(String, String
     Ok(StatusCode::OK)
 }
 
-async fn load_status(State(api): State<Api>) -> Reply<Json<crate::control::LoadStatus>> {
+async fn load_status(State(api): State<Api>) -> Reply<Json<pharos_control::load::LoadStatus>> {
     Ok(Json(api.control.load_status().await?))
 }
 
 /// Every probed replica: up or down, since when, and the last result.
-async fn health(State(api): State<Api>) -> Reply<Json<Vec<crate::health::ReplicaHealth>>> {
+async fn health(State(api): State<Api>) -> Reply<Json<Vec<pharos_control::health::ReplicaHealth>>> {
     Ok(Json(api.control.health().await?))
 }
 

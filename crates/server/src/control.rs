@@ -6,20 +6,21 @@
 //! the store, and only then is the snapshot swapped in. Anything that
 //! fails on the way leaves the store and the live snapshot as they were.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use anyhow::Context;
 use arc_swap::ArcSwap;
-use pharos_answer::SharedSnapshot;
-use pharos_answer::{Settings, Snapshot};
+use pharos_answer::{Settings, SharedSnapshot, Snapshot};
 use pharos_bgp::BgpTables;
-use pharos_control::load_control::LoadBook;
+use pharos_control::edit::check_load;
+use pharos_control::health::{Effect, HealthBook, ProbeResult, ReplicaHealth, describe};
+use pharos_control::load::{LoadControl, LoadSettings, LoadStatus, load_probe_targets};
 use pharos_control::probe::{ProbeTarget, Purpose};
 use pharos_control::snapshot::{SnapshotBuilder, service_name};
 use pharos_control::spec::DataSources;
 use pharos_control::{Change, ControlError, Measurement, State, check_measurements};
 use pharos_route::as_paths::AsPaths;
+use pharos_route::external::ExternalRegions;
 use pharos_route::latency::{MeasurementBook, MeasurementSpec};
 use pharos_route::prefix::prefix_set;
 use pharos_route::sources::{AsnTable, GeoDatabase};
@@ -31,12 +32,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::config::Config;
-use crate::data::{BgpStatus, BgpSummary, DataStatus, LatencyStatus, unix_now};
-use crate::health::{Effect, HealthBook, ProbeResult, ReplicaHealth, describe};
-
-mod load;
-
-pub use load::{LoadRun, LoadStatus};
+use crate::data::{BgpStatus, BgpSummary, DataStatus, LatencyStatus};
 
 /// Routing state, its store, and the snapshot published from them.
 pub struct Control {
@@ -55,10 +51,7 @@ pub struct Control {
     health: HealthBook,
     /// The probes the prober should be running.
     probe_plan: watch::Sender<Arc<Vec<ProbeTarget>>>,
-    loads: LoadBook,
-    /// When each load-controlled service's next round is due (Unix ms).
-    load_rounds: HashMap<String, u64>,
-    load_runs: BTreeMap<String, load::LoadRun>,
+    load: LoadControl,
 }
 
 /// Copies of the state and the data status for readers that never queue
@@ -83,8 +76,9 @@ pub struct Explained {
 impl Control {
     /// Loads the zones, opens the store (an in-memory one if none is
     /// configured), applies the file's declarations and builds the first
-    /// snapshot.
-    pub fn open(config: Config) -> anyhow::Result<Control> {
+    /// snapshot, at `now` (Unix ms). `external` is the classifier the
+    /// driver started, if one is configured.
+    pub fn open(config: Config, external: Option<Arc<ExternalRegions>>, now: u64) -> anyhow::Result<Control> {
         let store: Box<dyn Store> = match &config.store.path {
             Some(path) => Box::new(SqliteStore::open(path).with_context(|| format!("cannot open the store {}", path.display()))?),
             None => Box::new(SqliteStore::open(std::path::Path::new(":memory:"))?),
@@ -92,13 +86,14 @@ impl Control {
         let snapshots = SnapshotBuilder::new(load_zones(&config)?, settings(&config).map_err(anyhow::Error::msg)?);
         let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(snapshots.without_services()?));
         let mut sources = load_sources(&config)?;
-        sources.external = config.classifier.as_ref().map(crate::classifier::start).transpose()?;
+        sources.external = external;
         // Until the BGP tables load, shortest-as-path services fall back.
         sources.as_paths = config.bgp.table.as_ref().map(|_| Arc::new(AsPaths::new(None)));
         let data = DataStatus { bgp: BgpStatus::configured(&config), ..DataStatus::default() };
         let measurements = MeasurementBook::new();
         let published = Arc::new(Published { state: ArcSwap::default(), data: ArcSwap::default() });
         let (probe_plan, _) = watch::channel(Arc::new(Vec::new()));
+        let load = LoadControl::new(LoadSettings { max_age_seconds: config.load.max_age_seconds, smoothing: config.load.smoothing });
         let mut control = Control {
             config,
             sources,
@@ -111,15 +106,13 @@ impl Control {
             published,
             health: HealthBook::default(),
             probe_plan,
-            loads: LoadBook::default(),
-            load_rounds: HashMap::new(),
-            load_runs: BTreeMap::new(),
+            load,
         };
         control.state = Arc::new(control.store.load()?);
         control.measurements = control.store.load_measurements()?;
-        control.refresh_latencies();
+        control.refresh_latencies(now);
         let changed = control.changed_declarations(&control.config.clone())?;
-        control.apply(&changed).map_err(|error| anyhow::anyhow!("{error}"))?;
+        control.apply(&changed, now).map_err(|error| anyhow::anyhow!("{error}"))?;
         control.remember_declarations(&changed)?;
         control.publish_data();
         Ok(control)
@@ -151,14 +144,21 @@ impl Control {
         self.store.as_mut()
     }
 
-    /// Applies `changes` all or nothing (see the module comment).
-    pub fn apply(&mut self, changes: &[Change]) -> Result<(), ControlError> {
-        self.commit(changes, None)
+    /// Applies `changes` all or nothing (see the module comment), at `now`
+    /// (Unix ms, as every time the control plane is given).
+    pub fn apply(&mut self, changes: &[Change], now: u64) -> Result<(), ControlError> {
+        self.commit(self.state.with(changes), changes, None, now)
+    }
+
+    /// [`Control::apply`] for a caller that has already applied `changes`
+    /// to the state, making `next`: they are not applied a second time.
+    pub fn apply_made(&mut self, next: State, changes: &[Change], now: u64) -> Result<(), ControlError> {
+        self.commit(next, changes, None, now)
     }
 
     /// Re-reads the config file and the zone files, and re-applies the
     /// file's declarations. On any error the old zones and state keep serving.
-    pub fn reload(&mut self) -> Result<(), ControlError> {
+    pub fn reload(&mut self, now: u64) -> Result<(), ControlError> {
         let fresh = self.config.reread().map_err(zones_error)?;
         let loaded = load_zones(&fresh).map_err(zones_error)?;
         let mut sources = load_sources(&fresh).map_err(zones_error)?;
@@ -174,7 +174,7 @@ impl Control {
         let previous_sources = std::mem::replace(&mut self.sources, sources);
         // Regions are rebuilt: the data they use was reloaded too.
         let snapshots = self.snapshots.reloaded(loaded);
-        if let Err(error) = self.commit(&changed, Some((fresh, snapshots))) {
+        if let Err(error) = self.commit(self.state.with(&changed), &changed, Some((fresh, snapshots)), now) {
             self.sources = previous_sources;
             return Err(error);
         }
@@ -193,9 +193,8 @@ impl Control {
 
     /// Keeps a batch of latency measurements (refused whole if any is bad)
     /// and serves from them at once.
-    pub fn record_measurements(&mut self, specs: &[MeasurementSpec]) -> Result<usize, ControlError> {
-        let now = unix_now();
-        let batch = check_measurements(specs, &self.state.datacenters, now).map_err(ControlError::Invalid)?;
+    pub fn record_measurements(&mut self, specs: &[MeasurementSpec], now: u64) -> Result<usize, ControlError> {
+        let batch = check_measurements(specs, &self.state.datacenters, now / 1000).map_err(ControlError::Invalid)?;
         self.store.record_measurements(&batch, self.oldest_fresh(now))?;
         for Measurement { subnet, datacenter, measured } in batch {
             let kept = self.measurements.entry(subnet).or_default().entry(datacenter).or_insert(measured);
@@ -203,32 +202,32 @@ impl Control {
                 *kept = measured;
             }
         }
-        self.refresh_latencies();
-        self.republish()?;
+        self.refresh_latencies(now);
+        self.republish(now)?;
         Ok(specs.len())
     }
 
-    /// Measurements measured before this (Unix seconds) are too old.
+    /// Measurements measured before this (Unix seconds) are too old at
+    /// `now`.
     fn oldest_fresh(&self, now: u64) -> u64 {
-        now.saturating_sub(self.config.latency.max_age_seconds)
+        (now / 1000).saturating_sub(self.config.latency.max_age_seconds)
     }
 
     /// Stops using measurements that have grown too old.
-    pub fn expire_measurements(&mut self) -> Result<(), ControlError> {
-        self.refresh_latencies();
-        self.republish()
+    pub fn expire_measurements(&mut self, now: u64) -> Result<(), ControlError> {
+        self.refresh_latencies(now);
+        self.republish(now)
     }
 
     /// Rebuilds the latency table from the measurements still fresh, and
     /// forgets the others.
-    fn refresh_latencies(&mut self) {
-        let now = unix_now();
+    fn refresh_latencies(&mut self, now: u64) {
         let oldest = self.oldest_fresh(now);
         for by_datacenter in self.measurements.values_mut() {
             by_datacenter.retain(|_, measured| measured.at >= oldest);
         }
         self.measurements.retain(|_, by_datacenter| !by_datacenter.is_empty());
-        let latencies = self.sources.latencies.refreshed(&self.measurements, now, self.config.latency.max_age_seconds);
+        let latencies = self.sources.latencies.refreshed(&self.measurements, now / 1000, self.config.latency.max_age_seconds);
         self.data.latency = LatencyStatus {
             measurements: latencies.count,
             max_age_seconds: self.config.latency.max_age_seconds,
@@ -239,12 +238,13 @@ impl Control {
 
     /// Serves from newly loaded BGP tables, or records why they failed to
     /// load (the tables serving, if any, stay).
-    pub fn install_bgp(&mut self, loaded: Result<BgpTables, String>) -> Result<(), ControlError> {
+    pub fn install_bgp(&mut self, loaded: Result<BgpTables, String>, now: u64) -> Result<(), ControlError> {
         match loaded {
             Ok(tables) => {
-                self.data.bgp = BgpStatus { state: "loaded", loaded: Some(BgpSummary::of(&tables)), error: None, ..self.data.bgp.clone() };
+                self.data.bgp =
+                    BgpStatus { state: "loaded", loaded: Some(BgpSummary::of(&tables, now)), error: None, ..self.data.bgp.clone() };
                 self.sources.as_paths = Some(Arc::new(AsPaths::new(Some(Arc::new(tables)))));
-                self.republish()
+                self.republish(now)
             }
             Err(error) => {
                 self.data.bgp = BgpStatus { state: "failed", error: Some(error), ..self.data.bgp.clone() };
@@ -262,8 +262,8 @@ impl Control {
 
     /// Builds and publishes a snapshot from the same state and the current
     /// data.
-    fn republish(&mut self) -> Result<(), ControlError> {
-        self.commit(&[], None)
+    fn republish(&mut self, now: u64) -> Result<(), ControlError> {
+        self.commit(self.state.as_ref().clone(), &[], None, now)
     }
 
     /// The file's declarations that differ from the version of them last
@@ -288,11 +288,11 @@ impl Control {
         Ok(())
     }
 
-    /// Validates `changes` (with newly read files, if any) by building the
-    /// next snapshot, commits them, then publishes the snapshot.
-    fn commit(&mut self, changes: &[Change], files: Option<(Config, SnapshotBuilder)>) -> Result<(), ControlError> {
-        let next = self.state.with(changes);
-        let health = self.health.planned(&next);
+    /// Validates `next`, the state after `changes` (with newly read files,
+    /// if any), by building its snapshot, commits the changes, then
+    /// publishes the snapshot.
+    fn commit(&mut self, next: State, changes: &[Change], files: Option<(Config, SnapshotBuilder)>, now: u64) -> Result<(), ControlError> {
+        let health = self.health.planned(&next, now);
         let sources = DataSources { probed: Arc::new(health.probed()), ..self.sources.clone() };
         let builder = files.as_ref().map_or(&self.snapshots, |(_, snapshots)| snapshots);
         let built = builder.build(&next.declared(), &sources)?;
@@ -306,7 +306,7 @@ impl Control {
         self.snapshot.store(Arc::new(self.snapshots.keep(built)));
         self.state = Arc::new(next);
         self.sources = sources;
-        self.adopt_plans(health);
+        self.adopt_plans(health, now);
         self.published.state.store(self.state.clone());
         self.publish_data();
         Ok(())
@@ -314,14 +314,14 @@ impl Control {
 
     /// Makes `health` the book of health probes, tells the prober if the
     /// probes to run (health and load) changed, and schedules load control.
-    fn adopt_plans(&mut self, health: HealthBook) {
+    fn adopt_plans(&mut self, health: HealthBook, now: u64) {
         let mut targets = health.targets();
-        targets.extend(load::load_probe_targets(&self.state));
+        targets.extend(load_probe_targets(&self.state));
         if **self.probe_plan.borrow() != targets {
             self.probe_plan.send_replace(Arc::new(targets));
         }
         self.health = health;
-        self.schedule_load_rounds();
+        self.load.schedule(&self.state, now);
     }
 
     /// The probes to run, as they change.
@@ -331,23 +331,23 @@ impl Control {
 
     /// Takes a probe result; a replica that goes up or down (or, for a
     /// service that shrinks TTLs, gets closer to it) is served at once.
-    pub fn record_probe(&mut self, result: &ProbeResult) -> Result<(), ControlError> {
+    pub fn record_probe(&mut self, result: &ProbeResult, now: u64) -> Result<(), ControlError> {
         let (service, replica) = (&result.target.service, &result.target.replica);
         if result.target.purpose == Purpose::Load {
             return match &result.outcome {
-                Ok(Some(load)) => self.record_load(service, replica, *load),
+                Ok(Some(load)) => self.record_load(service, replica, *load, now),
                 Ok(None) | Err(_) => Ok(()),
             };
         }
-        match self.health.record(result) {
+        match self.health.record(result, now) {
             Effect::Flipped => {
                 match &result.outcome {
                     Ok(_) => tracing::info!(service = %service, replica = %replica, "replica up: {}", describe(&result.target)),
                     Err(why) => tracing::warn!(service = %service, replica = %replica, "replica down: {}: {why}", describe(&result.target)),
                 }
-                self.republish()
+                self.republish(now)
             }
-            Effect::Streak if self.state.services.iter().any(|spec| spec.name == *service && spec.shrink_ttl) => self.republish(),
+            Effect::Streak if self.state.services.iter().any(|spec| spec.name == *service && spec.shrink_ttl) => self.republish(now),
             Effect::Streak | Effect::Unchanged | Effect::Stale => Ok(()),
         }
     }
@@ -355,6 +355,42 @@ impl Control {
     /// Every probed replica's state.
     pub fn health_report(&self) -> Vec<ReplicaHealth> {
         self.health.report()
+    }
+
+    /// Folds a load report for `replica` of `service` into its smoothed
+    /// value.
+    pub fn record_load(&mut self, service: &str, replica: &str, value: f64, now: u64) -> Result<(), ControlError> {
+        check_load(&self.state, service, replica, value)?;
+        self.load.record(service, replica, value, now);
+        Ok(())
+    }
+
+    /// When the control thread must next wake by itself (Unix ms): for a
+    /// measurement to expire or a load-control round.
+    pub fn next_wakeup(&self) -> Option<u64> {
+        let expiry = self.sources.latencies.next_expiry.map(|seconds| seconds * 1000);
+        expiry.into_iter().chain(self.load.next_round()).min()
+    }
+
+    /// Does what is due at `now`: drops expired measurements, runs due
+    /// load-control rounds and installs what they computed.
+    pub fn wake(&mut self, now: u64) -> Result<(), ControlError> {
+        if self.sources.latencies.next_expiry.is_some_and(|seconds| seconds * 1000 <= now) {
+            self.expire_measurements(now)?;
+        }
+        for service in self.load.due(now) {
+            let change = self.load.run_round(&self.state, &service, now);
+            tracing::debug!(service, run = ?self.load.last_run(&service), "load control round");
+            if let Some(change) = change {
+                self.apply(&[change], now)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Smoothed loads and the last round of each load-controlled service.
+    pub fn load_status(&self) -> LoadStatus {
+        self.load.status()
     }
 }
 

@@ -8,12 +8,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use pharos_bgp::{BgpTables, DroppedRoutes, LoadReport};
 use serde::Serialize;
 
-/// Seconds since the Unix epoch.
-pub fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs())
-}
-
-/// Milliseconds since the Unix epoch.
+/// Milliseconds since the Unix epoch: the one clock of the control plane,
+/// read by its driver (`plane`) and passed in.
 pub fn unix_millis() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis() as u64)
 }
@@ -74,7 +70,8 @@ pub struct RoutesWithoutOrigin {
 }
 
 impl BgpSummary {
-    pub fn of(tables: &BgpTables) -> BgpSummary {
+    /// The summary of `tables`, loaded at `now` (Unix ms).
+    pub fn of(tables: &BgpTables, now: u64) -> BgpSummary {
         let LoadReport {
             file,
             routes,
@@ -102,7 +99,7 @@ impl BgpSummary {
             routes_without_origin: RoutesWithoutOrigin { default_routes, too_short, special_purpose },
             memory_bytes: *memory_bytes,
             load_seconds: elapsed.as_secs_f64(),
-            loaded_at: unix_now(),
+            loaded_at: now / 1000,
         }
     }
 }

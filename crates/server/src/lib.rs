@@ -1,6 +1,6 @@
 //! Pharos assembled: the configuration ([`config`]), the control plane
 //! that keeps the routing state and publishes snapshots of it (`control`,
-//! `plane`, with health probes in `health` and `prober`, address and
+//! `plane`, with health and load probes in `prober`, address and
 //! measurement data in `data`, the external region classifier in
 //! `classifier`, and their thread priorities in `scheduling`), its HTTP
 //! API (`api`), and [`run`], which starts the control plane, the API and
@@ -12,7 +12,6 @@ mod classifier;
 pub mod config;
 pub mod control;
 pub mod data;
-pub mod health;
 pub mod plane;
 mod prober;
 mod scheduling;

@@ -1,5 +1,8 @@
-//! The control plane's thread, and the handle the API and signals use to
-//! reach it.
+//! The control plane's driver: its thread, the threads and tasks around
+//! it (classifier, prober, BGP loading), the clock, and the handle the API
+//! and signals use to reach it. The rules themselves are in
+//! `pharos-control`; this layer reads the time once per request and passes
+//! it in.
 //!
 //! One thread owns [`Control`]; every change is a request on its queue,
 //! so changes are applied one after another without a lock. Under a storm
@@ -16,26 +19,21 @@ use std::time::{Duration, Instant};
 
 use pharos_answer::SharedSnapshot;
 use pharos_bgp::BgpTables;
-use pharos_control::{Change, State};
+use pharos_control::group::{Committer, Edit, group_commit};
+use pharos_control::health::{ProbeResult, ReplicaHealth};
+use pharos_control::load::LoadStatus;
+use pharos_control::{Change, ControlError, State};
 use pharos_route::latency::MeasurementSpec;
 use tokio::sync::oneshot;
 
-use pharos_control::ControlError;
-
-use crate::config::BgpConfig;
-use crate::control::{Control, LoadStatus, Published};
+use crate::config::{BgpConfig, Config};
+use crate::control::{Control, Published};
 use crate::data::{DataStatus, unix_millis};
-use crate::health::{ProbeResult, ReplicaHealth};
 use crate::prober;
 
 /// The most requests one commit takes, so a reply never waits for an
 /// unbounded batch.
 const MAX_BATCH: usize = 256;
-
-/// Computes a request's changes from the state as it stands once every
-/// request before it is applied. It may run twice: if its batch as a whole
-/// is invalid, each request is redone alone against the committed state.
-pub type Edit = Box<dyn Fn(&State) -> Result<Vec<Change>, ControlError> + Send>;
 
 /// What the control thread is asked to do.
 enum Request {
@@ -70,6 +68,13 @@ enum Command {
     LoadStatus {
         done: oneshot::Sender<LoadStatus>,
     },
+}
+
+/// Opens the control plane now, with the classifier the config asks for
+/// started on its own thread.
+pub fn open(config: Config) -> anyhow::Result<Control> {
+    let external = config.classifier.as_ref().map(crate::classifier::start).transpose()?;
+    Control::open(config, external, unix_millis())
 }
 
 /// A cheap, clonable way to the control thread and to what it published.
@@ -195,7 +200,7 @@ fn serve(mut control: Control, queue: Receiver<Request>, window: Duration) {
         let first = match next_request(&control, &queue) {
             Ok(request) => request,
             Err(RecvTimeoutError::Timeout) => {
-                if let Err(error) = control.wake() {
+                if let Err(error) = control.wake(unix_millis()) {
                     tracing::error!("a timed task of the control plane failed: {error}");
                 }
                 continue;
@@ -248,26 +253,27 @@ fn serve_batch(control: &mut Control, batch: Vec<Request>) {
 }
 
 fn serve_command(control: &mut Control, command: Command) {
+    let now = unix_millis();
     match command {
         Command::Reload { done } => {
-            let _ = done.send(control.reload().map(|()| control.config().bgp.clone()));
+            let _ = done.send(control.reload(now).map(|()| control.config().bgp.clone()));
         }
         Command::Measurements { batch, done } => {
-            let _ = done.send(control.record_measurements(&batch));
+            let _ = done.send(control.record_measurements(&batch, now));
         }
         Command::BgpLoading => control.bgp_loading(),
         Command::BgpLoaded(loaded) => {
-            if let Err(error) = control.install_bgp(*loaded) {
+            if let Err(error) = control.install_bgp(*loaded, now) {
                 tracing::error!("cannot serve from the new BGP tables: {error}");
             }
         }
         Command::ProbeResult(result) => {
-            if let Err(error) = control.record_probe(&result) {
+            if let Err(error) = control.record_probe(&result, now) {
                 tracing::error!("cannot serve the new health of {}/{}: {error}", result.target.service, result.target.replica);
             }
         }
         Command::Health { done } => drop(done.send(control.health_report())),
-        Command::Load { service, replica, value, done } => drop(done.send(control.record_load(&service, &replica, value))),
+        Command::Load { service, replica, value, done } => drop(done.send(control.record_load(&service, &replica, value, now))),
         Command::LoadStatus { done } => drop(done.send(control.load_status())),
     }
 }
@@ -277,38 +283,33 @@ type EditReply = oneshot::Sender<Result<Vec<Change>, ControlError>>;
 
 type Pending = (Edit, EditReply);
 
-/// Commits `edits` in one transaction if together they are valid; if not,
-/// one at a time, so each is accepted or refused on its own merits.
+/// Commits `edits` as a group (see `pharos_control::group`), now, and
+/// replies to each.
 fn commit_edits(control: &mut Control, edits: Vec<Pending>) {
     if edits.is_empty() {
         return;
     }
-    let mut state = control.state().clone();
-    let mut accepted: Vec<(Pending, Vec<Change>)> = Vec::with_capacity(edits.len());
-    for (edit, done) in edits {
-        match edit(&state) {
-            Ok(changes) => {
-                state.apply(&changes);
-                accepted.push(((edit, done), changes));
-            }
-            Err(refused) => {
-                let _ = done.send(Err(refused));
-            }
-        }
-    }
-    let all = Change::coalesced(accepted.iter().flat_map(|(_, changes)| changes.iter().cloned()).collect());
-    match control.apply(&all) {
-        Ok(()) => accepted.into_iter().for_each(|((_, done), changes)| drop(done.send(Ok(changes)))),
-        Err(ControlError::Invalid(_)) if accepted.len() > 1 => {
-            accepted.into_iter().for_each(|((edit, done), _)| commit_alone(control, edit, done))
-        }
-        Err(error) => accepted.into_iter().for_each(|((_, done), _)| drop(done.send(Err(error.clone())))),
+    let (edits, replies): (Vec<Edit>, Vec<EditReply>) = edits.into_iter().unzip();
+    let outcomes = group_commit(&mut Now { control, now: unix_millis() }, &edits);
+    for (done, outcome) in replies.into_iter().zip(outcomes) {
+        let _ = done.send(outcome);
     }
 }
 
-fn commit_alone(control: &mut Control, edit: Edit, done: EditReply) {
-    let result = edit(control.state()).and_then(|changes| control.apply(&changes).map(|()| changes));
-    let _ = done.send(result);
+/// The control plane at one moment, as a group commit commits to it.
+struct Now<'a> {
+    control: &'a mut Control,
+    now: u64,
+}
+
+impl Committer for Now<'_> {
+    fn state(&self) -> &State {
+        self.control.state()
+    }
+
+    fn commit(&mut self, next: State, changes: &[Change]) -> Result<(), ControlError> {
+        self.control.apply_made(next, changes, self.now)
+    }
 }
 
 #[cfg(test)]
@@ -317,7 +318,6 @@ mod tests {
     use pharos_store::Store;
 
     use super::*;
-    use crate::config::Config;
 
     /// A control plane serving one zone, with no services yet.
     fn control(dir: &std::path::Path) -> Control {
@@ -325,7 +325,7 @@ mod tests {
         std::fs::write(dir.join("example.test.zone"), zone).unwrap();
         let text = "[[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\n[store]\npath = \"state.db\"\n";
         std::fs::write(dir.join("pharos.toml"), text).unwrap();
-        Control::open(Config::from_file(&dir.join("pharos.toml")).unwrap()).unwrap()
+        open(Config::from_file(&dir.join("pharos.toml")).unwrap()).unwrap()
     }
 
     fn service(name: &str) -> ServiceSpec {

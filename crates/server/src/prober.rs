@@ -17,7 +17,7 @@ use tokio::net::{TcpStream, UdpSocket};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
-use crate::health::ProbeResult;
+use pharos_control::health::ProbeResult;
 
 /// The most of an HTTP body a probe reads to look for its text.
 const BODY_LIMIT: usize = 64 * 1024;

@@ -8,8 +8,7 @@ use pharos_transport::Transports;
 
 use crate::api::{self, ApiThread};
 use crate::config::Config;
-use crate::control::Control;
-use crate::plane::ControlHandle;
+use crate::plane::{self, ControlHandle};
 
 /// A running server: its control plane, snapshot and transports.
 pub struct Server {
@@ -25,7 +24,7 @@ impl Server {
     /// called inside a tokio runtime (TCP runs on it).
     pub async fn start(config: Config) -> anyhow::Result<Server> {
         config.validate()?;
-        let mut control = Control::open(config.clone())?;
+        let mut control = plane::open(config.clone())?;
         let snapshot = control.snapshot().clone();
         let token = config.control.listen.map(|_| api::token(&mut control)).transpose()?;
         let window = Duration::from_millis(config.control.commit_window_ms);

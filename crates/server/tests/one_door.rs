@@ -13,8 +13,8 @@ use domain::rdata::AllRecordData;
 use pharos_answer::{Client, Snapshot, Transport};
 use pharos_route::Family;
 use pharos_route::latency::MeasurementSpec;
+use pharos_server::Config;
 use pharos_server::control::explain;
-use pharos_server::{Config, Control};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -108,9 +108,10 @@ fn dns_answer(snapshot: &Snapshot, name: &str, client: IpAddr, family: Family, s
 /// A fresh control plane on `config`, with BGP tables and latency
 /// measurements loaded: its first full snapshot.
 fn snapshot(config: &Config) -> Arc<Snapshot> {
-    let mut control = Control::open(config.clone()).unwrap();
+    let now = pharos_server::data::unix_millis();
+    let mut control = pharos_server::plane::open(config.clone()).unwrap();
     let tables = pharos_bgp::load(config.bgp.table.as_ref().unwrap(), config.bgp.origin_rules(), |_| {}).unwrap();
-    control.install_bgp(Ok(tables)).unwrap();
+    control.install_bgp(Ok(tables), now).unwrap();
     let measured = |subnet: &str, datacenter: &str, rtt_ms| MeasurementSpec {
         subnet: subnet.into(),
         datacenter: datacenter.into(),
@@ -118,7 +119,7 @@ fn snapshot(config: &Config) -> Arc<Snapshot> {
         measured_at: None,
     };
     let measurements = [measured("192.0.2.0/24", "sin", 12.0), measured("192.0.2.0/24", "fra", 80.0), measured("10.1.0.0/16", "iad", 5.0)];
-    control.record_measurements(&measurements).unwrap();
+    control.record_measurements(&measurements, now).unwrap();
     control.snapshot().load_full()
 }
 

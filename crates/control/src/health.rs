@@ -1,15 +1,15 @@
 //! The control plane's record of health probes: which replicas are
 //! probed, how, and what the probes said, turned into up and down with
-//! hysteresis. The probing itself is in `prober`.
+//! hysteresis. The probing itself (sockets, timers) is the server's; the
+//! time is passed in (Unix milliseconds).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use pharos_control::State;
-use pharos_control::probe::{Hysteresis, ProbeTarget, Probed, ProbedHealth, Purpose};
 use serde::Serialize;
 
-use crate::data::unix_now;
+use crate::probe::{Hysteresis, ProbeKind, ProbeTarget, Probed, ProbedHealth, Purpose};
+use crate::state::State;
 
 /// One probe's result, as a prober reports it.
 #[derive(Debug, Clone)]
@@ -66,8 +66,8 @@ pub struct ReplicaHealth {
 impl HealthBook {
     /// The book for `state`: a probe for every enabled replica of every
     /// service with a health check. A probe that did not change keeps what
-    /// it learned; a new or changed one starts afresh.
-    pub fn planned(&self, state: &State) -> HealthBook {
+    /// it learned; a new or changed one starts afresh, `now`.
+    pub fn planned(&self, state: &State, now: u64) -> HealthBook {
         let mut entries = HashMap::new();
         for service in &state.services {
             let Some(spec) = &service.health else { continue };
@@ -83,7 +83,7 @@ impl HealthBook {
                 };
                 let entry = match self.entries.get(&key) {
                     Some(known) if known.target == target => known.clone(),
-                    _ => Entry::fresh(target),
+                    _ => Entry::fresh(target, now),
                 };
                 entries.insert(key, entry);
             }
@@ -103,8 +103,8 @@ impl HealthBook {
         self.entries.iter().map(|(key, entry)| (key.clone(), entry.probed())).collect()
     }
 
-    /// Takes one result.
-    pub fn record(&mut self, result: &ProbeResult) -> Effect {
+    /// Takes one result, arrived `now`.
+    pub fn record(&mut self, result: &ProbeResult, now: u64) -> Effect {
         let key = (result.target.service.clone(), result.target.replica.clone());
         let Some(entry) = self.entries.get_mut(&key).filter(|entry| entry.target == result.target) else { return Effect::Stale };
         let streak_before = entry.state.streak;
@@ -114,7 +114,7 @@ impl HealthBook {
             Err(why) => format!("probe failed ({}): {why}", describe(&entry.target)).into(),
         };
         if flipped {
-            entry.since = unix_now();
+            entry.since = seconds(now);
             return Effect::Flipped;
         }
         if entry.state.streak != streak_before { Effect::Streak } else { Effect::Unchanged }
@@ -141,10 +141,10 @@ impl HealthBook {
 }
 
 impl Entry {
-    fn fresh(target: ProbeTarget) -> Entry {
+    fn fresh(target: ProbeTarget, now: u64) -> Entry {
         let state = Hysteresis::new(&target.spec);
         let last = if state.up { "not probed yet (counted up)" } else { "not probed yet (counted down until it passes)" };
-        Entry { target, state, last: last.into(), since: unix_now() }
+        Entry { target, state, last: last.into(), since: seconds(now) }
     }
 
     fn probed(&self) -> Probed {
@@ -153,9 +153,13 @@ impl Entry {
     }
 }
 
+/// Unix seconds of `now` in Unix milliseconds (the API shows seconds).
+fn seconds(now: u64) -> u64 {
+    now / 1000
+}
+
 /// "HTTP GET 10.0.0.1:80/health", for logs and explanations.
 pub fn describe(target: &ProbeTarget) -> String {
-    use pharos_control::probe::ProbeKind;
     let at = std::net::SocketAddr::new(target.address, target.spec.port());
     match target.spec.kind {
         ProbeKind::Tcp => format!("TCP connect {at}"),
@@ -167,7 +171,7 @@ pub fn describe(target: &ProbeTarget) -> String {
 
 #[cfg(test)]
 mod tests {
-    use pharos_control::spec::{ReplicaSpec, ServiceSpec};
+    use crate::spec::{ReplicaSpec, ServiceSpec};
 
     use super::*;
 
@@ -188,22 +192,22 @@ mod tests {
 
     #[test]
     fn results_flip_replicas_with_hysteresis_and_stale_ones_are_ignored() {
-        let mut book = HealthBook::default().planned(&state(1000, &["a", "b"]));
+        let mut book = HealthBook::default().planned(&state(1000, &["a", "b"]), 0);
         let refused = || Err("connection refused".to_string());
-        assert_eq!(book.record(&result(&book, "a", refused())), Effect::Streak);
+        assert_eq!(book.record(&result(&book, "a", refused()), 0), Effect::Streak);
         assert_eq!(book.probed()[&("s.test".into(), "a".into())].stable_for, 1, "one more failure flips it");
-        assert_eq!(book.record(&result(&book, "a", refused())), Effect::Flipped);
+        assert_eq!(book.record(&result(&book, "a", refused()), 0), Effect::Flipped);
         let probed = book.probed();
         let a = &probed[&("s.test".into(), "a".into())];
         assert!(!a.up && a.reason.contains("TCP connect 192.0.2.1:80") && a.reason.contains("connection refused"), "{a:?}");
         let old = result(&book, "b", Ok(None));
         // Replanning with a changed probe starts it afresh; results of the old one no longer count.
-        let replanned = book.planned(&state(2000, &["a"]));
+        let replanned = book.planned(&state(2000, &["a"]), 0);
         assert_eq!(replanned.targets().len(), 1);
         let mut replanned = replanned;
-        assert_eq!(replanned.record(&old), Effect::Stale);
+        assert_eq!(replanned.record(&old, 0), Effect::Stale);
         assert!(replanned.probed()[&("s.test".into(), "a".into())].up, "a changed probe starts afresh (counted up)");
         // An unchanged plan keeps what was learned.
-        assert!(!book.planned(&state(1000, &["a", "b"])).probed()[&("s.test".into(), "a".into())].up);
+        assert!(!book.planned(&state(1000, &["a", "b"]), 0).probed()[&("s.test".into(), "a".into())].up);
     }
 }
