@@ -17,6 +17,7 @@ pub mod health;
 pub mod load;
 pub mod load_control;
 mod measurement;
+pub mod plane;
 pub mod probe;
 pub mod snapshot;
 pub mod spec;

@@ -1,5 +1,7 @@
-//! The control plane: the one path by which routing state changes, whether
-//! the change comes from the API or from the config file.
+//! The control plane's I/O around its rules ([`pharos_control::plane`]):
+//! the one path by which routing state changes, whether the change comes
+//! from the API or from the config file. This layer reads the files, owns
+//! the store, publishes snapshots and probe plans; the rules decide.
 //!
 //! A change is applied to a copy of the state, the new snapshot is built
 //! from the copy (which validates everything), the change is committed to
@@ -12,10 +14,10 @@ use anyhow::Context;
 use arc_swap::ArcSwap;
 use pharos_answer::{Settings, SharedSnapshot, Snapshot};
 use pharos_bgp::BgpTables;
-use pharos_control::edit::check_load;
-use pharos_control::health::{Effect, HealthBook, ProbeResult, ReplicaHealth, describe};
-use pharos_control::load::{LoadControl, LoadSettings, LoadStatus, load_probe_targets};
-use pharos_control::probe::{ProbeTarget, Purpose};
+use pharos_control::health::{ProbeResult, ReplicaHealth, describe};
+use pharos_control::load::{LoadSettings, LoadStatus};
+use pharos_control::plane::{AfterProbe, Plane};
+use pharos_control::probe::ProbeTarget;
 use pharos_control::snapshot::{SnapshotBuilder, service_name};
 use pharos_control::spec::DataSources;
 use pharos_control::{Change, ControlError, Measurement, State, check_measurements};
@@ -37,21 +39,15 @@ use crate::data::{BgpStatus, BgpSummary, DataStatus, LatencyStatus};
 /// Routing state, its store, and the snapshot published from them.
 pub struct Control {
     config: Config,
-    sources: DataSources,
+    plane: Plane,
     store: Box<dyn Store>,
-    /// Shared with readers as published: never copied to be published.
-    state: Arc<State>,
-    /// Builds each snapshot over the loaded zones.
-    snapshots: SnapshotBuilder,
     snapshot: SharedSnapshot,
     /// Every latency measurement kept, fresh or not yet pruned.
     measurements: MeasurementBook,
     data: DataStatus,
     published: Arc<Published>,
-    health: HealthBook,
     /// The probes the prober should be running.
     probe_plan: watch::Sender<Arc<Vec<ProbeTarget>>>,
-    load: LoadControl,
 }
 
 /// Copies of the state and the data status for readers that never queue
@@ -79,7 +75,7 @@ impl Control {
     /// snapshot, at `now` (Unix ms). `external` is the classifier the
     /// driver started, if one is configured.
     pub fn open(config: Config, external: Option<Arc<ExternalRegions>>, now: u64) -> anyhow::Result<Control> {
-        let store: Box<dyn Store> = match &config.store.path {
+        let mut store: Box<dyn Store> = match &config.store.path {
             Some(path) => Box::new(SqliteStore::open(path).with_context(|| format!("cannot open the store {}", path.display()))?),
             None => Box::new(SqliteStore::open(std::path::Path::new(":memory:"))?),
         };
@@ -90,26 +86,12 @@ impl Control {
         // Until the BGP tables load, shortest-as-path services fall back.
         sources.as_paths = config.bgp.table.as_ref().map(|_| Arc::new(AsPaths::new(None)));
         let data = DataStatus { bgp: BgpStatus::configured(&config), ..DataStatus::default() };
-        let measurements = MeasurementBook::new();
         let published = Arc::new(Published { state: ArcSwap::default(), data: ArcSwap::default() });
         let (probe_plan, _) = watch::channel(Arc::new(Vec::new()));
-        let load = LoadControl::new(LoadSettings { max_age_seconds: config.load.max_age_seconds, smoothing: config.load.smoothing });
-        let mut control = Control {
-            config,
-            sources,
-            store,
-            state: Arc::default(),
-            snapshots,
-            snapshot,
-            measurements,
-            data,
-            published,
-            health: HealthBook::default(),
-            probe_plan,
-            load,
-        };
-        control.state = Arc::new(control.store.load()?);
-        control.measurements = control.store.load_measurements()?;
+        let load = LoadSettings { max_age_seconds: config.load.max_age_seconds, smoothing: config.load.smoothing };
+        let plane = Plane::new(store.load()?, sources, snapshots, load);
+        let measurements = store.load_measurements()?;
+        let mut control = Control { config, plane, store, snapshot, measurements, data, published, probe_plan };
         control.refresh_latencies(now);
         let changed = control.changed_declarations(&control.config.clone())?;
         control.apply(&changed, now).map_err(|error| anyhow::anyhow!("{error}"))?;
@@ -132,7 +114,7 @@ impl Control {
     }
 
     pub fn state(&self) -> &State {
-        &self.state
+        self.plane.state()
     }
 
     pub fn config(&self) -> &Config {
@@ -147,7 +129,7 @@ impl Control {
     /// Applies `changes` all or nothing (see the module comment), at `now`
     /// (Unix ms, as every time the control plane is given).
     pub fn apply(&mut self, changes: &[Change], now: u64) -> Result<(), ControlError> {
-        self.commit(self.state.with(changes), changes, None, now)
+        self.commit(self.plane.state().with(changes), changes, None, now)
     }
 
     /// [`Control::apply`] for a caller that has already applied `changes`
@@ -163,19 +145,20 @@ impl Control {
         let loaded = load_zones(&fresh).map_err(zones_error)?;
         let mut sources = load_sources(&fresh).map_err(zones_error)?;
         // The classifier keeps running; its answers are asked for afresh.
-        sources.external = self.sources.external.clone();
+        let serving = self.plane.sources();
+        sources.external = serving.external.clone();
         // Measurements stay; BGP tables stay until new ones have loaded.
-        sources.latencies = self.sources.latencies.clone();
-        sources.as_paths = fresh.bgp.table.as_ref().map(|_| self.sources.as_paths.clone().unwrap_or_default());
+        sources.latencies = serving.latencies.clone();
+        sources.as_paths = fresh.bgp.table.as_ref().map(|_| serving.as_paths.clone().unwrap_or_default());
         if let Some(external) = &sources.external {
             external.clear();
         }
         let changed = self.changed_declarations(&fresh)?;
-        let previous_sources = std::mem::replace(&mut self.sources, sources);
+        let previous_sources = std::mem::replace(self.plane.sources_mut(), sources);
         // Regions are rebuilt: the data they use was reloaded too.
-        let snapshots = self.snapshots.reloaded(loaded);
-        if let Err(error) = self.commit(self.state.with(&changed), &changed, Some((fresh, snapshots)), now) {
-            self.sources = previous_sources;
+        let snapshots = self.plane.snapshots().reloaded(loaded);
+        if let Err(error) = self.commit(self.plane.state().with(&changed), &changed, Some((fresh, snapshots)), now) {
+            *self.plane.sources_mut() = previous_sources;
             return Err(error);
         }
         self.remember_declarations(&changed)?;
@@ -194,7 +177,7 @@ impl Control {
     /// Keeps a batch of latency measurements (refused whole if any is bad)
     /// and serves from them at once.
     pub fn record_measurements(&mut self, specs: &[MeasurementSpec], now: u64) -> Result<usize, ControlError> {
-        let batch = check_measurements(specs, &self.state.datacenters, now / 1000).map_err(ControlError::Invalid)?;
+        let batch = check_measurements(specs, &self.plane.state().datacenters, now / 1000).map_err(ControlError::Invalid)?;
         self.store.record_measurements(&batch, self.oldest_fresh(now))?;
         for Measurement { subnet, datacenter, measured } in batch {
             let kept = self.measurements.entry(subnet).or_default().entry(datacenter).or_insert(measured);
@@ -227,13 +210,13 @@ impl Control {
             by_datacenter.retain(|_, measured| measured.at >= oldest);
         }
         self.measurements.retain(|_, by_datacenter| !by_datacenter.is_empty());
-        let latencies = self.sources.latencies.refreshed(&self.measurements, now / 1000, self.config.latency.max_age_seconds);
+        let latencies = self.plane.sources().latencies.refreshed(&self.measurements, now / 1000, self.config.latency.max_age_seconds);
         self.data.latency = LatencyStatus {
             measurements: latencies.count,
             max_age_seconds: self.config.latency.max_age_seconds,
             next_expiry: latencies.next_expiry,
         };
-        self.sources.latencies = Arc::new(latencies);
+        self.plane.sources_mut().latencies = Arc::new(latencies);
     }
 
     /// Serves from newly loaded BGP tables, or records why they failed to
@@ -243,7 +226,7 @@ impl Control {
             Ok(tables) => {
                 self.data.bgp =
                     BgpStatus { state: "loaded", loaded: Some(BgpSummary::of(&tables, now)), error: None, ..self.data.bgp.clone() };
-                self.sources.as_paths = Some(Arc::new(AsPaths::new(Some(Arc::new(tables)))));
+                self.plane.sources_mut().as_paths = Some(Arc::new(AsPaths::new(Some(Arc::new(tables)))));
                 self.republish(now)
             }
             Err(error) => {
@@ -263,7 +246,7 @@ impl Control {
     /// Builds and publishes a snapshot from the same state and the current
     /// data.
     fn republish(&mut self, now: u64) -> Result<(), ControlError> {
-        self.commit(self.state.as_ref().clone(), &[], None, now)
+        self.commit(self.plane.state().as_ref().clone(), &[], None, now)
     }
 
     /// The file's declarations that differ from the version of them last
@@ -290,38 +273,24 @@ impl Control {
 
     /// Validates `next`, the state after `changes` (with newly read files,
     /// if any), by building its snapshot, commits the changes, then
-    /// publishes the snapshot.
+    /// publishes the snapshot and the probe plan.
     fn commit(&mut self, next: State, changes: &[Change], files: Option<(Config, SnapshotBuilder)>, now: u64) -> Result<(), ControlError> {
-        let health = self.health.planned(&next, now);
-        let sources = DataSources { probed: Arc::new(health.probed()), ..self.sources.clone() };
-        let builder = files.as_ref().map_or(&self.snapshots, |(_, snapshots)| snapshots);
-        let built = builder.build(&next.declared(), &sources)?;
+        let (config, snapshots) = files.unzip();
+        let prepared = self.plane.prepare(next, snapshots, now)?;
         if !changes.is_empty() {
             self.store.apply(changes)?;
         }
-        if let Some((config, snapshots)) = files {
+        if let Some(config) = config {
             self.config = config;
-            self.snapshots = snapshots;
         }
-        self.snapshot.store(Arc::new(self.snapshots.keep(built)));
-        self.state = Arc::new(next);
-        self.sources = sources;
-        self.adopt_plans(health, now);
-        self.published.state.store(self.state.clone());
-        self.publish_data();
-        Ok(())
-    }
-
-    /// Makes `health` the book of health probes, tells the prober if the
-    /// probes to run (health and load) changed, and schedules load control.
-    fn adopt_plans(&mut self, health: HealthBook, now: u64) {
-        let mut targets = health.targets();
-        targets.extend(load_probe_targets(&self.state));
-        if **self.probe_plan.borrow() != targets {
+        let effects = self.plane.adopt(prepared, now);
+        self.snapshot.store(Arc::new(effects.snapshot));
+        if let Some(targets) = effects.probe_plan {
             self.probe_plan.send_replace(Arc::new(targets));
         }
-        self.health = health;
-        self.load.schedule(&self.state, now);
+        self.published.state.store(self.plane.state().clone());
+        self.publish_data();
+        Ok(())
     }
 
     /// The probes to run, as they change.
@@ -333,54 +302,45 @@ impl Control {
     /// service that shrinks TTLs, gets closer to it) is served at once.
     pub fn record_probe(&mut self, result: &ProbeResult, now: u64) -> Result<(), ControlError> {
         let (service, replica) = (&result.target.service, &result.target.replica);
-        if result.target.purpose == Purpose::Load {
-            return match &result.outcome {
-                Ok(Some(load)) => self.record_load(service, replica, *load, now),
-                Ok(None) | Err(_) => Ok(()),
-            };
-        }
-        match self.health.record(result, now) {
-            Effect::Flipped => {
+        match self.plane.record_probe(result, now)? {
+            AfterProbe::Flipped => {
                 match &result.outcome {
                     Ok(_) => tracing::info!(service = %service, replica = %replica, "replica up: {}", describe(&result.target)),
                     Err(why) => tracing::warn!(service = %service, replica = %replica, "replica down: {}: {why}", describe(&result.target)),
                 }
                 self.republish(now)
             }
-            Effect::Streak if self.state.services.iter().any(|spec| spec.name == *service && spec.shrink_ttl) => self.republish(now),
-            Effect::Streak | Effect::Unchanged | Effect::Stale => Ok(()),
+            AfterProbe::Republish => self.republish(now),
+            AfterProbe::Nothing => Ok(()),
         }
     }
 
     /// Every probed replica's state.
     pub fn health_report(&self) -> Vec<ReplicaHealth> {
-        self.health.report()
+        self.plane.health_report()
     }
 
     /// Folds a load report for `replica` of `service` into its smoothed
     /// value.
     pub fn record_load(&mut self, service: &str, replica: &str, value: f64, now: u64) -> Result<(), ControlError> {
-        check_load(&self.state, service, replica, value)?;
-        self.load.record(service, replica, value, now);
-        Ok(())
+        self.plane.record_load(service, replica, value, now)
     }
 
     /// When the control thread must next wake by itself (Unix ms): for a
     /// measurement to expire or a load-control round.
     pub fn next_wakeup(&self) -> Option<u64> {
-        let expiry = self.sources.latencies.next_expiry.map(|seconds| seconds * 1000);
-        expiry.into_iter().chain(self.load.next_round()).min()
+        self.plane.next_wakeup()
     }
 
     /// Does what is due at `now`: drops expired measurements, runs due
     /// load-control rounds and installs what they computed.
     pub fn wake(&mut self, now: u64) -> Result<(), ControlError> {
-        if self.sources.latencies.next_expiry.is_some_and(|seconds| seconds * 1000 <= now) {
+        if self.plane.measurements_expired(now) {
             self.expire_measurements(now)?;
         }
-        for service in self.load.due(now) {
-            let change = self.load.run_round(&self.state, &service, now);
-            tracing::debug!(service, run = ?self.load.last_run(&service), "load control round");
+        for service in self.plane.due_rounds(now) {
+            let change = self.plane.run_round(&service, now);
+            tracing::debug!(service, run = ?self.plane.last_round(&service), "load control round");
             if let Some(change) = change {
                 self.apply(&[change], now)?;
             }
@@ -390,7 +350,7 @@ impl Control {
 
     /// Smoothed loads and the last round of each load-controlled service.
     pub fn load_status(&self) -> LoadStatus {
-        self.load.status()
+        self.plane.load_status()
     }
 }
 

@@ -1,0 +1,276 @@
+//! The control plane as a state machine, the way quinn-proto drives a
+//! connection: it holds the routing state and what is known about the
+//! replicas, and each input (a commit, a probe result, a load report, a
+//! timer) is a call that takes the time and returns its effects (the
+//! snapshot to publish, the probe plan to run, the changes a load round
+//! asks for). The driver persists, publishes, probes and keeps the clock.
+//!
+//! A commit has two steps, so that nothing changes unless the store took
+//! it: [`Plane::prepare`] validates the next state by building its
+//! snapshot; the driver persists the changes; [`Plane::adopt`] makes the
+//! prepared state the current one.
+
+use std::sync::Arc;
+
+use pharos_answer::Snapshot;
+
+use crate::edit::check_load;
+use crate::error::ControlError;
+use crate::health::{Effect, HealthBook, ProbeResult, ReplicaHealth};
+use crate::load::{LoadControl, LoadSettings, LoadStatus, load_probe_targets};
+use crate::probe::{ProbeTarget, Purpose};
+use crate::snapshot::{Built, SnapshotBuilder};
+use crate::spec::DataSources;
+use crate::state::{Change, State};
+
+/// The routing state, the data it is built with, and the rules around it.
+pub struct Plane {
+    /// Shared with readers as published: never copied to be published.
+    state: Arc<State>,
+    sources: DataSources,
+    snapshots: SnapshotBuilder,
+    health: HealthBook,
+    load: LoadControl,
+    /// The probes (health and load) last planned.
+    probe_plan: Vec<ProbeTarget>,
+}
+
+/// A commit validated, waiting for its changes to be persisted.
+pub struct Prepared {
+    next: State,
+    health: HealthBook,
+    sources: DataSources,
+    built: Built,
+    /// A builder over newly loaded zones, if the commit brings them.
+    snapshots: Option<SnapshotBuilder>,
+}
+
+/// What an adopted commit asks the driver to do.
+pub struct Effects {
+    /// To publish.
+    pub snapshot: Snapshot,
+    /// The probes to run, if they changed.
+    pub probe_plan: Option<Vec<ProbeTarget>>,
+}
+
+/// What a probe result asks of the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterProbe {
+    Nothing,
+    /// A replica went up or down: say so, and commit (republish).
+    Flipped,
+    /// The time until a replica could flip changed, for a service whose
+    /// TTLs follow it: commit (republish).
+    Republish,
+}
+
+impl Plane {
+    /// A plane over `state` that has published nothing yet.
+    pub fn new(state: State, sources: DataSources, snapshots: SnapshotBuilder, load: LoadSettings) -> Plane {
+        Plane {
+            state: Arc::new(state),
+            sources,
+            snapshots,
+            health: HealthBook::default(),
+            load: LoadControl::new(load),
+            probe_plan: Vec::new(),
+        }
+    }
+
+    pub fn state(&self) -> &Arc<State> {
+        &self.state
+    }
+
+    pub fn sources(&self) -> &DataSources {
+        &self.sources
+    }
+
+    /// The data snapshots are built with, for the driver to refresh
+    /// (measurements, BGP tables, reloaded files); used from the next commit.
+    pub fn sources_mut(&mut self) -> &mut DataSources {
+        &mut self.sources
+    }
+
+    pub fn snapshots(&self) -> &SnapshotBuilder {
+        &self.snapshots
+    }
+
+    /// Validates `next` at `now` (over newly loaded zones, if given) by
+    /// building its snapshot; nothing changes yet.
+    pub fn prepare(&self, next: State, snapshots: Option<SnapshotBuilder>, now: u64) -> Result<Prepared, ControlError> {
+        let health = self.health.planned(&next, now);
+        let sources = DataSources { probed: Arc::new(health.probed()), ..self.sources.clone() };
+        let builder = snapshots.as_ref().unwrap_or(&self.snapshots);
+        let built = builder.build(&next.declared(), &sources)?;
+        Ok(Prepared { next, health, sources, built, snapshots })
+    }
+
+    /// Makes `prepared` (its changes persisted) the current state at `now`.
+    pub fn adopt(&mut self, prepared: Prepared, now: u64) -> Effects {
+        let Prepared { next, health, sources, built, snapshots } = prepared;
+        if let Some(snapshots) = snapshots {
+            self.snapshots = snapshots;
+        }
+        let snapshot = self.snapshots.keep(built);
+        self.state = Arc::new(next);
+        self.sources = sources;
+        let mut targets = health.targets();
+        targets.extend(load_probe_targets(&self.state));
+        let probe_plan = (self.probe_plan != targets).then(|| targets.clone());
+        self.probe_plan = targets;
+        self.health = health;
+        self.load.schedule(&self.state, now);
+        Effects { snapshot, probe_plan }
+    }
+
+    /// Takes a probe result arrived `now`.
+    pub fn record_probe(&mut self, result: &ProbeResult, now: u64) -> Result<AfterProbe, ControlError> {
+        let (service, replica) = (&result.target.service, &result.target.replica);
+        if result.target.purpose == Purpose::Load {
+            if let Ok(Some(load)) = &result.outcome {
+                self.record_load(service, replica, *load, now)?;
+            }
+            return Ok(AfterProbe::Nothing);
+        }
+        Ok(match self.health.record(result, now) {
+            Effect::Flipped => AfterProbe::Flipped,
+            Effect::Streak if self.state.services.iter().any(|spec| spec.name == *service && spec.shrink_ttl) => AfterProbe::Republish,
+            Effect::Streak | Effect::Unchanged | Effect::Stale => AfterProbe::Nothing,
+        })
+    }
+
+    /// Every probed replica's state.
+    pub fn health_report(&self) -> Vec<ReplicaHealth> {
+        self.health.report()
+    }
+
+    /// Folds a load report for `replica` of `service`, arrived `now`, into
+    /// its smoothed value.
+    pub fn record_load(&mut self, service: &str, replica: &str, value: f64, now: u64) -> Result<(), ControlError> {
+        check_load(&self.state, service, replica, value)?;
+        self.load.record(service, replica, value, now);
+        Ok(())
+    }
+
+    /// When the plane must next be woken (Unix ms): for a measurement to
+    /// expire or a load-control round.
+    pub fn next_wakeup(&self) -> Option<u64> {
+        let expiry = self.sources.latencies.next_expiry.map(|seconds| seconds * 1000);
+        expiry.into_iter().chain(self.load.next_round()).min()
+    }
+
+    /// Whether a measurement in use has grown too old at `now`.
+    pub fn measurements_expired(&self, now: u64) -> bool {
+        self.sources.latencies.next_expiry.is_some_and(|seconds| seconds * 1000 <= now)
+    }
+
+    /// The services whose load-control round is due at `now`.
+    pub fn due_rounds(&self, now: u64) -> Vec<String> {
+        self.load.due(now)
+    }
+
+    /// Runs `service`'s load-control round at `now`; returns the change
+    /// that installs what it computed, if that differs from the installed.
+    pub fn run_round(&mut self, service: &str, now: u64) -> Option<Change> {
+        self.load.run_round(&self.state, service, now)
+    }
+
+    /// Smoothed loads and the last round of each load-controlled service.
+    pub fn load_status(&self) -> LoadStatus {
+        self.load.status()
+    }
+
+    /// What the last round for `service` did, for logs.
+    pub fn last_round(&self, service: &str) -> Option<&crate::load::LoadRun> {
+        self.load.last_run(service)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pharos_answer::Settings;
+    use pharos_route::Health;
+    use pharos_zone::parse_zone_text;
+
+    use super::*;
+    use crate::snapshot::service_name;
+    use crate::spec::ServiceSpec;
+
+    const ZONE: &str = "$TTL 300\n@ SOA ns hostmaster 1 3600 600 86400 300\n@ NS ns\nns A 192.0.2.53\n";
+
+    /// A plane serving example.test, with no services yet.
+    fn plane() -> Plane {
+        let zone = parse_zone_text("example.test", ZONE, "example.test.zone").unwrap();
+        let snapshots = SnapshotBuilder::new(vec![zone], Settings::default());
+        Plane::new(State::default(), DataSources::default(), snapshots, LoadSettings { max_age_seconds: 30, smoothing: 1.0 })
+    }
+
+    fn service(extra: serde_json::Value) -> ServiceSpec {
+        let mut json = serde_json::json!({
+            "name": "www.example.test", "replica": [{ "id": "a", "address": "192.0.2.1" }, { "id": "b", "address": "192.0.2.2" }],
+        });
+        json.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        serde_json::from_value(json).unwrap()
+    }
+
+    /// Commits `changes` at `now`, as the driver does (without a store).
+    fn commit(plane: &mut Plane, changes: &[Change], now: u64) -> Effects {
+        let prepared = plane.prepare(plane.state().with(changes), None, now).unwrap();
+        plane.adopt(prepared, now)
+    }
+
+    fn health_of(effects: &Effects, replica: usize) -> Health {
+        let name = service_name("www.example.test").unwrap();
+        effects.snapshot.routes.service(&name).unwrap().replicas[replica].health
+    }
+
+    #[test]
+    fn a_refused_commit_changes_nothing() {
+        let mut plane = plane();
+        commit(&mut plane, &[Change::PutService(service(serde_json::json!({})))], 0);
+        let outside = ServiceSpec { name: "www.elsewhere.test".into(), ..service(serde_json::json!({})) };
+        let refused = plane.prepare(plane.state().with(&[Change::PutService(outside)]), None, 0);
+        let Err(error) = refused else { panic!("a service outside the zones is refused") };
+        assert_eq!(error.to_string(), "service[www.elsewhere.test.].name: not inside any served zone");
+        assert_eq!(plane.state().services.len(), 1);
+    }
+
+    #[test]
+    fn probe_results_flip_a_replica_with_hysteresis() {
+        let mut plane = plane();
+        let probed = service(
+            serde_json::json!({ "health": { "kind": "tcp", "port": 80, "interval_ms": 1000, "timeout_ms": 500, "rise": 2, "fall": 2 } }),
+        );
+        let effects = commit(&mut plane, &[Change::PutService(probed)], 0);
+        let targets = effects.probe_plan.expect("a new plan: one probe per replica");
+        assert_eq!(targets.len(), 2);
+        let failed = ProbeResult { target: targets[0].clone(), outcome: Err("connection refused".into()) };
+        assert_eq!(plane.record_probe(&failed, 1000).unwrap(), AfterProbe::Nothing, "one failure is not enough");
+        assert_eq!(plane.record_probe(&failed, 2000).unwrap(), AfterProbe::Flipped);
+        let effects = commit(&mut plane, &[], 2000);
+        assert!(effects.probe_plan.is_none(), "the same probes");
+        assert_eq!((health_of(&effects, 0), health_of(&effects, 1)), (Health::Down, Health::Up));
+        assert!(plane.health_report()[0].since == 2 && !plane.health_report()[0].up, "down since 2 s");
+    }
+
+    #[test]
+    fn load_rounds_come_due_at_their_interval_and_install_what_they_compute() {
+        let mut plane = plane();
+        let controlled = service(serde_json::json!({
+            "policy": "region-probabilities",
+            "load_control": { "algorithm": "I", "threshold": 0.5, "interval_ms": 1000, "ranks": { "default": { "a": 1, "b": 2 } } },
+        }));
+        commit(&mut plane, &[Change::PutService(controlled)], 0);
+        assert_eq!(plane.next_wakeup(), Some(1000));
+        assert!(plane.due_rounds(999).is_empty());
+        plane.record_load("www.example.test", "a", 0.9, 500).unwrap();
+        assert!(plane.record_load("www.example.test", "c", 0.1, 500).is_err(), "no such replica");
+        assert_eq!(plane.due_rounds(1000), ["www.example.test"]);
+        let Some(Change::PutService(installed)) = plane.run_round("www.example.test", 1000) else { panic!("a change to install") };
+        let default = &installed.probabilities["default"];
+        assert_eq!((default["a"].probability, default["b"].probability), (0.0, 1.0), "a is overloaded");
+        assert_eq!(plane.next_wakeup(), Some(2000), "the next round, one interval on");
+        commit(&mut plane, &[Change::PutService(installed)], 1000);
+        assert_eq!(plane.run_round("www.example.test", 2000), None, "nothing new to install");
+    }
+}
