@@ -1,9 +1,10 @@
 //! The control plane as a state machine, the way quinn-proto drives a
 //! connection: it holds the routing state and what is known about the
 //! replicas, and each input (a commit, a probe result, a load report, a
-//! timer) is a call that takes the time and returns its effects (the
-//! snapshot to publish, the probe plan to run, the changes a load round
-//! asks for). The driver persists, publishes, probes and keeps the clock.
+//! timer, a batch of latency measurements) is a call that takes the time
+//! and returns its effects (the snapshot to publish, the probe plan to run,
+//! the changes a load round asks for, the measurements to keep). The driver
+//! persists, publishes, probes and keeps the clock.
 //!
 //! A commit has two steps, so that nothing changes unless the store took
 //! it: [`Plane::prepare`] validates the next state by building its
@@ -13,11 +14,13 @@
 use std::sync::Arc;
 
 use pharos_answer::Snapshot;
+use pharos_route::latency::{MeasurementBook, MeasurementSpec};
 
 use crate::edit::check_load;
 use crate::error::ControlError;
 use crate::health::{Effect, HealthBook, ProbeResult, ReplicaHealth};
 use crate::load::{LoadControl, LoadSettings, LoadStatus, load_probe_targets};
+use crate::measurement::{Measurement, check_measurements};
 use crate::probe::{ProbeTarget, Purpose};
 use crate::snapshot::{Built, SnapshotBuilder};
 use crate::spec::DataSources;
@@ -33,6 +36,18 @@ pub struct Plane {
     load: LoadControl,
     /// The probes (health and load) last planned.
     probe_plan: Vec<ProbeTarget>,
+    /// Every latency measurement kept, fresh or not yet pruned.
+    measurements: MeasurementBook,
+    /// Measurements older than this many seconds are not used.
+    latency_max_age_seconds: u64,
+}
+
+/// The plane's own settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlaneSettings {
+    pub load: LoadSettings,
+    /// Latency measurements older than this many seconds are not used.
+    pub latency_max_age_seconds: u64,
 }
 
 /// A commit validated, waiting for its changes to be persisted.
@@ -65,16 +80,28 @@ pub enum AfterProbe {
 }
 
 impl Plane {
-    /// A plane over `state` that has published nothing yet.
-    pub fn new(state: State, sources: DataSources, snapshots: SnapshotBuilder, load: LoadSettings) -> Plane {
-        Plane {
+    /// A plane over `state` and the `measurements` kept, that has
+    /// published nothing yet; the measurements fresh at `now` are used.
+    pub fn new(
+        state: State,
+        measurements: MeasurementBook,
+        sources: DataSources,
+        snapshots: SnapshotBuilder,
+        settings: PlaneSettings,
+        now: u64,
+    ) -> Plane {
+        let mut plane = Plane {
             state: Arc::new(state),
             sources,
             snapshots,
             health: HealthBook::default(),
-            load: LoadControl::new(load),
+            load: LoadControl::new(settings.load),
             probe_plan: Vec::new(),
-        }
+            measurements,
+            latency_max_age_seconds: settings.latency_max_age_seconds,
+        };
+        plane.refresh_latencies(now);
+        plane
     }
 
     pub fn state(&self) -> &Arc<State> {
@@ -159,6 +186,45 @@ impl Plane {
         expiry.into_iter().chain(self.load.next_round()).min()
     }
 
+    /// Checks a batch of latency measurements arrived `now` against the
+    /// declared data centers (the first bad one is named and the whole
+    /// batch refused). Returns them to persist, with the time (Unix
+    /// seconds) before which kept ones are too old to keep.
+    pub fn check_measurements(&self, specs: &[MeasurementSpec], now: u64) -> Result<(Vec<Measurement>, u64), ControlError> {
+        let batch = check_measurements(specs, &self.state.datacenters, now / 1000).map_err(ControlError::Invalid)?;
+        Ok((batch, self.oldest_fresh(now)))
+    }
+
+    /// Serves from a checked (and persisted) batch from the next commit on:
+    /// the newest measurement of each subnet and data center wins.
+    pub fn keep_measurements(&mut self, batch: Vec<Measurement>, now: u64) {
+        for Measurement { subnet, datacenter, measured } in batch {
+            let kept = self.measurements.entry(subnet).or_default().entry(datacenter).or_insert(measured);
+            if measured.at >= kept.at {
+                *kept = measured;
+            }
+        }
+        self.refresh_latencies(now);
+    }
+
+    /// Rebuilds the latency table from the measurements still fresh at
+    /// `now`, and forgets the others.
+    pub fn refresh_latencies(&mut self, now: u64) {
+        let oldest = self.oldest_fresh(now);
+        for by_datacenter in self.measurements.values_mut() {
+            by_datacenter.retain(|_, measured| measured.at >= oldest);
+        }
+        self.measurements.retain(|_, by_datacenter| !by_datacenter.is_empty());
+        let latencies = self.sources.latencies.refreshed(&self.measurements, now / 1000, self.latency_max_age_seconds);
+        self.sources.latencies = Arc::new(latencies);
+    }
+
+    /// Measurements measured before this (Unix seconds) are too old at
+    /// `now`.
+    fn oldest_fresh(&self, now: u64) -> u64 {
+        (now / 1000).saturating_sub(self.latency_max_age_seconds)
+    }
+
     /// Whether a measurement in use has grown too old at `now`.
     pub fn measurements_expired(&self, now: u64) -> bool {
         self.sources.latencies.next_expiry.is_some_and(|seconds| seconds * 1000 <= now)
@@ -194,7 +260,7 @@ mod tests {
 
     use super::*;
     use crate::snapshot::service_name;
-    use crate::spec::ServiceSpec;
+    use crate::spec::{DataCenterSpec, ServiceSpec};
 
     const ZONE: &str = "$TTL 300\n@ SOA ns hostmaster 1 3600 600 86400 300\n@ NS ns\nns A 192.0.2.53\n";
 
@@ -202,7 +268,8 @@ mod tests {
     fn plane() -> Plane {
         let zone = parse_zone_text("example.test", ZONE, "example.test.zone").unwrap();
         let snapshots = SnapshotBuilder::new(vec![zone], Settings::default());
-        Plane::new(State::default(), DataSources::default(), snapshots, LoadSettings { max_age_seconds: 30, smoothing: 1.0 })
+        let settings = PlaneSettings { load: LoadSettings { max_age_seconds: 30, smoothing: 1.0 }, latency_max_age_seconds: 60 };
+        Plane::new(State::default(), MeasurementBook::new(), DataSources::default(), snapshots, settings, 0)
     }
 
     fn service(extra: serde_json::Value) -> ServiceSpec {
@@ -272,5 +339,28 @@ mod tests {
         assert_eq!(plane.next_wakeup(), Some(2000), "the next round, one interval on");
         commit(&mut plane, &[Change::PutService(installed)], 1000);
         assert_eq!(plane.run_round("www.example.test", 2000), None, "nothing new to install");
+    }
+
+    #[test]
+    fn measurements_are_used_until_they_grow_too_old() {
+        let mut plane = plane();
+        let fra = DataCenterSpec { id: "fra".into(), latitude: 50.1, longitude: 8.7, asn: None };
+        commit(&mut plane, &[Change::PutDataCenter(fra)], 0);
+        let measured = |datacenter: &str| MeasurementSpec {
+            subnet: "10.0.0.0/8".into(),
+            datacenter: datacenter.into(),
+            rtt_ms: 5.0,
+            measured_at: None,
+        };
+        let Err(refused) = plane.check_measurements(&[measured("fra"), measured("sin")], 10_000) else { panic!("sin is not declared") };
+        assert_eq!(refused.to_string(), "measurements[1].datacenter: no data center \"sin\" is declared");
+        let (batch, older_than) = plane.check_measurements(&[measured("fra")], 100_000).unwrap();
+        assert_eq!(older_than, 40, "60 s before 100 s");
+        plane.keep_measurements(batch, 100_000);
+        assert_eq!(plane.sources().latencies.count, 1);
+        let expiry = plane.next_wakeup().expect("a measurement to expire");
+        assert!(!plane.measurements_expired(expiry - 1) && plane.measurements_expired(expiry));
+        plane.refresh_latencies(expiry);
+        assert_eq!((plane.sources().latencies.count, plane.next_wakeup()), (0, None));
     }
 }

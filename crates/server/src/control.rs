@@ -16,14 +16,14 @@ use pharos_answer::{Settings, SharedSnapshot, Snapshot};
 use pharos_bgp::BgpTables;
 use pharos_control::health::{ProbeResult, ReplicaHealth, describe};
 use pharos_control::load::{LoadSettings, LoadStatus};
-use pharos_control::plane::{AfterProbe, Plane};
+use pharos_control::plane::{AfterProbe, Plane, PlaneSettings};
 use pharos_control::probe::ProbeTarget;
 use pharos_control::snapshot::{SnapshotBuilder, service_name};
 use pharos_control::spec::DataSources;
-use pharos_control::{Change, ControlError, Measurement, State, check_measurements};
+use pharos_control::{Change, ControlError, State};
 use pharos_route::as_paths::AsPaths;
 use pharos_route::external::ExternalRegions;
-use pharos_route::latency::{MeasurementBook, MeasurementSpec};
+use pharos_route::latency::MeasurementSpec;
 use pharos_route::prefix::prefix_set;
 use pharos_route::sources::{AsnTable, GeoDatabase};
 use pharos_route::{Asker, Explanation, Family, Routed, route};
@@ -43,7 +43,6 @@ pub struct Control {
     store: Box<dyn Store>,
     snapshot: SharedSnapshot,
     /// Every latency measurement kept, fresh or not yet pruned.
-    measurements: MeasurementBook,
     data: DataStatus,
     published: Arc<Published>,
     /// The probes the prober should be running.
@@ -89,10 +88,10 @@ impl Control {
         let published = Arc::new(Published { state: ArcSwap::default(), data: ArcSwap::default() });
         let (probe_plan, _) = watch::channel(Arc::new(Vec::new()));
         let load = LoadSettings { max_age_seconds: config.load.max_age_seconds, smoothing: config.load.smoothing };
-        let plane = Plane::new(store.load()?, sources, snapshots, load);
-        let measurements = store.load_measurements()?;
-        let mut control = Control { config, plane, store, snapshot, measurements, data, published, probe_plan };
-        control.refresh_latencies(now);
+        let settings = PlaneSettings { load, latency_max_age_seconds: config.latency.max_age_seconds };
+        let plane = Plane::new(store.load()?, store.load_measurements()?, sources, snapshots, settings, now);
+        let mut control = Control { config, plane, store, snapshot, data, published, probe_plan };
+        control.latencies_changed();
         let changed = control.changed_declarations(&control.config.clone())?;
         control.apply(&changed, now).map_err(|error| anyhow::anyhow!("{error}"))?;
         control.remember_declarations(&changed)?;
@@ -177,46 +176,26 @@ impl Control {
     /// Keeps a batch of latency measurements (refused whole if any is bad)
     /// and serves from them at once.
     pub fn record_measurements(&mut self, specs: &[MeasurementSpec], now: u64) -> Result<usize, ControlError> {
-        let batch = check_measurements(specs, &self.plane.state().datacenters, now / 1000).map_err(ControlError::Invalid)?;
-        self.store.record_measurements(&batch, self.oldest_fresh(now))?;
-        for Measurement { subnet, datacenter, measured } in batch {
-            let kept = self.measurements.entry(subnet).or_default().entry(datacenter).or_insert(measured);
-            if measured.at >= kept.at {
-                *kept = measured;
-            }
-        }
-        self.refresh_latencies(now);
+        let (batch, older_than) = self.plane.check_measurements(specs, now)?;
+        self.store.record_measurements(&batch, older_than)?;
+        self.plane.keep_measurements(batch, now);
+        self.latencies_changed();
         self.republish(now)?;
         Ok(specs.len())
     }
 
-    /// Measurements measured before this (Unix seconds) are too old at
-    /// `now`.
-    fn oldest_fresh(&self, now: u64) -> u64 {
-        (now / 1000).saturating_sub(self.config.latency.max_age_seconds)
-    }
-
     /// Stops using measurements that have grown too old.
     pub fn expire_measurements(&mut self, now: u64) -> Result<(), ControlError> {
-        self.refresh_latencies(now);
+        self.plane.refresh_latencies(now);
+        self.latencies_changed();
         self.republish(now)
     }
 
-    /// Rebuilds the latency table from the measurements still fresh, and
-    /// forgets the others.
-    fn refresh_latencies(&mut self, now: u64) {
-        let oldest = self.oldest_fresh(now);
-        for by_datacenter in self.measurements.values_mut() {
-            by_datacenter.retain(|_, measured| measured.at >= oldest);
-        }
-        self.measurements.retain(|_, by_datacenter| !by_datacenter.is_empty());
-        let latencies = self.plane.sources().latencies.refreshed(&self.measurements, now / 1000, self.config.latency.max_age_seconds);
-        self.data.latency = LatencyStatus {
-            measurements: latencies.count,
-            max_age_seconds: self.config.latency.max_age_seconds,
-            next_expiry: latencies.next_expiry,
-        };
-        self.plane.sources_mut().latencies = Arc::new(latencies);
+    /// Shows the latency table in use in the data status.
+    fn latencies_changed(&mut self) {
+        let latencies = &self.plane.sources().latencies;
+        let max_age_seconds = self.config.latency.max_age_seconds;
+        self.data.latency = LatencyStatus { measurements: latencies.count, max_age_seconds, next_expiry: latencies.next_expiry };
     }
 
     /// Serves from newly loaded BGP tables, or records why they failed to
