@@ -1,14 +1,15 @@
-//! The rules of the Pharos control plane, without I/O: what an operator
-//! may declare and how it is checked ([`spec`], every error naming the
-//! field to fix), the routing state those declarations make ([`State`],
-//! changed by [`Change`]s that the operator's [`edit`]s compute, committed
-//! in groups ([`group`])), latency
-//! measurements checked before they are kept ([`check_measurements`]),
-//! how replicas are probed and how probe results become up and down
-//! ([`probe`], [`health`]), and how load reports become region
-//! probabilities in timed rounds ([`load_control`], [`load`]); and the one builder of the snapshot the query path
-//! answers from ([`snapshot`]). No sockets, threads or clocks: the server drives
-//! these rules and passes the time in.
+//! The rules of the Pharos control plane, without I/O. [`plane::Plane`] is
+//! the state machine the server drives: each input (a commit, a probe
+//! result, a load report, a batch of latency measurements, a timer) takes
+//! the time and returns its effects. It is built from: the declarations and
+//! their checks ([`spec`], every error naming the field to fix); the
+//! routing state they make ([`State`], changed by [`Change`]s that the
+//! operator's [`edit`]s compute, committed in groups by [`group`]); latency
+//! measurements checked before they are kept ([`check_measurements`]);
+//! probes and their hysteresis ([`probe`], [`health`]); load control in
+//! timed rounds ([`load_control`], [`load`]); and the one builder of the
+//! snapshot the query path answers from ([`snapshot`]). No sockets,
+//! threads or clocks: times are Unix milliseconds, passed in.
 
 pub mod edit;
 mod error;

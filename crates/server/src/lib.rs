@@ -1,11 +1,11 @@
-//! Pharos assembled: the configuration ([`config`]), the control plane
-//! that keeps the routing state and publishes snapshots of it (`control`,
-//! `plane`, with health and load probes in `prober`, address and
-//! measurement data in `data`, the external region classifier in
-//! `classifier`, and their thread priorities in `scheduling`), its HTTP
-//! API (`api`), and [`run`], which starts the control plane, the API and
-//! the transports of `pharos_transport` over one shared snapshot, and
-//! reloads and stops them on signals.
+//! Pharos assembled: the configuration ([`config`]), the driver of the
+//! control plane whose rules are `pharos_control` (`control`, `plane`: its
+//! thread, the store and the clock, with health and load probes in
+//! `prober`, address and measurement data in `data`, the external region
+//! classifier in `classifier`, and their thread priorities in
+//! `scheduling`), its HTTP API (`api`), and [`run`], which starts the
+//! control plane, the API and the transports of `pharos_transport` over
+//! one shared snapshot, and reloads and stops them on signals.
 
 mod api;
 mod classifier;
