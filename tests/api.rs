@@ -236,3 +236,27 @@ fn data_centers_are_managed_and_checked() {
     assert_eq!(call("PUT", &format!("{api}/v1/services/svc.example.test"), Some(service)).0, 200);
     assert_eq!(call("DELETE", &format!("{api}/v1/datacenters/fra"), None).0, 422, "a replica still runs there");
 }
+
+/// `pharos ctl export` is a config fragment: with no data centers, appended
+/// after the tables of another config file, it starts a server that gives
+/// the same answers.
+#[test]
+fn an_export_appended_to_a_config_serves_the_same_answers() {
+    let (pharos, api) = start_with_api(TOKEN, "");
+    assert_eq!(call("POST", &format!("{api}/v1/regions"), Some(json!({ "name": "europe", "prefixes": ["198.51.100.0/24"] }))).0, 201);
+    let service = json!({
+        "name": "svc.example.test",
+        "policy": "region-probabilities",
+        "replica": [{ "id": "fra", "address": "192.0.2.10" }, { "id": "sin", "address": "192.0.2.20" }],
+        "probabilities": { "europe": { "fra": { "probability": 1.0, "ttl": 60 } }, "default": { "sin": { "probability": 1.0 } } },
+    });
+    let (status, reply) = call("PUT", &format!("{api}/v1/services/svc.example.test"), Some(service));
+    assert!(status == 200 || status == 201, "{status} {reply}");
+    let export = Command::new(env!("CARGO_BIN_EXE_pharos")).args(["ctl", "--api", &api, "--token", TOKEN, "export"]).output().unwrap();
+    let export = String::from_utf8(export.stdout).unwrap();
+    // After the [server] table (and before [[zone]]) of the copy's config.
+    let copy = start(&format!("[latency]\nmax_age_seconds = 60\n{export}"));
+    for subnet in ["198.51.100.0", "203.0.113.0"] {
+        assert_eq!(first_for(&copy, subnet), first_for(&pharos, subnet), "{subnet}/24\n{export}");
+    }
+}

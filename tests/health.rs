@@ -338,3 +338,34 @@ fn a_probe_this_host_cannot_run_leaves_the_replica_as_it_was() {
     wait_until("probes run again", || replica.requests() > probed);
     assert_eq!(health_of(&api, "web.example.test", "a")["up"], true);
 }
+
+/// A service probed over TCP every 500 ms, with `extra` health settings.
+fn short_interval_service(port: u16, extra: &str) -> String {
+    format!(
+        "[[service]]\nname = \"quick.example.test\"\nhealth = {{ kind = \"tcp\", port = {port}, interval_ms = 500{extra} }}\n\
+         [[service.replica]]\nid = \"a\"\naddress = \"127.0.0.1\"\n"
+    )
+}
+
+#[test]
+fn a_short_interval_needs_no_timeout_and_a_longer_timeout_is_named() {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // The default timeout follows the interval: the server starts and serves.
+    let pharos = start(&short_interval_service(port, ""));
+    let response = udp_query(pharos.address, "quick.example.test", Rtype::A).expect("an answer");
+    assert_eq!(first_address_and_ttl(&response).0, IpAddr::V4(Ipv4Addr::LOCALHOST));
+
+    // A timeout longer than the interval stops the start, naming the field.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("pharos.toml");
+    std::fs::write(dir.path().join("zone"), ZONE).unwrap();
+    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let zone = "[[zone]]\norigin = \"example.test\"\nfile = \"zone\"\n";
+    let text = format!("[server]\nlisten = [\"{listen}\"]\n{zone}{}", short_interval_service(port, ", timeout_ms = 800"));
+    std::fs::write(&config, text).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_pharos")).args(["serve", "--config"]).arg(&config).output().unwrap();
+    let complaint = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "pharos started with a timeout longer than its interval");
+    assert!(complaint.contains("health.timeout_ms") && complaint.contains("800 ms is longer than interval_ms (500 ms)"), "{complaint}");
+}

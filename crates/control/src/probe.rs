@@ -7,6 +7,7 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -51,8 +52,10 @@ pub struct ProbeSpec {
     pub name: Option<String>,
     #[serde(default = "default_interval")]
     pub interval_ms: u64,
-    #[serde(default = "default_timeout")]
-    pub timeout_ms: u64,
+    /// How long a probe may take; by default 2 s, or the interval if that
+    /// is shorter (see [`ProbeSpec::timeout`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
     /// Consecutive successes that bring a down replica up.
     #[serde(default = "default_rise")]
     pub rise: u32,
@@ -74,9 +77,8 @@ fn default_status() -> u16 {
 fn default_interval() -> u64 {
     10_000
 }
-fn default_timeout() -> u64 {
-    2_000
-}
+/// The longest a probe waits when its spec sets no timeout.
+const DEFAULT_TIMEOUT_MS: u64 = 2_000;
 fn default_rise() -> u32 {
     2
 }
@@ -92,8 +94,14 @@ impl ProbeSpec {
         if self.interval_ms < 100 {
             return invalid("interval_ms", "probe at most every 100 ms");
         }
-        if self.timeout_ms == 0 || self.timeout_ms >= self.interval_ms {
-            return invalid("timeout_ms", "must be more than 0 and less than interval_ms");
+        match self.timeout_ms {
+            Some(0) => return invalid("timeout_ms", "must be more than 0"),
+            Some(timeout) if timeout > self.interval_ms => {
+                let message =
+                    format!("{timeout} ms is longer than interval_ms ({} ms): a probe must end before the next", self.interval_ms);
+                return invalid("timeout_ms", &message);
+            }
+            _ => {}
         }
         if self.rise == 0 || self.fall == 0 {
             return invalid(if self.rise == 0 { "rise" } else { "fall" }, "must be 1 or more");
@@ -107,6 +115,12 @@ impl ProbeSpec {
             ProbeKind::Dns if self.name.is_none() => invalid("name", "a DNS probe needs a name to ask for"),
             _ => Ok(()),
         }
+    }
+
+    /// How long a probe may take: as set, else 2 s or the interval if
+    /// that is shorter, so a short interval needs no timeout of its own.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS.min(self.interval_ms)))
     }
 
     /// The port probed.
@@ -218,7 +232,9 @@ mod tests {
             probe.check("service[s].health").map_err(|error| error.field)
         };
         assert_eq!(field(Box::new(|_| {})), Ok(()));
-        assert_eq!(field(Box::new(|probe| probe.timeout_ms = probe.interval_ms)).unwrap_err(), "service[s].health.timeout_ms");
+        assert_eq!(field(Box::new(|probe| probe.timeout_ms = Some(probe.interval_ms + 1))).unwrap_err(), "service[s].health.timeout_ms");
+        assert_eq!(field(Box::new(|probe| probe.timeout_ms = Some(0))).unwrap_err(), "service[s].health.timeout_ms");
+        assert_eq!(field(Box::new(|probe| probe.timeout_ms = Some(probe.interval_ms))), Ok(()), "as long as the interval");
         assert_eq!(field(Box::new(|probe| probe.interval_ms = 10)).unwrap_err(), "service[s].health.interval_ms");
         assert_eq!(field(Box::new(|probe| probe.fall = 0)).unwrap_err(), "service[s].health.fall");
         assert_eq!(field(Box::new(|probe| probe.path = "x".into())).unwrap_err(), "service[s].health.path");
@@ -226,5 +242,14 @@ mod tests {
         assert_eq!(field(Box::new(|probe| (probe.kind, probe.port) = (ProbeKind::Tcp, None))).unwrap_err(), "service[s].health.port");
         assert_eq!(spec("https").port, Some(8080));
         assert_eq!(ProbeSpec { port: None, ..spec("https") }.port(), 443);
+    }
+
+    #[test]
+    fn the_default_timeout_follows_a_short_interval() {
+        let every = |interval_ms| ProbeSpec { interval_ms, ..spec("tcp") };
+        assert_eq!(every(10_000).timeout(), Duration::from_secs(2));
+        assert_eq!(every(500).timeout(), Duration::from_millis(500));
+        assert_eq!(every(500).check("health"), Ok(()), "a short interval needs no timeout of its own");
+        assert_eq!(ProbeSpec { timeout_ms: Some(300), ..every(500) }.timeout(), Duration::from_millis(300));
     }
 }

@@ -321,11 +321,16 @@ async fn explain(State(api): State<Api>, Query(query): Query<ExplainQuery>) -> R
     Ok(Json(crate::control::explain(&api.control.snapshot().load(), &query.name, &query.client, family, &mut rng)?))
 }
 
-/// The live regions and services in the config file's format.
+/// The live regions and services in the config file's format: arrays of
+/// tables only, never a bare key (an empty list is left out), so that the
+/// text can be appended to any config file, after any table.
 #[derive(Serialize)]
 struct Declarations {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     datacenter: Vec<DataCenterSpec>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     region: Vec<RegionSpec>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     service: Vec<ServiceSpec>,
 }
 

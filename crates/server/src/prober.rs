@@ -56,7 +56,7 @@ async fn probe_forever(target: ProbeTarget, report: Arc<dyn Fn(ProbeResult) + Se
     let mut last_logged: Option<tokio::time::Instant> = None;
     loop {
         ticks.tick().await;
-        let outcome = match tokio::time::timeout(Duration::from_millis(target.spec.timeout_ms), probe(&target)).await {
+        let outcome = match tokio::time::timeout(target.spec.timeout(), probe(&target)).await {
             Ok(Ok(load)) => Ok(load),
             Ok(Err(Failure::Replica(why))) => Err(why),
             Ok(Err(Failure::Local(error))) => {
@@ -67,7 +67,7 @@ async fn probe_forever(target: ProbeTarget, report: Arc<dyn Fn(ProbeResult) + Se
                 }
                 continue;
             }
-            Err(_) => Err(format!("no answer within {} ms", target.spec.timeout_ms)),
+            Err(_) => Err(format!("no answer within {} ms", target.spec.timeout().as_millis())),
         };
         report(ProbeResult { target: target.clone(), outcome });
     }
