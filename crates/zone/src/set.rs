@@ -62,6 +62,12 @@ impl ZoneSet {
         &self.zones
     }
 
+    /// The names whose answers were built at load, each with the query
+    /// types answered apart from the name's answer to any other type.
+    pub fn built_names(&self) -> impl Iterator<Item = (&[u8], impl Iterator<Item = u16> + '_)> {
+        self.built.iter().map(|(owner, answers)| (&owner[..], answers.by_type.iter().map(|(qtype, _)| *qtype)))
+    }
+
     /// The zone with the longest origin at or above `qname` (lowercase).
     pub fn zone_for(&self, qname: &[u8]) -> Option<&Zone> {
         name::label_offsets(qname).find_map(|start| self.by_origin.get(&qname[start..])).map(|&index| &self.zones[index])
