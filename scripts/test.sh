@@ -16,10 +16,13 @@ declare -A needed=(
   [dig]=bind9-dnsutils    # DNS client
   [curl]=curl             # DNS over HTTPS client
   [iptables]=iptables     # NFQUEUE rules of the emulated lossy link (tests/tail.rs)
+  [clang]=clang           # compiles the XDP program (crates/xdp/build.rs)
+  [/usr/include/bpf/bpf_helpers.h]=libbpf-dev  # its BPF helper headers
 )
 missing=()
 for command in "${!needed[@]}"; do
-  command -v "$command" >/dev/null 2>&1 || [ -x "/usr/sbin/$command" ] || missing+=("${needed[$command]}")
+  # A key is a command, or the absolute path of a file the package installs.
+  command -v "$command" >/dev/null 2>&1 || [ -x "/usr/sbin/$command" ] || [[ $command == /* && -e $command ]] || missing+=("${needed[$command]}")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then

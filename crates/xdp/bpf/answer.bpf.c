@@ -1,0 +1,401 @@
+// The kernel answer path: answers UDP DNS queries whose question has a
+// pre-built reply in the `answers` map, in place, and passes everything
+// else up to the server unchanged. The reply must be byte for byte what
+// the user-space path (pharos_answer::respond) sends, so every case that
+// path treats specially (EDNS options, truncation, odd headers) passes up.
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/udp.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+// Keep in step with src/maps.rs.
+#define MAX_NAME 255
+#define MAX_BODY 1024
+#define DNS_HEADER 12
+#define OPT_LEN 11
+#define MIN_UDP_PAYLOAD 512
+#define TYPE_OPT 41
+#define FLAG_QR 0x8000
+#define FLAG_RD 0x0100
+#define OPCODE_MASK 0x7800
+#define EDNS_DO 0x8000
+#define REPLY_HOP_LIMIT 64
+// Header, question name, type and class, and one spare octet so the
+// checksum loop may read a word past an odd end.
+#define HEAD_MAX (DNS_HEADER + MAX_NAME + 4 + 1)
+
+// The question: lowercase wire name, zero-padded, then type and class as
+// on the wire.
+struct answer_key {
+	__u8 name[MAX_NAME + 1];
+	__u8 qtype[2];
+	__u8 qclass[2];
+};
+
+// What follows the question in the reply, and what the header needs.
+struct answer {
+	__u16 len;
+	// AA and the RCODE.
+	__u16 flags;
+	// Answer, authority and additional counts, the OPT record aside.
+	__u16 counts[3];
+	// One's complement sum of the body as if it began at an even offset.
+	__u16 sum;
+	__u8 body[MAX_BODY];
+};
+
+struct config {
+	// The payload size the OPT record advertises, and the largest reply.
+	__u16 udp_payload;
+};
+
+// Per-CPU room for what is too large for the 512-octet stack.
+struct scratch {
+	struct answer_key key;
+	__u8 head[HEAD_MAX];
+	__u8 opt[OPT_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct answer_key);
+	__type(value, struct answer);
+} answers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u16);
+	__type(value, __u8);
+} ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct config);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch SEC(".maps");
+
+// Where the query's parts are, once it has been found answerable.
+struct query {
+	__u32 dns_off;
+	__u32 reply_len;
+	int v6;
+};
+
+static __always_inline __u16 read16(const __u8 *p)
+{
+	return (__u16)p[0] << 8 | p[1];
+}
+
+// `value`, proven to the verifier to be at most `max`. The C checks come
+// first, but the compiler may test a copy and leave this register
+// unbounded; this check it cannot move or drop.
+#define AT_MOST(value, max) asm volatile("if %0 <= %1 goto +1\n\t%0 = 0" : "+r"(value) : "i"(max))
+
+static __always_inline __u32 fold(__u64 sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum;
+}
+
+// The sum of a part placed at an odd offset is the byte-swapped sum.
+static __always_inline __u32 placed_at(__u32 sum, __u32 offset)
+{
+	sum = fold(sum);
+	return offset & 1 ? ((sum & 0xff) << 8 | sum >> 8) : sum;
+}
+
+// The sum of the scratch head's first `len` octets. A global function,
+// so the verifier checks its loop once instead of on every path that
+// reaches it (the 1M-instruction limit).
+__attribute__((noinline)) __u32 sum_head(__u32 len)
+{
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return 0;
+	__u32 sum = 0;
+	for (__u32 i = 0; i < HEAD_MAX / 2; i++) {
+		__u32 at = 2 * i;
+		if (at >= len)
+			break;
+		__u8 low = at + 1 < len ? s->head[at + 1] : 0;
+		sum += (__u32)s->head[at] << 8 | low;
+	}
+	return sum;
+}
+
+static __always_inline __u32 sum_bytes(const __u8 *bytes, __u32 len)
+{
+	__u32 sum = 0;
+	for (__u32 i = 0; i < len; i += 2)
+		sum += (__u32)bytes[i] << 8 | (i + 1 < len ? bytes[i + 1] : 0);
+	return sum;
+}
+
+// Copies the question name at `offset` into the scratch head, and its
+// lowercase form into the scratch key (zeroed first); returns its length,
+// or 0 if it is not a plain name. Global, as sum_head is.
+__attribute__((noinline)) __u32 read_name(struct xdp_md *ctx, __u32 offset)
+{
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return 0;
+	__builtin_memset(&s->key, 0, sizeof(s->key));
+	// Headers end well before 1024 octets; the mask lets the verifier
+	// bound the pointer (it gives up on offsets that may near 64 KiB).
+	const __u8 *name = (void *)(long)ctx->data + (offset & 0x3ff);
+	const void *data_end = (void *)(long)ctx->data_end;
+	__u32 label_left = 0;
+	for (__u32 i = 0; i < MAX_NAME; i++) {
+		const __u8 *p = name + i;
+		if ((const void *)(p + 1) > data_end)
+			return 0;
+		__u8 c = *p;
+		s->head[DNS_HEADER + i] = c;
+		if (label_left == 0) {
+			s->key.name[i] = c;
+			if (c == 0)
+				return i + 1;
+			// Compression pointers and extended labels pass up.
+			if (c > 63)
+				return 0;
+			label_left = c;
+		} else {
+			label_left--;
+			s->key.name[i] = c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+		}
+	}
+	return 0;
+}
+
+// Finds the UDP header of a query to a served port, or NULL. Fills in
+// the DNS offset, the family and the pseudo-header sum.
+static __always_inline struct udphdr *find_udp(void *data, void *data_end, struct query *q, __u32 *pseudo)
+{
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return NULL;
+	struct udphdr *udp;
+	__u32 ip_payload;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+		if ((void *)(ip + 1) > data_end)
+			return NULL;
+		// Options and fragments pass up.
+		if (ip->ihl != 5 || ip->protocol != IPPROTO_UDP || (ip->frag_off & bpf_htons(0x3fff)))
+			return NULL;
+		if (bpf_ntohs(ip->tot_len) < sizeof(*ip))
+			return NULL;
+		ip_payload = bpf_ntohs(ip->tot_len) - sizeof(*ip);
+		q->v6 = 0;
+		*pseudo = (ip->saddr & 0xffff) + (ip->saddr >> 16) + (ip->daddr & 0xffff) + (ip->daddr >> 16);
+		udp = (void *)(ip + 1);
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if ((void *)(ip6 + 1) > data_end)
+			return NULL;
+		// Extension headers pass up.
+		if (ip6->nexthdr != IPPROTO_UDP)
+			return NULL;
+		ip_payload = bpf_ntohs(ip6->payload_len);
+		q->v6 = 1;
+		__u32 sum = 0;
+		for (int i = 0; i < 4; i++) {
+			__u32 src = ip6->saddr.in6_u.u6_addr32[i];
+			__u32 dst = ip6->daddr.in6_u.u6_addr32[i];
+			sum += (src & 0xffff) + (src >> 16) + (dst & 0xffff) + (dst >> 16);
+		}
+		*pseudo = sum;
+		udp = (void *)(ip6 + 1);
+	} else {
+		return NULL;
+	}
+	if ((void *)(udp + 1) > data_end || bpf_ntohs(udp->len) != ip_payload)
+		return NULL;
+	__u16 port = bpf_ntohs(udp->dest);
+	if (!bpf_map_lookup_elem(&ports, &port))
+		return NULL;
+	q->dns_off = (void *)(udp + 1) - data;
+	// The addresses were summed as read, in network order: convert once,
+	// and add the protocol (the length comes with the reply's).
+	*pseudo = bpf_ntohs(fold(*pseudo)) + IPPROTO_UDP;
+	return udp;
+}
+
+// Swaps MACs, addresses and ports, and writes lengths and checksums;
+// the packet already has its final length.
+static __always_inline int turn_around(struct xdp_md *ctx, const struct query *q, __u32 udp_sum)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return -1;
+	__u8 mac[ETH_ALEN];
+	__builtin_memcpy(mac, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, mac, ETH_ALEN);
+	__u16 udp_len = sizeof(struct udphdr) + q->reply_len;
+	struct udphdr *udp;
+	if (q->v6) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if ((void *)(ip6 + 1) > data_end)
+			return -1;
+		struct in6_addr addr = ip6->saddr;
+		ip6->saddr = ip6->daddr;
+		ip6->daddr = addr;
+		ip6->payload_len = bpf_htons(udp_len);
+		ip6->hop_limit = REPLY_HOP_LIMIT;
+		udp = (void *)(ip6 + 1);
+	} else {
+		struct iphdr *ip = (void *)(eth + 1);
+		if ((void *)(ip + 1) > data_end)
+			return -1;
+		__u32 addr = ip->saddr;
+		ip->saddr = ip->daddr;
+		ip->daddr = addr;
+		ip->tot_len = bpf_htons(sizeof(*ip) + udp_len);
+		ip->ttl = REPLY_HOP_LIMIT;
+		ip->check = 0;
+		__u32 sum = 0;
+		const __u16 *words = (const __u16 *)ip;
+		for (int i = 0; i < (int)sizeof(*ip) / 2; i++)
+			sum += words[i];
+		ip->check = ~fold(sum);
+		udp = (void *)(ip + 1);
+	}
+	if ((void *)(udp + 1) > data_end)
+		return -1;
+	__u16 port = udp->source;
+	udp->source = udp->dest;
+	udp->dest = port;
+	udp->len = bpf_htons(udp_len);
+	// Ports and length: the pseudo-header's length was counted by the caller.
+	udp_sum += bpf_ntohs(udp->source) + bpf_ntohs(udp->dest) + udp_len;
+	__u16 check = ~fold(udp_sum);
+	udp->check = bpf_htons(check ? check : 0xffff);
+	return 0;
+}
+
+SEC("xdp")
+int answer(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct query q = {};
+	__u32 pseudo = 0;
+	struct udphdr *udp = find_udp(data, data_end, &q, &pseudo);
+	if (!udp)
+		return XDP_PASS;
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!s || !cfg)
+		return XDP_PASS;
+
+	__u8 *dns = (void *)(udp + 1);
+	__u32 dns_len = bpf_ntohs(udp->len) - sizeof(*udp);
+	if ((void *)(dns + DNS_HEADER) > data_end)
+		return XDP_PASS;
+	__u16 flags = read16(dns + 2);
+	// Responses, other opcodes and anything but one question and at most
+	// one (OPT) record pass up.
+	if ((flags & (FLAG_QR | OPCODE_MASK)) || read16(dns + 4) != 1 || read16(dns + 6) || read16(dns + 8) || read16(dns + 10) > 1)
+		return XDP_PASS;
+	int edns = read16(dns + 10) == 1;
+
+	// The query's ID, as the reply's first two octets.
+	s->head[0] = dns[0];
+	s->head[1] = dns[1];
+	__u32 name_len = read_name(ctx, q.dns_off + DNS_HEADER);
+	if (!name_len || name_len > MAX_NAME)
+		return XDP_PASS;
+	AT_MOST(name_len, MAX_NAME);
+	__u32 head_len = DNS_HEADER + name_len + 4;
+	if (dns_len != head_len + (edns ? OPT_LEN : 0))
+		return XDP_PASS;
+	// Past the name, offsets vary: read through the helper, which checks
+	// them, rather than through packet pointers the verifier cannot bound.
+	if (bpf_xdp_load_bytes(ctx, q.dns_off + DNS_HEADER + name_len, &s->head[DNS_HEADER + name_len], 4))
+		return XDP_PASS;
+	__builtin_memcpy(s->key.qtype, &s->head[DNS_HEADER + name_len], 2);
+	__builtin_memcpy(s->key.qclass, &s->head[DNS_HEADER + name_len + 2], 2);
+
+	// The OPT record: root owner, version 0, no extended RCODE, no options.
+	__u32 limit = MIN_UDP_PAYLOAD;
+	__u16 dnssec_ok = 0;
+	if (edns) {
+		__u8 opt[OPT_LEN];
+		if (bpf_xdp_load_bytes(ctx, q.dns_off + head_len, opt, OPT_LEN))
+			return XDP_PASS;
+		if (opt[0] != 0 || read16(opt + 1) != TYPE_OPT || opt[5] != 0 || opt[6] != 0 || read16(opt + 9) != 0)
+			return XDP_PASS;
+		__u32 server = cfg->udp_payload > MIN_UDP_PAYLOAD ? cfg->udp_payload : MIN_UDP_PAYLOAD;
+		__u32 client = read16(opt + 3);
+		limit = client < MIN_UDP_PAYLOAD ? MIN_UDP_PAYLOAD : client > server ? server : client;
+		dnssec_ok = read16(opt + 7) & EDNS_DO;
+	}
+
+	struct answer *a = bpf_map_lookup_elem(&answers, &s->key);
+	if (!a)
+		return XDP_PASS;
+	__u32 body_len = a->len;
+	if (body_len < 1 || body_len > MAX_BODY)
+		return XDP_PASS;
+	// Helpers refuse a length that might be 0: bound it from 1 up.
+	body_len--;
+	AT_MOST(body_len, MAX_BODY - 1);
+	body_len++;
+	q.reply_len = head_len + body_len + (edns ? OPT_LEN : 0);
+	// Larger than the client takes: user space truncates.
+	if (q.reply_len > limit)
+		return XDP_PASS;
+
+	// The header: ID kept, QR, RD copied, AA and RCODE from the answer.
+	__u16 reply_flags = FLAG_QR | (flags & FLAG_RD) | a->flags;
+	__u16 header[5] = {reply_flags, 1, a->counts[0], a->counts[1], a->counts[2] + edns};
+	for (int i = 0; i < 5; i++) {
+		s->head[2 + 2 * i] = header[i] >> 8;
+		s->head[3 + 2 * i] = header[i] & 0xff;
+	}
+	__u32 opt_at = head_len + body_len;
+	__u8 reply_opt[OPT_LEN] = {0, 0, TYPE_OPT, cfg->udp_payload >> 8, cfg->udp_payload & 0xff, 0, 0, dnssec_ok >> 8, 0, 0, 0};
+	__builtin_memcpy(s->opt, reply_opt, OPT_LEN);
+
+	__u32 udp_sum = pseudo + q.reply_len + sizeof(*udp) + sum_head(head_len) + placed_at(a->sum, head_len);
+	if (edns)
+		udp_sum += placed_at(sum_bytes(s->opt, OPT_LEN), opt_at);
+
+	int grow = q.dns_off + q.reply_len - (__u32)(data_end - data);
+	if (grow < 0 || bpf_xdp_adjust_tail(ctx, grow))
+		return XDP_PASS;
+	if (turn_around(ctx, &q, udp_sum))
+		return XDP_DROP;
+	if (bpf_xdp_store_bytes(ctx, q.dns_off, s->head, DNS_HEADER))
+		return XDP_DROP;
+	if (bpf_xdp_store_bytes(ctx, q.dns_off + head_len, a->body, body_len))
+		return XDP_DROP;
+	if (edns && bpf_xdp_store_bytes(ctx, q.dns_off + opt_at, s->opt, OPT_LEN))
+		return XDP_DROP;
+	return XDP_TX;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,84 @@
+//! The layout of the program's maps, as bpf/answer.bpf.c declares them.
+
+/// Longest wire name (RFC 1035 section 3.1).
+pub const MAX_NAME: usize = 255;
+/// Longest reply body the kernel serves; larger ones pass up.
+pub const MAX_BODY: usize = 1024;
+
+/// The `answers` map's key: the question as the kernel reads it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AnswerKey {
+    /// Lowercase wire name, zero-padded.
+    pub name: [u8; MAX_NAME + 1],
+    /// Type and class in network order.
+    pub qtype: [u8; 2],
+    pub qclass: [u8; 2],
+}
+
+/// The `answers` map's value: what follows the question in the reply.
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Answer {
+    pub len: u16,
+    /// AA and the RCODE (at most 15: no extended RCODE).
+    pub flags: u16,
+    /// Answer, authority and additional counts, the OPT record aside.
+    pub counts: [u16; 3],
+    /// One's complement sum of `body[..len]` in 16-bit network-order
+    /// words, folded: the program adds it to the UDP checksum.
+    pub sum: u16,
+    pub body: [u8; MAX_BODY],
+}
+
+/// The `config` map's only value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Config {
+    /// The payload size the reply's OPT record advertises, and the
+    /// largest reply to an EDNS query.
+    pub udp_payload: u16,
+}
+
+// SAFETY: plain `repr(C)` data without padding (every field is a byte
+// array or u16, and the sizes are even), valid for any bit pattern.
+unsafe impl aya::Pod for AnswerKey {}
+// SAFETY: as above: 8 octets of u16 fields, then an even-sized byte array.
+unsafe impl aya::Pod for Answer {}
+// SAFETY: a single u16.
+unsafe impl aya::Pod for Config {}
+
+impl AnswerKey {
+    /// `None` for a name longer than a wire name may be.
+    pub fn new(name: &[u8], qtype: u16, qclass: u16) -> Option<AnswerKey> {
+        let mut padded = [0; MAX_NAME + 1];
+        padded.get_mut(..name.len()).filter(|_| name.len() <= MAX_NAME)?.copy_from_slice(name);
+        Some(AnswerKey { name: padded, qtype: qtype.to_be_bytes(), qclass: qclass.to_be_bytes() })
+    }
+}
+
+impl Answer {
+    /// `None` when `body` is empty or longer than the kernel serves.
+    pub fn new(flags: u16, counts: [u16; 3], body: &[u8]) -> Option<Answer> {
+        if body.is_empty() || body.len() > MAX_BODY {
+            return None;
+        }
+        let mut padded = [0; MAX_BODY];
+        padded[..body.len()].copy_from_slice(body);
+        Some(Answer { len: body.len() as u16, flags, counts, sum: ones_complement_sum(body), body: padded })
+    }
+
+    pub fn body(&self) -> &[u8] {
+        &self.body[..usize::from(self.len)]
+    }
+}
+
+/// The folded one's complement sum of `bytes` as network-order 16-bit
+/// words, an odd last octet padded with zero (RFC 1071).
+pub fn ones_complement_sum(bytes: &[u8]) -> u16 {
+    let mut sum: u64 = bytes.chunks(2).map(|pair| u64::from(u16::from_be_bytes([pair[0], *pair.get(1).unwrap_or(&0)]))).sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
