@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use aya::maps::{Array, HashMap as BpfHashMap, MapData, MapError};
-use aya::programs::{ProgramError, Xdp};
+use aya::programs::{ProgramError, Xdp, XdpMode};
 use aya::{Ebpf, EbpfError};
 use pharos_answer::Snapshot;
 
@@ -64,6 +64,14 @@ impl FastPath {
     pub fn program(&self) -> Result<&Xdp, FastPathError> {
         let program = self.program.program(PROGRAM_NAME).ok_or(FastPathError::Missing("answer program"))?;
         program.try_into().map_err(|error: ProgramError| error.into())
+    }
+
+    /// Attaches the program to `interface` in `mode` (generic, `Skb`,
+    /// where the driver has no XDP support, e.g. `lo`). It stays attached
+    /// until this value is dropped.
+    pub fn attach(&mut self, interface: &str, mode: XdpMode) -> Result<(), FastPathError> {
+        self.xdp_mut()?.attach(interface, mode)?;
+        Ok(())
     }
 
     fn xdp_mut(&mut self) -> Result<&mut Xdp, FastPathError> {

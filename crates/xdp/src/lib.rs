@@ -4,8 +4,8 @@
 //! kernel from a map of pre-built replies and passes everything else up;
 //! [`fill`] derives those replies from a [`Snapshot`](pharos_answer::Snapshot)
 //! ([`maps`] holds their layout, shared with the C program), and
-//! [`FastPath`] loads the program and keeps its maps in step with the
-//! snapshot.
+//! [`FastPath`] loads the program, attaches it to interfaces and keeps
+//! its maps in step with the snapshot.
 
 mod fastpath;
 pub mod fill;

@@ -1,0 +1,48 @@
+//! The program attached to `lo` in generic mode answers a real query sent
+//! through a socket, with what user space would answer. Needs root, as
+//! tests/answer.rs.
+
+mod common;
+
+use std::net::{Ipv4Addr, UdpSocket};
+use std::time::Duration;
+
+use aya::programs::XdpMode;
+use common::{may_load_bpf, wire_name};
+use pharos_answer::{Client, Settings, Snapshot, Transport, respond};
+use pharos_xdp::FastPath;
+use pharos_zone::{ZoneSet, parse_zone_text};
+use rand::SeedableRng;
+
+const ZONE: &str = "@ 3600 IN SOA ns1 hostmaster 1 7200 3600 1209600 300\n@ 3600 IN NS ns1\nns1 3600 IN A 192.0.2.53\n";
+
+#[test]
+fn answers_on_lo_in_generic_mode() {
+    if !may_load_bpf() {
+        return;
+    }
+    let zone = parse_zone_text("example.test", ZONE, "test.zone").expect("test zone loads");
+    let snapshot = Snapshot { zones: ZoneSet::new(vec![zone]).unwrap().into(), routes: Default::default(), settings: Settings::default() };
+    // A port of our own, held so nothing else takes it; the kernel answers
+    // before the socket would see the query.
+    let server = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let port = server.local_addr().unwrap().port();
+    let mut fast_path = FastPath::load(&[port]).expect("the program loads");
+    fast_path.sync(&snapshot).unwrap();
+    fast_path.attach("lo", XdpMode::Skb).expect("generic XDP attaches to lo");
+
+    let client = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    client.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let query = [&[0x55, 0xAA, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0][..], &wire_name("NS1.example.test"), &[0, 1, 0, 1]].concat();
+    client.send_to(&query, (Ipv4Addr::LOCALHOST, port)).unwrap();
+    let mut reply = [0; 1500];
+    let (len, from) = client.recv_from(&mut reply).expect("the kernel answers");
+    server.set_nonblocking(true).unwrap();
+    assert!(server.recv_from(&mut [0; 512]).is_err(), "the query never reached the socket");
+
+    let mut expected = Vec::new();
+    let asker = Client { address: from.ip(), transport: Transport::Udp };
+    respond(&query, &asker, &snapshot, &mut rand::rngs::SmallRng::seed_from_u64(1), &mut expected).unwrap();
+    assert_eq!(from.port(), port);
+    assert_eq!(reply[..len], expected[..]);
+}
