@@ -4,16 +4,10 @@
 use std::io::Write;
 use std::net::IpAddr;
 
-use pharos_bgp::{BgpTables, LoadError, OriginRules, Progress, load};
-
-/// These tables use documentation and private space, which a real
-/// table's rules drop as origins.
-fn lab() -> OriginRules {
-    OriginRules { special_purpose_origins: true, ..OriginRules::default() }
-}
+use pharos_bgp::{BgpTables, LoadError, Progress, load};
 
 mod common;
-use common::temp_file;
+use common::{lab, temp_file};
 
 /// `bgpdump -m` lines for (peer AS, prefix, AS path); peers are told
 /// apart by AS.

@@ -11,16 +11,10 @@ use bgpkit_parser::models::{
 };
 use bgpsynth::{Config, RibWriter};
 use ipnet::IpNet;
-use pharos_bgp::{Format, LoadError, OriginRules, load};
+use pharos_bgp::{Format, LoadError, load};
 
 mod common;
-use common::temp_file;
-
-/// These tables use documentation and private space, which a real
-/// table's rules drop as origins.
-fn lab() -> OriginRules {
-    OriginRules { special_purpose_origins: true, ..OriginRules::default() }
-}
+use common::{lab, temp_file};
 
 fn ip(text: &str) -> IpAddr {
     text.parse().unwrap()

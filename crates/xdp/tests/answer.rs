@@ -10,10 +10,9 @@ mod common;
 use std::net::IpAddr;
 
 use common::*;
-use pharos_answer::{Client, Settings, Snapshot, Transport, respond};
+use pharos_answer::{Client, Snapshot, Transport, respond};
 use pharos_xdp::FastPath;
 use pharos_xdp::maps::ones_complement_sum;
-use pharos_zone::{ZoneSet, parse_zone_text};
 use rand::SeedableRng;
 
 const ZONE: &str = r#"
@@ -34,8 +33,7 @@ big      TXT "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee
 "#;
 
 fn snapshot() -> Snapshot {
-    let zone = parse_zone_text("example.test", ZONE, "test.zone").expect("test zone loads");
-    Snapshot { zones: ZoneSet::new(vec![zone]).unwrap().into(), routes: Default::default(), settings: Settings::default() }
+    snapshot_of(ZONE, Default::default())
 }
 
 /// The program loaded and filled from [`snapshot`], or `None` (after a

@@ -7,13 +7,12 @@ mod common;
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use common::{PORT, UDP, XDP_PASS, XDP_TX, frame_v4, may_load_bpf, run};
-use pharos_answer::{Client, Settings, Snapshot, Transport, respond};
+use common::{PORT, UDP, XDP_PASS, XDP_TX, frame_v4, may_load_bpf, run, snapshot_of};
+use pharos_answer::{Client, Snapshot, Transport, respond};
 use pharos_route::model::Answering;
 use pharos_route::{Policy, Replica, Routes, Service};
 use pharos_xdp::fill::fill;
 use pharos_xdp::{FastPath, Synced};
-use pharos_zone::{ZoneSet, parse_zone_text};
 
 use crate::common::wire_name;
 use rand::SeedableRng;
@@ -29,11 +28,6 @@ www      CNAME host
 host     A   192.0.2.80
 api      A   192.0.2.90
 "#;
-
-fn snapshot_of(zone: &str, routes: Routes) -> Snapshot {
-    let zone = parse_zone_text("example.test", zone, "test.zone").expect("test zone loads");
-    Snapshot { zones: ZoneSet::new(vec![zone]).unwrap().into(), routes, settings: Settings::default() }
-}
 
 /// Routes answering api.example.test by policy.
 fn routed_api() -> Routes {

@@ -7,8 +7,11 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use aya::programs::{TestRun, TestRunOptions};
+use pharos_answer::{Settings, Snapshot};
+use pharos_route::Routes;
 use pharos_xdp::FastPath;
 use pharos_xdp::maps::ones_complement_sum;
+use pharos_zone::{ZoneSet, parse_zone_text};
 
 pub const PORT: u16 = 53;
 pub const CLIENT_PORT: u16 = 40000;
@@ -113,4 +116,10 @@ pub fn run(fast_path: &FastPath, frame: &[u8]) -> (u32, Vec<u8>) {
     let result = fast_path.program().unwrap().test_run(options).expect("BPF_PROG_TEST_RUN runs");
     out.truncate(result.data_size_out as usize);
     (result.return_value, out)
+}
+
+/// A snapshot serving `zone` as example.test, with `routes`.
+pub fn snapshot_of(zone: &str, routes: Routes) -> Snapshot {
+    let zone = parse_zone_text("example.test", zone, "test.zone").expect("test zone loads");
+    Snapshot { zones: ZoneSet::new(vec![zone]).unwrap().into(), routes, settings: Settings::default() }
 }
