@@ -3,6 +3,12 @@
 // else up to the server unchanged. The reply must be byte for byte what
 // the user-space path (pharos_answer::respond) sends, so every case that
 // path treats specially (EDNS options, truncation, odd headers) passes up.
+//
+// Snapshots are double-buffered: every entry belongs to generation 0 or 1,
+// user space fills the generation not being served, then flips `live` with
+// one map update. A packet reads `live` once, so it is answered wholly from
+// one snapshot; a packet that read it just before a flip may still be
+// answered from the snapshot just replaced.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -25,13 +31,17 @@
 #define OPCODE_MASK 0x7800
 #define EDNS_DO 0x8000
 #define REPLY_HOP_LIMIT 64
+// `live` holds this instead of a generation while user space has
+// suspended the fast path: everything passes up.
+#define SUSPENDED 2
 // Header, question name, type and class, and one spare octet so the
 // checksum loop may read a word past an odd end.
 #define HEAD_MAX (DNS_HEADER + MAX_NAME + 4 + 1)
 
-// The question: lowercase wire name, zero-padded, then type and class as
-// on the wire.
+// The question: the generation it belongs to, its lowercase wire name,
+// zero-padded, then type and class as on the wire.
 struct answer_key {
+	__u32 generation;
 	__u8 name[MAX_NAME + 1];
 	__u8 qtype[2];
 	__u8 qclass[2];
@@ -49,6 +59,7 @@ struct answer {
 	__u8 body[MAX_BODY];
 };
 
+// What a generation's snapshot says besides its answers.
 struct config {
 	// The payload size the OPT record advertises, and the largest reply.
 	__u16 udp_payload;
@@ -61,9 +72,12 @@ struct scratch {
 	__u8 opt[OPT_LEN];
 };
 
+// Sized by user space at load: its capacity per generation, twice. Not
+// preallocated, so memory follows the entries installed, not the bound.
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct answer_key);
 	__type(value, struct answer);
 } answers SEC(".maps");
@@ -75,9 +89,18 @@ struct {
 	__type(value, __u8);
 } ports SEC(".maps");
 
+// The generation being served, or SUSPENDED.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} live SEC(".maps");
+
+// Per generation.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct config);
 } config SEC(".maps");
@@ -306,8 +329,15 @@ int answer(struct xdp_md *ctx)
 	if (!udp)
 		return XDP_PASS;
 	__u32 zero = 0;
+	__u32 *live_generation = bpf_map_lookup_elem(&live, &zero);
+	if (!live_generation)
+		return XDP_PASS;
+	// Read once: everything below answers from this generation.
+	__u32 generation = *(volatile __u32 *)live_generation;
+	if (generation == SUSPENDED)
+		return XDP_PASS;
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
-	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
+	struct config *cfg = bpf_map_lookup_elem(&config, &generation);
 	if (!s || !cfg)
 		return XDP_PASS;
 
@@ -336,6 +366,7 @@ int answer(struct xdp_md *ctx)
 	// them, rather than through packet pointers the verifier cannot bound.
 	if (bpf_xdp_load_bytes(ctx, q.dns_off + DNS_HEADER + name_len, &s->head[DNS_HEADER + name_len], 4))
 		return XDP_PASS;
+	s->key.generation = generation;
 	__builtin_memcpy(s->key.qtype, &s->head[DNS_HEADER + name_len], 2);
 	__builtin_memcpy(s->key.qclass, &s->head[DNS_HEADER + name_len + 2], 2);
 

@@ -1,18 +1,24 @@
-//! Loading the program and keeping its maps in step with a snapshot.
+//! Loading the program, attaching it, and keeping its maps in step with
+//! snapshots through a double buffer.
 
 use std::collections::HashMap;
 
 use aya::maps::{Array, HashMap as BpfHashMap, MapData, MapError};
 use aya::programs::{ProgramError, Xdp, XdpMode};
-use aya::{Ebpf, EbpfError};
+use aya::{Ebpf, EbpfError, EbpfLoader};
 use pharos_answer::Snapshot;
 
 use crate::PROGRAM;
 use crate::fill::fill;
 use crate::maps::{Answer, AnswerKey, Config};
+use crate::settings::{Attached, Mode, Settings};
 
 /// The program's entry point, as bpf/answer.bpf.c names it.
 const PROGRAM_NAME: &str = "answer";
+/// The `live` value that makes the program pass everything up.
+const SUSPENDED: u32 = 2;
+/// The `ports` map's size in bpf/answer.bpf.c.
+const MAX_PORTS: usize = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FastPathError {
@@ -24,38 +30,70 @@ pub enum FastPathError {
     Map(#[from] MapError),
     #[error("the XDP object has no {0}")]
     Missing(&'static str),
+    #[error("invalid fast path settings: {0}")]
+    Settings(String),
+    #[error("attaching XDP to {interface} ({mode}): {source}")]
+    Attach { interface: String, mode: Mode, source: ProgramError },
 }
 
-/// What a [`FastPath::sync`] changed in the answers map.
+/// What a [`FastPath::sync`] wrote into the generation it brought up,
+/// compared with what that generation held before (two syncs ago).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Synced {
     pub installed: usize,
     pub updated: usize,
     pub removed: usize,
+    /// Answers left out for want of room (they pass up).
+    pub left_out: usize,
 }
 
-/// The loaded program and the answers it holds, mirrored here so a new
-/// snapshot writes only the entries that changed.
+/// How full the kernel's maps are, for the live snapshot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Occupancy {
+    /// Pre-built replies installed.
+    pub installed: usize,
+    /// The most a snapshot may install.
+    pub capacity: u32,
+    /// Address blocks the kernel classes routed clients by.
+    pub routed_classes: usize,
+    /// Pre-encoded routed answers.
+    pub variants: usize,
+}
+
+/// The loaded program and, per generation, the answers it holds, mirrored
+/// here so a new snapshot writes only the entries that changed.
 pub struct FastPath {
     program: Ebpf,
     answers: BpfHashMap<MapData, AnswerKey, Answer>,
     config: Array<MapData, Config>,
-    installed: HashMap<AnswerKey, Answer>,
+    live: Array<MapData, u32>,
+    capacity: u32,
+    mirrors: [HashMap<AnswerKey, Answer>; 2],
+    /// The generation the last sync brought up; the next sync fills the other.
+    serving: u32,
 }
 
 impl FastPath {
-    /// Loads the program (root needed) answering UDP queries to `ports`;
-    /// it answers nothing until [`FastPath::sync`] fills it.
-    pub fn load(ports: &[u16]) -> Result<FastPath, FastPathError> {
-        let mut program = Ebpf::load(PROGRAM)?;
-        let mut port_map: BpfHashMap<_, u16, u8> =
-            BpfHashMap::try_from(program.map_mut("ports").ok_or(FastPathError::Missing("ports map"))?)?;
-        for &port in ports {
-            port_map.insert(port, 1, 0)?;
+    /// Loads the program (root needed) with `settings`; it passes
+    /// everything up until [`FastPath::sync`] fills it.
+    pub fn load(settings: &Settings) -> Result<FastPath, FastPathError> {
+        let capacity = checked_capacity(settings)?;
+        if settings.ports.is_empty() || settings.ports.len() > MAX_PORTS {
+            return Err(FastPathError::Settings(format!("{} ports given: 1 to {MAX_PORTS} are served", settings.ports.len())));
         }
-        let answers = BpfHashMap::try_from(program.take_map("answers").ok_or(FastPathError::Missing("answers map"))?)?;
-        let config = Array::try_from(program.take_map("config").ok_or(FastPathError::Missing("config map"))?)?;
-        let mut fast_path = FastPath { program, answers, config, installed: HashMap::new() };
+        if settings.rate_limit.is_some() {
+            return Err(FastPathError::Settings("the per-source rate limit is not in the kernel program yet".into()));
+        }
+        let mut program = EbpfLoader::new().map_max_entries("answers", 2 * capacity).load(PROGRAM)?;
+        let mut ports: BpfHashMap<_, u16, u8> = BpfHashMap::try_from(take(&mut program, "ports")?)?;
+        for &port in &settings.ports {
+            ports.insert(port, 1, 0)?;
+        }
+        let mut live = Array::try_from(take(&mut program, "live")?)?;
+        live.set(0, SUSPENDED, 0)?;
+        let answers = BpfHashMap::try_from(take(&mut program, "answers")?)?;
+        let config = Array::try_from(take(&mut program, "config")?)?;
+        let mut fast_path = FastPath { program, answers, config, live, capacity, mirrors: [HashMap::new(), HashMap::new()], serving: 0 };
         fast_path.xdp_mut()?.load()?;
         Ok(fast_path)
     }
@@ -66,11 +104,32 @@ impl FastPath {
         program.try_into().map_err(|error: ProgramError| error.into())
     }
 
-    /// Attaches the program to `interface` in `mode` (generic, `Skb`,
-    /// where the driver has no XDP support, e.g. `lo`). It stays attached
-    /// until this value is dropped.
-    pub fn attach(&mut self, interface: &str, mode: XdpMode) -> Result<(), FastPathError> {
-        self.xdp_mut()?.attach(interface, mode)?;
+    /// Attaches the program to `interface`; [`Mode::Auto`] tries native
+    /// first and logs which mode it got. It stays attached until this
+    /// value is dropped.
+    pub fn attach(&mut self, interface: &str, mode: Mode) -> Result<Attached, FastPathError> {
+        let used = match mode {
+            Mode::Auto => match self.attach_in(interface, Mode::Native) {
+                Ok(()) => Mode::Native,
+                Err(native) => {
+                    self.attach_in(interface, Mode::Generic)?;
+                    tracing::info!("XDP on {interface}: generic mode, as native failed ({native})");
+                    Mode::Generic
+                }
+            },
+            fixed => {
+                self.attach_in(interface, fixed)?;
+                fixed
+            }
+        };
+        tracing::info!("XDP attached to {interface} in {used} mode");
+        Ok(Attached { interface: interface.into(), mode: used })
+    }
+
+    fn attach_in(&mut self, interface: &str, mode: Mode) -> Result<(), FastPathError> {
+        let xdp_mode = if mode == Mode::Native { XdpMode::Driver } else { XdpMode::Skb };
+        let attach_error = |source| FastPathError::Attach { interface: interface.into(), mode, source };
+        self.xdp_mut()?.attach(interface, xdp_mode).map_err(attach_error)?;
         Ok(())
     }
 
@@ -80,38 +139,67 @@ impl FastPath {
     }
 
     /// Makes the kernel answer exactly what `snapshot` answers from
-    /// pre-built replies: installs new questions, rewrites changed replies
-    /// and removes questions that are gone. Not atomic: while it runs, the
-    /// kernel answers from a mix of the old and new entries (a versioned
-    /// swap is a later increment of issue 14).
+    /// pre-built replies, atomically: brings the generation not being
+    /// served up to `snapshot` (installing, rewriting and removing only
+    /// what differs from what it held), then makes it live with one map
+    /// update. A packet that read the live generation just before that
+    /// update may still be answered from the snapshot just replaced.
+    /// Above capacity, the first answers [`fill`] yields are installed and
+    /// the rest counted as left out. After an error the kernel still
+    /// serves the previous snapshot: [`FastPath::suspend`] stops that.
     pub fn sync(&mut self, snapshot: &Snapshot) -> Result<Synced, FastPathError> {
-        self.config.set(0, Config { udp_payload: snapshot.settings.udp_payload }, 0)?;
-        let wanted: HashMap<AnswerKey, Answer> = fill(snapshot).into_iter().collect();
-        let mut synced = Synced::default();
-        let gone: Vec<AnswerKey> = self.installed.keys().filter(|key| !wanted.contains_key(key)).copied().collect();
+        let target = 1 - self.serving;
+        let mut entries = fill(snapshot);
+        let left_out = entries.len().saturating_sub(self.capacity as usize);
+        entries.truncate(self.capacity as usize);
+        let wanted: HashMap<AnswerKey, Answer> = entries.into_iter().map(|(key, answer)| (key.in_generation(target), answer)).collect();
+        let mut synced = Synced { left_out, ..Synced::default() };
+        let mirror = &mut self.mirrors[target as usize];
+        // Removals first, so the map has room for what comes in.
+        let gone: Vec<AnswerKey> = mirror.keys().filter(|key| !wanted.contains_key(key)).copied().collect();
         for key in gone {
             self.answers.remove(&key)?;
-            self.installed.remove(&key);
+            mirror.remove(&key);
             synced.removed += 1;
         }
         for (key, answer) in wanted {
-            match self.installed.get(&key) {
+            match mirror.get(&key) {
                 Some(current) if *current == answer => continue,
                 Some(_) => synced.updated += 1,
                 None => synced.installed += 1,
             }
             self.answers.insert(key, answer, 0)?;
-            self.installed.insert(key, answer);
+            mirror.insert(key, answer);
         }
+        self.config.set(target, Config { udp_payload: snapshot.settings.udp_payload }, 0)?;
+        self.live.set(0, target, 0)?;
+        self.serving = target;
         Ok(synced)
     }
 
-    /// How many questions the kernel answers.
-    pub fn len(&self) -> usize {
-        self.installed.len()
+    /// Makes the kernel pass everything up, until the next successful
+    /// [`FastPath::sync`]: after a failed sync, so that no answer comes
+    /// from a snapshot that is no longer live.
+    pub fn suspend(&mut self) -> Result<(), FastPathError> {
+        self.live.set(0, SUSPENDED, 0)?;
+        Ok(())
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.installed.is_empty()
+    /// How full the maps are for the snapshot the last sync brought up.
+    pub fn occupancy(&self) -> Occupancy {
+        Occupancy { installed: self.mirrors[self.serving as usize].len(), capacity: self.capacity, ..Occupancy::default() }
     }
+}
+
+/// The settings' answers per generation, if both generations fit the map.
+fn checked_capacity(settings: &Settings) -> Result<u32, FastPathError> {
+    match settings.max_entries {
+        0 => Err(FastPathError::Settings("max_entries is 0: the kernel could answer nothing".into())),
+        entries if entries > u32::MAX / 2 => Err(FastPathError::Settings(format!("max_entries {entries} is above {}", u32::MAX / 2))),
+        entries => Ok(entries),
+    }
+}
+
+fn take(program: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map, FastPathError> {
+    program.take_map(name).ok_or(FastPathError::Missing(name))
 }

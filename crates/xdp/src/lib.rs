@@ -1,17 +1,23 @@
-//! The kernel fast path of Pharos (issue 14), first increment: an XDP
-//! program (bpf/answer.bpf.c, compiled by build.rs with clang and embedded
-//! here as [`PROGRAM`]) that answers UDP queries for static names in the
-//! kernel from a map of pre-built replies and passes everything else up;
+//! The kernel fast path of Pharos (issue 14): an XDP program
+//! (bpf/answer.bpf.c, compiled by build.rs with clang and embedded here as
+//! [`PROGRAM`]) that answers UDP queries for static names in the kernel
+//! from a map of pre-built replies and passes everything else up.
 //! [`fill`] derives those replies from a [`Snapshot`](pharos_answer::Snapshot)
-//! ([`maps`] holds their layout, shared with the C program), and
-//! [`FastPath`] loads the program, attaches it to interfaces and keeps
-//! its maps in step with the snapshot.
+//! ([`maps`] holds their layout, shared with the C program); [`FastPath`]
+//! loads the program with its [`Settings`], attaches it to interfaces and
+//! swaps snapshots in atomically (two generations of entries, one live);
+//! [`kernel_path`] says, for `explain`, whether a question is answered in
+//! the kernel or passes up, and why.
 
 mod fastpath;
 pub mod fill;
 pub mod maps;
+mod path;
+mod settings;
 
-pub use fastpath::{FastPath, FastPathError, Synced};
+pub use fastpath::{FastPath, FastPathError, Occupancy, Synced};
+pub use path::{KernelPath, kernel_path};
+pub use settings::{Attached, Mode, OverLimit, RateLimit, Settings};
 
 /// The XDP program as an ELF object, aligned for the loader.
 pub static PROGRAM: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/answer.bpf.o"));

@@ -5,10 +5,12 @@ pub const MAX_NAME: usize = 255;
 /// Longest reply body the kernel serves; larger ones pass up.
 pub const MAX_BODY: usize = 1024;
 
-/// The `answers` map's key: the question as the kernel reads it.
+/// The `answers` map's key: the question as the kernel reads it, in the
+/// generation (0 or 1) of the snapshot it answers from.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AnswerKey {
+    pub generation: u32,
     /// Lowercase wire name, zero-padded.
     pub name: [u8; MAX_NAME + 1],
     /// Type and class in network order.
@@ -31,7 +33,7 @@ pub struct Answer {
     pub body: [u8; MAX_BODY],
 }
 
-/// The `config` map's only value.
+/// The `config` map's value, one per generation.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct Config {
@@ -40,8 +42,8 @@ pub struct Config {
     pub udp_payload: u16,
 }
 
-// SAFETY: plain `repr(C)` data without padding (every field is a byte
-// array or u16, and the sizes are even), valid for any bit pattern.
+// SAFETY: plain `repr(C)` data without padding (a u32, then byte arrays
+// of 260 octets in all), valid for any bit pattern.
 unsafe impl aya::Pod for AnswerKey {}
 // SAFETY: as above: 8 octets of u16 fields, then an even-sized byte array.
 unsafe impl aya::Pod for Answer {}
@@ -49,11 +51,17 @@ unsafe impl aya::Pod for Answer {}
 unsafe impl aya::Pod for Config {}
 
 impl AnswerKey {
-    /// `None` for a name longer than a wire name may be.
+    /// The key of a question in generation 0 (`name` in lowercase wire
+    /// form); `None` for a name longer than a wire name may be.
     pub fn new(name: &[u8], qtype: u16, qclass: u16) -> Option<AnswerKey> {
         let mut padded = [0; MAX_NAME + 1];
         padded.get_mut(..name.len()).filter(|_| name.len() <= MAX_NAME)?.copy_from_slice(name);
-        Some(AnswerKey { name: padded, qtype: qtype.to_be_bytes(), qclass: qclass.to_be_bytes() })
+        Some(AnswerKey { generation: 0, name: padded, qtype: qtype.to_be_bytes(), qclass: qclass.to_be_bytes() })
+    }
+
+    /// The same question in `generation`.
+    pub fn in_generation(self, generation: u32) -> AnswerKey {
+        AnswerKey { generation, ..self }
     }
 }
 

@@ -42,7 +42,7 @@ fn fast_path() -> Option<FastPath> {
     if !may_load_bpf() {
         return None;
     }
-    let mut fast_path = FastPath::load(&[PORT]).expect("the program loads and passes the verifier");
+    let mut fast_path = FastPath::load(&settings()).expect("the program loads and passes the verifier");
     fast_path.sync(&snapshot()).expect("the maps fill");
     Some(fast_path)
 }

@@ -7,10 +7,9 @@ mod common;
 use std::net::{Ipv4Addr, UdpSocket};
 use std::time::Duration;
 
-use aya::programs::XdpMode;
 use common::{may_load_bpf, wire_name};
 use pharos_answer::{Client, Settings, Snapshot, Transport, respond};
-use pharos_xdp::FastPath;
+use pharos_xdp::{Attached, FastPath, Mode, Settings as FastPathSettings};
 use pharos_zone::{ZoneSet, parse_zone_text};
 use rand::SeedableRng;
 
@@ -27,9 +26,11 @@ fn answers_on_lo_in_generic_mode() {
     // before the socket would see the query.
     let server = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let port = server.local_addr().unwrap().port();
-    let mut fast_path = FastPath::load(&[port]).expect("the program loads");
+    let settings = FastPathSettings { ports: vec![port], max_entries: 64, rate_limit: None };
+    let mut fast_path = FastPath::load(&settings).expect("the program loads");
     fast_path.sync(&snapshot).unwrap();
-    fast_path.attach("lo", XdpMode::Skb).expect("generic XDP attaches to lo");
+    let attached = fast_path.attach("lo", Mode::Auto).expect("XDP attaches to lo");
+    assert_eq!(attached, Attached { interface: "lo".into(), mode: Mode::Generic }, "lo has no native XDP");
 
     let client = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     client.set_read_timeout(Some(Duration::from_secs(2))).unwrap();

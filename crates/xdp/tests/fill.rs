@@ -1,18 +1,16 @@
 //! What the kernel is given to answer: every entry [`fill`] yields is the
-//! reply `pharos_answer::respond` gives, names a routing policy answers
-//! are left out, and [`FastPath::sync`] installs, updates and removes
-//! entries as snapshots change (that part needs root, as tests/answer.rs).
+//! reply `pharos_answer::respond` gives, and names a routing policy
+//! answers are left out.
 
 mod common;
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use common::{PORT, UDP, XDP_PASS, XDP_TX, frame_v4, may_load_bpf, run, snapshot_of};
+use common::snapshot_of;
 use pharos_answer::{Client, Snapshot, Transport, respond};
 use pharos_route::model::Answering;
 use pharos_route::{Policy, Replica, Routes, Service};
 use pharos_xdp::fill::fill;
-use pharos_xdp::{FastPath, Synced};
 
 use crate::common::wire_name;
 use rand::SeedableRng;
@@ -79,35 +77,4 @@ fn leaves_out_names_answered_by_policy() {
     let routed_entries = fill(&snapshot_of(ZONE, routed_api()));
     assert!(!routed_entries.iter().any(|(key, _)| name_of(key) == api), "a routed name passes up");
     assert_eq!(routed_entries.len(), static_entries.len() - static_entries.iter().filter(|(key, _)| name_of(key) == api).count());
-}
-
-#[test]
-fn sync_installs_updates_and_removes_what_changed() {
-    if !may_load_bpf() {
-        return;
-    }
-    let mut fast_path = FastPath::load(&[PORT]).expect("the program loads");
-    let api_query = frame_v4(&query(&wire_name("api.example.test"), [0, 1]), UDP, PORT);
-    let first = snapshot_of(ZONE, Routes::default());
-    let everything = fill(&first).len();
-    assert_eq!(fast_path.sync(&first).unwrap(), Synced { installed: everything, updated: 0, removed: 0 });
-    assert_eq!(fast_path.sync(&first).unwrap(), Synced::default(), "nothing changed");
-    assert_eq!(run(&fast_path, &api_query).0, XDP_TX, "a static name is answered in the kernel");
-
-    let routed = snapshot_of(ZONE, routed_api());
-    let removed = everything - fill(&routed).len();
-    assert_eq!(fast_path.sync(&routed).unwrap(), Synced { installed: 0, updated: 0, removed });
-    assert_eq!(run(&fast_path, &api_query).0, XDP_PASS, "a routed name passes up");
-
-    // Another address for host: its A answer, and the CNAME chain of www
-    // that ends there, change; nothing else does.
-    let moved = snapshot_of(&ZONE.replace("192.0.2.80", "192.0.2.81"), routed_api());
-    let synced = fast_path.sync(&moved).unwrap();
-    assert_eq!((synced.installed, synced.removed), (0, 0));
-    assert!(synced.updated >= 2, "host and www updated: {synced:?}");
-    let www_query = query(&wire_name("www.example.test"), [0, 1]);
-    let (action, reply) = run(&fast_path, &frame_v4(&www_query, UDP, PORT));
-    assert_eq!(action, XDP_TX);
-    assert_eq!(reply[42..], user_space(&www_query, &moved)[..], "the new answer");
-    assert_eq!(fast_path.len(), fill(&moved).len());
 }

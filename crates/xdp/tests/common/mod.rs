@@ -9,8 +9,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use aya::programs::{TestRun, TestRunOptions};
 use pharos_answer::{Settings, Snapshot};
 use pharos_route::Routes;
-use pharos_xdp::FastPath;
 use pharos_xdp::maps::ones_complement_sum;
+use pharos_xdp::{FastPath, Settings as FastPathSettings};
 use pharos_zone::{ZoneSet, parse_zone_text};
 
 pub const PORT: u16 = 53;
@@ -107,6 +107,12 @@ pub fn udp_checksum(from: IpAddr, to: IpAddr, segment: &[u8]) -> u16 {
         0 => 0xffff,
         check => check,
     }
+}
+
+/// The settings the tests load the program with: port 53, room for 4096
+/// answers per snapshot, no rate limit.
+pub fn settings() -> FastPathSettings {
+    FastPathSettings { ports: vec![PORT], max_entries: 4096, rate_limit: None }
 }
 
 /// Runs the program on `frame`: its action and the frame it leaves.

@@ -1,0 +1,62 @@
+//! How the fast path is set up: what [`FastPath::load`](crate::FastPath::load)
+//! and [`FastPath::attach`](crate::FastPath::attach) take and say.
+
+use std::fmt;
+
+/// What the program answers, and how much it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// UDP destination ports it answers on (at most 64).
+    pub ports: Vec<u16>,
+    /// Pre-built replies per snapshot; the map holds twice as many, as
+    /// the next snapshot is filled in beside the live one.
+    pub max_entries: u32,
+    /// A per-source token bucket in front of the kernel's answers.
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// Answers per second a source (an IPv4 address, an IPv6 /64) may get from
+/// the kernel, with bursts up to `burst`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    pub per_second: u32,
+    pub burst: u32,
+    pub over_limit: OverLimit,
+}
+
+/// What becomes of a query over its source's limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverLimit {
+    /// Handed to user space, whose own limits then apply.
+    Pass,
+    Drop,
+}
+
+/// How the program is attached to an interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// In the driver, before any socket buffer exists (veth, most NICs).
+    Native,
+    /// After the kernel built a socket buffer: works everywhere (e.g. `lo`).
+    Generic,
+    /// Native where the driver supports it, else generic.
+    Auto,
+}
+
+/// Where the program was attached, and how ([`Mode::Native`] or
+/// [`Mode::Generic`], never [`Mode::Auto`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attached {
+    pub interface: String,
+    pub mode: Mode,
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Native => "native",
+            Mode::Generic => "generic",
+            Mode::Auto => "auto",
+        })
+    }
+}
