@@ -65,6 +65,36 @@ struct config {
 	__u16 udp_payload;
 };
 
+// What became of a packet, counted per interface. Keep in step with
+// src/counters.rs.
+enum reason {
+	ANSWERED_STATIC,
+	ANSWERED_ROUTED,
+	// Not IP, not UDP, or not to a served port.
+	NOT_FOR_US,
+	// IPv4 fragments and options, IPv6 extension headers.
+	FRAGMENT_OR_OPTIONS,
+	// A response, another opcode, other counts, a compressed or malformed
+	// question, or trailing octets.
+	NOT_A_PLAIN_QUERY,
+	// EDNS version above 0, options, or more than one additional record.
+	EDNS_UNSUPPORTED,
+	NO_ENTRY,
+	// Larger than the client takes: user space truncates.
+	TOO_LARGE,
+	RATE_LIMITED_PASSED,
+	RATE_LIMITED_DROPPED,
+	ADJUST_TAIL_FAILED,
+	SUSPENDED_PASS,
+	REASONS,
+	// Not a reason: find_udp found a query to look up.
+	ANSWERABLE = REASONS,
+};
+
+struct counters {
+	__u64 count[REASONS];
+};
+
 // Per-CPU room for what is too large for the 512-octet stack.
 struct scratch {
 	struct answer_key key;
@@ -111,6 +141,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct scratch);
 } scratch SEC(".maps");
+
+// Per interface (ingress ifindex), per CPU.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, struct counters);
+} counters SEC(".maps");
 
 // Where the query's parts are, once it has been found answerable.
 struct query {
@@ -209,24 +247,32 @@ __attribute__((noinline)) __u32 read_name(struct xdp_md *ctx, __u32 offset)
 	return 0;
 }
 
-// Finds the UDP header of a query to a served port, or NULL. Fills in
-// the DNS offset, the family and the pseudo-header sum.
-static __always_inline struct udphdr *find_udp(void *data, void *data_end, struct query *q, __u32 *pseudo)
+// Whether an IPv6 next header is an extension header rather than a
+// transport protocol (RFC 8200 section 4, RFC 7045).
+static __always_inline int is_extension_header(__u8 next)
+{
+	return next == 0 || next == 43 || next == 44 || next == 50 || next == 51 || next == 60 || next == 135 || next == 139 ||
+	       next == 140;
+}
+
+// Finds the UDP header of a query to a served port: returns ANSWERABLE and
+// sets `*found`, or the reason the packet passes up. Fills in the DNS
+// offset, the family and the pseudo-header sum.
+static __always_inline int find_udp(void *data, void *data_end, struct query *q, __u32 *pseudo, struct udphdr **found)
 {
 	struct ethhdr *eth = data;
 	if ((void *)(eth + 1) > data_end)
-		return NULL;
+		return NOT_FOR_US;
 	struct udphdr *udp;
 	__u32 ip_payload;
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
-		if ((void *)(ip + 1) > data_end)
-			return NULL;
-		// Options and fragments pass up.
-		if (ip->ihl != 5 || ip->protocol != IPPROTO_UDP || (ip->frag_off & bpf_htons(0x3fff)))
-			return NULL;
+		if ((void *)(ip + 1) > data_end || ip->protocol != IPPROTO_UDP)
+			return NOT_FOR_US;
+		if (ip->ihl != 5 || (ip->frag_off & bpf_htons(0x3fff)))
+			return FRAGMENT_OR_OPTIONS;
 		if (bpf_ntohs(ip->tot_len) < sizeof(*ip))
-			return NULL;
+			return NOT_FOR_US;
 		ip_payload = bpf_ntohs(ip->tot_len) - sizeof(*ip);
 		q->v6 = 0;
 		*pseudo = (ip->saddr & 0xffff) + (ip->saddr >> 16) + (ip->daddr & 0xffff) + (ip->daddr >> 16);
@@ -234,10 +280,11 @@ static __always_inline struct udphdr *find_udp(void *data, void *data_end, struc
 	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 		if ((void *)(ip6 + 1) > data_end)
-			return NULL;
-		// Extension headers pass up.
+			return NOT_FOR_US;
+		if (is_extension_header(ip6->nexthdr))
+			return FRAGMENT_OR_OPTIONS;
 		if (ip6->nexthdr != IPPROTO_UDP)
-			return NULL;
+			return NOT_FOR_US;
 		ip_payload = bpf_ntohs(ip6->payload_len);
 		q->v6 = 1;
 		__u32 sum = 0;
@@ -249,18 +296,21 @@ static __always_inline struct udphdr *find_udp(void *data, void *data_end, struc
 		*pseudo = sum;
 		udp = (void *)(ip6 + 1);
 	} else {
-		return NULL;
+		return NOT_FOR_US;
 	}
-	if ((void *)(udp + 1) > data_end || bpf_ntohs(udp->len) != ip_payload)
-		return NULL;
+	if ((void *)(udp + 1) > data_end)
+		return NOT_FOR_US;
 	__u16 port = bpf_ntohs(udp->dest);
 	if (!bpf_map_lookup_elem(&ports, &port))
-		return NULL;
+		return NOT_FOR_US;
+	if (bpf_ntohs(udp->len) != ip_payload)
+		return NOT_A_PLAIN_QUERY;
 	q->dns_off = (void *)(udp + 1) - data;
 	// The addresses were summed as read, in network order: convert once,
 	// and add the protocol (the length comes with the reply's).
 	*pseudo = bpf_ntohs(fold(*pseudo)) + IPPROTO_UDP;
-	return udp;
+	*found = udp;
+	return ANSWERABLE;
 }
 
 // Swaps MACs, addresses and ports, and writes lengths and checksums;
@@ -318,6 +368,30 @@ static __always_inline int turn_around(struct xdp_md *ctx, const struct query *q
 	return 0;
 }
 
+// Counts `reason` for the packet's interface. Global, so its code is
+// verified once rather than at every verdict.
+__attribute__((noinline)) int count(__u32 ifindex, __u32 reason)
+{
+	struct counters *c = bpf_map_lookup_elem(&counters, &ifindex);
+	if (!c) {
+		struct counters zero = {};
+		bpf_map_update_elem(&counters, &ifindex, &zero, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&counters, &ifindex);
+	}
+	if (!c || reason >= REASONS)
+		return 0;
+	AT_MOST(reason, REASONS - 1);
+	c->count[reason]++;
+	return 0;
+}
+
+// Passes the packet up, counted under `reason`.
+static __always_inline int pass(struct xdp_md *ctx, __u32 reason)
+{
+	count(ctx->ingress_ifindex, reason);
+	return XDP_PASS;
+}
+
 SEC("xdp")
 int answer(struct xdp_md *ctx)
 {
@@ -325,9 +399,10 @@ int answer(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	struct query q = {};
 	__u32 pseudo = 0;
-	struct udphdr *udp = find_udp(data, data_end, &q, &pseudo);
-	if (!udp)
-		return XDP_PASS;
+	struct udphdr *udp = NULL;
+	int found = find_udp(data, data_end, &q, &pseudo, &udp);
+	if (found != ANSWERABLE || !udp)
+		return pass(ctx, found);
 	__u32 zero = 0;
 	__u32 *live_generation = bpf_map_lookup_elem(&live, &zero);
 	if (!live_generation)
@@ -335,21 +410,24 @@ int answer(struct xdp_md *ctx)
 	// Read once: everything below answers from this generation.
 	__u32 generation = *(volatile __u32 *)live_generation;
 	if (generation == SUSPENDED)
-		return XDP_PASS;
+		return pass(ctx, SUSPENDED_PASS);
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 	struct config *cfg = bpf_map_lookup_elem(&config, &generation);
+	// Neither lookup can fail: both maps are arrays holding these indexes.
 	if (!s || !cfg)
 		return XDP_PASS;
 
 	__u8 *dns = (void *)(udp + 1);
 	__u32 dns_len = bpf_ntohs(udp->len) - sizeof(*udp);
 	if ((void *)(dns + DNS_HEADER) > data_end)
-		return XDP_PASS;
+		return pass(ctx, NOT_A_PLAIN_QUERY);
 	__u16 flags = read16(dns + 2);
-	// Responses, other opcodes and anything but one question and at most
-	// one (OPT) record pass up.
-	if ((flags & (FLAG_QR | OPCODE_MASK)) || read16(dns + 4) != 1 || read16(dns + 6) || read16(dns + 8) || read16(dns + 10) > 1)
-		return XDP_PASS;
+	// Responses, other opcodes and anything but one question pass up;
+	// besides the question, one (OPT) record at most.
+	if ((flags & (FLAG_QR | OPCODE_MASK)) || read16(dns + 4) != 1 || read16(dns + 6) || read16(dns + 8))
+		return pass(ctx, NOT_A_PLAIN_QUERY);
+	if (read16(dns + 10) > 1)
+		return pass(ctx, EDNS_UNSUPPORTED);
 	int edns = read16(dns + 10) == 1;
 
 	// The query's ID, as the reply's first two octets.
@@ -357,15 +435,13 @@ int answer(struct xdp_md *ctx)
 	s->head[1] = dns[1];
 	__u32 name_len = read_name(ctx, q.dns_off + DNS_HEADER);
 	if (!name_len || name_len > MAX_NAME)
-		return XDP_PASS;
+		return pass(ctx, NOT_A_PLAIN_QUERY);
 	AT_MOST(name_len, MAX_NAME);
 	__u32 head_len = DNS_HEADER + name_len + 4;
-	if (dns_len != head_len + (edns ? OPT_LEN : 0))
-		return XDP_PASS;
 	// Past the name, offsets vary: read through the helper, which checks
 	// them, rather than through packet pointers the verifier cannot bound.
 	if (bpf_xdp_load_bytes(ctx, q.dns_off + DNS_HEADER + name_len, &s->head[DNS_HEADER + name_len], 4))
-		return XDP_PASS;
+		return pass(ctx, NOT_A_PLAIN_QUERY);
 	s->key.generation = generation;
 	__builtin_memcpy(s->key.qtype, &s->head[DNS_HEADER + name_len], 2);
 	__builtin_memcpy(s->key.qclass, &s->head[DNS_HEADER + name_len + 2], 2);
@@ -375,22 +451,24 @@ int answer(struct xdp_md *ctx)
 	__u16 dnssec_ok = 0;
 	if (edns) {
 		__u8 opt[OPT_LEN];
-		if (bpf_xdp_load_bytes(ctx, q.dns_off + head_len, opt, OPT_LEN))
-			return XDP_PASS;
-		if (opt[0] != 0 || read16(opt + 1) != TYPE_OPT || opt[5] != 0 || opt[6] != 0 || read16(opt + 9) != 0)
-			return XDP_PASS;
+		if (bpf_xdp_load_bytes(ctx, q.dns_off + head_len, opt, OPT_LEN) || opt[0] != 0 || read16(opt + 1) != TYPE_OPT)
+			return pass(ctx, NOT_A_PLAIN_QUERY);
+		if (opt[5] != 0 || opt[6] != 0 || read16(opt + 9) != 0)
+			return pass(ctx, EDNS_UNSUPPORTED);
 		__u32 server = cfg->udp_payload > MIN_UDP_PAYLOAD ? cfg->udp_payload : MIN_UDP_PAYLOAD;
 		__u32 client = read16(opt + 3);
 		limit = client < MIN_UDP_PAYLOAD ? MIN_UDP_PAYLOAD : client > server ? server : client;
 		dnssec_ok = read16(opt + 7) & EDNS_DO;
 	}
+	if (dns_len != head_len + (edns ? OPT_LEN : 0))
+		return pass(ctx, NOT_A_PLAIN_QUERY);
 
 	struct answer *a = bpf_map_lookup_elem(&answers, &s->key);
 	if (!a)
-		return XDP_PASS;
+		return pass(ctx, NO_ENTRY);
 	__u32 body_len = a->len;
 	if (body_len < 1 || body_len > MAX_BODY)
-		return XDP_PASS;
+		return pass(ctx, NO_ENTRY);
 	// Helpers refuse a length that might be 0: bound it from 1 up.
 	body_len--;
 	AT_MOST(body_len, MAX_BODY - 1);
@@ -398,7 +476,7 @@ int answer(struct xdp_md *ctx)
 	q.reply_len = head_len + body_len + (edns ? OPT_LEN : 0);
 	// Larger than the client takes: user space truncates.
 	if (q.reply_len > limit)
-		return XDP_PASS;
+		return pass(ctx, TOO_LARGE);
 
 	// The header: ID kept, QR, RD copied, AA and RCODE from the answer.
 	__u16 reply_flags = FLAG_QR | (flags & FLAG_RD) | a->flags;
@@ -417,7 +495,9 @@ int answer(struct xdp_md *ctx)
 
 	int grow = q.dns_off + q.reply_len - (__u32)(data_end - data);
 	if (grow < 0 || bpf_xdp_adjust_tail(ctx, grow))
-		return XDP_PASS;
+		return pass(ctx, ADJUST_TAIL_FAILED);
+	// From here on the packet has been resized: it cannot pass up as it
+	// came. None of these can fail on a packet the checks above let by.
 	if (turn_around(ctx, &q, udp_sum))
 		return XDP_DROP;
 	if (bpf_xdp_store_bytes(ctx, q.dns_off, s->head, DNS_HEADER))
@@ -426,6 +506,7 @@ int answer(struct xdp_md *ctx)
 		return XDP_DROP;
 	if (edns && bpf_xdp_store_bytes(ctx, q.dns_off + opt_at, s->opt, OPT_LEN))
 		return XDP_DROP;
+	count(ctx->ingress_ifindex, ANSWERED_STATIC);
 	return XDP_TX;
 }
 

@@ -3,12 +3,13 @@
 
 use std::collections::HashMap;
 
-use aya::maps::{Array, HashMap as BpfHashMap, MapData, MapError};
+use aya::maps::{Array, HashMap as BpfHashMap, MapData, MapError, PerCpuHashMap};
 use aya::programs::{ProgramError, Xdp, XdpMode};
 use aya::{Ebpf, EbpfError, EbpfLoader};
 use pharos_answer::Snapshot;
 
 use crate::PROGRAM;
+use crate::counters::{CounterValues, Counters, InterfaceCounters};
 use crate::fill::fill;
 use crate::maps::{Answer, AnswerKey, Config};
 use crate::settings::{Attached, Mode, Settings};
@@ -67,6 +68,7 @@ pub struct FastPath {
     answers: BpfHashMap<MapData, AnswerKey, Answer>,
     config: Array<MapData, Config>,
     live: Array<MapData, u32>,
+    counters: PerCpuHashMap<MapData, u32, CounterValues>,
     capacity: u32,
     mirrors: [HashMap<AnswerKey, Answer>; 2],
     /// The generation the last sync brought up; the next sync fills the other.
@@ -93,7 +95,9 @@ impl FastPath {
         live.set(0, SUSPENDED, 0)?;
         let answers = BpfHashMap::try_from(take(&mut program, "answers")?)?;
         let config = Array::try_from(take(&mut program, "config")?)?;
-        let mut fast_path = FastPath { program, answers, config, live, capacity, mirrors: [HashMap::new(), HashMap::new()], serving: 0 };
+        let counters = PerCpuHashMap::try_from(take(&mut program, "counters")?)?;
+        let mut fast_path =
+            FastPath { program, answers, config, live, counters, capacity, mirrors: [HashMap::new(), HashMap::new()], serving: 0 };
         fast_path.xdp_mut()?.load()?;
         Ok(fast_path)
     }
@@ -183,6 +187,18 @@ impl FastPath {
     pub fn suspend(&mut self) -> Result<(), FastPathError> {
         self.live.set(0, SUSPENDED, 0)?;
         Ok(())
+    }
+
+    /// What the program did with the packets of each interface it has
+    /// seen, summed over the CPUs, by ifindex.
+    pub fn counters(&self) -> Result<Counters, FastPathError> {
+        let mut interfaces = Vec::new();
+        for entry in self.counters.iter() {
+            let (ifindex, per_cpu) = entry?;
+            interfaces.push(InterfaceCounters::summed(ifindex, per_cpu.iter()));
+        }
+        interfaces.sort_by_key(|counters| counters.ifindex);
+        Ok(Counters { interfaces })
     }
 
     /// How full the maps are for the snapshot the last sync brought up.

@@ -5,16 +5,19 @@
 //! [`fill`] derives those replies from a [`Snapshot`](pharos_answer::Snapshot)
 //! ([`maps`] holds their layout, shared with the C program); [`FastPath`]
 //! loads the program with its [`Settings`], attaches it to interfaces and
-//! swaps snapshots in atomically (two generations of entries, one live);
+//! swaps snapshots in atomically (two generations of entries, one live),
+//! and reads the program's per-interface [`Counters`];
 //! [`kernel_path`] says, for `explain`, whether a question is answered in
 //! the kernel or passes up, and why.
 
+mod counters;
 mod fastpath;
 pub mod fill;
 pub mod maps;
 mod path;
 mod settings;
 
+pub use counters::{Counters, InterfaceCounters};
 pub use fastpath::{FastPath, FastPathError, Occupancy, Synced};
 pub use path::{KernelPath, kernel_path};
 pub use settings::{Attached, Mode, OverLimit, RateLimit, Settings};

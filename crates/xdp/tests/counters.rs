@@ -1,0 +1,87 @@
+//! The program counts what it does with each packet, per interface:
+//! crafted packets for every reason, run with BPF_PROG_TEST_RUN (which
+//! delivers them as if received on `lo`). Needs root, as tests/answer.rs.
+
+mod common;
+
+use common::*;
+use pharos_route::Routes;
+use pharos_xdp::{FastPath, InterfaceCounters};
+
+/// ns1 answers A queries; big's six 100-octet TXT records are too large
+/// for a client without EDNS.
+fn zone() -> String {
+    let big: String = (b'a'..b'g').map(|letter| format!("big 3600 IN TXT \"{}\"\n", char::from(letter).to_string().repeat(100))).collect();
+    format!("@ 3600 IN SOA ns1 hostmaster 1 7200 3600 1209600 300\n@ 3600 IN NS ns1\nns1 3600 IN A 192.0.2.53\n{big}")
+}
+
+fn query(name: &str, qtype: u16, arcount: u8) -> Vec<u8> {
+    [&[0xAB, 0xCD, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, arcount][..], &wire_name(name), &qtype.to_be_bytes(), &[0, 1]].concat()
+}
+
+/// `query` with an OPT record advertising `payload`, of EDNS `version`, with `options`.
+fn with_opt(mut message: Vec<u8>, payload: u16, version: u8, options: &[u8]) -> Vec<u8> {
+    message.extend([0, 0, 41]);
+    message.extend(payload.to_be_bytes());
+    message.extend([0, version, 0, 0]);
+    message.extend((options.len() as u16).to_be_bytes());
+    message.extend(options);
+    message
+}
+
+/// The counters of the one interface the test runs arrive on.
+fn only_interface(fast_path: &FastPath) -> InterfaceCounters {
+    let counters = fast_path.counters().unwrap();
+    assert_eq!(counters.interfaces.len(), 1, "{counters:?}");
+    counters.interfaces[0].clone()
+}
+
+#[test]
+fn counts_each_answer_and_each_reason_to_pass_up() {
+    if !may_load_bpf() {
+        return;
+    }
+    let mut fast_path = FastPath::load(&settings()).expect("the program loads");
+    assert!(fast_path.counters().unwrap().interfaces.is_empty(), "nothing seen yet");
+    let ns1 = query("ns1.example.test", 1, 0);
+    assert_eq!(run(&fast_path, &frame_v4(&ns1, UDP, PORT)).0, XDP_PASS, "not synced yet");
+    fast_path.sync(&snapshot_of(&zone(), Routes::default())).unwrap();
+
+    let mut fragment = frame_v4(&ns1, UDP, PORT);
+    fragment[20] |= 0x20; // More fragments.
+    let mut response = ns1.clone();
+    response[2] |= 0x80;
+    let sent: [(Vec<u8>, u32); 12] = [
+        (frame_v4(&ns1, UDP, PORT), XDP_TX),
+        (frame_v6(&ns1, UDP), XDP_TX),
+        (frame_v4(&ns1, TCP, PORT), XDP_PASS),
+        (frame_v4(&ns1, UDP, 5353), XDP_PASS),
+        (fragment, XDP_PASS),
+        (frame_v6(&ns1, 0), XDP_PASS),
+        (frame_v4(&response, UDP, PORT), XDP_PASS),
+        (frame_v4(&with_opt(query("ns1.example.test", 1, 1), 1232, 1, &[]), UDP, PORT), XDP_PASS),
+        (frame_v4(&with_opt(query("ns1.example.test", 1, 1), 1232, 0, &[0, 3, 0, 0]), UDP, PORT), XDP_PASS),
+        (frame_v4(&query("ns1.example.test", 1, 2), UDP, PORT), XDP_PASS),
+        (frame_v4(&query("nothing.example.test", 1, 0), UDP, PORT), XDP_PASS),
+        (frame_v4(&query("big.example.test", 16, 0), UDP, PORT), XDP_PASS),
+    ];
+    for (frame, action) in &sent {
+        assert_eq!(run(&fast_path, frame).0, *action);
+    }
+    let counters = only_interface(&fast_path);
+    let expected = InterfaceCounters {
+        ifindex: counters.ifindex,
+        interface: Some("lo".into()),
+        answered_static: 2,
+        too_large: 1,
+        not_for_us: 2,
+        fragment_or_options: 2,
+        not_a_plain_query: 1,
+        edns_unsupported: 3,
+        no_entry: 1,
+        suspended: 1,
+        ..InterfaceCounters::default()
+    };
+    assert_eq!(counters, expected);
+    assert_eq!(counters.answered(), 2);
+}
