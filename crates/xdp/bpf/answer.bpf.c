@@ -150,11 +150,51 @@ struct {
 	__type(value, struct counters);
 } counters SEC(".maps");
 
+// A client, as the rate limit tells clients apart: an IPv4 address, or
+// the /64 of an IPv6 address (a host often holds a whole /64).
+struct source {
+	__u32 v6;
+	__u8 address[8];
+	__u32 v4;
+};
+
+// A token bucket in nanoseconds of credit: each answer costs
+// `emission_ns`, credit grows with time up to `capacity_ns`.
+struct bucket {
+	__u64 credit_ns;
+	__u64 last_ns;
+};
+
+// Set at load. Concurrent CPUs update a bucket without locks: a burst
+// spread over several CPUs at once may get a few answers more.
+struct limit {
+	__u64 emission_ns;
+	__u64 capacity_ns;
+	__u32 enabled;
+	__u32 drop;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct source);
+	__type(value, struct bucket);
+} buckets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct limit);
+} limit SEC(".maps");
+
 // Where the query's parts are, once it has been found answerable.
 struct query {
 	__u32 dns_off;
 	__u32 reply_len;
 	int v6;
+	// Whom the rate limit counts the query against.
+	struct source source;
 };
 
 static __always_inline __u16 read16(const __u8 *p)
@@ -276,6 +316,7 @@ static __always_inline int find_udp(void *data, void *data_end, struct query *q,
 		ip_payload = bpf_ntohs(ip->tot_len) - sizeof(*ip);
 		q->v6 = 0;
 		*pseudo = (ip->saddr & 0xffff) + (ip->saddr >> 16) + (ip->daddr & 0xffff) + (ip->daddr >> 16);
+		q->source.v4 = ip->saddr;
 		udp = (void *)(ip + 1);
 	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
@@ -287,6 +328,8 @@ static __always_inline int find_udp(void *data, void *data_end, struct query *q,
 			return NOT_FOR_US;
 		ip_payload = bpf_ntohs(ip6->payload_len);
 		q->v6 = 1;
+		q->source.v6 = 1;
+		__builtin_memcpy(q->source.address, &ip6->saddr, 8);
 		__u32 sum = 0;
 		for (int i = 0; i < 4; i++) {
 			__u32 src = ip6->saddr.in6_u.u6_addr32[i];
@@ -385,6 +428,28 @@ __attribute__((noinline)) int count(__u32 ifindex, __u32 reason)
 	return 0;
 }
 
+// Whether `source` may have one more answer now; takes its cost if so.
+static __always_inline int within_limit(const struct limit *l, const struct source *source)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct bucket *b = bpf_map_lookup_elem(&buckets, source);
+	if (!b) {
+		struct bucket fresh = {l->capacity_ns - l->emission_ns, now};
+		bpf_map_update_elem(&buckets, source, &fresh, BPF_ANY);
+		return 1;
+	}
+	__u64 credit = b->credit_ns + (now - b->last_ns);
+	if (credit > l->capacity_ns)
+		credit = l->capacity_ns;
+	b->last_ns = now;
+	if (credit < l->emission_ns) {
+		b->credit_ns = credit;
+		return 0;
+	}
+	b->credit_ns = credit - l->emission_ns;
+	return 1;
+}
+
 // Passes the packet up, counted under `reason`.
 static __always_inline int pass(struct xdp_md *ctx, __u32 reason)
 {
@@ -413,8 +478,9 @@ int answer(struct xdp_md *ctx)
 		return pass(ctx, SUSPENDED_PASS);
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 	struct config *cfg = bpf_map_lookup_elem(&config, &generation);
-	// Neither lookup can fail: both maps are arrays holding these indexes.
-	if (!s || !cfg)
+	struct limit *l = bpf_map_lookup_elem(&limit, &zero);
+	// None of these lookups can fail: the maps are arrays holding these indexes.
+	if (!s || !cfg || !l)
 		return XDP_PASS;
 
 	__u8 *dns = (void *)(udp + 1);
@@ -477,6 +543,14 @@ int answer(struct xdp_md *ctx)
 	// Larger than the client takes: user space truncates.
 	if (q.reply_len > limit)
 		return pass(ctx, TOO_LARGE);
+	// Only what the kernel would answer costs tokens: user space applies
+	// its own limits to the rest.
+	if (l->enabled && !within_limit(l, &q.source)) {
+		if (!l->drop)
+			return pass(ctx, RATE_LIMITED_PASSED);
+		count(ctx->ingress_ifindex, RATE_LIMITED_DROPPED);
+		return XDP_DROP;
+	}
 
 	// The header: ID kept, QR, RD copied, AA and RCODE from the answer.
 	__u16 reply_flags = FLAG_QR | (flags & FLAG_RD) | a->flags;

@@ -11,7 +11,7 @@ use pharos_answer::Snapshot;
 use crate::PROGRAM;
 use crate::counters::{CounterValues, Counters, InterfaceCounters};
 use crate::fill::fill;
-use crate::maps::{Answer, AnswerKey, Config};
+use crate::maps::{Answer, AnswerKey, Config, Limit};
 use crate::settings::{Attached, Mode, Settings};
 
 /// The program's entry point, as bpf/answer.bpf.c names it.
@@ -83,14 +83,14 @@ impl FastPath {
         if settings.ports.is_empty() || settings.ports.len() > MAX_PORTS {
             return Err(FastPathError::Settings(format!("{} ports given: 1 to {MAX_PORTS} are served", settings.ports.len())));
         }
-        if settings.rate_limit.is_some() {
-            return Err(FastPathError::Settings("the per-source rate limit is not in the kernel program yet".into()));
-        }
+        let limit = settings.rate_limit.map(|rate_limit| rate_limit.bucket()).transpose().map_err(FastPathError::Settings)?;
         let mut program = EbpfLoader::new().map_max_entries("answers", 2 * capacity).load(PROGRAM)?;
         let mut ports: BpfHashMap<_, u16, u8> = BpfHashMap::try_from(take(&mut program, "ports")?)?;
         for &port in &settings.ports {
             ports.insert(port, 1, 0)?;
         }
+        let mut limit_map: Array<_, Limit> = Array::try_from(take(&mut program, "limit")?)?;
+        limit_map.set(0, limit.unwrap_or_default(), 0)?;
         let mut live = Array::try_from(take(&mut program, "live")?)?;
         live.set(0, SUSPENDED, 0)?;
         let answers = BpfHashMap::try_from(take(&mut program, "answers")?)?;

@@ -6,6 +6,7 @@
 //! ([`maps`] holds their layout, shared with the C program); [`FastPath`]
 //! loads the program with its [`Settings`], attaches it to interfaces and
 //! swaps snapshots in atomically (two generations of entries, one live),
+//! limits each source with a token bucket in the kernel,
 //! and reads the program's per-interface [`Counters`];
 //! [`kernel_path`] says, for `explain`, whether a question is answered in
 //! the kernel or passes up, and why.

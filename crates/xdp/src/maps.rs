@@ -42,6 +42,21 @@ pub struct Config {
     pub udp_payload: u16,
 }
 
+/// The `limit` map's only value: the per-source token bucket, in
+/// nanoseconds of credit.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limit {
+    /// What one answer costs: a second over the rate.
+    pub emission_ns: u64,
+    /// The most credit a source holds: `burst` answers.
+    pub capacity_ns: u64,
+    /// 1 when the limit applies.
+    pub enabled: u32,
+    /// 1 to drop queries over the limit, 0 to pass them up.
+    pub drop: u32,
+}
+
 // SAFETY: plain `repr(C)` data without padding (a u32, then byte arrays
 // of 260 octets in all), valid for any bit pattern.
 unsafe impl aya::Pod for AnswerKey {}
@@ -49,6 +64,8 @@ unsafe impl aya::Pod for AnswerKey {}
 unsafe impl aya::Pod for Answer {}
 // SAFETY: a single u16.
 unsafe impl aya::Pod for Config {}
+// SAFETY: two u64 then two u32: 24 octets, no padding.
+unsafe impl aya::Pod for Limit {}
 
 impl AnswerKey {
     /// The key of a question in generation 0 (`name` in lowercase wire

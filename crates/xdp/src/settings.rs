@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::maps::Limit;
+
 /// What the program answers, and how much it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -22,6 +24,23 @@ pub struct RateLimit {
     pub per_second: u32,
     pub burst: u32,
     pub over_limit: OverLimit,
+}
+
+impl RateLimit {
+    /// The bucket as the program holds it; an error for a rate or burst
+    /// of 0, or a rate above one answer per nanosecond.
+    pub(crate) fn bucket(&self) -> Result<Limit, String> {
+        const SECOND_NS: u64 = 1_000_000_000;
+        if self.per_second == 0 || u64::from(self.per_second) > SECOND_NS || self.burst == 0 {
+            return Err(format!(
+                "rate limit {} per second, burst {}: both must be at least 1, the rate at most 10^9",
+                self.per_second, self.burst
+            ));
+        }
+        let emission_ns = SECOND_NS / u64::from(self.per_second);
+        let drop = u32::from(self.over_limit == OverLimit::Drop);
+        Ok(Limit { emission_ns, capacity_ns: emission_ns * u64::from(self.burst), enabled: 1, drop })
+    }
 }
 
 /// What becomes of a query over its source's limit.
