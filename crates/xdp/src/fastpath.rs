@@ -31,6 +31,8 @@ pub enum FastPathError {
     Map(#[from] MapError),
     #[error("the XDP object has no {0}")]
     Missing(&'static str),
+    #[error("this binary was built without the kernel fast path: clang and libbpf-dev were missing at build time")]
+    NotBuilt,
     #[error("invalid fast path settings: {0}")]
     Settings(String),
     #[error("attaching XDP to {interface} ({mode}): {source}")]
@@ -84,7 +86,7 @@ impl FastPath {
             return Err(FastPathError::Settings(format!("{} ports given: 1 to {MAX_PORTS} are served", settings.ports.len())));
         }
         let limit = settings.rate_limit.map(|rate_limit| rate_limit.bucket()).transpose().map_err(FastPathError::Settings)?;
-        let mut program = EbpfLoader::new().map_max_entries("answers", 2 * capacity).load(PROGRAM)?;
+        let mut program = EbpfLoader::new().map_max_entries("answers", 2 * capacity).load(PROGRAM.ok_or(FastPathError::NotBuilt)?)?;
         let mut ports: BpfHashMap<_, u16, u8> = BpfHashMap::try_from(take(&mut program, "ports")?)?;
         for &port in &settings.ports {
             ports.insert(port, 1, 0)?;

@@ -1,6 +1,6 @@
 //! The kernel fast path of Pharos (issue 14): an XDP program
 //! (bpf/answer.bpf.c, compiled by build.rs with clang and embedded here as
-//! [`PROGRAM`]) that answers UDP queries for static names in the kernel
+//! [`PROGRAM`], left out where clang or libbpf-dev is missing) that answers UDP queries for static names in the kernel
 //! from a map of pre-built replies and passes everything else up.
 //! [`fill`] derives those replies from a [`Snapshot`](pharos_answer::Snapshot)
 //! ([`maps`] holds their layout, shared with the C program); [`FastPath`]
@@ -23,5 +23,9 @@ pub use fastpath::{FastPath, FastPathError, Occupancy, Synced};
 pub use path::{KernelPath, kernel_path};
 pub use settings::{Attached, Mode, OverLimit, RateLimit, Settings};
 
-/// The XDP program as an ELF object, aligned for the loader.
-pub static PROGRAM: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/answer.bpf.o"));
+/// The XDP program as an ELF object, aligned for the loader; `None` when
+/// this crate was built without clang or libbpf-dev (build.rs warned).
+#[cfg(pharos_xdp_program)]
+pub static PROGRAM: Option<&[u8]> = Some(aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/answer.bpf.o")));
+#[cfg(not(pharos_xdp_program))]
+pub static PROGRAM: Option<&[u8]> = None;

@@ -27,14 +27,16 @@ pub const TCP: u8 = 6;
 pub const XDP_PASS: u32 = 2;
 pub const XDP_TX: u32 = 3;
 
-/// Whether this process may load BPF programs. If not, prints a loud SKIP,
-/// or fails when the environment variable CI is set.
+/// Whether this process may load the BPF program: it needs root, and a
+/// build that has the program. If not, prints a loud SKIP, or fails when
+/// the environment variable CI is set.
 pub fn may_load_bpf() -> bool {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    let root = unsafe { libc::geteuid() } == 0;
+    if root && pharos_xdp::PROGRAM.is_some() {
         return true;
     }
-    let msg = "loading an XDP program needs root";
+    let msg = if root { "this build has no XDP program (clang or libbpf-dev was missing)" } else { "loading an XDP program needs root" };
     if std::env::var_os("CI").is_some() {
         panic!("{msg}; CI is set, so this is a failure");
     }
