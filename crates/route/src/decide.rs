@@ -3,10 +3,12 @@
 
 use rand::Rng;
 
+use crate::RegionId;
 use crate::explain::Explanation;
-use crate::locate::Location;
+use crate::locate::{Asker, Location};
 use crate::model::{Family, Service};
 use crate::policy::{Order, Policy, choose, describe_prepared};
+use crate::prepared::PreparedOrders;
 use crate::proximity::Proximity;
 
 /// The answer to "which replicas for this client?".
@@ -65,11 +67,16 @@ fn decide_by_policy(
     explanation: Option<&mut Explanation>,
 ) -> Decision {
     let choice = choose(&service.policy, &service.replicas, candidates, location, proximity, rng, explanation);
-    let mut replicas = choice.order;
+    decide_by_order(service, choice.order, choice.ttl, choice.scope)
+}
+
+/// The decision for a policy's `order`: cut to the service's cap, with the
+/// policy's TTL or else the service's, capped.
+fn decide_by_order(service: &Service, mut replicas: Order, ttl: Option<u32>, scope: u8) -> Decision {
     if service.max_answers > 0 {
         replicas.truncate(service.max_answers);
     }
-    Decision { replicas, ttl: capped(service, choice.ttl.unwrap_or(service.ttl)), scope: choice.scope }
+    Decision { replicas, ttl: capped(service, ttl.unwrap_or(service.ttl)), scope }
 }
 
 /// Notes who the policy chooses among, who is left out and why, and the policy.
@@ -114,6 +121,135 @@ fn note_left_out(service: &Service, family: Family, explanation: &mut Explanatio
 /// `ttl`, no longer than the service's cap.
 fn capped(service: &Service, ttl: u32) -> u32 {
     service.ttl_cap.map_or(ttl, |cap| ttl.min(cap))
+}
+
+/// One answer a decision may give a class of clients: replicas and TTL,
+/// with the cumulative probability, as a fraction of 2^64, of this
+/// variant and those listed before it (the last is `u64::MAX`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variant {
+    pub replicas: Order,
+    pub ttl: u32,
+    pub threshold: u64,
+}
+
+/// Every decision [`decide`] can give, for a service whose decision
+/// depends on the client through its region only, or not at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variants {
+    /// Regions with their own distribution.
+    pub by_region: Vec<(RegionId, Vec<Variant>)>,
+    /// Everyone else's.
+    pub default: Vec<Variant>,
+}
+
+/// Why [`decide`]'s answers for a service cannot be listed in advance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PerQuery {
+    /// Round robin moves on with every answer.
+    KeepsState,
+    /// The policy looks at more of the client than its region.
+    ClientData(&'static str),
+    /// More orders than are worth enumerating.
+    TooManyOrders,
+    /// No replica to answer: the zone's answer for the name applies.
+    NoReplica,
+    /// Regions come from a source that cannot be enumerated.
+    ExternalRegions,
+    /// The regions cut the address space into more blocks than allowed.
+    TooManyBlocks(usize),
+}
+
+impl std::fmt::Display for PerQuery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PerQuery::KeepsState => f.write_str("round robin keeps state"),
+            PerQuery::ClientData(policy) => write!(f, "policy {policy} decides per query"),
+            PerQuery::TooManyOrders => f.write_str("the policy has too many answer orders to enumerate"),
+            PerQuery::NoReplica => f.write_str("no replica to answer: the zone's answer for the name applies"),
+            PerQuery::ExternalRegions => f.write_str("regions come from the external classifier, which cannot be enumerated"),
+            PerQuery::TooManyBlocks(limit) => write!(f, "the regions cut the address space into more than {limit} blocks"),
+        }
+    }
+}
+
+/// Every decision of `service` for `family`, with its probability, exactly
+/// as [`decide`] draws them, where the decision depends on the client
+/// through its region only (or not at all); else why not.
+pub fn variants(service: &Service, family: Family) -> Result<Variants, PerQuery> {
+    let candidates = &service.candidates(family).indexes;
+    if candidates.is_empty() {
+        return Err(PerQuery::NoReplica);
+    }
+    // The decisions of `orders` for a client in `region` (the scope aside).
+    let listed = |orders: PreparedOrders, region| {
+        let anywhere = Location { region, scope: 0, client: Asker::from_source(std::net::Ipv4Addr::UNSPECIFIED.into()) };
+        orders
+            .thresholds()
+            .map(|(order, threshold)| {
+                let decision = decide_prepared(service, order, &anywhere);
+                Variant { replicas: decision.replicas, ttl: decision.ttl, threshold }
+            })
+            .collect::<Vec<_>>()
+    };
+    let prepared = service.prepared(family);
+    match &service.policy {
+        Policy::RoundRobin { .. } => Err(PerQuery::KeepsState),
+        Policy::LowestLatency { .. } | Policy::ShortestAsPath { .. } | Policy::Nearest { .. } => {
+            Err(PerQuery::ClientData(service.policy.name()))
+        }
+        Policy::Static => {
+            let decision = decide_by_order(service, Order::from_slice(candidates), None, 0);
+            Ok(Variants {
+                by_region: Vec::new(),
+                default: vec![Variant { replicas: decision.replicas, ttl: decision.ttl, threshold: u64::MAX }],
+            })
+        }
+        Policy::Failover => {
+            let orders = failover_orders(service, candidates).ok_or(PerQuery::TooManyOrders)?;
+            let default = orders
+                .thresholds()
+                .map(|(order, threshold)| {
+                    let decision = decide_by_order(service, order.clone(), None, 0);
+                    Variant { replicas: decision.replicas, ttl: decision.ttl, threshold }
+                })
+                .collect();
+            Ok(Variants { by_region: Vec::new(), default })
+        }
+        Policy::Weighted => {
+            let orders = prepared.for_region(crate::UNCLASSIFIED).ok_or(PerQuery::TooManyOrders)?;
+            Ok(Variants { by_region: Vec::new(), default: listed(orders.clone(), crate::UNCLASSIFIED) })
+        }
+        Policy::RegionProbabilities(table) => {
+            let mut by_region = Vec::new();
+            for &region in table.regions.keys() {
+                let orders = prepared.for_region(region).ok_or(PerQuery::TooManyOrders)?;
+                by_region.push((region, listed(orders.clone(), region)));
+            }
+            by_region.sort_by_key(|(region, _)| *region);
+            // Any region without a row of its own gets the default row.
+            let unlisted = (0..).find(|region| !table.regions.contains_key(region)).expect("fewer regions than ids");
+            let orders = prepared.for_region(unlisted).ok_or(PerQuery::TooManyOrders)?;
+            Ok(Variants { by_region, default: listed(orders.clone(), unlisted) })
+        }
+    }
+}
+
+/// Failover's orders: each priority's weighted orders, lowest first, chained.
+fn failover_orders(service: &Service, candidates: &[usize]) -> Option<PreparedOrders> {
+    let replicas = &service.replicas;
+    let mut priorities: Vec<u32> = candidates.iter().map(|&index| replicas[index].priority).collect();
+    priorities.sort_unstable();
+    priorities.dedup();
+    let tiers = priorities.iter().map(|&priority| {
+        let tier: Vec<(usize, f64)> = candidates
+            .iter()
+            .filter(|&&index| replicas[index].priority == priority)
+            .map(|&index| (index, replicas[index].weight as f64))
+            .collect();
+        PreparedOrders::build(&tier, 0)
+    });
+    PreparedOrders::chained(&tiers.collect::<Option<Vec<_>>>()?, service.max_answers)
 }
 
 /// The query path's shortcut: an order drawn from the prepared
@@ -238,5 +374,76 @@ mod tests {
         assert_eq!((decision.replicas[0], decision.ttl, decision.scope), (3, 40, 24));
         let text = explanation.to_string();
         assert!(text.contains("region 1") && text.contains("d 1.000") && text.contains("TTL 40, ECS scope /24"), "{text}");
+    }
+
+    /// The variants' probabilities, as shares.
+    fn shares(variants: &[Variant]) -> Vec<(Order, u32, f64)> {
+        let mut below = 0u64;
+        variants
+            .iter()
+            .map(|variant| {
+                let share = (variant.threshold - below) as f64 / u64::MAX as f64;
+                below = variant.threshold;
+                (variant.replicas.clone(), variant.ttl, share)
+            })
+            .collect()
+    }
+
+    /// Frequencies of `decide`'s answers (100,000 draws) in `region` match
+    /// the variants' probabilities within 0.01 (beyond six standard
+    /// errors), and `decide` gives no answer outside them.
+    fn assert_decide_draws(service: &Service, region: RegionId, variants: &[Variant]) {
+        let mut rng = SmallRng::seed_from_u64(7);
+        let location = crate::locate::located(region);
+        let expected = shares(variants);
+        let mut counts = vec![0usize; expected.len()];
+        for _ in 0..100_000 {
+            let decision = decide(service, Family::V4, &location, &Proximity::default(), &mut rng, None);
+            let at = expected.iter().position(|(replicas, ttl, _)| *replicas == decision.replicas && *ttl == decision.ttl);
+            counts[at.unwrap_or_else(|| panic!("{decision:?} is no variant of {expected:?}"))] += 1;
+        }
+        for ((replicas, _, share), count) in expected.iter().zip(counts) {
+            assert!((count as f64 / 100_000.0 - share).abs() < 0.01, "{replicas:?}: {count} draws for share {share}");
+        }
+    }
+
+    #[test]
+    fn variants_are_what_decide_draws_with_the_same_probabilities() {
+        let weighted = service_with(Policy::Weighted, 2, |replicas| replicas[1].weight = 3);
+        let failover = service_with(Policy::Failover, 0, |replicas| {
+            replicas[0].priority = 2;
+            replicas[3].weight = 4;
+        });
+        for service in [service(Policy::Static), weighted, failover] {
+            let variants = variants(&service, Family::V4).unwrap();
+            assert!(variants.by_region.is_empty(), "{}", service.policy.name());
+            assert_decide_draws(&service, 1, &variants.default);
+        }
+        let row = |probability, ttl| RegionRow { probability, ttl };
+        let table = ProbabilityTable {
+            default: vec![row(0.5, 100), row(0.5, 200), row(0.0, 300), row(0.0, 400)],
+            regions: [(1, vec![row(0.2, 10), row(0.0, 20), row(0.0, 30), row(0.8, 40)])].into_iter().collect(),
+        };
+        let service = service(Policy::RegionProbabilities(table));
+        let variants = variants(&service, Family::V4).unwrap();
+        assert_eq!(variants.by_region.len(), 1);
+        assert_decide_draws(&service, 1, &variants.by_region[0].1);
+        assert_decide_draws(&service, 2, &variants.default);
+    }
+
+    #[test]
+    fn policies_that_decide_per_query_say_why() {
+        assert_eq!(variants(&service(Policy::round_robin()), Family::V4), Err(PerQuery::KeepsState));
+        assert_eq!(PerQuery::KeepsState.to_string(), "round robin keeps state");
+        let nodata = Service::new(
+            "www.example.test.".into(),
+            vec![replica("a", "192.0.2.1")],
+            Policy::Static,
+            Answering { when_all_down: AllDown::Nodata, ..Answering::plain(300, 0) },
+        );
+        assert_eq!(variants(&nodata, Family::V6), Err(PerQuery::NoReplica));
+        let many: Vec<Replica> = (0..8).map(|index| replica(&format!("r{index}"), &format!("192.0.2.{}", index + 1))).collect();
+        let weighted = Service::new("www.example.test.".into(), many, Policy::Weighted, Answering::plain(300, 0));
+        assert_eq!(variants(&weighted, Family::V4), Err(PerQuery::TooManyOrders));
     }
 }

@@ -4,9 +4,9 @@
 
 use rand::Rng;
 
-use crate::decide::{Decision, decide};
+use crate::decide::{Decision, PerQuery, Variants, decide, variants};
 use crate::explain::Explanation;
-use crate::locate::{Asker, Location, locate};
+use crate::locate::{Asker, Block, Location, locate, partition};
 use crate::model::{Family, Service};
 use crate::routes::Routes;
 
@@ -32,4 +32,20 @@ pub fn route(
     let location = locate(asker, &routes.regions, explanation.as_deref_mut());
     let decision = decide(service, family, &location, &routes.proximity, rng, explanation);
     Routed { location, decision }
+}
+
+/// Every decision [`route`] can give for `service` and `family`, with its
+/// probability, per region (or one distribution for everyone), for a
+/// mechanism that answers without asking here per query (the kernel fast
+/// path); or why the decision needs per-query work. Clients are placed
+/// in regions by their own address: what [`client_blocks`] lists.
+pub fn route_variants(service: &Service, family: Family) -> Result<Variants, PerQuery> {
+    variants(service, family)
+}
+
+/// Blocks of client addresses of `family`, covering them all, each placed
+/// in one region by [`route`] (for clients without ECS); at most
+/// `max_blocks` of them, or why they cannot be listed.
+pub fn client_blocks(routes: &Routes, family: Family, max_blocks: usize) -> Result<Vec<Block>, PerQuery> {
+    partition(&routes.regions, family, max_blocks)
 }

@@ -6,7 +6,9 @@
 //! the asker and a random source: no sockets, clocks or locks. Every
 //! mechanism (DNS, HTTP redirects, the QUIC dispatcher) and the explain
 //! API ask through one door, [`route`], which can write down why it chose
-//! what it chose.
+//! what it chose; a mechanism that answers without asking per query (the
+//! kernel fast path) learns every answer in advance through the same door
+//! ([`route_variants`], [`client_blocks`]).
 
 pub mod as_paths;
 pub mod decide;
@@ -23,10 +25,10 @@ pub mod proximity;
 pub mod routes;
 pub mod sources;
 
-pub use decide::Decision;
-pub use door::{Routed, route};
+pub use decide::{Decision, PerQuery, Variant, Variants};
+pub use door::{Routed, client_blocks, route, route_variants};
 pub use explain::Explanation;
-pub use locate::{Asker, Location, Regions};
+pub use locate::{Asker, Block, Location, Regions};
 pub use model::{Family, Health, Replica, Service};
 pub use policy::{Policy, ProbabilityTable, RegionRow};
 pub use routes::Routes;

@@ -37,10 +37,17 @@ impl PreparedOrders {
         let mut prefix = Order::new();
         let mut left: Vec<(usize, f64)> = weights.iter().map(|&(index, weight)| (index, weight.max(0.0))).collect();
         enumerate(&mut left, &mut prefix, 1.0, &mut outcomes);
-        let keep = if cap == 0 { count } else { cap.min(count) };
+        Some(PreparedOrders::merged(outcomes, cap))
+    }
+
+    /// `outcomes` (orders with their probabilities, summing to 1) cut to
+    /// `cap` (0: no cap), equal orders merged.
+    fn merged(outcomes: Vec<(Order, f64)>, cap: usize) -> PreparedOrders {
         let mut merged: Vec<(Order, f64)> = Vec::new();
         for (mut order, probability) in outcomes {
-            order.truncate(keep);
+            if cap > 0 {
+                order.truncate(cap);
+            }
             match merged.iter_mut().find(|(known, _)| *known == order) {
                 Some((_, total)) => *total += probability,
                 None => merged.push((order, probability)),
@@ -52,8 +59,10 @@ impl PreparedOrders {
             cumulative += probability;
             thresholds.push((cumulative.min(1.0) * u64::MAX as f64) as u64);
         }
-        *thresholds.last_mut()? = u64::MAX;
-        Some(PreparedOrders { thresholds, orders: merged.into_iter().map(|(order, _)| order).collect() })
+        if let Some(last) = thresholds.last_mut() {
+            *last = u64::MAX;
+        }
+        PreparedOrders { thresholds, orders: merged.into_iter().map(|(order, _)| order).collect() }
     }
 
     /// One order, drawn with its probability.
@@ -61,6 +70,39 @@ impl PreparedOrders {
         let point: u64 = rng.random();
         let index = self.thresholds.partition_point(|&threshold| threshold < point);
         &self.orders[index.min(self.orders.len() - 1)]
+    }
+
+    /// Each order with its threshold: the cumulative probability, as a
+    /// fraction of 2^64, up to and including it. [`PreparedOrders::draw`]
+    /// gives the first order whose threshold is at least its draw.
+    pub fn thresholds(&self) -> impl Iterator<Item = (&Order, u64)> {
+        self.orders.iter().zip(self.thresholds.iter().copied())
+    }
+
+    /// The orders of drawing from each of `tiers` in turn and chaining
+    /// the results (failover's priorities), cut to `cap` (0: no cap);
+    /// `None` if there would be more than a prepared set holds.
+    pub fn chained(tiers: &[PreparedOrders], cap: usize) -> Option<PreparedOrders> {
+        let mut outcomes: Vec<(Order, f64)> = vec![(Order::new(), 1.0)];
+        for tier in tiers {
+            if outcomes.len().checked_mul(tier.len())? > MAX_PERMUTATIONS {
+                return None;
+            }
+            outcomes = outcomes
+                .iter()
+                .flat_map(|(prefix, probability)| {
+                    tier.probabilities().map(move |(order, chance)| (prefix.iter().chain(order).copied().collect(), probability * chance))
+                })
+                .collect();
+        }
+        Some(PreparedOrders::merged(outcomes, cap))
+    }
+
+    /// Each order with its own probability.
+    fn probabilities(&self) -> impl Iterator<Item = (&Order, f64)> {
+        let below = std::iter::once(0).chain(self.thresholds.iter().copied());
+        let shares = self.thresholds.iter().zip(below).map(|(&threshold, below)| (threshold - below) as f64 / u64::MAX as f64);
+        self.orders.iter().zip(shares)
     }
 
     /// How many distinct orders there are.
