@@ -3,7 +3,9 @@
 //! bytes over an immutable [`Snapshot`]; every transport (UDP, TCP, TLS,
 //! HTTPS and QUIC) is a thin loop around [`respond`] or [`respond_with`]
 //! (or [`respond_parsed`], after [`prefetch_batch`]), and learns what it
-//! sent from the [`Answered`] they return, without reading it back.
+//! sent from the [`Answered`] they return, without reading it back. The
+//! kernel fast path pre-encodes routed answers with [`write_decision`],
+//! the encoder the query path uses.
 
 mod service;
 mod shared;
@@ -19,6 +21,7 @@ pub use pharos_wire::{Query, Reject, parse_query};
 use pharos_zone::encode::{answer_flags, fit, smallest_ttl, write_answer};
 use pharos_zone::{Body, Fitted, Lookup, ZoneSet};
 use rand::Rng;
+pub use service::write_decision;
 pub use shared::SharedSnapshot;
 
 /// The UDP payload size Pharos advertises unless configured otherwise:

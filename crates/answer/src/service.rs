@@ -32,24 +32,35 @@ pub fn write_addresses(
     room: usize,
 ) -> Option<(Fitted, u8, u32)> {
     let decision = route(&snapshot.routes, service, family, asker, rng, None).decision;
-    if decision.replicas.is_empty() {
+    let fitted = write_decision(writer, service, &decision.replicas, decision.ttl, room)?;
+    Some((fitted, decision.scope, decision.ttl))
+}
+
+/// Writes the address records of `replicas` (indexes into the service's),
+/// owned by the question, with `ttl`: all of them if they fit in `room`,
+/// else none and truncation. `None`, writing nothing, when there is no
+/// replica. The one encoder of routed answers: the query path uses it for
+/// the decision it draws, the kernel fast path for each decision it may
+/// draw, so both send the same octets.
+pub fn write_decision(writer: &mut MessageWriter<'_>, service: &Service, replicas: &[usize], ttl: u32, room: usize) -> Option<Fitted> {
+    if replicas.is_empty() {
         return None;
     }
     let body_start = writer.len();
     let question = pharos_wire::HEADER_LEN as u16;
-    for &index in &decision.replicas {
+    for &index in replicas {
         match service.replicas[index].address {
-            std::net::IpAddr::V4(v4) => writer.address_record_at(question, decision.ttl, &v4.octets()),
-            std::net::IpAddr::V6(v6) => writer.address_record_at(question, decision.ttl, &v6.octets()),
+            std::net::IpAddr::V4(v4) => writer.address_record_at(question, ttl, &v4.octets()),
+            std::net::IpAddr::V6(v6) => writer.address_record_at(question, ttl, &v6.octets()),
         }
     }
     let length = writer.len() - body_start;
     // The addresses form one RRset: all of it fits, or none and TC.
     if length > room {
         writer.truncate(body_start);
-        return Some((Fitted { len: 0, counts: [0; 3], truncated: true }, decision.scope, decision.ttl));
+        return Some(Fitted { len: 0, counts: [0; 3], truncated: true });
     }
-    Some((Fitted { len: length, counts: [decision.replicas.len() as u16, 0, 0], truncated: false }, decision.scope, decision.ttl))
+    Some(Fitted { len: length, counts: [replicas.len() as u16, 0, 0], truncated: false })
 }
 
 /// Which family of addresses a question asks a service for, if any.
