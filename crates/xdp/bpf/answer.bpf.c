@@ -1,6 +1,7 @@
 // The kernel answer path: answers UDP DNS queries whose question has a
-// pre-built reply in the `answers` map, in place, and passes everything
-// else up to the server unchanged. The reply must be byte for byte what
+// pre-built reply in the `answers` map, or, for a routed name, a reply
+// drawn among the pre-built variants of the client's class, in place, and
+// passes everything else up to the server unchanged. The reply must be byte for byte what
 // the user-space path (pharos_answer::respond) sends, so every case that
 // path treats specially (EDNS options, truncation, odd headers) passes up.
 //
@@ -31,6 +32,12 @@
 #define OPCODE_MASK 0x7800
 #define EDNS_DO 0x8000
 #define REPLY_HOP_LIMIT 64
+// Routed answers: at most this many variants per question and class.
+#define MAX_VARIANTS 16
+// The class of clients whose region has no distribution of its own.
+#define EVERYONE 0xffffffff
+// Bits of a class key before the address: generation and family.
+#define CLASS_PREFIX_BITS 16
 // `live` holds this instead of a generation while user space has
 // suspended the fast path: everything passes up.
 #define SUSPENDED 2
@@ -95,9 +102,41 @@ struct counters {
 	__u64 count[REASONS];
 };
 
+// The client's address block, in the LPM trie of regions: the prefix
+// covers generation, family and the block's leading address bits.
+struct class_key {
+	__u32 prefixlen;
+	__u8 generation;
+	// 0 for IPv4 (address in the first 4 octets), 1 for IPv6.
+	__u8 family;
+	__u8 address[16];
+	__u8 unused[2];
+};
+
+// A routed question's distribution for one region (or EVERYONE).
+struct draw_key {
+	struct answer_key question;
+	__u32 region;
+};
+
+// Variant i is drawn when the draw (uniform over 32 bits) is at most
+// thresholds[i] and above the thresholds before it; the last is ~0.
+struct draw {
+	__u32 count;
+	__u32 thresholds[MAX_VARIANTS];
+	__u32 variants[MAX_VARIANTS];
+};
+
+struct variant_key {
+	__u32 generation;
+	__u32 id;
+};
+
 // Per-CPU room for what is too large for the 512-octet stack.
 struct scratch {
 	struct answer_key key;
+	struct draw_key draw_key;
+	struct class_key class_key;
 	__u8 head[HEAD_MAX];
 	__u8 opt[OPT_LEN];
 };
@@ -141,6 +180,33 @@ struct {
 	__type(key, __u32);
 	__type(value, struct scratch);
 } scratch SEC(".maps");
+
+// Client address blocks to regions, per generation: what user space's
+// locate() gives, cut into blocks (pharos_route::client_blocks).
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 262144);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct class_key);
+	__type(value, __u32);
+} classes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct draw_key);
+	__type(value, struct draw);
+} draws SEC(".maps");
+
+// Each variant's reply, pre-encoded by user space's encoder.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct variant_key);
+	__type(value, struct answer);
+} variants SEC(".maps");
 
 // Per interface (ingress ifindex), per CPU.
 struct {
@@ -195,6 +261,8 @@ struct query {
 	int v6;
 	// Whom the rate limit counts the query against.
 	struct source source;
+	// The client's address (IPv4 in the first 4 octets), to class it.
+	__u8 client[16];
 };
 
 static __always_inline __u16 read16(const __u8 *p)
@@ -317,6 +385,7 @@ static __always_inline int find_udp(void *data, void *data_end, struct query *q,
 		q->v6 = 0;
 		*pseudo = (ip->saddr & 0xffff) + (ip->saddr >> 16) + (ip->daddr & 0xffff) + (ip->daddr >> 16);
 		q->source.v4 = ip->saddr;
+		__builtin_memcpy(q->client, &ip->saddr, 4);
 		udp = (void *)(ip + 1);
 	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
@@ -330,6 +399,7 @@ static __always_inline int find_udp(void *data, void *data_end, struct query *q,
 		q->v6 = 1;
 		q->source.v6 = 1;
 		__builtin_memcpy(q->source.address, &ip6->saddr, 8);
+		__builtin_memcpy(q->client, &ip6->saddr, 16);
 		__u32 sum = 0;
 		for (int i = 0; i < 4; i++) {
 			__u32 src = ip6->saddr.in6_u.u6_addr32[i];
@@ -450,6 +520,38 @@ static __always_inline int within_limit(const struct limit *l, const struct sour
 	return 1;
 }
 
+// The routed answer to the question in the scratch key for this client,
+// or NULL: classes the client by its address, then draws one of its
+// class's variants (or everyone's, where its region has none).
+static __always_inline struct answer *routed_answer(struct scratch *s, const struct query *q, __u32 generation)
+{
+	__builtin_memcpy(&s->draw_key.question, &s->key, sizeof(s->key));
+	s->class_key.prefixlen = CLASS_PREFIX_BITS + (q->v6 ? 128 : 32);
+	s->class_key.generation = generation;
+	s->class_key.family = q->v6;
+	__builtin_memcpy(s->class_key.address, q->client, 16);
+	__u32 *region = bpf_map_lookup_elem(&classes, &s->class_key);
+	struct draw *d = NULL;
+	if (region) {
+		s->draw_key.region = *region;
+		d = bpf_map_lookup_elem(&draws, &s->draw_key);
+	}
+	if (!d) {
+		s->draw_key.region = EVERYONE;
+		d = bpf_map_lookup_elem(&draws, &s->draw_key);
+	}
+	if (!d)
+		return NULL;
+	__u32 point = bpf_get_prandom_u32();
+	struct variant_key variant = {generation, d->variants[0]};
+	for (__u32 i = 0; i < MAX_VARIANTS && i < d->count; i++) {
+		variant.id = d->variants[i];
+		if (d->thresholds[i] >= point)
+			break;
+	}
+	return bpf_map_lookup_elem(&variants, &variant);
+}
+
 // Passes the packet up, counted under `reason`.
 static __always_inline int pass(struct xdp_md *ctx, __u32 reason)
 {
@@ -530,6 +632,11 @@ int answer(struct xdp_md *ctx)
 		return pass(ctx, NOT_A_PLAIN_QUERY);
 
 	struct answer *a = bpf_map_lookup_elem(&answers, &s->key);
+	__u32 answered = ANSWERED_STATIC;
+	if (!a) {
+		a = routed_answer(s, &q, generation);
+		answered = ANSWERED_ROUTED;
+	}
 	if (!a)
 		return pass(ctx, NO_ENTRY);
 	__u32 body_len = a->len;
@@ -580,7 +687,7 @@ int answer(struct xdp_md *ctx)
 		return XDP_DROP;
 	if (edns && bpf_xdp_store_bytes(ctx, q.dns_off + opt_at, s->opt, OPT_LEN))
 		return XDP_DROP;
-	count(ctx->ingress_ifindex, ANSWERED_STATIC);
+	count(ctx->ingress_ifindex, answered);
 	return XDP_TX;
 }
 

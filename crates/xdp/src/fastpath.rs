@@ -1,8 +1,7 @@
 //! Loading the program, attaching it, and keeping its maps in step with
 //! snapshots through a double buffer.
 
-use std::collections::HashMap;
-
+use aya::maps::lpm_trie::LpmTrie;
 use aya::maps::{Array, HashMap as BpfHashMap, MapData, MapError, PerCpuHashMap};
 use aya::programs::{ProgramError, Xdp, XdpMode};
 use aya::{Ebpf, EbpfError, EbpfLoader};
@@ -11,7 +10,9 @@ use pharos_answer::Snapshot;
 use crate::PROGRAM;
 use crate::counters::{CounterValues, Counters, InterfaceCounters};
 use crate::fill::fill;
-use crate::maps::{Answer, AnswerKey, Config, Limit};
+use crate::maps::{Answer, AnswerKey, ClassData, Config, Draw, DrawKey, Limit, VariantKey};
+use crate::mirror::Mirrored;
+use crate::routed::fill_routed;
 use crate::settings::{Attached, Mode, Settings};
 
 /// The program's entry point, as bpf/answer.bpf.c names it.
@@ -39,14 +40,16 @@ pub enum FastPathError {
     Attach { interface: String, mode: Mode, source: ProgramError },
 }
 
-/// What a [`FastPath::sync`] wrote into the generation it brought up,
-/// compared with what that generation held before (two syncs ago).
+/// What a [`FastPath::sync`] wrote into the generation it brought up (in
+/// all its maps), compared with what that generation held before (two
+/// syncs ago).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Synced {
     pub installed: usize,
     pub updated: usize,
     pub removed: usize,
-    /// Answers left out for want of room (they pass up).
+    /// Static answers and routed questions left out for want of room
+    /// (they pass up).
     pub left_out: usize,
 }
 
@@ -57,22 +60,23 @@ pub struct Occupancy {
     pub installed: usize,
     /// The most a snapshot may install.
     pub capacity: u32,
-    /// Address blocks the kernel classes routed clients by.
+    /// Client address blocks the kernel classes routed clients by.
     pub routed_classes: usize,
-    /// Pre-encoded routed answers.
+    /// Pre-encoded routed replies.
     pub variants: usize,
 }
 
-/// The loaded program and, per generation, the answers it holds, mirrored
-/// here so a new snapshot writes only the entries that changed.
+/// The loaded program and its maps, each mirrored per generation.
 pub struct FastPath {
     program: Ebpf,
-    answers: BpfHashMap<MapData, AnswerKey, Answer>,
+    answers: Mirrored<BpfHashMap<MapData, AnswerKey, Answer>>,
+    draws: Mirrored<BpfHashMap<MapData, DrawKey, Draw>>,
+    variants: Mirrored<BpfHashMap<MapData, VariantKey, Answer>>,
+    classes: Mirrored<LpmTrie<MapData, ClassData, u32>>,
     config: Array<MapData, Config>,
     live: Array<MapData, u32>,
     counters: PerCpuHashMap<MapData, u32, CounterValues>,
     capacity: u32,
-    mirrors: [HashMap<AnswerKey, Answer>; 2],
     /// The generation the last sync brought up; the next sync fills the other.
     serving: u32,
 }
@@ -95,11 +99,13 @@ impl FastPath {
         limit_map.set(0, limit.unwrap_or_default(), 0)?;
         let mut live = Array::try_from(take(&mut program, "live")?)?;
         live.set(0, SUSPENDED, 0)?;
-        let answers = BpfHashMap::try_from(take(&mut program, "answers")?)?;
+        let answers = Mirrored::new(BpfHashMap::try_from(take(&mut program, "answers")?)?);
+        let draws = Mirrored::new(BpfHashMap::try_from(take(&mut program, "draws")?)?);
+        let variants = Mirrored::new(BpfHashMap::try_from(take(&mut program, "variants")?)?);
+        let classes = Mirrored::new(LpmTrie::try_from(take(&mut program, "classes")?)?);
         let config = Array::try_from(take(&mut program, "config")?)?;
         let counters = PerCpuHashMap::try_from(take(&mut program, "counters")?)?;
-        let mut fast_path =
-            FastPath { program, answers, config, live, counters, capacity, mirrors: [HashMap::new(), HashMap::new()], serving: 0 };
+        let mut fast_path = FastPath { program, answers, draws, variants, classes, config, live, counters, capacity, serving: 0 };
         fast_path.xdp_mut()?.load()?;
         Ok(fast_path)
     }
@@ -145,38 +151,33 @@ impl FastPath {
     }
 
     /// Makes the kernel answer exactly what `snapshot` answers from
-    /// pre-built replies, atomically: brings the generation not being
-    /// served up to `snapshot` (installing, rewriting and removing only
-    /// what differs from what it held), then makes it live with one map
-    /// update. A packet that read the live generation just before that
-    /// update may still be answered from the snapshot just replaced.
-    /// Above capacity, the first answers [`fill`] yields are installed and
-    /// the rest counted as left out. After an error the kernel still
-    /// serves the previous snapshot: [`FastPath::suspend`] stops that.
+    /// pre-built replies (static, and routed where the decision depends
+    /// on the client's region only), atomically: brings the generation
+    /// not being served up to `snapshot` (installing, rewriting and
+    /// removing only what differs from what it held), then makes it live
+    /// with one map update. A packet that read the live generation just
+    /// before that update may still be answered from the snapshot just
+    /// replaced. Above capacity, the first static answers [`fill`] yields
+    /// are installed and the rest counted as left out (as are routed
+    /// questions beyond the routed maps' room). After an error the kernel
+    /// still serves the previous snapshot: [`FastPath::suspend`] stops that.
     pub fn sync(&mut self, snapshot: &Snapshot) -> Result<Synced, FastPathError> {
         let target = 1 - self.serving;
         let mut entries = fill(snapshot);
-        let left_out = entries.len().saturating_sub(self.capacity as usize);
+        let routed = fill_routed(snapshot);
+        let mut synced = Synced { left_out: entries.len().saturating_sub(self.capacity as usize) + routed.left_out, ..Synced::default() };
         entries.truncate(self.capacity as usize);
-        let wanted: HashMap<AnswerKey, Answer> = entries.into_iter().map(|(key, answer)| (key.in_generation(target), answer)).collect();
-        let mut synced = Synced { left_out, ..Synced::default() };
-        let mirror = &mut self.mirrors[target as usize];
-        // Removals first, so the map has room for what comes in.
-        let gone: Vec<AnswerKey> = mirror.keys().filter(|key| !wanted.contains_key(key)).copied().collect();
-        for key in gone {
-            self.answers.remove(&key)?;
-            mirror.remove(&key);
-            synced.removed += 1;
-        }
-        for (key, answer) in wanted {
-            match mirror.get(&key) {
-                Some(current) if *current == answer => continue,
-                Some(_) => synced.updated += 1,
-                None => synced.installed += 1,
-            }
-            self.answers.insert(key, answer, 0)?;
-            mirror.insert(key, answer);
-        }
+        let answers = entries.into_iter().map(|(key, answer)| (key.in_generation(target), answer)).collect();
+        self.answers.bring_up(target, answers, &mut synced)?;
+        let draws = routed.draws.into_iter().map(|(key, draw)| (DrawKey { question: key.question.in_generation(target), ..key }, draw));
+        self.draws.bring_up(target, draws.collect(), &mut synced)?;
+        let variants = routed.variants.into_iter().map(|(key, answer)| (VariantKey { generation: target, ..key }, answer));
+        self.variants.bring_up(target, variants.collect(), &mut synced)?;
+        let classes = routed.classes.into_iter().map(|(prefix_len, mut data, region)| {
+            data[0] = target as u8;
+            ((prefix_len, data), region)
+        });
+        self.classes.bring_up(target, classes.collect(), &mut synced)?;
         self.config.set(target, Config { udp_payload: snapshot.settings.udp_payload }, 0)?;
         self.live.set(0, target, 0)?;
         self.serving = target;
@@ -205,7 +206,12 @@ impl FastPath {
 
     /// How full the maps are for the snapshot the last sync brought up.
     pub fn occupancy(&self) -> Occupancy {
-        Occupancy { installed: self.mirrors[self.serving as usize].len(), capacity: self.capacity, ..Occupancy::default() }
+        Occupancy {
+            installed: self.answers.held(self.serving),
+            capacity: self.capacity,
+            routed_classes: self.classes.held(self.serving),
+            variants: self.variants.held(self.serving),
+        }
     }
 }
 

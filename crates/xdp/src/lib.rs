@@ -1,21 +1,26 @@
 //! The kernel fast path of Pharos (issue 14): an XDP program
 //! (bpf/answer.bpf.c, compiled by build.rs with clang and embedded here as
-//! [`PROGRAM`], left out where clang or libbpf-dev is missing) that answers UDP queries for static names in the kernel
-//! from a map of pre-built replies and passes everything else up.
-//! [`fill`] derives those replies from a [`Snapshot`](pharos_answer::Snapshot)
-//! ([`maps`] holds their layout, shared with the C program); [`FastPath`]
-//! loads the program with its [`Settings`], attaches it to interfaces and
-//! swaps snapshots in atomically (two generations of entries, one live),
-//! limits each source with a token bucket in the kernel,
-//! and reads the program's per-interface [`Counters`];
-//! [`kernel_path`] says, for `explain`, whether a question is answered in
-//! the kernel or passes up, and why.
+//! [`PROGRAM`], left out where clang or libbpf-dev is missing) that answers
+//! UDP queries in the kernel, for static names from a map of pre-built
+//! replies and for routed names by drawing among pre-built variants of
+//! the client's class, and passes everything else up. [`fill`] derives the
+//! static replies from a [`Snapshot`](pharos_answer::Snapshot), [`routed`]
+//! the routed ones through the routing core's door ([`maps`] holds their
+//! layout, shared with the C program); [`FastPath`] loads the program with
+//! its [`Settings`] (ports, capacity, a per-source token bucket), attaches
+//! it to interfaces, swaps snapshots in atomically (two generations of
+//! entries, one live, each mirrored in user space so a sync writes only
+//! what changed) and reads its per-interface [`Counters`]; [`kernel_path`]
+//! says, for `explain`, whether a question is answered in the kernel or
+//! passes up, and why.
 
 mod counters;
 mod fastpath;
 pub mod fill;
 pub mod maps;
+mod mirror;
 mod path;
+pub mod routed;
 mod settings;
 
 pub use counters::{Counters, InterfaceCounters};

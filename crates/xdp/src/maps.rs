@@ -1,5 +1,7 @@
 //! The layout of the program's maps, as bpf/answer.bpf.c declares them.
 
+use std::fmt;
+
 /// Longest wire name (RFC 1035 section 3.1).
 pub const MAX_NAME: usize = 255;
 /// Longest reply body the kernel serves; larger ones pass up.
@@ -18,7 +20,8 @@ pub struct AnswerKey {
     pub qclass: [u8; 2],
 }
 
-/// The `answers` map's value: what follows the question in the reply.
+/// The `answers` and `variants` maps' value: what follows the question
+/// in the reply.
 #[repr(C)]
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Answer {
@@ -31,6 +34,46 @@ pub struct Answer {
     /// words, folded: the program adds it to the UDP checksum.
     pub sum: u16,
     pub body: [u8; MAX_BODY],
+}
+
+/// Most variants a routed question has per class in the kernel.
+pub const MAX_VARIANTS: usize = 16;
+/// The class of clients whose region has no distribution of its own.
+pub const EVERYONE: u32 = u32::MAX;
+/// Bits of a class key before the address: generation and family.
+pub const CLASS_PREFIX_BITS: u32 = 16;
+
+/// The `classes` LPM trie's key data, after the prefix length: the
+/// generation, the family (0: IPv4, address in the first 4 octets; 1:
+/// IPv6), the address, two unused octets.
+pub type ClassData = [u8; 20];
+
+/// The `draws` map's key: a routed question in a generation, and the
+/// region whose distribution this is (or [`EVERYONE`]).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DrawKey {
+    pub question: AnswerKey,
+    pub region: u32,
+}
+
+/// The `draws` map's value: variant `variants[i]` answers when the
+/// kernel's 32-bit draw is at most `thresholds[i]` and above the ones
+/// before it (the last threshold is `u32::MAX`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Draw {
+    pub count: u32,
+    pub thresholds: [u32; MAX_VARIANTS],
+    pub variants: [u32; MAX_VARIANTS],
+}
+
+/// The `variants` map's key; its value is an [`Answer`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct VariantKey {
+    pub generation: u32,
+    pub id: u32,
 }
 
 /// The `config` map's value, one per generation.
@@ -64,6 +107,12 @@ unsafe impl aya::Pod for AnswerKey {}
 unsafe impl aya::Pod for Answer {}
 // SAFETY: a single u16.
 unsafe impl aya::Pod for Config {}
+// SAFETY: an AnswerKey (264 octets, 4-aligned) and a u32: no padding.
+unsafe impl aya::Pod for DrawKey {}
+// SAFETY: 33 u32.
+unsafe impl aya::Pod for Draw {}
+// SAFETY: two u32.
+unsafe impl aya::Pod for VariantKey {}
 // SAFETY: two u64 then two u32: 24 octets, no padding.
 unsafe impl aya::Pod for Limit {}
 
@@ -79,6 +128,12 @@ impl AnswerKey {
     /// The same question in `generation`.
     pub fn in_generation(self, generation: u32) -> AnswerKey {
         AnswerKey { generation, ..self }
+    }
+}
+
+impl fmt::Debug for Answer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Answer").field("flags", &self.flags).field("counts", &self.counts).field("body", &self.body()).finish()
     }
 }
 

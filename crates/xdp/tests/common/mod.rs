@@ -57,28 +57,44 @@ pub fn wire_name(text: &str) -> Vec<u8> {
 /// A frame carrying `payload` from the client to the server over IPv4
 /// (protocol `protocol`, to `port`).
 pub fn frame_v4(payload: &[u8], protocol: u8, port: u16) -> Vec<u8> {
+    frame_v4_from(CLIENT_V4, payload, protocol, port)
+}
+
+pub fn frame_v4_from(client: Ipv4Addr, payload: &[u8], protocol: u8, port: u16) -> Vec<u8> {
     let mut frame = ethernet(0x0800);
     let total = 20 + 8 + payload.len();
     let mut ip = vec![0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64, protocol, 0, 0];
     ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-    ip.extend(CLIENT_V4.octets());
+    ip.extend(client.octets());
     ip.extend(SERVER_V4.octets());
     let check = !ones_complement_sum(&ip);
     ip[10..12].copy_from_slice(&check.to_be_bytes());
     frame.extend(ip);
-    frame.extend(udp(IpAddr::V4(CLIENT_V4), IpAddr::V4(SERVER_V4), CLIENT_PORT, port, payload));
+    frame.extend(udp(IpAddr::V4(client), IpAddr::V4(SERVER_V4), CLIENT_PORT, port, payload));
     frame
 }
 
 pub fn frame_v6(payload: &[u8], next_header: u8) -> Vec<u8> {
+    frame_v6_from(CLIENT_V6, payload, next_header)
+}
+
+pub fn frame_v6_from(client: Ipv6Addr, payload: &[u8], next_header: u8) -> Vec<u8> {
     let mut frame = ethernet(0x86DD);
     frame.extend([0x60, 0, 0, 0]);
     frame.extend(((8 + payload.len()) as u16).to_be_bytes());
     frame.extend([next_header, 64]);
-    frame.extend(CLIENT_V6.octets());
+    frame.extend(client.octets());
     frame.extend(SERVER_V6.octets());
-    frame.extend(udp(IpAddr::V6(CLIENT_V6), IpAddr::V6(SERVER_V6), CLIENT_PORT, PORT, payload));
+    frame.extend(udp(IpAddr::V6(client), IpAddr::V6(SERVER_V6), CLIENT_PORT, PORT, payload));
     frame
+}
+
+/// A UDP query frame from `client`, over its family.
+pub fn frame_from(client: IpAddr, payload: &[u8]) -> Vec<u8> {
+    match client {
+        IpAddr::V4(v4) => frame_v4_from(v4, payload, UDP, PORT),
+        IpAddr::V6(v6) => frame_v6_from(v6, payload, UDP),
+    }
 }
 
 fn ethernet(ethertype: u16) -> Vec<u8> {

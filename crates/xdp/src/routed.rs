@@ -1,0 +1,170 @@
+//! What the kernel needs to answer routed names: for each service's A and
+//! AAAA question whose decision depends on the client through its region
+//! only ([`pharos_route::route_variants`]), every class's variants with
+//! their thresholds, each reply pre-encoded by the query path's own
+//! encoder ([`pharos_answer::write_decision`]); and the client address
+//! blocks that put clients in classes ([`pharos_route::client_blocks`]).
+
+use std::fmt;
+use std::net::IpAddr;
+
+use pharos_answer::{Snapshot, write_decision};
+use pharos_route::{Family, PerQuery, Routes, Service, Variant, client_blocks, route_variants};
+use pharos_wire::{MessageWriter, flags, rcode, types};
+
+use crate::maps::{Answer, AnswerKey, CLASS_PREFIX_BITS, ClassData, Draw, DrawKey, EVERYONE, MAX_BODY, MAX_VARIANTS, VariantKey};
+
+/// Most client blocks per address family.
+pub const MAX_BLOCKS: usize = 1 << 16;
+/// Most draws and variants per snapshot: half the maps (the other half
+/// holds the other generation).
+const MAX_DRAWS: usize = 32768;
+const MAX_ROUTED_VARIANTS: usize = 32768;
+
+/// Why a routed question passes up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotRouted {
+    /// The kernel answers a service's A and AAAA questions only.
+    OtherType,
+    PerQuery(PerQuery),
+    TooManyVariants(usize),
+    TooLarge,
+}
+
+impl fmt::Display for NotRouted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NotRouted::OtherType => f.write_str("the kernel answers a service's A and AAAA questions only"),
+            NotRouted::PerQuery(reason) => reason.fmt(f),
+            NotRouted::TooManyVariants(count) => write!(f, "{count} variants for one class, more than the kernel's {MAX_VARIANTS}"),
+            NotRouted::TooLarge => f.write_str("reply larger than the kernel's 1024-octet limit"),
+        }
+    }
+}
+
+/// One routed question as the kernel holds it (generation 0): per class
+/// (a region, or [`EVERYONE`]), the variants with their 32-bit thresholds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoutedQuestion {
+    pub question: AnswerKey,
+    pub classes: Vec<(u32, Vec<(u32, Answer)>)>,
+}
+
+impl RoutedQuestion {
+    pub fn variants(&self) -> usize {
+        self.classes.iter().map(|(_, variants)| variants.len()).sum()
+    }
+
+    /// Whether clients must be classed by region to answer it.
+    pub fn by_region(&self) -> bool {
+        self.classes.iter().any(|&(class, _)| class != EVERYONE)
+    }
+}
+
+/// The kernel's form of `service`'s answers to `qtype` at `name`
+/// (lowercase wire form), or why it passes up. Says nothing of the client
+/// blocks: see [`client_classes`].
+pub fn routed_question(service: &Service, name: &[u8], qtype: u16) -> Result<RoutedQuestion, NotRouted> {
+    let family = match qtype {
+        types::A => Family::V4,
+        types::AAAA => Family::V6,
+        _ => return Err(NotRouted::OtherType),
+    };
+    let listed = route_variants(service, family).map_err(NotRouted::PerQuery)?;
+    let question = AnswerKey::new(name, qtype, types::CLASS_IN).ok_or(NotRouted::TooLarge)?;
+    let regions = listed.by_region.iter().map(|(region, variants)| (*region, variants));
+    let mut classes = Vec::new();
+    for (class, variants) in regions.chain([(EVERYONE, &listed.default)]) {
+        if variants.len() > MAX_VARIANTS {
+            return Err(NotRouted::TooManyVariants(variants.len()));
+        }
+        let encoded = variants.iter().map(|variant| Some(((variant.threshold >> 32) as u32, encode(service, &question, variant)?)));
+        classes.push((class, encoded.collect::<Option<Vec<_>>>().ok_or(NotRouted::TooLarge)?));
+    }
+    Ok(RoutedQuestion { question, classes })
+}
+
+/// The reply body of `variant` to `question`, by the query path's encoder.
+fn encode(service: &Service, question: &AnswerKey, variant: &Variant) -> Option<Answer> {
+    let name_len = question.name.iter().position(|&octet| octet == 0)? + 1;
+    let mut message = Vec::new();
+    let mut writer = MessageWriter::new(&mut message);
+    writer.question(&[&question.name[..name_len], &question.qtype, &question.qclass].concat());
+    let body_start = writer.len();
+    let fitted = write_decision(&mut writer, service, &variant.replicas, variant.ttl, MAX_BODY)?;
+    Answer::new(flags::AA | rcode::NOERROR, fitted.counts, &message[body_start..])
+}
+
+/// A `classes` trie entry: prefix length, key data, region.
+pub type ClassEntry = (u32, ClassData, u32);
+
+/// The `classes` trie's entries (generation 0): every client address
+/// block of both families with its region; or why they cannot be listed.
+pub fn client_classes(routes: &Routes) -> Result<Vec<ClassEntry>, PerQuery> {
+    let mut entries = Vec::new();
+    for family in [Family::V4, Family::V6] {
+        for block in client_blocks(routes, family, MAX_BLOCKS)? {
+            let mut data: ClassData = [0; 20];
+            data[1] = family as u8;
+            match block.network {
+                IpAddr::V4(v4) => data[2..6].copy_from_slice(&v4.octets()),
+                IpAddr::V6(v6) => data[2..18].copy_from_slice(&v6.octets()),
+            }
+            entries.push((CLASS_PREFIX_BITS + u32::from(block.length), data, block.region));
+        }
+    }
+    Ok(entries)
+}
+
+/// Everything routed the kernel answers from a snapshot, in generation 0.
+#[derive(Debug, Default)]
+pub struct RoutedFill {
+    pub draws: Vec<(DrawKey, Draw)>,
+    pub variants: Vec<(VariantKey, Answer)>,
+    pub classes: Vec<ClassEntry>,
+    /// Routed questions left out for want of room in the maps.
+    pub left_out: usize,
+}
+
+/// Every routed question of `snapshot` the kernel can answer, services
+/// in name order, variants numbered in that order.
+pub fn fill_routed(snapshot: &Snapshot) -> RoutedFill {
+    let routes = &snapshot.routes;
+    let mut services: Vec<(&[u8], &Service)> = routes.services.iter().map(|(name, service)| (&name[..], service)).collect();
+    services.sort_by_key(|(name, _)| *name);
+    let mut fill = RoutedFill::default();
+    // Computed once, when a question first needs regions.
+    let mut classes: Option<Result<Vec<ClassEntry>, PerQuery>> = None;
+    for (name, service) in services {
+        for qtype in [types::A, types::AAAA] {
+            let Ok(routed) = routed_question(service, name, qtype) else { continue };
+            if routed.by_region() && classes.get_or_insert_with(|| client_classes(routes)).is_err() {
+                continue;
+            }
+            if fill.draws.len() + routed.classes.len() > MAX_DRAWS || fill.variants.len() + routed.variants() > MAX_ROUTED_VARIANTS {
+                fill.left_out += 1;
+                continue;
+            }
+            fill.add(routed);
+        }
+    }
+    if fill.draws.iter().any(|(key, _)| key.region != EVERYONE) {
+        fill.classes = classes.and_then(Result::ok).unwrap_or_default();
+    }
+    fill
+}
+
+impl RoutedFill {
+    fn add(&mut self, routed: RoutedQuestion) {
+        for (class, variants) in routed.classes {
+            let mut draw = Draw { count: variants.len() as u32, thresholds: [0; MAX_VARIANTS], variants: [0; MAX_VARIANTS] };
+            for (slot, (threshold, answer)) in variants.into_iter().enumerate() {
+                let id = self.variants.len() as u32;
+                self.variants.push((VariantKey { generation: 0, id }, answer));
+                draw.thresholds[slot] = threshold;
+                draw.variants[slot] = id;
+            }
+            self.draws.push((DrawKey { question: routed.question, region: class }, draw));
+        }
+    }
+}
