@@ -93,6 +93,8 @@ enum reason {
 	RATE_LIMITED_DROPPED,
 	ADJUST_TAIL_FAILED,
 	SUSPENDED_PASS,
+	// The query's UDP checksum is wrong (or absent over IPv6).
+	BAD_CHECKSUM,
 	REASONS,
 	// Not a reason: find_udp found a query to look up.
 	ANSWERABLE = REASONS,
@@ -498,6 +500,21 @@ __attribute__((noinline)) int count(__u32 ifindex, __u32 reason)
 	return 0;
 }
 
+// Whether a query's UDP checksum `check` is right, given the sum of its
+// pseudo-header (`pseudo`, length included) and of the rest of the
+// segment (`rest`, the checksum field included). IPv4 may leave the
+// checksum out (0); IPv6 may not (RFC 8200 section 8.1). A local sender
+// (veth, lo) leaves the partial form for offload, the pseudo-header's
+// sum alone, which the kernel does not verify either.
+static __always_inline int checksum_ok(__u16 check, __u32 pseudo, __u32 rest, int v6)
+{
+	if (!check)
+		return !v6;
+	if (bpf_ntohs(check) == fold(pseudo))
+		return 1;
+	return fold(pseudo + rest) == 0xffff;
+}
+
 // Whether `source` may have one more answer now; takes its cost if so.
 static __always_inline int within_limit(const struct limit *l, const struct source *source)
 {
@@ -598,9 +615,11 @@ int answer(struct xdp_md *ctx)
 		return pass(ctx, EDNS_UNSUPPORTED);
 	int edns = read16(dns + 10) == 1;
 
-	// The query's ID, as the reply's first two octets.
-	s->head[0] = dns[0];
-	s->head[1] = dns[1];
+	// The query's header: its ID stays the reply's, the rest is summed
+	// to check the query's checksum, then overwritten.
+	__builtin_memcpy(s->head, dns, DNS_HEADER);
+	__u16 query_check = udp->check;
+	__u32 query_udp_fields = bpf_ntohs(udp->source) + bpf_ntohs(udp->dest) + bpf_ntohs(udp->len) + bpf_ntohs(udp->check);
 	__u32 name_len = read_name(ctx, q.dns_off + DNS_HEADER);
 	if (!name_len || name_len > MAX_NAME)
 		return pass(ctx, NOT_A_PLAIN_QUERY);
@@ -617,10 +636,12 @@ int answer(struct xdp_md *ctx)
 	// The OPT record: root owner, version 0, no extended RCODE, no options.
 	__u32 limit = MIN_UDP_PAYLOAD;
 	__u16 dnssec_ok = 0;
+	__u32 query_opt_sum = 0;
 	if (edns) {
 		__u8 opt[OPT_LEN];
 		if (bpf_xdp_load_bytes(ctx, q.dns_off + head_len, opt, OPT_LEN) || opt[0] != 0 || read16(opt + 1) != TYPE_OPT)
 			return pass(ctx, NOT_A_PLAIN_QUERY);
+		query_opt_sum = placed_at(sum_bytes(opt, OPT_LEN), head_len);
 		if (opt[5] != 0 || opt[6] != 0 || read16(opt + 9) != 0)
 			return pass(ctx, EDNS_UNSUPPORTED);
 		__u32 server = cfg->udp_payload > MIN_UDP_PAYLOAD ? cfg->udp_payload : MIN_UDP_PAYLOAD;
@@ -650,6 +671,10 @@ int answer(struct xdp_md *ctx)
 	// Larger than the client takes: user space truncates.
 	if (q.reply_len > limit)
 		return pass(ctx, TOO_LARGE);
+	// The kernel's UDP layer would drop a corrupted query before user
+	// space saw it: so must this path, before answering or counting it.
+	if (!checksum_ok(query_check, pseudo + dns_len + sizeof(*udp), query_udp_fields + sum_head(head_len) + query_opt_sum, q.v6))
+		return pass(ctx, BAD_CHECKSUM);
 	// Only what the kernel would answer costs tokens: user space applies
 	// its own limits to the rest.
 	if (l->enabled && !within_limit(l, &q.source)) {

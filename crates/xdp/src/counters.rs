@@ -4,7 +4,7 @@
 use std::ffi::CStr;
 
 /// The program's reasons, in the order of `enum reason` in bpf/answer.bpf.c.
-const REASONS: usize = 12;
+const REASONS: usize = 13;
 
 /// The `counters` map's value: one count per reason.
 #[repr(C)]
@@ -49,6 +49,8 @@ pub struct InterfaceCounters {
     pub adjust_tail_failed: u64,
     /// Passed up while the fast path was suspended.
     pub suspended: u64,
+    /// Passed up: the query's UDP checksum is wrong (or absent over IPv6).
+    pub bad_checksum: u64,
 }
 
 impl InterfaceCounters {
@@ -73,6 +75,7 @@ impl InterfaceCounters {
             rate_limited_dropped,
             adjust_tail_failed,
             suspended,
+            bad_checksum,
         ] = sums;
         InterfaceCounters {
             ifindex,
@@ -89,6 +92,7 @@ impl InterfaceCounters {
             rate_limited_dropped,
             adjust_tail_failed,
             suspended,
+            bad_checksum,
         }
     }
 

@@ -1,6 +1,8 @@
 //! The program counts what it does with each packet, per interface:
 //! crafted packets for every reason, run with BPF_PROG_TEST_RUN (which
-//! delivers them as if received on `lo`). Needs root, as tests/answer.rs.
+//! delivers them as if received on `lo`), among them queries whose UDP
+//! checksum is wrong, absent, or in the partial form local senders leave.
+//! Needs root, as tests/answer.rs.
 
 mod common;
 
@@ -29,6 +31,20 @@ fn with_opt(mut message: Vec<u8>, payload: u16, version: u8, options: &[u8]) -> 
     message
 }
 
+/// For the IPv4 UDP segment `segment` (from the client to the server):
+/// its full checksum (as if its checksum field were 0), or, if `partial`,
+/// the partial form a local sender leaves for offload: the pseudo-header's
+/// sum alone.
+fn checksum_of(segment: &[u8], partial: bool) -> u16 {
+    let mut zeroed = segment.to_vec();
+    zeroed[6..8].fill(0);
+    if !partial {
+        return udp_checksum(CLIENT_V4.into(), SERVER_V4.into(), &zeroed);
+    }
+    let pseudo = [&CLIENT_V4.octets()[..], &SERVER_V4.octets(), &[0, UDP], &(segment.len() as u16).to_be_bytes()].concat();
+    pharos_xdp::maps::ones_complement_sum(&pseudo)
+}
+
 /// The counters of the one interface the test runs arrive on.
 fn only_interface(fast_path: &FastPath) -> InterfaceCounters {
     let counters = fast_path.counters().unwrap();
@@ -51,7 +67,19 @@ fn counts_each_answer_and_each_reason_to_pass_up() {
     fragment[20] |= 0x20; // More fragments.
     let mut response = ns1.clone();
     response[2] |= 0x80;
-    let sent: [(Vec<u8>, u32); 12] = [
+    let mut corrupted = frame_v4(&ns1, UDP, PORT);
+    *corrupted.last_mut().unwrap() ^= 0x01; // QCLASS 0x0001 becomes 0x0000.
+    let check = checksum_of(&corrupted[34..], false);
+    corrupted[40..42].copy_from_slice(&check.to_be_bytes());
+    *corrupted.last_mut().unwrap() ^= 0x01; // Back to IN: the checksum no longer matches.
+    let mut unchecked_v6 = frame_v6(&ns1, UDP);
+    unchecked_v6[60..62].fill(0);
+    let mut unchecked_v4 = frame_v4(&ns1, UDP, PORT);
+    unchecked_v4[40..42].fill(0);
+    let mut partial_v4 = frame_v4(&ns1, UDP, PORT);
+    let partial = checksum_of(&partial_v4[34..], true);
+    partial_v4[40..42].copy_from_slice(&partial.to_be_bytes());
+    let sent: [(Vec<u8>, u32); 16] = [
         (frame_v4(&ns1, UDP, PORT), XDP_TX),
         (frame_v6(&ns1, UDP), XDP_TX),
         (frame_v4(&ns1, TCP, PORT), XDP_PASS),
@@ -64,6 +92,10 @@ fn counts_each_answer_and_each_reason_to_pass_up() {
         (frame_v4(&query("ns1.example.test", 1, 2), UDP, PORT), XDP_PASS),
         (frame_v4(&query("nothing.example.test", 1, 0), UDP, PORT), XDP_PASS),
         (frame_v4(&query("big.example.test", 16, 0), UDP, PORT), XDP_PASS),
+        (corrupted, XDP_PASS),
+        (unchecked_v6, XDP_PASS),
+        (unchecked_v4, XDP_TX),
+        (partial_v4, XDP_TX),
     ];
     for (frame, action) in &sent {
         assert_eq!(run(&fast_path, frame).0, *action);
@@ -72,7 +104,8 @@ fn counts_each_answer_and_each_reason_to_pass_up() {
     let expected = InterfaceCounters {
         ifindex: counters.ifindex,
         interface: Some("lo".into()),
-        answered_static: 2,
+        answered_static: 4,
+        bad_checksum: 2,
         too_large: 1,
         not_for_us: 2,
         fragment_or_options: 2,
@@ -83,5 +116,5 @@ fn counts_each_answer_and_each_reason_to_pass_up() {
         ..InterfaceCounters::default()
     };
     assert_eq!(counters, expected);
-    assert_eq!(counters.answered(), 2);
+    assert_eq!(counters.answered(), 4);
 }

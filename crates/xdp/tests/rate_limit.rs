@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -28,18 +29,14 @@ fn query() -> Vec<u8> {
     [&[0xAB, 0xCD, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0][..], &wire_name("ns1.example.test"), &[0, 1, 0, 1]].concat()
 }
 
-/// `frame` (IPv4) from source address 198.51.100.`last`.
+/// The query from source address 198.51.100.`last`.
 fn from_v4(last: u8) -> Vec<u8> {
-    let mut frame = frame_v4(&query(), UDP, PORT);
-    frame[29] = last;
-    frame
+    frame_v4_from(Ipv4Addr::new(198, 51, 100, last), &query(), UDP, PORT)
 }
 
-/// `frame` (IPv6) from 2001:db8::`interface_id` (one /64 for all).
-fn from_v6(interface_id: u8) -> Vec<u8> {
-    let mut frame = frame_v6(&query(), UDP);
-    frame[37] = interface_id;
-    frame
+/// The query from 2001:db8::`interface_id` (one /64 for all).
+fn from_v6(interface_id: u16) -> Vec<u8> {
+    frame_v6_from(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, interface_id), &query(), UDP)
 }
 
 /// The actions for `frames`, run within a second (tried afresh up to
