@@ -41,6 +41,12 @@
 // `live` holds this instead of a generation while user space has
 // suspended the fast path: everything passes up.
 #define SUSPENDED 2
+// Ethernet, IP and UDP headers, without IP options or extension headers.
+#define HEADERS_V4 (ETH_HLEN + 20 + 8)
+#define HEADERS_V6 (ETH_HLEN + 40 + 8)
+// The most a packet grows at its head when its tail cannot grow enough:
+// within the headroom XDP guarantees, with a margin.
+#define HEAD_GROWTH 192
 // Header, question name, type and class, and one spare octet so the
 // checksum loop may read a word past an odd end.
 #define HEAD_MAX (DNS_HEADER + MAX_NAME + 4 + 1)
@@ -136,6 +142,9 @@ struct variant_key {
 
 // Per-CPU room for what is too large for the 512-octet stack.
 struct scratch {
+	// A copy of the Ethernet, IP and UDP headers, while the packet grows
+	// at its head.
+	__u8 headers[HEADERS_V6];
 	struct answer_key key;
 	struct draw_key draw_key;
 	struct class_key class_key;
@@ -483,6 +492,30 @@ static __always_inline int turn_around(struct xdp_md *ctx, const struct query *q
 	return 0;
 }
 
+// Grows the packet by `grow` octets where growing its tail alone failed
+// (generic XDP and veth often lack tailroom: on lo, about 350 octets):
+// up to HEAD_GROWTH octets at its head (XDP leaves 256 octets of
+// headroom, less the kernel's frame metadata, 40 octets on Linux 6) and
+// the rest at its tail, then moves the
+// Ethernet, IP and UDP headers to the new start. What follows them is
+// rewritten whole from the scratch head. Returns 0 on success; on
+// failure the packet is as it came.
+static __always_inline int grow_at_both_ends(struct xdp_md *ctx, const struct query *q, struct scratch *s, int grow)
+{
+	int at_head = grow < HEAD_GROWTH ? grow : HEAD_GROWTH;
+	__u32 headers = q->v6 ? HEADERS_V6 : HEADERS_V4;
+	if (q->dns_off != headers || bpf_xdp_load_bytes(ctx, 0, s->headers, headers))
+		return -1;
+	if (grow > at_head && bpf_xdp_adjust_tail(ctx, grow - at_head))
+		return -1;
+	if (bpf_xdp_adjust_head(ctx, -at_head)) {
+		bpf_xdp_adjust_tail(ctx, at_head - grow);
+		return -1;
+	}
+	// Cannot fail: the packet only grew.
+	return bpf_xdp_store_bytes(ctx, 0, s->headers, headers);
+}
+
 // Counts `reason` for the packet's interface. Global, so its code is
 // verified once rather than at every verdict.
 __attribute__((noinline)) int count(__u32 ifindex, __u32 reason)
@@ -700,13 +733,17 @@ int answer(struct xdp_md *ctx)
 		udp_sum += placed_at(sum_bytes(s->opt, OPT_LEN), opt_at);
 
 	int grow = q.dns_off + q.reply_len - (__u32)(data_end - data);
-	if (grow < 0 || bpf_xdp_adjust_tail(ctx, grow))
+	// Shrinking (a frame with an Ethernet trailer) cannot fail.
+	if (bpf_xdp_adjust_tail(ctx, grow) && (grow < 0 || grow_at_both_ends(ctx, &q, s, grow)))
 		return pass(ctx, ADJUST_TAIL_FAILED);
 	// From here on the packet has been resized: it cannot pass up as it
 	// came. None of these can fail on a packet the checks above let by.
 	if (turn_around(ctx, &q, udp_sum))
 		return XDP_DROP;
-	if (bpf_xdp_store_bytes(ctx, q.dns_off, s->head, DNS_HEADER))
+	// The whole head, question included: grown at the head, the packet no
+	// longer holds the question where the reply has it.
+	AT_MOST(head_len, HEAD_MAX - 1);
+	if (bpf_xdp_store_bytes(ctx, q.dns_off, s->head, head_len))
 		return XDP_DROP;
 	if (bpf_xdp_store_bytes(ctx, q.dns_off + head_len, a->body, body_len))
 		return XDP_DROP;

@@ -142,6 +142,15 @@ fn keeps_the_case_of_the_question() {
 }
 
 #[test]
+fn answers_frames_with_an_ethernet_trailer() {
+    let Some(fast_path) = fast_path() else { return };
+    let message = query("host.example.test", 1, None);
+    let (action, reply) = run(&fast_path, &[frame_v4(&message, UDP, PORT), vec![0; 600]].concat());
+    assert_eq!(action, XDP_TX, "answered in the kernel");
+    assert_eq!(reply[42..], user_space(&message, IpAddr::V4(CLIENT_V4))[..], "the user-space answer, the trailer gone");
+}
+
+#[test]
 fn passes_up_misses() {
     let Some(fast_path) = fast_path() else { return };
     assert_passes(&fast_path, &frame_v4(&query("nothing.example.test", 1, None), UDP, PORT));
