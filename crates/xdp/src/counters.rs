@@ -47,7 +47,7 @@ pub struct InterfaceCounters {
     pub rate_limited_dropped: u64,
     /// Passed up: the packet could not be grown to the reply's length.
     pub adjust_tail_failed: u64,
-    /// Passed up while the fast path was suspended.
+    /// Passed up while the fast path was suspended, or before its first sync.
     pub suspended: u64,
     /// Passed up: the query's UDP checksum is wrong (or absent over IPv6).
     pub bad_checksum: u64,

@@ -3,9 +3,10 @@
 use std::fmt;
 
 use pharos_answer::Snapshot;
+use pharos_route::Service;
 
 use crate::fill::static_entry;
-use crate::routed::{RoutedQuestion, client_classes, routed_question};
+use crate::routed::{client_classes, routed_question};
 
 /// Where a question is answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,19 +37,18 @@ impl fmt::Display for KernelPath {
 /// them) always pass up.
 pub fn kernel_path(snapshot: &Snapshot, name: &[u8], qtype: u16) -> KernelPath {
     let name = name.to_ascii_lowercase();
-    if let Some(service) = snapshot.routes.service(&name) {
-        let routed = routed_question(service, &name, qtype).map_err(|reason| reason.to_string());
-        let classed = |routed: &RoutedQuestion| match routed.by_region() {
-            true => client_classes(&snapshot.routes).map(|_| ()).map_err(|reason| reason.to_string()),
-            false => Ok(()),
-        };
-        return match routed.and_then(|routed| classed(&routed).map(|()| routed)) {
-            Ok(routed) => KernelPath::Routed { classes: routed.classes.len(), variants: routed.variants() },
-            Err(reason) => KernelPath::PassesUp(reason),
-        };
+    let path = match snapshot.routes.service(&name) {
+        Some(service) => routed_path(snapshot, service, &name, qtype),
+        None => static_entry(snapshot, &name, qtype).map(|_| KernelPath::Static).map_err(|reason| reason.to_string()),
+    };
+    path.unwrap_or_else(KernelPath::PassesUp)
+}
+
+/// How the kernel answers `service`'s question, or why it passes up.
+fn routed_path(snapshot: &Snapshot, service: &Service, name: &[u8], qtype: u16) -> Result<KernelPath, String> {
+    let routed = routed_question(service, name, qtype).map_err(|reason| reason.to_string())?;
+    if routed.by_region() {
+        client_classes(&snapshot.routes).map_err(|reason| reason.to_string())?;
     }
-    match static_entry(snapshot, &name, qtype) {
-        Ok(_) => KernelPath::Static,
-        Err(reason) => KernelPath::PassesUp(reason.to_string()),
-    }
+    Ok(KernelPath::Routed { classes: routed.classes.len(), variants: routed.variants() })
 }
