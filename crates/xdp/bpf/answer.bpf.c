@@ -76,6 +76,10 @@ struct answer {
 struct config {
 	// The payload size the OPT record advertises, and the largest reply.
 	__u16 udp_payload;
+	// 1 when the snapshot has more static answers than the map has room
+	// for: questions are counted in `asked`, so that user space installs
+	// the most asked ones.
+	__u16 count_asked;
 };
 
 // What became of a packet, counted per interface. Keep in step with
@@ -218,6 +222,17 @@ struct {
 	__type(key, struct variant_key);
 	__type(value, struct answer);
 } variants SEC(".maps");
+
+// How often each question (in generation 0, so counts outlive a swap)
+// was asked while its snapshot was above capacity, per CPU. User space
+// reads and clears it at every sync; sized by it at load. Questions asked
+// too rarely to stay in the LRU are too cold to be installed anyway.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct answer_key);
+	__type(value, __u64);
+} asked SEC(".maps");
 
 // Per interface (ingress ifindex), per CPU.
 struct {
@@ -602,6 +617,18 @@ static __always_inline struct answer *routed_answer(struct scratch *s, const str
 	return bpf_map_lookup_elem(&variants, &variant);
 }
 
+// Counts one more asking of `question` on this CPU.
+static __always_inline void count_asked(const struct answer_key *question)
+{
+	__u64 *asked_count = bpf_map_lookup_elem(&asked, question);
+	if (asked_count) {
+		(*asked_count)++;
+		return;
+	}
+	__u64 first = 1;
+	bpf_map_update_elem(&asked, question, &first, BPF_NOEXIST);
+}
+
 // Passes the packet up, counted under `reason`.
 static __always_inline int pass(struct xdp_md *ctx, __u32 reason)
 {
@@ -662,7 +689,6 @@ int answer(struct xdp_md *ctx)
 	// them, rather than through packet pointers the verifier cannot bound.
 	if (bpf_xdp_load_bytes(ctx, q.dns_off + DNS_HEADER + name_len, &s->head[DNS_HEADER + name_len], 4))
 		return pass(ctx, NOT_A_PLAIN_QUERY);
-	s->key.generation = generation;
 	__builtin_memcpy(s->key.qtype, &s->head[DNS_HEADER + name_len], 2);
 	__builtin_memcpy(s->key.qclass, &s->head[DNS_HEADER + name_len + 2], 2);
 
@@ -685,6 +711,10 @@ int answer(struct xdp_md *ctx)
 	if (dns_len != head_len + (edns ? OPT_LEN : 0))
 		return pass(ctx, NOT_A_PLAIN_QUERY);
 
+	// Hits and misses alike, while the key is still in generation 0.
+	if (cfg->count_asked)
+		count_asked(&s->key);
+	s->key.generation = generation;
 	struct answer *a = bpf_map_lookup_elem(&answers, &s->key);
 	__u32 answered = ANSWERED_STATIC;
 	if (!a) {

@@ -8,6 +8,7 @@ use aya::{Ebpf, EbpfError, EbpfLoader};
 use pharos_answer::Snapshot;
 
 use crate::PROGRAM;
+use crate::admission::{Demand, asked_room};
 use crate::counters::{CounterValues, Counters, InterfaceCounters};
 use crate::fill::fill;
 use crate::maps::{Answer, AnswerKey, ClassData, Config, Draw, DrawKey, Limit, VariantKey};
@@ -51,6 +52,11 @@ pub struct Synced {
     /// Static answers and routed questions left out for want of room
     /// (they pass up).
     pub left_out: usize,
+    /// With static answers left out, which are the least asked: the
+    /// count (asked since the last sync, plus half the count before) of
+    /// the least asked answer installed; no answer left out was asked
+    /// more often. 0 when every static answer fits.
+    pub threshold: u64,
 }
 
 /// How full the kernel's maps are, for the live snapshot.
@@ -64,6 +70,10 @@ pub struct Occupancy {
     pub routed_classes: usize,
     /// Pre-encoded routed replies.
     pub variants: usize,
+    /// As in the last [`Synced`]: what was left out, and the count an
+    /// answer needed to be installed.
+    pub left_out: usize,
+    pub threshold: u64,
 }
 
 /// The loaded program and its maps, each mirrored per generation.
@@ -76,7 +86,10 @@ pub struct FastPath {
     config: Array<MapData, Config>,
     live: Array<MapData, u32>,
     counters: PerCpuHashMap<MapData, u32, CounterValues>,
+    demand: Demand,
     capacity: u32,
+    /// What the last sync left out, and its threshold.
+    admission: (usize, u64),
     /// The generation the last sync brought up; the next sync fills the other.
     serving: u32,
 }
@@ -90,7 +103,10 @@ impl FastPath {
             return Err(FastPathError::Settings(format!("{} ports given: 1 to {MAX_PORTS} are served", settings.ports.len())));
         }
         let limit = settings.rate_limit.map(|rate_limit| rate_limit.bucket()).transpose().map_err(FastPathError::Settings)?;
-        let mut program = EbpfLoader::new().map_max_entries("answers", 2 * capacity).load(PROGRAM.ok_or(FastPathError::NotBuilt)?)?;
+        let mut program = EbpfLoader::new()
+            .map_max_entries("answers", 2 * capacity)
+            .map_max_entries("asked", asked_room(capacity))
+            .load(PROGRAM.ok_or(FastPathError::NotBuilt)?)?;
         let mut ports: BpfHashMap<_, u16, u8> = BpfHashMap::try_from(take(&mut program, "ports")?)?;
         for &port in &settings.ports {
             ports.insert(port, 1, 0)?;
@@ -105,7 +121,10 @@ impl FastPath {
         let classes = Mirrored::new(LpmTrie::try_from(take(&mut program, "classes")?)?);
         let config = Array::try_from(take(&mut program, "config")?)?;
         let counters = PerCpuHashMap::try_from(take(&mut program, "counters")?)?;
-        let mut fast_path = FastPath { program, answers, draws, variants, classes, config, live, counters, capacity, serving: 0 };
+        let demand = Demand::new(PerCpuHashMap::try_from(take(&mut program, "asked")?)?);
+        let admission = (0, 0);
+        let mut fast_path =
+            FastPath { program, answers, draws, variants, classes, config, live, counters, demand, capacity, admission, serving: 0 };
         fast_path.xdp_mut()?.load()?;
         Ok(fast_path)
     }
@@ -157,17 +176,20 @@ impl FastPath {
     /// removing only what differs from what it held), then makes it live
     /// with one map update. A packet that read the live generation just
     /// before that update may still be answered from the snapshot just
-    /// replaced. Above capacity, the first static answers [`fill`] yields
-    /// are installed and the rest counted as left out (as are routed
-    /// questions beyond the routed maps' room). After an error the kernel
+    /// replaced. Above capacity, the most asked static answers are
+    /// installed (the program counts questions
+    /// while its snapshot is above capacity; before any count, the first
+    /// ones [`fill`] yields) and the rest counted as left out (as are
+    /// routed questions beyond the routed maps' room). After an error the kernel
     /// still serves the previous snapshot: [`FastPath::suspend`] stops that.
     pub fn sync(&mut self, snapshot: &Snapshot) -> Result<Synced, FastPathError> {
         let target = 1 - self.serving;
-        let mut entries = fill(snapshot);
+        self.demand.gather()?;
+        let admitted = self.demand.admit(fill(snapshot), self.capacity as usize);
         let routed = fill_routed(snapshot);
-        let mut synced = Synced { left_out: entries.len().saturating_sub(self.capacity as usize) + routed.left_out, ..Synced::default() };
-        entries.truncate(self.capacity as usize);
-        let answers = entries.into_iter().map(|(key, answer)| (key.in_generation(target), answer)).collect();
+        let left_out = admitted.left_out + routed.left_out;
+        let mut synced = Synced { left_out, threshold: admitted.threshold, ..Synced::default() };
+        let answers = admitted.entries.into_iter().map(|(key, answer)| (key.in_generation(target), answer)).collect();
         self.answers.bring_up(target, answers, &mut synced)?;
         let draws = routed.draws.into_iter().map(|(key, draw)| (DrawKey { question: key.question.in_generation(target), ..key }, draw));
         self.draws.bring_up(target, draws.collect(), &mut synced)?;
@@ -178,9 +200,11 @@ impl FastPath {
             ((prefix_len, data), region)
         });
         self.classes.bring_up(target, classes.collect(), &mut synced)?;
-        self.config.set(target, Config { udp_payload: snapshot.settings.udp_payload }, 0)?;
+        let count_asked = u16::from(admitted.left_out > 0);
+        self.config.set(target, Config { udp_payload: snapshot.settings.udp_payload, count_asked }, 0)?;
         self.live.set(0, target, 0)?;
         self.serving = target;
+        self.admission = (left_out, admitted.threshold);
         Ok(synced)
     }
 
@@ -211,6 +235,8 @@ impl FastPath {
             capacity: self.capacity,
             routed_classes: self.classes.held(self.serving),
             variants: self.variants.held(self.serving),
+            left_out: self.admission.0,
+            threshold: self.admission.1,
         }
     }
 }

@@ -10,10 +10,12 @@
 //! its [`Settings`] (ports, capacity, a per-source token bucket), attaches
 //! it to interfaces, swaps snapshots in atomically (two generations of
 //! entries, one live, each mirrored in user space so a sync writes only
-//! what changed) and reads its per-interface [`Counters`]; [`kernel_path`]
+//! what changed; above capacity, the most asked answers by the
+//! program's counts of questions) and reads its per-interface [`Counters`]; [`kernel_path`]
 //! says, for `explain`, whether a question is answered in the kernel or
 //! passes up, and why.
 
+mod admission;
 mod counters;
 mod fastpath;
 pub mod fill;

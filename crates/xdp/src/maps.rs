@@ -83,6 +83,10 @@ pub struct Config {
     /// The payload size the reply's OPT record advertises, and the
     /// largest reply to an EDNS query.
     pub udp_payload: u16,
+    /// 1 when the snapshot has more static answers than the kernel has
+    /// room for: the program then counts the questions it is asked in
+    /// the `asked` map (keys in generation 0, per-CPU `u64` counts).
+    pub count_asked: u16,
 }
 
 /// The `limit` map's only value: the per-source token bucket, in
@@ -105,7 +109,7 @@ pub struct Limit {
 unsafe impl aya::Pod for AnswerKey {}
 // SAFETY: as above: 8 octets of u16 fields, then an even-sized byte array.
 unsafe impl aya::Pod for Answer {}
-// SAFETY: a single u16.
+// SAFETY: two u16.
 unsafe impl aya::Pod for Config {}
 // SAFETY: an AnswerKey (264 octets, 4-aligned) and a u32: no padding.
 unsafe impl aya::Pod for DrawKey {}
