@@ -49,6 +49,9 @@ struct ServeArgs {
     /// Name server identifier returned to clients that ask (RFC 5001).
     #[arg(long)]
     nsid: Option<String>,
+    /// Network interface to answer on in the kernel with XDP (repeatable; adds to [fastpath] interfaces; root needed).
+    #[arg(long, value_name = "IFACE")]
+    xdp: Vec<String>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -87,6 +90,11 @@ fn serve_config(args: ServeArgs) -> anyhow::Result<Config> {
     }
     if args.nsid.is_some() {
         config.server.nsid = args.nsid;
+    }
+    for interface in args.xdp {
+        if !config.fastpath.interfaces.contains(&interface) {
+            config.fastpath.interfaces.push(interface);
+        }
     }
     config.validate()?;
     Ok(config)

@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use pharos_bgp::OriginRules;
 use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use pharos_transport::config::{HttpConfig, TcpConfig, TlsConfig};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Everything `pharos serve` needs to know.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -46,6 +46,9 @@ pub struct Config {
     pub store: StoreConfig,
     #[serde(default)]
     pub control: ControlConfig,
+    /// The kernel fast path (XDP): off unless it names interfaces.
+    #[serde(default)]
+    pub fastpath: FastPathConfig,
     /// Zones given on the command line; kept across reloads of the file.
     #[serde(skip)]
     pub flag_zones: Vec<ZoneConfig>,
@@ -203,6 +206,102 @@ impl Default for ControlConfig {
     }
 }
 
+/// The kernel fast path: an XDP program on each interface that answers
+/// what it can in the kernel and passes everything else up.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FastPathConfig {
+    /// Network interfaces to attach to; empty: no fast path.
+    pub interfaces: Vec<String>,
+    pub mode: XdpMode,
+    /// Most questions the kernel holds answers for.
+    pub max_entries: u32,
+    /// A per-source token bucket, in the kernel and in user space alike.
+    pub rate_limit: Option<RateLimitConfig>,
+}
+
+impl Default for FastPathConfig {
+    fn default() -> Self {
+        FastPathConfig { interfaces: Vec::new(), mode: XdpMode::Auto, max_entries: 65536, rate_limit: None }
+    }
+}
+
+/// How the program runs on an interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum XdpMode {
+    /// Native where the driver supports it, else generic (the kernel picks).
+    Auto,
+    /// In the driver, before any socket buffer is allocated: the fast one.
+    Native,
+    /// In the network stack, where drivers have no XDP (e.g. `lo`).
+    Generic,
+}
+
+impl XdpMode {
+    /// As the config file spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            XdpMode::Auto => "auto",
+            XdpMode::Native => "native",
+            XdpMode::Generic => "generic",
+        }
+    }
+}
+
+/// Queries per second each source address (IPv6: each /64) may send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitConfig {
+    /// Sustained rate.
+    pub per_second: u32,
+    /// Queries allowed at once above the rate.
+    pub burst: u32,
+    /// What the kernel does with a query over the limit.
+    #[serde(default)]
+    pub over_limit: OverLimit,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OverLimit {
+    /// Up to user space, whose own bucket then decides.
+    #[default]
+    Pass,
+    Drop,
+}
+
+/// Longest interface name Linux allows (IFNAMSIZ less the terminating NUL).
+const MAX_INTERFACE_NAME: usize = 15;
+
+impl FastPathConfig {
+    fn validate(&self) -> anyhow::Result<()> {
+        for (index, interface) in self.interfaces.iter().enumerate() {
+            let bad = interface.is_empty()
+                || interface.len() > MAX_INTERFACE_NAME
+                || interface.bytes().any(|byte| byte == b'/' || byte == 0 || byte.is_ascii_whitespace());
+            if bad {
+                bail!("fastpath.interfaces[{index}]: {interface:?} is not an interface name (1 to 15 octets, no '/' or space)");
+            }
+            if self.interfaces[..index].contains(interface) {
+                bail!("fastpath.interfaces[{index}]: {interface:?} is named twice");
+            }
+        }
+        if self.max_entries == 0 {
+            bail!("fastpath.max_entries must be at least 1");
+        }
+        if let Some(limit) = &self.rate_limit {
+            if limit.per_second == 0 {
+                bail!("fastpath.rate_limit.per_second must be at least 1 (to stop a source entirely, filter it elsewhere)");
+            }
+            if limit.burst == 0 {
+                bail!("fastpath.rate_limit.burst must be at least 1");
+            }
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
@@ -337,6 +436,7 @@ impl Config {
             bail!("tls.certificate and tls.key go together: give both, or neither for a generated self-signed certificate");
         }
         self.bgp.validate()?;
+        self.fastpath.validate()?;
         self.http.validate()
     }
 
@@ -424,6 +524,38 @@ mod tests {
         ] {
             let error = format!("{:#}", with_http(http).unwrap_err());
             assert!(error.contains(expected), "{http}: {error}");
+        }
+    }
+
+    #[test]
+    fn reads_the_fastpath_section_and_names_its_bad_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pharos.toml");
+        let zone = "[[zone]]\norigin = \"t\"\nfile = \"z\"\n";
+        let with_fastpath = |fastpath: &str| {
+            std::fs::write(&path, format!("[server]\nlisten = [\"127.0.0.1:5300\"]\n{zone}[fastpath]\n{fastpath}\n")).unwrap();
+            Config::from_file(&path).and_then(|config| config.validate().map(|()| config))
+        };
+        let config =
+            with_fastpath("interfaces = [\"veth0\"]\nmode = \"native\"\n[fastpath.rate_limit]\nper_second = 100\nburst = 20").unwrap();
+        assert_eq!((config.fastpath.interfaces.as_slice(), config.fastpath.mode), (&["veth0".to_string()][..], XdpMode::Native));
+        assert_eq!(config.fastpath.max_entries, 65536);
+        assert_eq!(config.fastpath.rate_limit, Some(RateLimitConfig { per_second: 100, burst: 20, over_limit: OverLimit::Pass }));
+        let defaults = with_fastpath("").unwrap().fastpath;
+        assert!(defaults.interfaces.is_empty() && defaults.mode == XdpMode::Auto && defaults.rate_limit.is_none());
+        for (fastpath, expected) in [
+            ("mode = \"fast\"", "unknown variant `fast`"),
+            ("interfaces = [\"a\", \"\"]", "fastpath.interfaces[1]: \"\" is not an interface name"),
+            ("interfaces = [\"a-very-long-interface\"]", "fastpath.interfaces[0]"),
+            ("interfaces = [\"a\", \"a\"]", "fastpath.interfaces[1]: \"a\" is named twice"),
+            ("max_entries = 0", "fastpath.max_entries must be at least 1"),
+            ("[fastpath.rate_limit]\nper_second = 0\nburst = 1", "fastpath.rate_limit.per_second must be at least 1"),
+            ("[fastpath.rate_limit]\nper_second = 1\nburst = 0", "fastpath.rate_limit.burst must be at least 1"),
+            ("[fastpath.rate_limit]\nper_second = 1\nburst = 1\nover_limit = \"reject\"", "unknown variant `reject`"),
+            ("[fastpath.rate_limit]\nburst = 1", "missing field `per_second`"),
+        ] {
+            let error = format!("{:#}", with_fastpath(fastpath).unwrap_err());
+            assert!(error.contains(expected), "{fastpath}: {error}");
         }
     }
 
