@@ -108,6 +108,8 @@ enum CtlCommand {
     },
     /// Show the proximity data: BGP tables and latency measurements in use.
     Data,
+    /// Show the kernel fast path: per interface, hits, misses and pass-ups, and what the last sync changed.
+    Fastpath,
 }
 
 pub fn run(args: CtlArgs) -> anyhow::Result<()> {
@@ -156,6 +158,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         CtlCommand::Reload => client.call("POST", "/v1/reload", None)?,
         CtlCommand::Measurements { file } => client.call("POST", "/v1/measurements", Some(read_measurements(file)?))?,
         CtlCommand::Data => client.call("GET", "/v1/data", None)?,
+        CtlCommand::Fastpath => client.call("GET", "/v1/fastpath", None)?,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&reply)?);
@@ -297,6 +300,7 @@ fn print_human(command: &CtlCommand, reply: &Value) {
         }
         CtlCommand::Measurements { .. } => println!("{} measurements kept", reply["accepted"]),
         CtlCommand::Data => print_data(reply),
+        CtlCommand::Fastpath => print_fastpath(reply),
         _ => println!("ok"),
     }
 }
@@ -329,4 +333,27 @@ fn print_data(reply: &Value) {
     }
     let latency = &reply["latency"];
     println!("latency: {} measurements in use (max age {} s)", latency["measurements"], latency["max_age_seconds"]);
+}
+
+fn print_fastpath(reply: &Value) {
+    println!("kernel fast path: {}", reply["state"].as_str().unwrap_or("?"));
+    if let Some(reason) = reply["reason"].as_str() {
+        println!("  why: {reason}");
+    }
+    println!("  answers {} questions of at most {}, after {} syncs", reply["entries"], reply["capacity"], reply["syncs"]);
+    let counts = |counts: &Value| {
+        let (installed, updated, removed, left_out) = (&counts["installed"], &counts["updated"], &counts["removed"], &counts["left_out"]);
+        format!("{installed} installed, {updated} updated, {removed} removed, {left_out} left out for want of room")
+    };
+    println!("  last sync: {}; in all: {}", counts(&reply["last_sync"]), counts(&reply["totals"]));
+    println!("{:<16} {:<8} {:<9} ERROR", "INTERFACE", "MODE", "ATTACHED");
+    for interface in reply["interfaces"].as_array().into_iter().flatten() {
+        let attached = if interface["attached"].as_bool() == Some(true) { "yes" } else { "no" };
+        println!(
+            "{:<16} {:<8} {attached:<9} {}",
+            interface["name"].as_str().unwrap_or(""),
+            interface["mode"].as_str().unwrap_or(""),
+            interface["error"].as_str().unwrap_or("")
+        );
+    }
 }

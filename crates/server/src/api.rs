@@ -176,6 +176,7 @@ fn router(api: Api) -> Router {
         .route("/v1/data", get(data_status))
         .route("/v1/health", get(health))
         .route("/v1/load", get(load_status))
+        .route("/v1/fastpath", get(fastpath_status))
         .route("/v1/services/{name}/replicas/{id}/load", put(put_load))
         .layer(middleware::from_fn_with_state(api.clone(), require_token));
     Router::new()
@@ -376,6 +377,12 @@ async fn health(State(api): State<Api>) -> Reply<Json<Vec<pharos_control::health
 
 async fn data_status(State(api): State<Api>) -> Json<crate::data::DataStatus> {
     Json(api.control.data().as_ref().clone())
+}
+
+/// The kernel fast path: per interface, what the last sync changed, how
+/// full its map is, and why it is off or suspended if it is.
+async fn fastpath_status(State(api): State<Api>) -> Json<crate::fastpath::FastPathStatus> {
+    Json(api.control.fastpath().as_ref().clone())
 }
 
 async fn reload(State(api): State<Api>) -> Reply<StatusCode> {

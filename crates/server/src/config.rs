@@ -271,6 +271,9 @@ pub enum OverLimit {
     Drop,
 }
 
+/// The kernel's map holds two snapshots' answers, counted in a u32.
+const MAX_ENTRIES: u32 = u32::MAX / 2;
+
 /// Longest interface name Linux allows (IFNAMSIZ less the terminating NUL).
 const MAX_INTERFACE_NAME: usize = 15;
 
@@ -287,8 +290,8 @@ impl FastPathConfig {
                 bail!("fastpath.interfaces[{index}]: {interface:?} is named twice");
             }
         }
-        if self.max_entries == 0 {
-            bail!("fastpath.max_entries must be at least 1");
+        if self.max_entries == 0 || self.max_entries > MAX_ENTRIES {
+            bail!("fastpath.max_entries = {}: must be 1 to {MAX_ENTRIES}", self.max_entries);
         }
         if let Some(limit) = &self.rate_limit {
             if limit.per_second == 0 {
@@ -548,7 +551,8 @@ mod tests {
             ("interfaces = [\"a\", \"\"]", "fastpath.interfaces[1]: \"\" is not an interface name"),
             ("interfaces = [\"a-very-long-interface\"]", "fastpath.interfaces[0]"),
             ("interfaces = [\"a\", \"a\"]", "fastpath.interfaces[1]: \"a\" is named twice"),
-            ("max_entries = 0", "fastpath.max_entries must be at least 1"),
+            ("max_entries = 0", "fastpath.max_entries = 0: must be 1 to 2147483647"),
+            ("max_entries = 4000000000", "fastpath.max_entries = 4000000000: must be 1 to"),
             ("[fastpath.rate_limit]\nper_second = 0\nburst = 1", "fastpath.rate_limit.per_second must be at least 1"),
             ("[fastpath.rate_limit]\nper_second = 1\nburst = 0", "fastpath.rate_limit.burst must be at least 1"),
             ("[fastpath.rate_limit]\nper_second = 1\nburst = 1\nover_limit = \"reject\"", "unknown variant `reject`"),

@@ -35,6 +35,7 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::data::{BgpStatus, BgpSummary, DataStatus, LatencyStatus};
+use crate::fastpath::{FastPathStatus, KernelFastPath};
 
 /// Routing state, its store, and the snapshot published from them.
 pub struct Control {
@@ -47,6 +48,8 @@ pub struct Control {
     published: Arc<Published>,
     /// The probes the prober should be running.
     probe_plan: watch::Sender<Arc<Vec<ProbeTarget>>>,
+    /// The kernel's copy of the answers, once started.
+    fast_path: Option<KernelFastPath>,
 }
 
 /// Copies of the state and the data status for readers that never queue
@@ -54,6 +57,7 @@ pub struct Control {
 pub struct Published {
     pub state: ArcSwap<State>,
     pub data: ArcSwap<DataStatus>,
+    pub fastpath: ArcSwap<FastPathStatus>,
 }
 
 /// Why a client gets what it gets (the `explain` API).
@@ -85,18 +89,26 @@ impl Control {
         // Until the BGP tables load, shortest-as-path services fall back.
         sources.as_paths = config.bgp.table.as_ref().map(|_| Arc::new(AsPaths::new(None)));
         let data = DataStatus { bgp: BgpStatus::configured(&config), ..DataStatus::default() };
-        let published = Arc::new(Published { state: ArcSwap::default(), data: ArcSwap::default() });
+        let published = Arc::new(Published { state: ArcSwap::default(), data: ArcSwap::default(), fastpath: ArcSwap::default() });
         let (probe_plan, _) = watch::channel(Arc::new(Vec::new()));
         let load = LoadSettings { max_age_seconds: config.load.max_age_seconds, smoothing: config.load.smoothing };
         let settings = PlaneSettings { load, latency_max_age_seconds: config.latency.max_age_seconds };
         let plane = Plane::new(store.load()?, store.load_measurements()?, sources, snapshots, settings, now);
-        let mut control = Control { config, plane, store, snapshot, data, published, probe_plan };
+        let mut control = Control { config, plane, store, snapshot, data, published, probe_plan, fast_path: None };
         control.latencies_changed();
         let changed = control.changed_declarations(&control.config.clone())?;
         control.apply(&changed, now).map_err(|error| anyhow::anyhow!("{error}"))?;
         control.remember_declarations(&changed)?;
         control.publish_data();
         Ok(control)
+    }
+
+    /// Starts the kernel fast path the config asks for (if any), filled
+    /// from the live snapshot; from now on every snapshot published is
+    /// written to the kernel first.
+    pub fn start_fast_path(&mut self) {
+        let snapshot = self.snapshot.load();
+        self.fast_path = Some(KernelFastPath::start(&self.config, &snapshot, self.published.clone()));
     }
 
     /// What readers that never queue see; current as of every reply.
@@ -263,6 +275,11 @@ impl Control {
             self.config = config;
         }
         let effects = self.plane.adopt(prepared, now);
+        // The kernel first: it never answers from an older snapshot than
+        // user space, except while this one is being stored.
+        if let Some(fast_path) = &mut self.fast_path {
+            fast_path.sync(&effects.snapshot);
+        }
         self.snapshot.store(Arc::new(effects.snapshot));
         if let Some(targets) = effects.probe_plan {
             self.probe_plan.send_replace(Arc::new(targets));

@@ -3,7 +3,9 @@
 //! thread, the store and the clock, with health and load probes in
 //! `prober`, address and measurement data in `data`, the external region
 //! classifier in `classifier`, and their thread priorities in
-//! `scheduling`), its HTTP API (`api`), and [`run`], which starts the
+//! `scheduling`), the kernel fast path it keeps in step with every
+//! snapshot ([`fastpath`], the one module that calls `pharos-xdp`), its
+//! HTTP API (`api`), and [`run`], which starts the
 //! control plane, the API and the transports of `pharos_transport` over
 //! one shared snapshot, and reloads and stops them on signals.
 
@@ -12,6 +14,7 @@ mod classifier;
 pub mod config;
 pub mod control;
 pub mod data;
+pub mod fastpath;
 pub mod plane;
 mod prober;
 mod scheduling;

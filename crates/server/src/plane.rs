@@ -29,6 +29,7 @@ use tokio::sync::oneshot;
 use crate::config::{BgpConfig, Config};
 use crate::control::{Control, Published};
 use crate::data::{DataStatus, unix_millis};
+use crate::fastpath::FastPathStatus;
 use crate::prober;
 
 /// The most requests one commit takes, so a reply never waits for an
@@ -111,6 +112,11 @@ impl ControlHandle {
     /// The proximity data's status as last published.
     pub fn data(&self) -> Arc<DataStatus> {
         self.published.data.load_full()
+    }
+
+    /// The kernel fast path's status as last published.
+    pub fn fastpath(&self) -> Arc<FastPathStatus> {
+        self.published.fastpath.load_full()
     }
 
     /// The snapshot the transports serve.

@@ -25,6 +25,7 @@ impl Server {
     pub async fn start(config: Config) -> anyhow::Result<Server> {
         config.validate()?;
         let mut control = plane::open(config.clone())?;
+        control.start_fast_path();
         let snapshot = control.snapshot().clone();
         let token = config.control.listen.map(|_| api::token(&mut control)).transpose()?;
         let window = Duration::from_millis(config.control.commit_window_ms);

@@ -1,0 +1,249 @@
+//! The kernel fast path as the server runs it: started with the server
+//! (load, fill from the first snapshot, attach to each interface), kept in
+//! step with every snapshot the control plane publishes, suspended when
+//! that fails, detached when dropped. Every call into `pharos-xdp` is
+//! here. The fast path is an optimisation: whatever goes wrong with it is
+//! logged and shown in its status, and the server goes on answering from
+//! user space.
+
+use std::sync::Arc;
+
+use pharos_answer::Snapshot;
+use pharos_xdp::{FastPath, Mode, Settings, Synced};
+use serde::Serialize;
+
+use crate::config::{Config, FastPathConfig, OverLimit, XdpMode};
+use crate::control::Published;
+
+/// What `GET /v1/fastpath` shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct FastPathStatus {
+    /// "off" (not configured), "on", "suspended" (everything passes up)
+    /// or "failed" (could not start).
+    pub state: &'static str,
+    /// Why the fast path is suspended or failed.
+    pub reason: Option<String>,
+    pub interfaces: Vec<InterfaceStatus>,
+    /// What the last snapshot changed in the kernel's answers.
+    pub last_sync: SyncCounts,
+    /// Every change since the start.
+    pub totals: SyncCounts,
+    pub syncs: u64,
+    /// Questions the kernel answers, and how many it may hold.
+    pub entries: usize,
+    pub capacity: u32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InterfaceStatus {
+    pub name: String,
+    /// The mode asked for; once attached, the one the kernel gave
+    /// ("native" or "generic").
+    pub mode: String,
+    pub attached: bool,
+    /// Why the program is not attached here.
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct SyncCounts {
+    pub installed: usize,
+    pub updated: usize,
+    pub removed: usize,
+    /// Answers beyond `max_entries`, left to user space.
+    pub left_out: usize,
+}
+
+impl SyncCounts {
+    fn add(&mut self, other: SyncCounts) {
+        self.installed += other.installed;
+        self.updated += other.updated;
+        self.removed += other.removed;
+        self.left_out += other.left_out;
+    }
+}
+
+impl From<Synced> for SyncCounts {
+    fn from(synced: Synced) -> SyncCounts {
+        SyncCounts { installed: synced.installed, updated: synced.updated, removed: synced.removed, left_out: synced.left_out }
+    }
+}
+
+/// The running fast path.
+pub struct KernelFastPath {
+    /// `None` when off: not configured, or it could not start.
+    loaded: Option<FastPath>,
+    status: FastPathStatus,
+    /// Where readers that never queue find the status.
+    published: Arc<Published>,
+}
+
+impl KernelFastPath {
+    /// Starts the fast path `config` asks for, filled from `snapshot`. It
+    /// never fails: a fast path that cannot run is logged once, with why,
+    /// and shown in the status.
+    pub fn start(config: &Config, snapshot: &Snapshot, published: Arc<Published>) -> KernelFastPath {
+        let wanted = &config.fastpath;
+        let mut status = FastPathStatus { capacity: wanted.max_entries, ..FastPathStatus::default() };
+        if wanted.interfaces.is_empty() {
+            published.fastpath.store(Arc::new(status.clone()));
+            return KernelFastPath { loaded: None, status, published };
+        }
+        let loaded = FastPath::load(&settings(config)).and_then(|mut fast_path| fast_path.sync(snapshot).map(|synced| (fast_path, synced)));
+        let mut fast_path = match loaded {
+            Ok((fast_path, synced)) => {
+                status.record_sync(synced.into(), &fast_path);
+                fast_path
+            }
+            Err(error) => {
+                let reason = format!("cannot load the XDP program: {}{}", causes(&error), root_hint());
+                tracing::warn!("kernel fast path off, serving from user space only: {reason}");
+                status.fail("failed", reason);
+                status.interfaces = wanted.interfaces.iter().map(|name| InterfaceStatus::detached(name, wanted.mode, None)).collect();
+                published.fastpath.store(Arc::new(status.clone()));
+                return KernelFastPath { loaded: None, status, published };
+            }
+        };
+        for name in &wanted.interfaces {
+            status.interfaces.push(match fast_path.attach(name, mode(wanted.mode)) {
+                Ok(attached) => InterfaceStatus { name: name.clone(), mode: attached.mode.to_string(), attached: true, error: None },
+                Err(error) => InterfaceStatus::detached(name, wanted.mode, Some(causes(&error))),
+            });
+        }
+        let failures: Vec<String> = status
+            .interfaces
+            .iter()
+            .filter_map(|interface| interface.error.as_ref().map(|error| format!("{}: {error}", interface.name)))
+            .collect();
+        let attached = status.interfaces.iter().filter(|interface| interface.attached).count();
+        let loaded = if attached == 0 {
+            let reason = format!("not attached to any interface: {}", failures.join("; "));
+            tracing::warn!("kernel fast path off, serving from user space only: {reason}");
+            status.fail("failed", reason);
+            None
+        } else {
+            if !failures.is_empty() {
+                tracing::warn!("kernel fast path not attached to every interface, the others pass everything up: {}", failures.join("; "));
+            }
+            let names: Vec<&str> =
+                status.interfaces.iter().filter(|interface| interface.attached).map(|interface| interface.name.as_str()).collect();
+            tracing::info!(interfaces = ?names, entries = status.entries, "kernel fast path answering");
+            status.state = "on";
+            Some(fast_path)
+        };
+        published.fastpath.store(Arc::new(status.clone()));
+        KernelFastPath { loaded, status, published }
+    }
+
+    /// Makes the kernel answer what `snapshot` answers, in one swap;
+    /// called right before user space serves `snapshot`. On failure the
+    /// fast path is suspended (every query passes up: still exact, only
+    /// slower) until a later snapshot is written whole.
+    pub fn sync(&mut self, snapshot: &Snapshot) {
+        let Some(fast_path) = &mut self.loaded else { return };
+        match fast_path.sync(snapshot) {
+            Ok(synced) => {
+                if self.status.state == "suspended" {
+                    tracing::info!("kernel fast path answering again");
+                }
+                self.status.state = "on";
+                self.status.reason = None;
+                self.status.record_sync(synced.into(), fast_path);
+            }
+            Err(error) => {
+                let reason = format!("writing the new snapshot into the kernel failed: {}", causes(&error));
+                tracing::error!("kernel fast path suspended, every query passes up to user space: {reason}");
+                if let Err(error) = fast_path.suspend() {
+                    // Unsure what the kernel would answer from: detach.
+                    tracing::error!("cannot suspend the kernel fast path, detaching it: {}", causes(&error));
+                    self.loaded = None;
+                    self.status.interfaces.iter_mut().for_each(|interface| interface.attached = false);
+                }
+                self.status.fail("suspended", reason);
+            }
+        }
+        self.published.fastpath.store(Arc::new(self.status.clone()));
+    }
+}
+
+impl Default for FastPathStatus {
+    fn default() -> FastPathStatus {
+        FastPathStatus {
+            state: "off",
+            reason: None,
+            interfaces: Vec::new(),
+            last_sync: SyncCounts::default(),
+            totals: SyncCounts::default(),
+            syncs: 0,
+            entries: 0,
+            capacity: 0,
+        }
+    }
+}
+
+impl FastPathStatus {
+    fn record_sync(&mut self, synced: SyncCounts, fast_path: &FastPath) {
+        self.last_sync = synced;
+        self.totals.add(synced);
+        self.syncs += 1;
+        self.entries = fast_path.occupancy().installed;
+    }
+
+    fn fail(&mut self, state: &'static str, reason: String) {
+        self.state = state;
+        self.reason = Some(reason);
+        self.entries = 0;
+    }
+}
+
+impl InterfaceStatus {
+    fn detached(name: &str, mode: XdpMode, error: Option<String>) -> InterfaceStatus {
+        InterfaceStatus { name: name.to_string(), mode: mode.name().to_string(), attached: false, error }
+    }
+}
+
+/// What the kernel program takes of the configuration.
+fn settings(config: &Config) -> Settings {
+    let FastPathConfig { max_entries, rate_limit, .. } = &config.fastpath;
+    let mut ports: Vec<u16> = config.server.listen.iter().map(|address| address.port()).collect();
+    ports.sort_unstable();
+    ports.dedup();
+    let rate_limit = rate_limit.map(|limit| pharos_xdp::RateLimit {
+        per_second: limit.per_second,
+        burst: limit.burst,
+        over_limit: match limit.over_limit {
+            OverLimit::Pass => pharos_xdp::OverLimit::Pass,
+            OverLimit::Drop => pharos_xdp::OverLimit::Drop,
+        },
+    });
+    Settings { ports, max_entries: *max_entries, rate_limit }
+}
+
+fn mode(mode: XdpMode) -> Mode {
+    match mode {
+        XdpMode::Auto => Mode::Auto,
+        XdpMode::Native => Mode::Native,
+        XdpMode::Generic => Mode::Generic,
+    }
+}
+
+/// `error` and its causes down to the system's, each said once.
+fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut said = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        let text = inner.to_string();
+        if !said.ends_with(&text) {
+            said = format!("{said}: {text}");
+        }
+        cause = inner.source();
+    }
+    said
+}
+
+/// Loading BPF programs needs root (CAP_BPF and CAP_NET_ADMIN): said when
+/// that is the likely cause.
+fn root_hint() -> &'static str {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 { "" } else { " (not running as root: loading XDP programs needs CAP_BPF and CAP_NET_ADMIN)" }
+}
