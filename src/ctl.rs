@@ -297,6 +297,7 @@ fn print_human(command: &CtlCommand, reply: &Value) {
             for (number, step) in reply["steps"].as_array().into_iter().flatten().enumerate() {
                 println!("{}. {}", number + 1, step.as_str().unwrap_or(""));
             }
+            println!("{}", reply["fast_path"].as_str().unwrap_or(""));
         }
         CtlCommand::Measurements { .. } => println!("{} measurements kept", reply["accepted"]),
         CtlCommand::Data => print_data(reply),

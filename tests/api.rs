@@ -187,6 +187,7 @@ fn explain_and_ctl_show_the_decision_path() {
     assert_eq!((explained["region"].as_u64(), explained["scope"].as_u64(), explained["ttl"].as_u64()), (Some(1), Some(24), Some(60)));
     let steps: Vec<&str> = explained["steps"].as_array().unwrap().iter().map(|step| step.as_str().unwrap()).collect();
     assert!(steps.iter().any(|step| step.contains("matched prefix 198.51.100.0/24")), "{steps:?}");
+    assert_eq!(explained["fast_path"], "kernel fast path: off", "no interfaces configured");
     let ctl = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_pharos")).args(["ctl", "--api", &api, "--token", TOKEN]).args(args).output().unwrap()
     };
@@ -194,7 +195,8 @@ fn explain_and_ctl_show_the_decision_path() {
     assert!(regions.status.success() && String::from_utf8_lossy(&regions.stdout).contains("europe"));
     let explain = ctl(&["explain", "svc.example.test", "198.51.100.7"]);
     assert!(
-        String::from_utf8_lossy(&explain.stdout).contains("answer: [fra, sin], TTL 60"),
+        String::from_utf8_lossy(&explain.stdout).contains("answer: [fra, sin], TTL 60")
+            && String::from_utf8_lossy(&explain.stdout).contains("kernel fast path: off"),
         "{}",
         String::from_utf8_lossy(&explain.stdout)
     );

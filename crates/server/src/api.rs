@@ -20,10 +20,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use pharos_control::edit::{self, NewRegion, Probabilities, ReplicaPatch};
+use pharos_control::snapshot::service_name;
 use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use pharos_control::{Change, ControlError};
 use pharos_route::Family;
 use pharos_route::latency::MeasurementSpec;
+use pharos_wire::types;
 use rand::rngs::SmallRng;
 use rand::{SeedableRng, TryRngCore};
 use serde::{Deserialize, Serialize};
@@ -311,15 +313,28 @@ struct ExplainQuery {
     qtype: Option<String>,
 }
 
-async fn explain(State(api): State<Api>, Query(query): Query<ExplainQuery>) -> Reply<Json<crate::control::Explained>> {
-    let family = match query.qtype.as_deref().unwrap_or("A") {
-        "A" | "a" => Family::V4,
-        "AAAA" | "aaaa" => Family::V6,
+/// Why a client gets what it gets, and which path answers it.
+#[derive(Serialize)]
+struct ExplainReply {
+    #[serde(flatten)]
+    explained: crate::control::Explained,
+    /// Whether the kernel fast path answers the question, and if not why.
+    fast_path: String,
+}
+
+async fn explain(State(api): State<Api>, Query(query): Query<ExplainQuery>) -> Reply<Json<ExplainReply>> {
+    let (family, qtype) = match query.qtype.as_deref().unwrap_or("A") {
+        "A" | "a" => (Family::V4, types::A),
+        "AAAA" | "aaaa" => (Family::V6, types::AAAA),
         other => return Err(bad_request("qtype", format!("{other:?}: explain answers A or AAAA"))),
     };
     // A fixed seed: the explanation shows one draw, reproducibly.
     let mut rng = SmallRng::seed_from_u64(0);
-    Ok(Json(crate::control::explain(&api.control.snapshot().load(), &query.name, &query.client, family, &mut rng)?))
+    let snapshot = api.control.snapshot().load();
+    let explained = crate::control::explain(&snapshot, &query.name, &query.client, family, &mut rng)?;
+    let name = service_name(&explained.service).map_err(|message| bad_request("name", message))?;
+    let fast_path = crate::fastpath::explain(&api.control.fastpath(), &snapshot, &name, qtype);
+    Ok(Json(ExplainReply { explained, fast_path }))
 }
 
 /// The live regions and services in the config file's format: arrays of

@@ -181,6 +181,18 @@ impl Default for FastPathStatus {
     }
 }
 
+/// The line `explain` adds: whether the kernel answers `name` (wire form)
+/// for `qtype` in `snapshot`, or why it passes it up, or that it is off.
+pub fn explain(status: &FastPathStatus, snapshot: &Snapshot, name: &[u8], qtype: u16) -> String {
+    if status.state != "on" {
+        return "kernel fast path: off".into();
+    }
+    match pharos_xdp::kernel_path(snapshot, name, qtype) {
+        pharos_xdp::KernelPath::PassesUp(reason) => format!("kernel fast path: passes up: {reason}"),
+        answered => format!("kernel fast path: {answered}"),
+    }
+}
+
 impl FastPathStatus {
     fn record_sync(&mut self, synced: SyncCounts, fast_path: &FastPath) {
         self.last_sync = synced;
