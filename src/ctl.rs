@@ -347,6 +347,9 @@ fn print_fastpath(reply: &Value) {
         format!("{installed} installed, {updated} updated, {removed} removed, {left_out} left out for want of room")
     };
     println!("  last sync: {}; in all: {}", counts(&reply["last_sync"]), counts(&reply["totals"]));
+    if let Some(refused) = reply["user_space_rate_limited"].as_u64() {
+        println!("  user space dropped {refused} UDP queries over their source's rate limit");
+    }
     println!("{:<16} {:<8} {:<9} ERROR", "INTERFACE", "MODE", "ATTACHED");
     for interface in reply["interfaces"].as_array().into_iter().flatten() {
         let attached = if interface["attached"].as_bool() == Some(true) { "yes" } else { "no" };

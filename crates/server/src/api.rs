@@ -25,6 +25,7 @@ use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use pharos_control::{Change, ControlError};
 use pharos_route::Family;
 use pharos_route::latency::MeasurementSpec;
+use pharos_transport::limit::SourceLimiter;
 use pharos_wire::types;
 use rand::rngs::SmallRng;
 use rand::{SeedableRng, TryRngCore};
@@ -42,6 +43,8 @@ const TOKEN_SETTING: &str = "api_token";
 struct Api {
     control: ControlHandle,
     token: Arc<str>,
+    /// The UDP rate limit, for how many queries it refused.
+    udp_rate_limit: Option<Arc<SourceLimiter>>,
 }
 
 /// An error reply: a status and `{"error": ..., "field": ...}`.
@@ -105,10 +108,15 @@ impl ApiThread {
 /// that yields to the query threads (see `scheduling`) and keeps API
 /// requests off the runtime that answers DNS over TCP, TLS and HTTPS.
 /// Returns once it is listening, or why it cannot.
-pub fn start(address: SocketAddr, control: ControlHandle, token: String) -> anyhow::Result<ApiThread> {
+pub fn start(
+    address: SocketAddr,
+    control: ControlHandle,
+    token: String,
+    udp_rate_limit: Option<Arc<SourceLimiter>>,
+) -> anyhow::Result<ApiThread> {
     let listener = std::net::TcpListener::bind(address).with_context(|| format!("cannot listen for the control API on {address}"))?;
     listener.set_nonblocking(true)?;
-    let app = router(Api { control, token: token.into() });
+    let app = router(Api { control, token: token.into(), udp_rate_limit });
     let (stop, stop_asked) = oneshot::channel();
     let (started, start_result) = mpsc::channel();
     let (stopped_sender, stopped) = mpsc::channel();
@@ -397,7 +405,9 @@ async fn data_status(State(api): State<Api>) -> Json<crate::data::DataStatus> {
 /// The kernel fast path: per interface, what the last sync changed, how
 /// full its map is, and why it is off or suspended if it is.
 async fn fastpath_status(State(api): State<Api>) -> Json<crate::fastpath::FastPathStatus> {
-    Json(api.control.fastpath().as_ref().clone())
+    let mut status = api.control.fastpath().as_ref().clone();
+    status.user_space_rate_limited = api.udp_rate_limit.as_ref().map(|limiter| limiter.refused());
+    Json(status)
 }
 
 async fn reload(State(api): State<Api>) -> Reply<StatusCode> {

@@ -1,12 +1,15 @@
 //! Configuration: a TOML file, command-line flags, or both (flags win).
 
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use pharos_bgp::OriginRules;
 use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use pharos_transport::config::{HttpConfig, TcpConfig, TlsConfig};
+use pharos_transport::limit::{RateLimit, SourceLimiter};
 use serde::{Deserialize, Serialize};
 
 /// Everything `pharos serve` needs to know.
@@ -450,6 +453,14 @@ impl Config {
         Some(beside.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new(".")))
     }
 
+    /// The per-source limiter of DNS over UDP that `[fastpath.rate_limit]`
+    /// asks for (it applies whether or not the kernel path runs).
+    pub fn udp_rate_limiter(&self) -> Option<Arc<SourceLimiter>> {
+        let limit = self.fastpath.rate_limit?;
+        let limit = RateLimit { per_second: NonZeroU32::new(limit.per_second)?, burst: NonZeroU32::new(limit.burst)? };
+        Some(Arc::new(SourceLimiter::new(limit)))
+    }
+
     /// Worker threads to run: the configured number, or one per core.
     pub fn threads(&self) -> usize {
         match self.server.threads {
@@ -458,8 +469,9 @@ impl Config {
         }
     }
 
-    /// What the transports take of this configuration.
-    pub fn transport(&self) -> pharos_transport::Settings {
+    /// What the transports take of this configuration, with the UDP
+    /// rate limiter made from it (see [`Config::udp_rate_limiter`]).
+    pub fn transport(&self, udp_rate_limit: Option<Arc<SourceLimiter>>) -> pharos_transport::Settings {
         pharos_transport::Settings {
             listen: self.server.listen.clone(),
             udp_threads: self.threads(),
@@ -469,6 +481,7 @@ impl Config {
             state_directory: self.state_directory().map(Path::to_path_buf),
             random_seed: self.server.random_seed,
             other_listeners: usize::from(self.control.listen.is_some()),
+            udp_rate_limit,
         }
     }
 }

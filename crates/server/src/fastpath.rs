@@ -32,6 +32,9 @@ pub struct FastPathStatus {
     /// Questions the kernel answers, and how many it may hold.
     pub entries: usize,
     pub capacity: u32,
+    /// UDP queries user space dropped over their source's rate limit;
+    /// `None` without `[fastpath.rate_limit]`.
+    pub user_space_rate_limited: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -177,6 +180,7 @@ impl Default for FastPathStatus {
             syncs: 0,
             entries: 0,
             capacity: 0,
+            user_space_rate_limited: None,
         }
     }
 }

@@ -29,12 +29,13 @@ impl Server {
         let snapshot = control.snapshot().clone();
         let token = config.control.listen.map(|_| api::token(&mut control)).transpose()?;
         let window = Duration::from_millis(config.control.commit_window_ms);
+        let udp_rate_limit = config.udp_rate_limiter();
         let control = ControlHandle::start(control, window).context("cannot start the control thread")?;
         let api = match (config.control.listen, token) {
-            (Some(address), Some(token)) => Some(api::start(address, control.clone(), token)?),
+            (Some(address), Some(token)) => Some(api::start(address, control.clone(), token, udp_rate_limit.clone())?),
             _ => None,
         };
-        let transports = Transports::start(&config.transport(), &snapshot).await?;
+        let transports = Transports::start(&config.transport(udp_rate_limit), &snapshot).await?;
         Ok(Server { config, control, snapshot, transports, api })
     }
 

@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::bail;
@@ -11,6 +12,8 @@ use pharos_route::prefix::{PrefixMap, prefix_set};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde::Deserialize;
+
+use crate::limit::SourceLimiter;
 
 /// Everything the transports need to start, taken from the server's
 /// configuration.
@@ -32,6 +35,9 @@ pub struct Settings {
     /// Sockets the rest of the process listens on (the control API): their
     /// descriptors are not the connections'.
     pub other_listeners: usize,
+    /// The per-source limit on DNS over UDP, if one is configured; shared
+    /// with whoever reports how many queries it refused.
+    pub udp_rate_limit: Option<Arc<SourceLimiter>>,
 }
 
 impl Settings {

@@ -7,8 +7,9 @@
 //! connection registry every stream transport counts in (`registry`:
 //! caps, idle timeout, shedding), the descriptor limit it is fitted under
 //! (`descriptors`), the certificate and TLS setup the encrypted ones share
-//! (`certificate`, `tls`), what the HTTP ones share (`http`), and their
-//! settings ([`config`]). [`Transports::start`] starts them all. Nothing
+//! (`certificate`, `tls`), what the HTTP ones share (`http`), the
+//! per-source rate limit of DNS over UDP ([`limit`]), and their settings
+//! ([`config`]). [`Transports::start`] starts them all. Nothing
 //! here knows the control plane: it reads the snapshot the control plane
 //! publishes, and takes [`Settings`] of its own.
 
@@ -19,6 +20,7 @@ mod doh;
 mod doq;
 mod dot;
 mod http;
+pub mod limit;
 mod redirect;
 mod registry;
 mod start;

@@ -20,6 +20,8 @@ use pharos_answer::{
 use rand::rngs::SmallRng;
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::limit::SourceLimiter;
+
 /// Datagrams moved per system call.
 const BATCH: usize = 32;
 /// Largest query read; a longer datagram is answered FORMERR.
@@ -104,13 +106,23 @@ impl Batch {
 
     /// Answers each received datagram into its response buffer; returns
     /// how many responses there are (queued at the front of the write headers).
-    fn answer(&mut self, received: usize, snapshot: &pharos_answer::Snapshot, rng: &mut SmallRng) -> usize {
+    /// Datagrams from a source over `limiter`'s limit get no response.
+    fn answer(
+        &mut self,
+        received: usize,
+        snapshot: &pharos_answer::Snapshot,
+        rng: &mut SmallRng,
+        limiter: Option<&SourceLimiter>,
+    ) -> usize {
         // Each datagram is parsed once, for the prefetch and the answer.
         let datagrams: [Option<(Client, Datagram<'_>)>; BATCH] = std::array::from_fn(|index| {
             if index >= received {
                 return None;
             }
             let address = peer_address(&self.peers[index])?;
+            if limiter.is_some_and(|limiter| !limiter.allows(address)) {
+                return None;
+            }
             let header = &self.read_headers[index];
             let packet = &self.queries[index][..header.msg_len as usize];
             let datagram = if header.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
@@ -185,8 +197,9 @@ fn peer_address(storage: &libc::sockaddr_storage) -> Option<IpAddr> {
     }
 }
 
-/// Serves DNS on `socket` until `stop` is set.
-pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, stop: Arc<AtomicBool>) {
+/// Serves DNS on `socket` until `stop` is set, to sources within
+/// `limiter`'s limit if there is one.
+pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, limiter: Option<Arc<SourceLimiter>>, stop: Arc<AtomicBool>) {
     let fd = socket.as_raw_fd();
     let mut batch = Batch::new();
     while !stop.load(Ordering::Relaxed) {
@@ -201,7 +214,7 @@ pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, stop: 
             }
         };
         let current = snapshot.load();
-        let ready = batch.answer(received, &current, &mut rng);
+        let ready = batch.answer(received, &current, &mut rng, limiter.as_deref());
         batch.send(fd, ready);
     }
 }
