@@ -350,14 +350,36 @@ fn print_fastpath(reply: &Value) {
     if let Some(refused) = reply["user_space_rate_limited"].as_u64() {
         println!("  user space dropped {refused} UDP queries over their source's rate limit");
     }
-    println!("{:<16} {:<8} {:<9} ERROR", "INTERFACE", "MODE", "ATTACHED");
+    if let Some(error) = reply["counters_error"].as_str() {
+        println!("  traffic counters unreadable: {error}");
+    }
+    println!(
+        "{:<16} {:<8} {:<9} {:>12} {:>12} {:>12} {:>12} ERROR",
+        "INTERFACE", "MODE", "ATTACHED", "HITS STATIC", "HITS ROUTED", "PASSED UP", "RATE-LIMITED"
+    );
     for interface in reply["interfaces"].as_array().into_iter().flatten() {
         let attached = if interface["attached"].as_bool() == Some(true) { "yes" } else { "no" };
+        let traffic = &interface["traffic"];
+        let count = |key: &str| traffic[key].as_u64().unwrap_or(0);
         println!(
-            "{:<16} {:<8} {attached:<9} {}",
+            "{:<16} {:<8} {attached:<9} {:>12} {:>12} {:>12} {:>12} {}",
             interface["name"].as_str().unwrap_or(""),
             interface["mode"].as_str().unwrap_or(""),
+            count("answered_static"),
+            count("answered_routed"),
+            count("passed_up"),
+            count("rate_limited_passed") + count("rate_limited_dropped"),
             interface["error"].as_str().unwrap_or("")
         );
+        let misses: Vec<String> = traffic["misses"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(_, count)| count.as_u64() > Some(0))
+            .map(|(reason, count)| format!("{reason} {count}"))
+            .collect();
+        if !misses.is_empty() {
+            println!("  queries passed up: {}", misses.join(", "));
+        }
     }
 }

@@ -402,12 +402,12 @@ async fn data_status(State(api): State<Api>) -> Json<crate::data::DataStatus> {
     Json(api.control.data().as_ref().clone())
 }
 
-/// The kernel fast path: per interface, what the last sync changed, how
-/// full its map is, and why it is off or suspended if it is.
-async fn fastpath_status(State(api): State<Api>) -> Json<crate::fastpath::FastPathStatus> {
-    let mut status = api.control.fastpath().as_ref().clone();
+/// The kernel fast path: per interface, its counters; what the last sync
+/// changed, how full its map is, and why it is off or suspended if it is.
+async fn fastpath_status(State(api): State<Api>) -> Reply<Json<crate::fastpath::FastPathStatus>> {
+    let mut status = api.control.fastpath_now().await?;
     status.user_space_rate_limited = api.udp_rate_limit.as_ref().map(|limiter| limiter.refused());
-    Json(status)
+    Ok(Json(status))
 }
 
 async fn reload(State(api): State<Api>) -> Reply<StatusCode> {

@@ -111,6 +111,14 @@ impl Control {
         self.fast_path = Some(KernelFastPath::start(&self.config, &snapshot, self.published.clone()));
     }
 
+    /// The fast path's status, with its traffic counters as of now.
+    pub fn fastpath_now(&self) -> FastPathStatus {
+        match &self.fast_path {
+            Some(fast_path) => fast_path.status_now(),
+            None => self.published.fastpath.load().as_ref().clone(),
+        }
+    }
+
     /// What readers that never queue see; current as of every reply.
     pub fn published(&self) -> &Arc<Published> {
         &self.published

@@ -32,6 +32,8 @@ pub struct FastPathStatus {
     /// Questions the kernel answers, and how many it may hold.
     pub entries: usize,
     pub capacity: u32,
+    /// Why the interfaces' traffic counters could not be read, if so.
+    pub counters_error: Option<String>,
     /// UDP queries user space dropped over their source's rate limit;
     /// `None` without `[fastpath.rate_limit]`.
     pub user_space_rate_limited: Option<u64>,
@@ -46,6 +48,75 @@ pub struct InterfaceStatus {
     pub attached: bool,
     /// Why the program is not attached here.
     pub error: Option<String>,
+    /// What the program did with this interface's packets (only in
+    /// [`KernelFastPath::status_now`]; none before the first packet).
+    pub traffic: Option<Traffic>,
+}
+
+/// What the program did with one interface's packets since it was loaded.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Traffic {
+    pub answered_static: u64,
+    pub answered_routed: u64,
+    /// Over the source's rate limit: passed up, or dropped.
+    pub rate_limited_passed: u64,
+    pub rate_limited_dropped: u64,
+    /// Every packet passed up, whatever the reason (the rate-limited ones
+    /// passed up included).
+    pub passed_up: u64,
+    /// The DNS queries among them, by why the kernel did not answer.
+    pub misses: Misses,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Misses {
+    /// No reply for the question in the kernel's map.
+    pub no_entry: u64,
+    /// The reply is larger than the client takes.
+    pub too_large: u64,
+    /// EDNS version above 0, EDNS options, or more than one additional record.
+    pub edns_unsupported: u64,
+    /// A response, another opcode, a compressed or malformed question.
+    pub not_a_plain_query: u64,
+    /// IPv4 fragments or options, IPv6 extension headers.
+    pub fragment_or_options: u64,
+    /// The packet could not be grown to the reply's length.
+    pub adjust_tail_failed: u64,
+    /// The fast path was suspended.
+    pub suspended: u64,
+}
+
+impl From<&pharos_xdp::InterfaceCounters> for Traffic {
+    fn from(counters: &pharos_xdp::InterfaceCounters) -> Traffic {
+        let misses = Misses {
+            no_entry: counters.no_entry,
+            too_large: counters.too_large,
+            edns_unsupported: counters.edns_unsupported,
+            not_a_plain_query: counters.not_a_plain_query,
+            fragment_or_options: counters.fragment_or_options,
+            adjust_tail_failed: counters.adjust_tail_failed,
+            suspended: counters.suspended,
+        };
+        let Misses { no_entry, too_large, edns_unsupported, not_a_plain_query, fragment_or_options, adjust_tail_failed, suspended } =
+            misses;
+        let passed_up = counters.not_for_us
+            + counters.rate_limited_passed
+            + no_entry
+            + too_large
+            + edns_unsupported
+            + not_a_plain_query
+            + fragment_or_options
+            + adjust_tail_failed
+            + suspended;
+        Traffic {
+            answered_static: counters.answered_static,
+            answered_routed: counters.answered_routed,
+            rate_limited_passed: counters.rate_limited_passed,
+            rate_limited_dropped: counters.rate_limited_dropped,
+            passed_up,
+            misses,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -109,7 +180,9 @@ impl KernelFastPath {
         };
         for name in &wanted.interfaces {
             status.interfaces.push(match fast_path.attach(name, mode(wanted.mode)) {
-                Ok(attached) => InterfaceStatus { name: name.clone(), mode: attached.mode.to_string(), attached: true, error: None },
+                Ok(attached) => {
+                    InterfaceStatus { name: name.clone(), mode: attached.mode.to_string(), attached: true, error: None, traffic: None }
+                }
                 Err(error) => InterfaceStatus::detached(name, wanted.mode, Some(causes(&error))),
             });
         }
@@ -136,6 +209,23 @@ impl KernelFastPath {
         };
         published.fastpath.store(Arc::new(status.clone()));
         KernelFastPath { loaded, status, published }
+    }
+
+    /// The status with each interface's traffic read from the kernel now;
+    /// if they cannot be read, the status says why in `counters_error`.
+    pub fn status_now(&self) -> FastPathStatus {
+        let mut status = self.status.clone();
+        let Some(fast_path) = &self.loaded else { return status };
+        match fast_path.counters() {
+            Ok(counters) => {
+                for interface in &mut status.interfaces {
+                    let seen = counters.interfaces.iter().find(|counted| counted.interface.as_deref() == Some(interface.name.as_str()));
+                    interface.traffic = seen.map(Traffic::from);
+                }
+            }
+            Err(error) => status.counters_error = Some(causes(&error)),
+        }
+        status
     }
 
     /// Makes the kernel answer what `snapshot` answers, in one swap;
@@ -180,6 +270,7 @@ impl Default for FastPathStatus {
             syncs: 0,
             entries: 0,
             capacity: 0,
+            counters_error: None,
             user_space_rate_limited: None,
         }
     }
@@ -214,7 +305,7 @@ impl FastPathStatus {
 
 impl InterfaceStatus {
     fn detached(name: &str, mode: XdpMode, error: Option<String>) -> InterfaceStatus {
-        InterfaceStatus { name: name.to_string(), mode: mode.name().to_string(), attached: false, error }
+        InterfaceStatus { name: name.to_string(), mode: mode.name().to_string(), attached: false, error, traffic: None }
     }
 }
 

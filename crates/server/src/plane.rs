@@ -60,6 +60,9 @@ enum Command {
     Health {
         done: oneshot::Sender<Vec<ReplicaHealth>>,
     },
+    FastPath {
+        done: oneshot::Sender<FastPathStatus>,
+    },
     Load {
         service: String,
         replica: String,
@@ -143,6 +146,13 @@ impl ControlHandle {
     pub async fn health(&self) -> Result<Vec<ReplicaHealth>, ControlError> {
         let (done, reply) = oneshot::channel();
         self.ask(Request::Command(Command::Health { done }), reply).await
+    }
+
+    /// The kernel fast path's status with its traffic counters read now
+    /// (the counters live in maps the control thread owns).
+    pub async fn fastpath_now(&self) -> Result<FastPathStatus, ControlError> {
+        let (done, reply) = oneshot::channel();
+        self.ask(Request::Command(Command::FastPath { done }), reply).await
     }
 
     /// Folds a pushed load report into the replica's smoothed load.
@@ -279,6 +289,7 @@ fn serve_command(control: &mut Control, command: Command) {
             }
         }
         Command::Health { done } => drop(done.send(control.health_report())),
+        Command::FastPath { done } => drop(done.send(control.fastpath_now())),
         Command::Load { service, replica, value, done } => drop(done.send(control.record_load(&service, &replica, value, now))),
         Command::LoadStatus { done } => drop(done.send(control.load_status())),
     }
