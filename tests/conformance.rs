@@ -38,7 +38,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use support::cases::{Case, Expect, crafted_cases, load_query_list};
+use support::cases::{Case, Expect, conformance_cases};
 use support::compare::{AnyNode, Context, Mismatch, Observed, check_alone, compare};
 use support::norm::Section;
 use support::servers::{Server, Zone, find_program, start_knot, start_nsd, start_pharos};
@@ -168,8 +168,7 @@ fn zone_dir() -> PathBuf {
 }
 
 fn all_cases() -> Vec<Case> {
-    let mut cases = load_query_list(&manifest_dir().join("tests/conformance/queries.txt"), 0x1000);
-    cases.extend(crafted_cases(0x8000));
+    let mut cases = conformance_cases();
     if let Ok(filter) = std::env::var("PHAROS_CONFORMANCE_FILTER") {
         cases.retain(|c| c.label.contains(&filter));
     }

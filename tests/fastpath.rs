@@ -2,16 +2,24 @@
 //! interface, a mode the interface refuses, no root), the server says why,
 //! once, in its log, in `GET /v1/fastpath` and `pharos ctl fastpath`, and
 //! answers from user space; its per-source rate limit holds in user space
-//! too.
+//! too. With root, end to end in network namespaces (tests/common/netns.rs):
+//! dig and kdig get the kernel's answers over a veth pair, and the kernel's
+//! answers are byte for byte those user space gives on the same server's
+//! loopback, for the conformance queries and while routing state changes.
 
 mod common;
+#[allow(dead_code)] // the conformance suite's kit; this file needs its cases
+mod support;
 
 use std::net::UdpSocket;
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use common::netns::{self, Link, Served};
 use common::{query_bytes, request, start_with_api, udp_query};
 use domain::base::iana::Rtype;
+use support::wire::Transport;
 
 const TOKEN: &str = "fastpath-test-token";
 /// The warning the server logs when it serves without the fast path.
@@ -98,4 +106,123 @@ fn ctl(api: &str, args: &[&str]) -> String {
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// The static names of the end-to-end zone, and a service routed by weight.
+const NETNS_ZONE: &str =
+    "$TTL 300\n@ SOA ns hostmaster 1 7200 3600 1209600 60\n NS ns\nns A 192.0.2.1\nwww A 192.0.2.2\nwww AAAA 2001:db8::2\n";
+const SERVICE: &str = "[[service]]\nname = \"app.example.test\"\npolicy = \"weighted\"\nttl = 60\n\
+    [[service.replica]]\nid = \"a\"\naddress = \"192.0.2.41\"\n[[service.replica]]\nid = \"b\"\naddress = \"192.0.2.42\"\nweight = 3\n\
+    [[service.replica]]\nid = \"c\"\naddress = \"2001:db8::41\"\n[[service.replica]]\nid = \"d\"\naddress = \"2001:db8::42\"\n";
+
+/// What `program ARGS` prints inside `namespace`; it must succeed.
+fn run_in(namespace: &str, program: &str, args: &[String]) -> String {
+    let output = Link::command(namespace, program).args(args).output().unwrap();
+    assert!(output.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// Kernel answers on the server's veth end so far.
+fn kernel_hits(served: &Served) -> u64 {
+    let (status, shown) = served.api("GET", "/v1/fastpath", None);
+    assert_eq!((status, shown["state"].as_str()), (200, Some("on")), "{shown}\n{}", served.log());
+    let traffic = &shown["interfaces"][0]["traffic"];
+    traffic["answered_static"].as_u64().unwrap_or(0) + traffic["answered_routed"].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn dig_and_kdig_get_the_kernels_answers_over_a_veth_pair() {
+    if !netns::may_run() {
+        return;
+    }
+    let served = Served::start(NETNS_ZONE, SERVICE);
+    let before = kernel_hits(&served);
+    let v4 = netns::SERVER_V4.to_string();
+    let v6 = netns::SERVER_V6.to_string();
+    // Each query through the kernel (over the veth pair) and through user
+    // space (the server namespace's loopback): the same answers.
+    let static_queries: [(&str, &str, &[&str]); 5] = [
+        ("dig", "A", &["+nocookie"]),
+        ("dig", "A", &["+noedns"]),
+        ("dig", "AAAA", &["+nocookie", "+dnssec"]),
+        ("kdig", "A", &[]),
+        ("kdig", "AAAA", &["+edns", "+dnssec"]),
+    ];
+    for (index, (client, qtype, flags)) in static_queries.iter().enumerate() {
+        let server = if index % 2 == 0 { &v4 } else { &v6 };
+        let args = |at: &str| -> Vec<String> {
+            [format!("@{at}"), "www.example.test".into(), qtype.to_string(), "+norec".into(), "+short".into()]
+                .into_iter()
+                .chain(flags.iter().map(|flag| flag.to_string()))
+                .collect()
+        };
+        let kernel = run_in(&served.link.client, client, &args(server));
+        let user_space = run_in(&served.link.server, client, &args("127.0.0.1"));
+        assert_eq!(kernel, user_space, "{client} {qtype} {flags:?}");
+        assert!(kernel.contains(if *qtype == "A" { "192.0.2.2" } else { "2001:db8::2" }), "{client} {qtype} {flags:?}: {kernel}");
+    }
+    // 0x20: the kernel echoes the question's case, in the answer's owner too.
+    // (kdig sends names lowercased; dig sends them as given.)
+    let mixed =
+        run_in(&served.link.client, "dig", &[format!("@{v4}"), "WwW.ExAmPlE.TeSt".into(), "A".into(), "+norec".into(), "+nocookie".into()]);
+    assert!(mixed.lines().any(|line| line.starts_with("WwW.ExAmPlE.TeSt.") && line.contains("192.0.2.2")), "{mixed}");
+    let hits = kernel_hits(&served) - before;
+    assert!(hits >= 6, "the kernel answered {hits} of the 6 static queries: the fast path did not answer");
+
+    // The routed service: answers of its own family, whichever path gives them.
+    for (qtype, replicas) in [("A", ["192.0.2.41", "192.0.2.42"]), ("AAAA", ["2001:db8::41", "2001:db8::42"])] {
+        let args = [format!("@{v4}"), "app.example.test".into(), qtype.into(), "+norec".into(), "+short".into()];
+        let answer = run_in(&served.link.client, "dig", &args);
+        assert!(!answer.is_empty() && answer.lines().all(|address| replicas.contains(&address)), "{qtype}: {answer:?}");
+    }
+    let (_, explained) = served.api("GET", "/v1/explain?name=app.example.test&client=10.203.0.2", None);
+    let line = explained["fast_path"].as_str().unwrap();
+    assert!(line.starts_with("kernel fast path: ") && !line.ends_with(": off"), "{explained}");
+}
+
+#[test]
+fn the_kernel_answers_the_conformance_queries_as_user_space_does() {
+    if !netns::may_run() {
+        return;
+    }
+    let zones = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/zones");
+    let served = Served::start_in(
+        tempfile::tempdir().unwrap(),
+        &[
+            ("example.com", zones.join("example.com.zone")),
+            ("sub.example.com", zones.join("sub.example.com.zone")),
+            ("example.org", zones.join("example.org.zone")),
+        ],
+        "",
+    );
+    let cases: Vec<Vec<u8>> = support::cases::conformance_cases()
+        .into_iter()
+        .filter(|case| case.transports.contains(&Transport::Udp))
+        .map(|case| case.packet)
+        .collect();
+    let before = kernel_hits(&served);
+    let (kernel_v4, kernel_v6) = {
+        let packets = cases.clone();
+        Link::inside(&served.link.client, move || {
+            let over = |v6| packets.iter().map(|packet| netns::exchange(Link::over_veth(v6), packet)).collect::<Vec<_>>();
+            (over(false), over(true))
+        })
+    };
+    let packets = cases.clone();
+    let user_space: Vec<Option<Vec<u8>>> =
+        Link::inside(&served.link.server, move || packets.iter().map(|packet| netns::exchange(Link::over_loopback(), packet)).collect());
+    let mut differences = Vec::new();
+    for (index, packet) in cases.iter().enumerate() {
+        for (family, kernel) in [("IPv4", &kernel_v4[index]), ("IPv6", &kernel_v6[index])] {
+            if *kernel != user_space[index] {
+                differences.push(format!(
+                    "query {packet:02x?} over {family}:\n  kernel:     {kernel:02x?}\n  user space: {:02x?}",
+                    user_space[index]
+                ));
+            }
+        }
+    }
+    let hits = kernel_hits(&served) - before;
+    assert!(differences.is_empty(), "{} of {} answers differ:\n{}", differences.len(), 2 * cases.len(), differences.join("\n"));
+    assert!(hits >= 40, "the kernel answered only {hits} of the {} queries: the comparison proved little", 2 * cases.len());
 }

@@ -6,6 +6,7 @@
 #![allow(dead_code)] // each test file uses its own subset
 
 pub mod declarations;
+pub mod netns;
 
 use std::io::{Error, Read};
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};

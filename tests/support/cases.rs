@@ -152,6 +152,13 @@ fn parse_line(line: &str, id: u16) -> Result<Case, String> {
     })
 }
 
+/// Every conformance case: the query list, then the crafted packets.
+pub fn conformance_cases() -> Vec<Case> {
+    let mut cases = load_query_list(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/queries.txt"), 0x1000);
+    cases.extend(crafted_cases(0x8000));
+    cases
+}
+
 /// Reads the query list. IDs are allocated from `first_id` upwards.
 pub fn load_query_list(path: &Path, first_id: u16) -> Vec<Case> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
