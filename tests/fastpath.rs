@@ -14,11 +14,15 @@ mod support;
 use std::net::UdpSocket;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 use common::netns::{self, Link, Served};
 use common::{query_bytes, request, start_with_api, udp_query};
 use domain::base::iana::Rtype;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use support::wire::Transport;
 
 const TOKEN: &str = "fastpath-test-token";
@@ -225,4 +229,116 @@ fn the_kernel_answers_the_conformance_queries_as_user_space_does() {
     let hits = kernel_hits(&served) - before;
     assert!(differences.is_empty(), "{} of {} answers differ:\n{}", differences.len(), 2 * cases.len(), differences.join("\n"));
     assert!(hits >= 40, "the kernel answered only {hits} of the {} queries: the comparison proved little", 2 * cases.len());
+}
+
+/// The property test's zone: `n0`..`n5` present or not, with addresses
+/// drawn by `rng` (`svc` is a service, or nothing).
+fn random_zone(rng: &mut SmallRng, serial: u32) -> String {
+    let mut zone = format!("$TTL 300\n@ SOA ns hostmaster {serial} 7200 3600 1209600 60\n NS ns\nns A 192.0.2.1\n");
+    for name in 0..6 {
+        if rng.random_bool(0.7) {
+            zone.push_str(&format!("n{name} A 198.51.100.{}\n", rng.random_range(1..255)));
+        }
+    }
+    zone
+}
+
+fn random_service(rng: &mut SmallRng) -> serde_json::Value {
+    let replica = |id: &str, address: &str, rng: &mut SmallRng| serde_json::json!({ "id": id, "address": address, "priority": rng.random_range(1..4), "down": rng.random_bool(0.3) });
+    let replicas = [replica("a", "203.0.113.1", rng), replica("b", "203.0.113.2", rng)];
+    serde_json::json!({ "name": "svc.example.test", "policy": "failover", "ttl": rng.random_range(30..90), "replica": replicas })
+}
+
+#[test]
+fn every_kernel_answer_is_user_spaces_while_routing_state_changes() {
+    if !netns::may_run() {
+        return;
+    }
+    const CHANGES: usize = 40;
+    const MAX_QUERIES: u32 = 20_000;
+    const MAX_TIME: Duration = Duration::from_secs(30);
+    let mut rng = SmallRng::seed_from_u64(14);
+    let served = Served::start(&random_zone(&mut rng, 1), "");
+    let before = kernel_hits(&served);
+    let over_veth = Link::inside(&served.link.client, || netns::socket_to(Link::over_veth(false)));
+    let over_loopback = Link::inside(&served.link.server, || netns::socket_to(Link::over_loopback()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let asked = Arc::new(AtomicU32::new(0));
+    let client = {
+        let (stop, asked) = (stop.clone(), asked.clone());
+        std::thread::spawn(move || query_while_changing(&over_veth, &over_loopback, &stop, &asked, MAX_QUERIES, MAX_TIME))
+    };
+    for serial in 2..2 + CHANGES as u32 {
+        // Queries between every two changes, and across each.
+        let asked_so_far = asked.load(Ordering::Relaxed);
+        common::wait_until("the client queries", || asked.load(Ordering::Relaxed) >= asked_so_far + 20 || client.is_finished());
+        if client.is_finished() {
+            break; // at its bounds: what it saw is checked below
+        }
+        match rng.random_range(0..4) {
+            0 => {
+                std::fs::write(&served.zone_file, random_zone(&mut rng, serial)).unwrap();
+                assert_eq!(served.api("POST", "/v1/reload", None).0, 200);
+            }
+            1 => {
+                let (status, reply) = served.api("PUT", "/v1/services/svc.example.test", Some(random_service(&mut rng)));
+                assert_eq!(status, 200, "{reply}");
+            }
+            2 => assert!([204, 404].contains(&served.api("DELETE", "/v1/services/svc.example.test", None).0)),
+            _ => {
+                // A health transition, as a failed or recovered probe makes.
+                let patch = serde_json::json!({ "down": rng.random_bool(0.5) });
+                assert!([200, 404].contains(&served.api("PATCH", "/v1/services/svc.example.test/replicas/a", Some(patch)).0));
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (queries, mismatches) = client.join().unwrap();
+    assert!(mismatches.is_empty(), "{} of {queries} kernel answers were no snapshot's:\n{}", mismatches.len(), mismatches.join("\n"));
+    let (_, shown) = served.api("GET", "/v1/fastpath", None);
+    assert!(shown["syncs"].as_u64().unwrap() > CHANGES as u64 / 2, "the changes reached the kernel: {shown}");
+    let hits = kernel_hits(&served) - before;
+    eprintln!("{queries} queries across {CHANGES} changes, {hits} answered by the kernel");
+    assert!(queries >= 200 && hits >= u64::from(queries) / 4, "{queries} queries, {hits} answered by the kernel: too few to show anything");
+}
+
+/// Queries names at random over the veth pair until `stop` (or the bounds),
+/// each answer checked against user space's right before and right after:
+/// it must be one of them. While a snapshot is being published the kernel
+/// may already serve it and user space not yet (the kernel is written
+/// first): then user space is asked again until it changes, for a moment.
+/// Returns the number of queries and the answers that were no snapshot's.
+fn query_while_changing(
+    over_veth: &UdpSocket,
+    over_loopback: &UdpSocket,
+    stop: &AtomicBool,
+    asked: &AtomicU32,
+    max_queries: u32,
+    max_time: Duration,
+) -> (u32, Vec<String>) {
+    let mut rng = SmallRng::seed_from_u64(20);
+    let started = Instant::now();
+    let mut mismatches = Vec::new();
+    let mut queries = 0;
+    while !stop.load(Ordering::Relaxed) && queries < max_queries && started.elapsed() < max_time {
+        queries += 1;
+        asked.store(queries, Ordering::Relaxed);
+        let name = match rng.random_range(0..8) {
+            6 => "svc.example.test".to_string(),
+            7 => "ns.example.test".to_string(),
+            name => format!("n{name}.example.test"),
+        };
+        let query = query_bytes(queries as u16, &name, Rtype::A);
+        let before = netns::ask(over_loopback, &query);
+        let kernel = netns::ask(over_veth, &query);
+        let mut after = netns::ask(over_loopback, &query);
+        let flip = Instant::now() + Duration::from_millis(200);
+        while kernel != after && after == before && Instant::now() < flip {
+            after = netns::ask(over_loopback, &query);
+        }
+        if kernel.is_none() || (kernel != before && kernel != after) {
+            mismatches.push(format!("{name}: kernel {kernel:02x?}\n  before {before:02x?}\n  after  {after:02x?}"));
+        }
+    }
+    (queries, mismatches)
 }

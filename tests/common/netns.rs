@@ -133,9 +133,21 @@ impl Drop for Link {
 /// Sends `query` over UDP from this thread's namespace and returns the
 /// reply with the query's ID, if one comes within a second.
 pub fn exchange(server: SocketAddr, query: &[u8]) -> Option<Vec<u8>> {
+    ask(&socket_to(server), query)
+}
+
+/// A UDP socket of this thread's namespace connected to `server`; it stays
+/// there when used from another thread.
+pub fn socket_to(server: SocketAddr) -> std::net::UdpSocket {
     let unspecified: IpAddr = if server.is_ipv6() { Ipv6Addr::UNSPECIFIED.into() } else { Ipv4Addr::UNSPECIFIED.into() };
     let socket = std::net::UdpSocket::bind((unspecified, 0)).unwrap();
-    socket.connect(server).ok()?;
+    socket.connect(server).unwrap();
+    socket
+}
+
+/// Sends `query` on `socket` and returns the reply with its ID, if one
+/// comes within a second (replies to earlier queries are skipped).
+pub fn ask(socket: &std::net::UdpSocket, query: &[u8]) -> Option<Vec<u8>> {
     socket.send(query).ok()?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
     let mut buffer = vec![0; 65535];
