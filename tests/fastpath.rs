@@ -11,7 +11,7 @@ mod common;
 #[allow(dead_code)] // the conformance suite's kit; this file needs its cases
 mod support;
 
-use std::net::UdpSocket;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::netns::{self, Link, Served};
 use common::{query_bytes, request, start_with_api, udp_query};
+use domain::base::Message;
 use domain::base::iana::Rtype;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -341,4 +342,43 @@ fn query_while_changing(
         }
     }
     (queries, mismatches)
+}
+
+#[test]
+fn routed_answers_over_the_veth_pair_are_drawn_as_user_space_draws_them() {
+    if !netns::may_run() {
+        return;
+    }
+    const SAMPLES: u16 = 2000;
+    // Chi-square with one degree of freedom above which a difference is
+    // significant at 0.1 %.
+    const CRITICAL: f64 = 10.828;
+    let served = Served::start(NETNS_ZONE, SERVICE);
+    let first_is_b = |replies: Vec<Option<Vec<u8>>>| -> u64 {
+        let firsts =
+            replies.into_iter().map(|reply| common::first_address_and_ttl(&Message::from_octets(reply.expect("an answer")).unwrap()).0);
+        let firsts: Vec<IpAddr> = firsts.collect();
+        assert!(firsts.iter().all(|first| ["192.0.2.41", "192.0.2.42"].contains(&first.to_string().as_str())), "{firsts:?}");
+        firsts.iter().filter(|first| first.to_string() == "192.0.2.42").count() as u64
+    };
+    let ask_all =
+        |at: SocketAddr| move || (0..SAMPLES).map(|id| netns::exchange(at, &query_bytes(id, "app.example.test", Rtype::A))).collect();
+    let kernel = first_is_b(Link::inside(&served.link.client, ask_all(Link::over_veth(false))));
+    let user_space = first_is_b(Link::inside(&served.link.server, ask_all(Link::over_loopback())));
+    // A 2x2 table: path by whether b (weight 3 of 4) came first.
+    let n = f64::from(SAMPLES);
+    let table = [[kernel as f64, n - kernel as f64], [user_space as f64, n - user_space as f64]];
+    let column = [table[0][0] + table[1][0], table[0][1] + table[1][1]];
+    let chi_square: f64 = (0..2)
+        .flat_map(|row| (0..2).map(move |col| (row, col)))
+        .map(|(row, col)| (table[row][col] - n * column[col] / (2.0 * n)).powi(2) / (n * column[col] / (2.0 * n)))
+        .sum();
+    assert!(
+        chi_square < CRITICAL,
+        "b first {kernel} of {SAMPLES} over the veth pair, {user_space} over loopback: chi-square {chi_square:.2}"
+    );
+    // And both draw b first about 3 times in 4, as its weight says.
+    for count in [kernel, user_space] {
+        assert!((1350..=1650).contains(&count), "b first {count} of {SAMPLES} times");
+    }
 }
