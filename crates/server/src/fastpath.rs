@@ -157,56 +157,8 @@ impl KernelFastPath {
     /// never fails: a fast path that cannot run is logged once, with why,
     /// and shown in the status.
     pub fn start(config: &Config, snapshot: &Snapshot, published: Arc<Published>) -> KernelFastPath {
-        let wanted = &config.fastpath;
-        let mut status = FastPathStatus { capacity: wanted.max_entries, ..FastPathStatus::default() };
-        if wanted.interfaces.is_empty() {
-            published.fastpath.store(Arc::new(status.clone()));
-            return KernelFastPath { loaded: None, status, published };
-        }
-        let loaded = FastPath::load(&settings(config)).and_then(|mut fast_path| fast_path.sync(snapshot).map(|synced| (fast_path, synced)));
-        let mut fast_path = match loaded {
-            Ok((fast_path, synced)) => {
-                status.record_sync(synced.into(), &fast_path);
-                fast_path
-            }
-            Err(error) => {
-                let reason = format!("cannot load the XDP program: {}{}", causes(&error), root_hint());
-                tracing::warn!("kernel fast path off, serving from user space only: {reason}");
-                status.fail("failed", reason);
-                status.interfaces = wanted.interfaces.iter().map(|name| InterfaceStatus::detached(name, wanted.mode, None)).collect();
-                published.fastpath.store(Arc::new(status.clone()));
-                return KernelFastPath { loaded: None, status, published };
-            }
-        };
-        for name in &wanted.interfaces {
-            status.interfaces.push(match fast_path.attach(name, mode(wanted.mode)) {
-                Ok(attached) => {
-                    InterfaceStatus { name: name.clone(), mode: attached.mode.to_string(), attached: true, error: None, traffic: None }
-                }
-                Err(error) => InterfaceStatus::detached(name, wanted.mode, Some(causes(&error))),
-            });
-        }
-        let failures: Vec<String> = status
-            .interfaces
-            .iter()
-            .filter_map(|interface| interface.error.as_ref().map(|error| format!("{}: {error}", interface.name)))
-            .collect();
-        let attached = status.interfaces.iter().filter(|interface| interface.attached).count();
-        let loaded = if attached == 0 {
-            let reason = format!("not attached to any interface: {}", failures.join("; "));
-            tracing::warn!("kernel fast path off, serving from user space only: {reason}");
-            status.fail("failed", reason);
-            None
-        } else {
-            if !failures.is_empty() {
-                tracing::warn!("kernel fast path not attached to every interface, the others pass everything up: {}", failures.join("; "));
-            }
-            let names: Vec<&str> =
-                status.interfaces.iter().filter(|interface| interface.attached).map(|interface| interface.name.as_str()).collect();
-            tracing::info!(interfaces = ?names, entries = status.entries, "kernel fast path answering");
-            status.state = "on";
-            Some(fast_path)
-        };
+        let mut status = FastPathStatus { capacity: config.fastpath.max_entries, ..FastPathStatus::default() };
+        let loaded = if config.fastpath.interfaces.is_empty() { None } else { load_and_attach(config, snapshot, &mut status) };
         published.fastpath.store(Arc::new(status.clone()));
         KernelFastPath { loaded, status, published }
     }
@@ -288,7 +240,53 @@ pub fn explain(status: &FastPathStatus, snapshot: &Snapshot, name: &[u8], qtype:
     }
 }
 
+/// Loads the program, fills it from `snapshot` and attaches it to every
+/// configured interface, recording each step in `status`; `None` when it
+/// answers nowhere.
+fn load_and_attach(config: &Config, snapshot: &Snapshot, status: &mut FastPathStatus) -> Option<FastPath> {
+    let wanted = &config.fastpath;
+    let loaded = FastPath::load(&settings(config)).and_then(|mut fast_path| fast_path.sync(snapshot).map(|synced| (fast_path, synced)));
+    let mut fast_path = match loaded {
+        Ok((fast_path, synced)) => {
+            status.record_sync(synced.into(), &fast_path);
+            fast_path
+        }
+        Err(error) => {
+            status.interfaces = wanted.interfaces.iter().map(|name| InterfaceStatus::detached(name, wanted.mode, None)).collect();
+            return status.off(format!("cannot load the XDP program: {}{}", causes(&error), root_hint()));
+        }
+    };
+    status.interfaces = wanted.interfaces.iter().map(|name| attach(&mut fast_path, name, wanted.mode)).collect();
+    let failures: Vec<String> =
+        status.interfaces.iter().filter_map(|interface| Some(format!("{}: {}", interface.name, interface.error.as_ref()?))).collect();
+    let attached: Vec<&str> =
+        status.interfaces.iter().filter(|interface| interface.attached).map(|interface| interface.name.as_str()).collect();
+    if attached.is_empty() {
+        return status.off(format!("not attached to any interface: {}", failures.join("; ")));
+    }
+    if !failures.is_empty() {
+        tracing::warn!("kernel fast path not attached to every interface, the others pass everything up: {}", failures.join("; "));
+    }
+    tracing::info!(interfaces = ?attached, entries = status.entries, "kernel fast path answering");
+    status.state = "on";
+    Some(fast_path)
+}
+
+fn attach(fast_path: &mut FastPath, name: &str, wanted: XdpMode) -> InterfaceStatus {
+    match fast_path.attach(name, mode(wanted)) {
+        Ok(attached) => InterfaceStatus { name: name.into(), mode: attached.mode.to_string(), attached: true, error: None, traffic: None },
+        Err(error) => InterfaceStatus::detached(name, wanted, Some(causes(&error))),
+    }
+}
+
 impl FastPathStatus {
+    /// Records that the fast path could not start, and logs why, once.
+    fn off(&mut self, reason: String) -> Option<FastPath> {
+        tracing::warn!("kernel fast path off, serving from user space only: {reason}");
+        self.fail("failed", reason);
+        None
+    }
+
     fn record_sync(&mut self, synced: SyncCounts, fast_path: &FastPath) {
         self.last_sync = synced;
         self.totals.add(synced);
