@@ -5,7 +5,8 @@
 //! too. With root, end to end in network namespaces (tests/common/netns.rs):
 //! dig and kdig get the kernel's answers over a veth pair, and the kernel's
 //! answers are byte for byte those user space gives on the same server's
-//! loopback, for the conformance queries and while routing state changes.
+//! loopback, for the conformance queries and while routing state changes,
+//! and the kernel drops a source over its rate limit when told to.
 
 mod common;
 #[allow(dead_code)] // the conformance suite's kit; this file needs its cases
@@ -381,4 +382,31 @@ fn routed_answers_over_the_veth_pair_are_drawn_as_user_space_draws_them() {
     for count in [kernel, user_space] {
         assert!((1350..=1650).contains(&count), "b first {count} of {SAMPLES} times");
     }
+}
+
+#[test]
+fn the_kernel_drops_a_source_over_its_limit_when_told_to() {
+    if !netns::may_run() {
+        return;
+    }
+    const QUERIES: u16 = 30;
+    const BURST: u64 = 20;
+    // One token a second: a source gets its burst (less what the start-up
+    // probe took) while the test runs.
+    let served = Served::start(NETNS_ZONE, &format!("[fastpath.rate_limit]\nper_second = 1\nburst = {BURST}\nover_limit = \"drop\""));
+    let dropped = |served: &Served| {
+        let (_, shown) = served.api("GET", "/v1/fastpath", None);
+        shown["interfaces"][0]["traffic"]["rate_limited_dropped"].as_u64().unwrap_or(0)
+    };
+    let dropped_before = dropped(&served);
+    // All sent at once, then the replies gathered: waiting out each
+    // dropped query would let the bucket refill.
+    let socket = Link::inside(&served.link.client, || netns::socket_to(Link::over_veth(false)));
+    for id in 0..QUERIES {
+        socket.send(&query_bytes(id, "www.example.test", Rtype::A)).unwrap();
+    }
+    let answered = answers(&socket).len() as u64;
+    let dropped = dropped(&served) - dropped_before;
+    assert!((BURST - 5..=BURST).contains(&answered), "{answered} of {QUERIES} answered with a burst of {BURST}");
+    assert_eq!(answered + dropped, u64::from(QUERIES), "every query not answered was dropped by the kernel's limit");
 }
