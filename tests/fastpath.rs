@@ -245,9 +245,14 @@ fn random_zone(rng: &mut SmallRng, serial: u32) -> String {
     zone
 }
 
+/// A failover service with distinct priorities and `b` never down, so that
+/// its answer is one order, not a draw (user space breaks ties at random).
 fn random_service(rng: &mut SmallRng) -> serde_json::Value {
-    let replica = |id: &str, address: &str, rng: &mut SmallRng| serde_json::json!({ "id": id, "address": address, "priority": rng.random_range(1..4), "down": rng.random_bool(0.3) });
-    let replicas = [replica("a", "203.0.113.1", rng), replica("b", "203.0.113.2", rng)];
+    let a_first = rng.random_bool(0.5);
+    let replicas = [
+        serde_json::json!({ "id": "a", "address": "203.0.113.1", "priority": if a_first { 1 } else { 2 }, "down": rng.random_bool(0.3) }),
+        serde_json::json!({ "id": "b", "address": "203.0.113.2", "priority": if a_first { 2 } else { 1 } }),
+    ];
     serde_json::json!({ "name": "svc.example.test", "policy": "failover", "ttl": rng.random_range(30..90), "replica": replicas })
 }
 
