@@ -342,6 +342,9 @@ fn print_fastpath(reply: &Value) {
         println!("  why: {reason}");
     }
     println!("  answers {} questions of at most {}, after {} syncs", reply["entries"], reply["capacity"], reply["syncs"]);
+    if let Some(threshold) = reply["admission_threshold"].as_u64().filter(|&threshold| threshold > 0) {
+        println!("  above capacity: the most asked answers are in the kernel, the least of them asked {threshold} times");
+    }
     let counts = |counts: &Value| {
         let (installed, updated, removed, left_out) = (&counts["installed"], &counts["updated"], &counts["removed"], &counts["left_out"]);
         format!("{installed} installed, {updated} updated, {removed} removed, {left_out} left out for want of room")

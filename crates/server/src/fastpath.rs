@@ -32,6 +32,10 @@ pub struct FastPathStatus {
     /// Questions the kernel answers, and how many it may hold.
     pub entries: usize,
     pub capacity: u32,
+    /// Above capacity, the most asked answers are installed: how often the
+    /// least asked of them was asked (recent counts weigh more). 0 when
+    /// every answer fits.
+    pub admission_threshold: u64,
     /// Why the interfaces' traffic counters could not be read, if so.
     pub counters_error: Option<String>,
     /// UDP queries user space dropped over their source's rate limit;
@@ -222,6 +226,7 @@ impl Default for FastPathStatus {
             syncs: 0,
             entries: 0,
             capacity: 0,
+            admission_threshold: 0,
             counters_error: None,
             user_space_rate_limited: None,
         }
@@ -291,7 +296,9 @@ impl FastPathStatus {
         self.last_sync = synced;
         self.totals.add(synced);
         self.syncs += 1;
-        self.entries = fast_path.occupancy().installed;
+        let occupancy = fast_path.occupancy();
+        self.entries = occupancy.installed;
+        self.admission_threshold = occupancy.threshold;
     }
 
     fn fail(&mut self, state: &'static str, reason: String) {
