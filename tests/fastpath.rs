@@ -350,6 +350,8 @@ fn query_while_changing(
     (queries, mismatches)
 }
 
+/// The kernel draws a weighted service's order with its own random source;
+/// user space with its seeded one: the same distribution.
 #[test]
 fn routed_answers_over_the_veth_pair_are_drawn_as_user_space_draws_them() {
     if !netns::may_run() {
@@ -369,7 +371,11 @@ fn routed_answers_over_the_veth_pair_are_drawn_as_user_space_draws_them() {
     };
     let ask_all =
         |at: SocketAddr| move || (0..SAMPLES).map(|id| netns::exchange(at, &query_bytes(id, "app.example.test", Rtype::A))).collect();
+    let routed_hits = |served: &Served| served.api("GET", "/v1/fastpath", None).1["interfaces"][0]["traffic"]["answered_routed"].as_u64();
+    let before = routed_hits(&served).unwrap_or(0);
     let kernel = first_is_b(Link::inside(&served.link.client, ask_all(Link::over_veth(false))));
+    let drawn_in_the_kernel = routed_hits(&served).unwrap_or(0) - before;
+    assert_eq!(drawn_in_the_kernel, u64::from(SAMPLES), "every answer over the veth pair drawn by the kernel");
     let user_space = first_is_b(Link::inside(&served.link.server, ask_all(Link::over_loopback())));
     // A 2x2 table: path by whether b (weight 3 of 4) came first.
     let n = f64::from(SAMPLES);
