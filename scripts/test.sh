@@ -16,8 +16,9 @@ declare -A needed=(
   [dig]=bind9-dnsutils    # DNS client
   [curl]=curl             # DNS over HTTPS client
   [iptables]=iptables     # NFQUEUE rules of the emulated lossy link (tests/tail.rs)
-  [clang]=clang           # compiles the XDP program (crates/xdp/build.rs)
+  [clang]=clang           # compiles the XDP programs (crates/xdp/build.rs, tests/common/netns.rs)
   [/usr/include/bpf/bpf_helpers.h]=libbpf-dev  # its BPF helper headers
+  [ip]=iproute2           # network namespaces and veth pairs (tests/fastpath.rs)
 )
 missing=()
 for command in "${!needed[@]}"; do

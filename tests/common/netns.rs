@@ -82,7 +82,8 @@ impl Link {
             ip(&["-n", namespace, "link", "set", interface, "up"]);
             ip(&["-n", namespace, "link", "set", "lo", "up"]);
         }
-        let pass = pass_program();
+        let program = tempfile::tempdir().unwrap();
+        let pass = pass_program(program.path());
         ip(&["-n", &link.client, "link", "set", "dev", &link.client_interface, "xdp", "obj", pass.to_str().unwrap(), "sec", "xdp"]);
         link
     }
@@ -166,27 +167,20 @@ fn ip(args: &[&str]) {
     assert!(output.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&output.stderr));
 }
 
-/// The client end's pass-everything XDP program, compiled once per test
-/// process (clang builds the server's program too).
-fn pass_program() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let directory = std::env::temp_dir().join(format!("pharos-xdp-pass-{}", std::process::id()));
-            std::fs::create_dir_all(&directory).unwrap();
-            let object = directory.join("pass.o");
-            let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/xdp_pass.bpf.c");
-            let compiled = Command::new(std::env::var("CLANG").unwrap_or_else(|_| "clang".into()))
-                .args(["-O2", "-target", "bpf", "-c"])
-                .arg(&source)
-                .arg("-o")
-                .arg(&object)
-                .output()
-                .expect("clang, which builds the XDP program, compiles the test's own");
-            assert!(compiled.status.success(), "clang {}: {}", source.display(), String::from_utf8_lossy(&compiled.stderr));
-            object
-        })
-        .clone()
+/// Compiles the client end's pass-everything XDP program into `directory`
+/// (clang builds the server's program too).
+fn pass_program(directory: &Path) -> PathBuf {
+    let object = directory.join("pass.o");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/xdp_pass.bpf.c");
+    let compiled = Command::new(std::env::var("CLANG").unwrap_or_else(|_| "clang".into()))
+        .args(["-O2", "-target", "bpf", "-c"])
+        .arg(&source)
+        .arg("-o")
+        .arg(&object)
+        .output()
+        .expect("clang, which builds the XDP program, compiles the test's own");
+    assert!(compiled.status.success(), "clang {}: {}", source.display(), String::from_utf8_lossy(&compiled.stderr));
+    object
 }
 
 /// `pharos serve` inside the server's namespace, on its veth end with XDP
