@@ -1,6 +1,7 @@
 //! `pharos`: the command line of the Pharos name service.
 
 mod ctl;
+mod sid;
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -24,6 +25,8 @@ enum Command {
     Ctl(ctl::CtlArgs),
     /// Forward local clients' DNS (UDP and TCP) to upstreams over persistent TLS or QUIC connections.
     Forward(pharos_forward::ForwardArgs),
+    /// Print the Artemis service address of a name (prefix + SHA-512 bits, conflict list first).
+    Sid(sid::SidArgs),
     /// Check zone files and report the first error in each, as file:line.
     CheckZone {
         /// ORIGIN=FILE, as for `serve --zone`.
@@ -65,6 +68,7 @@ fn main() -> anyhow::Result<()> {
         Command::CheckZone { zones } => check_zones(&zones),
         Command::Ctl(args) => ctl::run(args),
         Command::Forward(args) => forward(args),
+        Command::Sid(args) => sid::run(args),
     }
 }
 

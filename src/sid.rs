@@ -1,0 +1,33 @@
+//! `pharos sid`: the service address Artemis clients compute for a name.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use pharos_artemis::service_id::{CanonicalName, ConflictList, ServiceIdMap, ServicePrefix};
+
+#[derive(Args)]
+pub struct SidArgs {
+    /// The operator's service prefix, e.g. 192.0.2.0/24 or 2001:db8:5::/48.
+    #[arg(long)]
+    prefix: ServicePrefix,
+    /// Conflict list: `NAME ADDRESS` lines, consulted before the hash.
+    #[arg(long)]
+    conflicts: Option<PathBuf>,
+    /// The service's host name (internationalized names are fine).
+    name: String,
+}
+
+/// Prints the address alone on one line, for scripts.
+pub fn run(args: SidArgs) -> anyhow::Result<()> {
+    let conflicts = match &args.conflicts {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            ConflictList::parse(&text, &args.prefix).with_context(|| format!("{}", path.display()))?
+        }
+        None => ConflictList::default(),
+    };
+    let name = CanonicalName::new(&args.name)?;
+    println!("{}", ServiceIdMap::new(args.prefix, conflicts).address_of(&name));
+    Ok(())
+}
