@@ -5,4 +5,8 @@
 //! - [`service_id`]: the ServiceID mapping, name -> service address
 //!   (operator prefix + leading bits of SHA-512), with the conflict list
 //!   consulted first. `pharos sid` prints it.
+//! - [`address_manager`]: allocates the addresses of every Artemis
+//!   service, finds collisions and reserved addresses, and suggests the
+//!   conflict-list lines that fix them.
+pub mod address_manager;
 pub mod service_id;
