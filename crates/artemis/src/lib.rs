@@ -8,5 +8,14 @@
 //! - [`address_manager`]: allocates the addresses of every Artemis
 //!   service, finds collisions and reserved addresses, and suggests the
 //!   conflict-list lines that fix them.
+//! - [`initial`]: decrypts a client's QUIC v1/v2 Initials (keys from the
+//!   DCID by rustls's key schedule) and reads their CRYPTO frames; answers
+//!   unknown versions with Version Negotiation.
+//! - [`client_hello`]: the bounded table that reassembles a ClientHello
+//!   split over Initials, in any order, and reads its SNI and ALPN.
+//!
+//! All of it is sans-IO: bytes and the time in, decisions out.
 pub mod address_manager;
+pub mod client_hello;
+pub mod initial;
 pub mod service_id;
