@@ -205,6 +205,13 @@ pub fn decode_datagram(datagram: &[u8]) -> Result<Received, DropReason> {
     Ok(Received::Initial { version, dcid, fragments })
 }
 
+/// The version and Destination Connection ID of a long-header packet,
+/// read without decrypting anything.
+pub fn long_header_ids(datagram: &[u8]) -> Result<(u32, &[u8]), DropReason> {
+    let header = LongHeader::parse(datagram)?;
+    Ok((header.version, header.dcid))
+}
+
 /// The client's Initial keys for `dcid`, as the server derives them.
 fn initial_keys(version: QuicVersion, dcid: &[u8]) -> DirectionalKeys {
     let suite = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256

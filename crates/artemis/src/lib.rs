@@ -13,9 +13,16 @@
 //!   unknown versions with Version Negotiation.
 //! - [`client_hello`]: the bounded table that reassembles a ClientHello
 //!   split over Initials, in any order, and reads its SNI and ALPN.
+//! - [`replica_cid`]: connection IDs that name their replica (QUIC-LB
+//!   style, plaintext), so later packets need no per-connection state.
+//! - [`dispatcher`]: the Service Dispatcher's decision per datagram:
+//!   forward to the replica the routing core chose (or to its data
+//!   center's dispatcher), Version Negotiation, wait, or drop.
 //!
 //! All of it is sans-IO: bytes and the time in, decisions out.
 pub mod address_manager;
 pub mod client_hello;
+pub mod dispatcher;
 pub mod initial;
+pub mod replica_cid;
 pub mod service_id;
