@@ -33,8 +33,11 @@ use crate::service_id::{CanonicalName, ServiceIdMap};
 pub enum Target {
     /// A replica in this data center, by its unicast address.
     Replica(IpAddr),
-    /// The dispatcher of the data center that holds the chosen replica.
-    Dispatcher { datacenter: String, address: IpAddr },
+    /// The dispatcher of the data center that holds the chosen replica,
+    /// and that replica: the tunnel carries its address, so the decision
+    /// is made once, here, and the far dispatcher only delivers (routing
+    /// again there could choose differently and send it back).
+    Dispatcher { datacenter: String, address: IpAddr, replica: IpAddr },
 }
 
 /// What to do with a datagram.
@@ -93,14 +96,14 @@ pub struct Topology {
 }
 
 impl Topology {
-    fn target(&self, datacenter: Option<&str>, address: IpAddr) -> Result<Target, Dropped> {
+    fn target(&self, datacenter: Option<&str>, replica: IpAddr) -> Result<Target, Dropped> {
         match datacenter {
-            None => Ok(Target::Replica(address)),
-            Some(datacenter) if datacenter == self.datacenter => Ok(Target::Replica(address)),
+            None => Ok(Target::Replica(replica)),
+            Some(datacenter) if datacenter == self.datacenter => Ok(Target::Replica(replica)),
             Some(datacenter) => self
                 .dispatchers
                 .get(datacenter)
-                .map(|&address| Target::Dispatcher { datacenter: datacenter.to_owned(), address })
+                .map(|&address| Target::Dispatcher { datacenter: datacenter.to_owned(), address, replica })
                 .ok_or_else(|| Dropped::UnknownDatacenter(datacenter.to_owned())),
         }
     }

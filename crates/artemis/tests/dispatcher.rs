@@ -89,7 +89,10 @@ fn a_replica_in_another_data_center_is_reached_through_its_dispatcher() {
     let Action::Forward { target, .. } = dispatcher.on_datagram(client(), service_address(), &datagrams[0], Instant::now()) else {
         panic!()
     };
-    assert_eq!(target, Target::Dispatcher { datacenter: "a".into(), address: "172.16.0.1".parse().unwrap() });
+    assert_eq!(
+        target,
+        Target::Dispatcher { datacenter: "a".into(), address: "172.16.0.1".parse().unwrap(), replica: "10.0.1.1".parse().unwrap() }
+    );
 }
 
 #[test]
@@ -119,7 +122,7 @@ fn the_explanation_is_the_routing_core_s_own() {
 fn topology_target(replica: &Replica) -> Target {
     match replica.datacenter.as_deref() {
         Some("a") => Target::Replica(replica.address),
-        _ => Target::Dispatcher { datacenter: "b".into(), address: "172.16.0.2".parse().unwrap() },
+        _ => Target::Dispatcher { datacenter: "b".into(), address: "172.16.0.2".parse().unwrap(), replica: replica.address },
     }
 }
 
@@ -130,7 +133,8 @@ fn replica_connection_ids_route_later_packets_without_state() {
     let short = |replica_id: u16| [&[0x41][..], &replica_cid::encode(replica_id, [1, 2, 3, 4, 5]), &[0xee; 30]].concat();
     let forwarded = |target: Target, datagram: &[u8]| Action::Forward { target, datagrams: vec![datagram.to_vec()], explanation: None };
     assert_eq!(dispatcher.on_datagram(client(), service_address(), &short(1), now), forwarded(replica_a(), &short(1)));
-    let dispatcher_b = Target::Dispatcher { datacenter: "b".into(), address: "172.16.0.2".parse().unwrap() };
+    let dispatcher_b =
+        Target::Dispatcher { datacenter: "b".into(), address: "172.16.0.2".parse().unwrap(), replica: "10.0.2.1".parse().unwrap() };
     assert_eq!(dispatcher.on_datagram(client(), service_address(), &short(2), now), forwarded(dispatcher_b, &short(2)));
     assert_eq!(dispatcher.on_datagram(client(), service_address(), &short(9), now), Action::Drop(Dropped::UnknownReplicaId(9)));
     assert_eq!(dispatcher.on_datagram(client(), service_address(), &[0x41, 0x07, 0], now), Action::Drop(Dropped::NotReplicaConnectionId));
