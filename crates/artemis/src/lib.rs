@@ -1,4 +1,4 @@
-//! Artemis (Fudan, 2022) on Pharos's routing core: a client connects to a
+//! Artemis (Li et al., ICPP 2019) on Pharos's routing core: a client connects to a
 //! service address computed from the name, with no DNS round trip, and
 //! the dispatcher behind that address routes the QUIC handshake.
 //!
