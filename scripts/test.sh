@@ -37,6 +37,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# Python packages the tests drive as real peers, pinned.
+python_needed=(aioquic==1.7.2)  # a second QUIC client's Initials (crates/artemis/tests/initial.rs)
+for package in "${python_needed[@]}"; do
+  python3 -c "import ${package%%==*}" 2>/dev/null || pip install --quiet "$package"
+done
+
 echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
