@@ -141,6 +141,9 @@ pub struct Variants {
     pub by_region: Vec<(RegionId, Vec<Variant>)>,
     /// Everyone else's.
     pub default: Vec<Variant>,
+    /// Whether a decision's ECS scope is the scope that placed the client
+    /// (else 0: the answer is the same for every client).
+    pub scoped: bool,
 }
 
 /// Why [`decide`]'s answers for a service cannot be listed in advance.
@@ -193,17 +196,14 @@ pub fn variants(service: &Service, family: Family) -> Result<Variants, PerQuery>
             .collect::<Vec<_>>()
     };
     let prepared = service.prepared(family);
-    match &service.policy {
-        Policy::RoundRobin { .. } => Err(PerQuery::KeepsState),
+    let (by_region, default) = match &service.policy {
+        Policy::RoundRobin { .. } => return Err(PerQuery::KeepsState),
         Policy::LowestLatency { .. } | Policy::ShortestAsPath { .. } | Policy::Nearest { .. } => {
-            Err(PerQuery::ClientData(service.policy.name()))
+            return Err(PerQuery::ClientData(service.policy.name()));
         }
         Policy::Static => {
             let decision = decide_by_order(service, Order::from_slice(candidates), None, 0);
-            Ok(Variants {
-                by_region: Vec::new(),
-                default: vec![Variant { replicas: decision.replicas, ttl: decision.ttl, threshold: u64::MAX }],
-            })
+            (Vec::new(), vec![Variant { replicas: decision.replicas, ttl: decision.ttl, threshold: u64::MAX }])
         }
         Policy::Failover => {
             let orders = failover_orders(service, candidates).ok_or(PerQuery::TooManyOrders)?;
@@ -214,11 +214,11 @@ pub fn variants(service: &Service, family: Family) -> Result<Variants, PerQuery>
                     Variant { replicas: decision.replicas, ttl: decision.ttl, threshold }
                 })
                 .collect();
-            Ok(Variants { by_region: Vec::new(), default })
+            (Vec::new(), default)
         }
         Policy::Weighted => {
             let orders = prepared.for_region(crate::UNCLASSIFIED).ok_or(PerQuery::TooManyOrders)?;
-            Ok(Variants { by_region: Vec::new(), default: listed(orders.clone(), crate::UNCLASSIFIED) })
+            (Vec::new(), listed(orders.clone(), crate::UNCLASSIFIED))
         }
         Policy::RegionProbabilities(table) => {
             let mut by_region = Vec::new();
@@ -230,9 +230,10 @@ pub fn variants(service: &Service, family: Family) -> Result<Variants, PerQuery>
             // Any region without a row of its own gets the default row.
             let unlisted = (0..).find(|region| !table.regions.contains_key(region)).expect("fewer regions than ids");
             let orders = prepared.for_region(unlisted).ok_or(PerQuery::TooManyOrders)?;
-            Ok(Variants { by_region, default: listed(orders.clone(), unlisted) })
+            (by_region, listed(orders.clone(), unlisted))
         }
-    }
+    };
+    Ok(Variants { by_region, default, scoped: scoped(&service.policy) })
 }
 
 /// Failover's orders: each priority's weighted orders, lowest first, chained.
@@ -264,8 +265,14 @@ fn decide_prepared(service: &Service, order: &Order, location: &Location) -> Dec
     };
     let ttl = capped(service, ttl);
     // Prepared orders depend on the client through its region only.
-    let scope = if matches!(service.policy, Policy::RegionProbabilities(_)) { location.scope } else { 0 };
+    let scope = if scoped(&service.policy) { location.scope } else { 0 };
     Decision { replicas: order.clone(), ttl, scope }
+}
+
+/// Whether a prepared decision of `policy` depends on where the client
+/// was placed, so that its ECS scope is the placement's.
+fn scoped(policy: &Policy) -> bool {
+    matches!(policy, Policy::RegionProbabilities(_))
 }
 
 #[cfg(test)]
@@ -416,7 +423,7 @@ mod tests {
         });
         for service in [service(Policy::Static), weighted, failover] {
             let variants = variants(&service, Family::V4).unwrap();
-            assert!(variants.by_region.is_empty(), "{}", service.policy.name());
+            assert!(variants.by_region.is_empty() && !variants.scoped, "{}", service.policy.name());
             assert_decide_draws(&service, 1, &variants.default);
         }
         let row = |probability, ttl| RegionRow { probability, ttl };
@@ -426,7 +433,7 @@ mod tests {
         };
         let service = service(Policy::RegionProbabilities(table));
         let variants = variants(&service, Family::V4).unwrap();
-        assert_eq!(variants.by_region.len(), 1);
+        assert_eq!((variants.by_region.len(), variants.scoped), (1, true));
         assert_decide_draws(&service, 1, &variants.by_region[0].1);
         assert_decide_draws(&service, 2, &variants.default);
     }

@@ -146,6 +146,9 @@ pub struct Block {
     pub network: IpAddr,
     pub length: u8,
     pub region: RegionId,
+    /// The scope [`locate`] gives every address of the block (the trie's
+    /// walk for them all stops within the block's leading bits).
+    pub scope: u8,
 }
 
 /// Blocks that cover the whole address space of `family` (clients' own
@@ -172,7 +175,7 @@ pub fn partition(regions: &Regions, family: Family, max_blocks: usize) -> Result
             if blocks.len() == max_blocks {
                 return Err(PerQuery::TooManyBlocks(max_blocks));
             }
-            blocks.push(Block { network: address(first), length, region: location.region });
+            blocks.push(Block { network: address(first), length, region: location.region, scope: location.scope });
         } else {
             let half = 1u128 << (width - length - 1);
             pending.push((first + half, length + 1));
@@ -266,7 +269,8 @@ mod tests {
                     Family::V6 => IpAddr::from(std::net::Ipv6Addr::from(point)),
                 };
                 let block = &blocks[blocks.partition_point(|block| bits(block.network) <= point) - 1];
-                assert_eq!(block.region, locate(&Asker::from_source(address), &regions, None).region, "{address} in {block:?}");
+                let location = locate(&Asker::from_source(address), &regions, None);
+                assert_eq!((block.region, block.scope), (location.region, location.scope), "{address} in {block:?}");
             }
         }
     }

@@ -146,6 +146,32 @@ impl<T> PrefixMap<T> {
         }
         Match { value: best, scope: bits.width }
     }
+
+    /// Every prefix that has a value, as (network, length, value), IPv4
+    /// first, each family in depth-first order.
+    pub fn prefixes(&self) -> Vec<(IpAddr, u8, &T)> {
+        let mut found = Vec::new();
+        for width in [32u8, 128] {
+            // (node, leading bits so far, their count)
+            let mut pending = vec![(root(width), 0u128, 0u8)];
+            while let Some((node, bits, depth)) = pending.pop() {
+                let node = &self.nodes[node];
+                if let Some(value) = &node.value {
+                    let network = match width {
+                        32 => IpAddr::from(std::net::Ipv4Addr::from((bits >> 96) as u32)),
+                        _ => IpAddr::from(std::net::Ipv6Addr::from(bits)),
+                    };
+                    found.push((network, depth, value));
+                }
+                for (side, child) in node.children.iter().enumerate().rev() {
+                    if let Some(child) = child {
+                        pending.push((*child as usize, bits | (side as u128) << (127 - depth), depth + 1));
+                    }
+                }
+            }
+        }
+        found
+    }
 }
 
 #[cfg(test)]
@@ -189,6 +215,18 @@ mod tests {
         assert_eq!(map.lookup(ip("198.51.100.1")).value, Some((&4, 0)));
         assert_eq!(map.lookup(ip("192.0.2.7")), Match { value: Some((&7, 32)), scope: 32 });
         assert_eq!(map.insert(ip("192.0.2.7"), 32, 8), Some(7));
+    }
+
+    #[test]
+    fn lists_every_prefix_with_its_value() {
+        let entries = [("10.0.0.0", 8, 1), ("10.128.0.0", 9, 2), ("0.0.0.0", 0, 3), ("2001:db8::", 32, 4), ("2001:db8::1", 128, 5)];
+        let mut map = PrefixMap::default();
+        for (network, length, value) in entries {
+            map.insert(ip(network), length, value);
+        }
+        let listed: Vec<(IpAddr, u8, i32)> = map.prefixes().into_iter().map(|(network, length, &value)| (network, length, value)).collect();
+        let expected: Vec<(IpAddr, u8, i32)> = [2, 0, 1, 3, 4].map(|at| (ip(entries[at].0), entries[at].1, entries[at].2)).to_vec();
+        assert_eq!(listed, expected);
     }
 
     #[test]

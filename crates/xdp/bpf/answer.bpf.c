@@ -27,6 +27,16 @@
 #define OPT_LEN 11
 #define MIN_UDP_PAYLOAD 512
 #define TYPE_OPT 41
+#define OPTION_CLIENT_SUBNET 8
+// An OPT record's RDATA the kernel reads: one Client Subnet option, its
+// code and length, family, source and scope prefixes, and up to 16
+// address octets.
+#define ECS_MIN 8
+#define ECS_MAX (ECS_MIN + 16)
+// The scope octet's place in the option.
+#define ECS_SCOPE 7
+// The region of clients no rule claims, and of a /0 client subnet.
+#define UNCLASSIFIED 0
 #define FLAG_QR 0x8000
 #define FLAG_RD 0x0100
 #define OPCODE_MASK 0x7800
@@ -80,6 +90,9 @@ struct config {
 	// for: questions are counted in `asked`, so that user space installs
 	// the most asked ones.
 	__u16 count_asked;
+	// 1 when every sender's Client Subnet is believed; else only those
+	// of senders in `trusted`.
+	__u16 trust_all;
 };
 
 // What became of a packet, counted per interface. Keep in step with
@@ -94,7 +107,8 @@ enum reason {
 	// A response, another opcode, other counts, a compressed or malformed
 	// question, or trailing octets.
 	NOT_A_PLAIN_QUERY,
-	// EDNS version above 0, options, or more than one additional record.
+	// EDNS version above 0, options other than one well-formed Client
+	// Subnet with scope 0, or more than one additional record.
 	EDNS_UNSUPPORTED,
 	NO_ENTRY,
 	// Larger than the client takes: user space truncates.
@@ -135,6 +149,9 @@ struct draw_key {
 // thresholds[i] and above the thresholds before it; the last is ~0.
 struct draw {
 	__u32 count;
+	// 1 when the reply's ECS scope is the one that placed the client
+	// (else 0: the answer is the same for every client).
+	__u32 scoped;
 	__u32 thresholds[MAX_VARIANTS];
 	__u32 variants[MAX_VARIANTS];
 };
@@ -154,6 +171,9 @@ struct scratch {
 	struct class_key class_key;
 	__u8 head[HEAD_MAX];
 	__u8 opt[OPT_LEN];
+	// The query's Client Subnet option, zero past its end; the reply's
+	// once its scope is set.
+	__u8 ecs[ECS_MAX];
 };
 
 // Sized by user space at load: its capacity per generation, twice. Not
@@ -196,6 +216,12 @@ struct {
 	__type(value, struct scratch);
 } scratch SEC(".maps");
 
+// Where locate() places a block's clients, and the scope it gives them.
+struct class {
+	__u32 region;
+	__u32 scope;
+};
+
 // Client address blocks to regions, per generation: what user space's
 // locate() gives, cut into blocks (pharos_route::client_blocks).
 struct {
@@ -203,8 +229,18 @@ struct {
 	__uint(max_entries, 262144);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct class_key);
-	__type(value, __u32);
+	__type(value, struct class);
 } classes SEC(".maps");
+
+// The senders whose Client Subnet is believed, per generation, keyed as
+// `classes` is (by the packet's source); unused where `trust_all`.
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct class_key);
+	__type(value, __u8);
+} trusted SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -287,8 +323,13 @@ struct query {
 	int v6;
 	// Whom the rate limit counts the query against.
 	struct source source;
-	// The client's address (IPv4 in the first 4 octets), to class it.
+	// The client's address (IPv4 in the first 4 octets), to class it:
+	// the source's, or a trusted Client Subnet's.
 	__u8 client[16];
+	int client_v6;
+	// The client came from a trusted Client Subnet of this source prefix.
+	int from_subnet;
+	__u32 subnet_bits;
 };
 
 static __always_inline __u16 read16(const __u8 *p)
@@ -412,6 +453,7 @@ static __always_inline int find_udp(void *data, void *data_end, struct query *q,
 		*pseudo = (ip->saddr & 0xffff) + (ip->saddr >> 16) + (ip->daddr & 0xffff) + (ip->daddr >> 16);
 		q->source.v4 = ip->saddr;
 		__builtin_memcpy(q->client, &ip->saddr, 4);
+		q->client_v6 = 0;
 		udp = (void *)(ip + 1);
 	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
@@ -426,6 +468,7 @@ static __always_inline int find_udp(void *data, void *data_end, struct query *q,
 		q->source.v6 = 1;
 		__builtin_memcpy(q->source.address, &ip6->saddr, 8);
 		__builtin_memcpy(q->client, &ip6->saddr, 16);
+		q->client_v6 = 1;
 		__u32 sum = 0;
 		for (int i = 0; i < 4; i++) {
 			__u32 src = ip6->saddr.in6_u.u6_addr32[i];
@@ -587,18 +630,22 @@ static __always_inline int within_limit(const struct limit *l, const struct sour
 
 // The routed answer to the question in the scratch key for this client,
 // or NULL: classes the client by its address, then draws one of its
-// class's variants (or everyone's, where its region has none).
-static __always_inline struct answer *routed_answer(struct scratch *s, const struct query *q, __u32 generation)
+// class's variants (or everyone's, where its region has none). Sets
+// `*scope` to the reply's ECS scope. As user space's locate(), a /0
+// subnet is unclassified with scope 0, and a longer one is placed by its
+// address, zero past the prefix, as a whole address.
+static __always_inline struct answer *routed_answer(struct scratch *s, const struct query *q, __u32 generation, __u8 *scope)
 {
 	__builtin_memcpy(&s->draw_key.question, &s->key, sizeof(s->key));
-	s->class_key.prefixlen = CLASS_PREFIX_BITS + (q->v6 ? 128 : 32);
+	s->class_key.prefixlen = CLASS_PREFIX_BITS + (q->client_v6 ? 128 : 32);
 	s->class_key.generation = generation;
-	s->class_key.family = q->v6;
+	s->class_key.family = q->client_v6;
 	__builtin_memcpy(s->class_key.address, q->client, 16);
-	__u32 *region = bpf_map_lookup_elem(&classes, &s->class_key);
+	struct class unclassified = {UNCLASSIFIED, 0};
+	struct class *class = q->from_subnet && q->subnet_bits == 0 ? &unclassified : bpf_map_lookup_elem(&classes, &s->class_key);
 	struct draw *d = NULL;
-	if (region) {
-		s->draw_key.region = *region;
+	if (class) {
+		s->draw_key.region = class->region;
 		d = bpf_map_lookup_elem(&draws, &s->draw_key);
 	}
 	if (!d) {
@@ -607,6 +654,14 @@ static __always_inline struct answer *routed_answer(struct scratch *s, const str
 	}
 	if (!d)
 		return NULL;
+	// A subnet that was not used says nothing about the answer's reach.
+	*scope = 0;
+	if (d->scoped && q->from_subnet) {
+		// User space installs the blocks wherever a draw is scoped.
+		if (!class)
+			return NULL;
+		*scope = class->scope;
+	}
 	__u32 point = bpf_get_prandom_u32();
 	struct variant_key variant = {generation, d->variants[0]};
 	for (__u32 i = 0; i < MAX_VARIANTS && i < d->count; i++) {
@@ -627,6 +682,39 @@ static __always_inline void count_asked(const struct answer_key *question)
 	}
 	__u64 first = 1;
 	bpf_map_update_elem(&asked, question, &first, BPF_NOEXIST);
+}
+
+// Whether the OPT RDATA in `ecs` (`len` octets, 0 < len <= ECS_MAX) is
+// one Client Subnet option user space takes as is: a known family, a
+// source prefix no longer than its addresses, exactly the octets it needs,
+// zero past it (else user space answers FORMERR), and scope 0 (RFC 7871
+// section 6; user space would echo another).
+static __always_inline int plain_client_subnet(const __u8 *ecs, __u32 len)
+{
+	if (len < ECS_MIN || read16(ecs) != OPTION_CLIENT_SUBNET || read16(ecs + 2) != len - 4 || ecs[ECS_SCOPE] != 0)
+		return 0;
+	__u16 family = read16(ecs + 4);
+	__u32 source = ecs[6];
+	if ((family != 1 && family != 2) || source > (family == 1 ? 32 : 128) || len != ECS_MIN + (source + 7) / 8)
+		return 0;
+	if (source % 8 == 0)
+		return 1;
+	__u32 last = ECS_MIN + source / 8;
+	AT_MOST(last, ECS_MAX - 1);
+	return !(ecs[last] & (0xff >> (source % 8)));
+}
+
+// Whether the query's source may speak for its clients (user space's
+// `trusted_subnet_senders`).
+static __always_inline int trusted_sender(struct scratch *s, const struct query *q, const struct config *cfg, __u32 generation)
+{
+	if (cfg->trust_all)
+		return 1;
+	s->class_key.prefixlen = CLASS_PREFIX_BITS + (q->v6 ? 128 : 32);
+	s->class_key.generation = generation;
+	s->class_key.family = q->v6;
+	__builtin_memcpy(s->class_key.address, q->client, 16);
+	return bpf_map_lookup_elem(&trusted, &s->class_key) != NULL;
 }
 
 // Passes the packet up, counted under `reason`.
@@ -696,19 +784,42 @@ int answer(struct xdp_md *ctx)
 	__u32 limit = MIN_UDP_PAYLOAD;
 	__u16 dnssec_ok = 0;
 	__u32 query_opt_sum = 0;
+	// The Client Subnet option's length, or 0.
+	__u32 ecs_len = 0;
+	__builtin_memset(s->ecs, 0, ECS_MAX);
 	if (edns) {
 		__u8 opt[OPT_LEN];
 		if (bpf_xdp_load_bytes(ctx, q.dns_off + head_len, opt, OPT_LEN) || opt[0] != 0 || read16(opt + 1) != TYPE_OPT)
 			return pass(ctx, NOT_A_PLAIN_QUERY);
 		query_opt_sum = placed_at(sum_bytes(opt, OPT_LEN), head_len);
-		if (opt[5] != 0 || opt[6] != 0 || read16(opt + 9) != 0)
+		if (opt[5] != 0 || opt[6] != 0)
 			return pass(ctx, EDNS_UNSUPPORTED);
+		ecs_len = read16(opt + 9);
+		if (ecs_len > ECS_MAX)
+			return pass(ctx, EDNS_UNSUPPORTED);
+		if (ecs_len) {
+			ecs_len--;
+			AT_MOST(ecs_len, ECS_MAX - 1);
+			ecs_len++;
+			if (bpf_xdp_load_bytes(ctx, q.dns_off + head_len + OPT_LEN, s->ecs, ecs_len))
+				return pass(ctx, NOT_A_PLAIN_QUERY);
+			// Zero past the option: summed whole.
+			query_opt_sum += placed_at(sum_bytes(s->ecs, ECS_MAX), head_len + OPT_LEN);
+			if (!plain_client_subnet(s->ecs, ecs_len))
+				return pass(ctx, EDNS_UNSUPPORTED);
+			if (trusted_sender(s, &q, cfg, generation)) {
+				q.from_subnet = 1;
+				q.subnet_bits = s->ecs[6];
+				q.client_v6 = read16(s->ecs + 4) == 2;
+				__builtin_memcpy(q.client, s->ecs + ECS_MIN, 16);
+			}
+		}
 		__u32 server = cfg->udp_payload > MIN_UDP_PAYLOAD ? cfg->udp_payload : MIN_UDP_PAYLOAD;
 		__u32 client = read16(opt + 3);
 		limit = client < MIN_UDP_PAYLOAD ? MIN_UDP_PAYLOAD : client > server ? server : client;
 		dnssec_ok = read16(opt + 7) & EDNS_DO;
 	}
-	if (dns_len != head_len + (edns ? OPT_LEN : 0))
+	if (dns_len != head_len + (edns ? OPT_LEN + ecs_len : 0))
 		return pass(ctx, NOT_A_PLAIN_QUERY);
 
 	// Hits and misses alike, while the key is still in generation 0.
@@ -717,8 +828,10 @@ int answer(struct xdp_md *ctx)
 	s->key.generation = generation;
 	struct answer *a = bpf_map_lookup_elem(&answers, &s->key);
 	__u32 answered = ANSWERED_STATIC;
+	// The reply's ECS scope: 0 for static answers, as user space's.
+	__u8 scope = 0;
 	if (!a) {
-		a = routed_answer(s, &q, generation);
+		a = routed_answer(s, &q, generation, &scope);
 		answered = ANSWERED_ROUTED;
 	}
 	if (!a)
@@ -730,7 +843,7 @@ int answer(struct xdp_md *ctx)
 	body_len--;
 	AT_MOST(body_len, MAX_BODY - 1);
 	body_len++;
-	q.reply_len = head_len + body_len + (edns ? OPT_LEN : 0);
+	q.reply_len = head_len + body_len + (edns ? OPT_LEN + ecs_len : 0);
 	// Larger than the client takes: user space truncates.
 	if (q.reply_len > limit)
 		return pass(ctx, TOO_LARGE);
@@ -755,12 +868,14 @@ int answer(struct xdp_md *ctx)
 		s->head[3 + 2 * i] = header[i] & 0xff;
 	}
 	__u32 opt_at = head_len + body_len;
-	__u8 reply_opt[OPT_LEN] = {0, 0, TYPE_OPT, cfg->udp_payload >> 8, cfg->udp_payload & 0xff, 0, 0, dnssec_ok >> 8, 0, 0, 0};
+	__u8 reply_opt[OPT_LEN] = {0, 0, TYPE_OPT, cfg->udp_payload >> 8, cfg->udp_payload & 0xff, 0, 0, dnssec_ok >> 8, 0, 0, ecs_len};
 	__builtin_memcpy(s->opt, reply_opt, OPT_LEN);
+	// The subnet echoed as asked, with the answer's scope.
+	s->ecs[ECS_SCOPE] = scope;
 
 	__u32 udp_sum = pseudo + q.reply_len + sizeof(*udp) + sum_head(head_len) + placed_at(a->sum, head_len);
 	if (edns)
-		udp_sum += placed_at(sum_bytes(s->opt, OPT_LEN), opt_at);
+		udp_sum += placed_at(sum_bytes(s->opt, OPT_LEN), opt_at) + placed_at(sum_bytes(s->ecs, ECS_MAX), opt_at + OPT_LEN);
 
 	int grow = q.dns_off + q.reply_len - (__u32)(data_end - data);
 	// Shrinking (a frame with an Ethernet trailer) cannot fail.
@@ -779,6 +894,13 @@ int answer(struct xdp_md *ctx)
 		return XDP_DROP;
 	if (edns && bpf_xdp_store_bytes(ctx, q.dns_off + opt_at, s->opt, OPT_LEN))
 		return XDP_DROP;
+	if (ecs_len) {
+		ecs_len--;
+		AT_MOST(ecs_len, ECS_MAX - 1);
+		ecs_len++;
+		if (bpf_xdp_store_bytes(ctx, q.dns_off + opt_at + OPT_LEN, s->ecs, ecs_len))
+			return XDP_DROP;
+	}
 	count(ctx->ingress_ifindex, answered);
 	return XDP_TX;
 }

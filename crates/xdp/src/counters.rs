@@ -35,7 +35,8 @@ pub struct InterfaceCounters {
     /// Passed up: a response, another opcode, other section counts, a
     /// compressed or malformed question, trailing octets.
     pub not_a_plain_query: u64,
-    /// Passed up: EDNS version above 0, options, more than one additional record.
+    /// Passed up: EDNS version above 0, options other than one plain Client
+    /// Subnet (scope 0, as user space takes it), more than one additional record.
     pub edns_unsupported: u64,
     /// Passed up: no entry for the question.
     pub no_entry: u64,

@@ -11,9 +11,9 @@ use crate::PROGRAM;
 use crate::admission::{Demand, asked_room};
 use crate::counters::{CounterValues, Counters, InterfaceCounters};
 use crate::fill::fill;
-use crate::maps::{Answer, AnswerKey, ClassData, Config, Draw, DrawKey, Limit, VariantKey};
+use crate::maps::{Answer, AnswerKey, ClassData, ClassValue, Config, Draw, DrawKey, Limit, VariantKey};
 use crate::mirror::Mirrored;
-use crate::routed::fill_routed;
+use crate::routed::{fill_routed, trusted_senders};
 use crate::settings::{Attached, Mode, Settings};
 
 /// The program's entry point, as bpf/answer.bpf.c names it.
@@ -82,7 +82,9 @@ pub struct FastPath {
     answers: Mirrored<BpfHashMap<MapData, AnswerKey, Answer>>,
     draws: Mirrored<BpfHashMap<MapData, DrawKey, Draw>>,
     variants: Mirrored<BpfHashMap<MapData, VariantKey, Answer>>,
-    classes: Mirrored<LpmTrie<MapData, ClassData, u32>>,
+    classes: Mirrored<LpmTrie<MapData, ClassData, ClassValue>>,
+    /// The senders whose Client Subnet is believed (value 1).
+    trusted: Mirrored<LpmTrie<MapData, ClassData, u8>>,
     config: Array<MapData, Config>,
     live: Array<MapData, u32>,
     counters: PerCpuHashMap<MapData, u32, CounterValues>,
@@ -119,12 +121,26 @@ impl FastPath {
         let draws = Mirrored::new(BpfHashMap::try_from(take(&mut program, "draws")?)?);
         let variants = Mirrored::new(BpfHashMap::try_from(take(&mut program, "variants")?)?);
         let classes = Mirrored::new(LpmTrie::try_from(take(&mut program, "classes")?)?);
+        let trusted = Mirrored::new(LpmTrie::try_from(take(&mut program, "trusted")?)?);
         let config = Array::try_from(take(&mut program, "config")?)?;
         let counters = PerCpuHashMap::try_from(take(&mut program, "counters")?)?;
         let demand = Demand::new(PerCpuHashMap::try_from(take(&mut program, "asked")?)?);
         let admission = (0, 0);
-        let mut fast_path =
-            FastPath { program, answers, draws, variants, classes, config, live, counters, demand, capacity, admission, serving: 0 };
+        let mut fast_path = FastPath {
+            program,
+            answers,
+            draws,
+            variants,
+            classes,
+            trusted,
+            config,
+            live,
+            counters,
+            demand,
+            capacity,
+            admission,
+            serving: 0,
+        };
         fast_path.xdp_mut()?.load()?;
         Ok(fast_path)
     }
@@ -195,13 +211,18 @@ impl FastPath {
         self.draws.bring_up(target, draws.collect(), &mut synced)?;
         let variants = routed.variants.into_iter().map(|(key, answer)| (VariantKey { generation: target, ..key }, answer));
         self.variants.bring_up(target, variants.collect(), &mut synced)?;
-        let classes = routed.classes.into_iter().map(|(prefix_len, mut data, region)| {
+        let in_target = |(prefix_len, mut data): (u32, ClassData)| {
             data[0] = target as u8;
-            ((prefix_len, data), region)
-        });
+            (prefix_len, data)
+        };
+        let classes = routed.classes.into_iter().map(|(prefix_len, data, class)| (in_target((prefix_len, data)), class));
         self.classes.bring_up(target, classes.collect(), &mut synced)?;
+        let trusted = trusted_senders(snapshot);
+        let trust_all = u16::from(trusted.is_none());
+        let senders = trusted.unwrap_or_default().into_iter().map(|key| (in_target(key), 1));
+        self.trusted.bring_up(target, senders.collect(), &mut synced)?;
         let count_asked = u16::from(admitted.left_out > 0);
-        self.config.set(target, Config { udp_payload: snapshot.settings.udp_payload, count_asked }, 0)?;
+        self.config.set(target, Config { udp_payload: snapshot.settings.udp_payload, count_asked, trust_all }, 0)?;
         self.live.set(0, target, 0)?;
         self.serving = target;
         self.admission = (left_out, admitted.threshold);

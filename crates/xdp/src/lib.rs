@@ -3,7 +3,9 @@
 //! [`PROGRAM`], left out where clang or libbpf-dev is missing) that answers
 //! UDP queries in the kernel, for static names from a map of pre-built
 //! replies and for routed names by drawing among pre-built variants of
-//! the client's class, and passes everything else up. [`fill`] derives the
+//! the client's class (the client: a trusted sender's EDNS Client Subnet,
+//! echoed with user space's scope, else the source), and passes
+//! everything else up. [`fill`] derives the
 //! static replies from a [`Snapshot`](pharos_answer::Snapshot), [`routed`]
 //! the routed ones through the routing core's door ([`maps`] holds their
 //! layout, shared with the C program); [`FastPath`] loads the program with

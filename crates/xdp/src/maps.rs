@@ -48,6 +48,15 @@ pub const CLASS_PREFIX_BITS: u32 = 16;
 /// IPv6), the address, two unused octets.
 pub type ClassData = [u8; 20];
 
+/// The `classes` trie's value: where user space's `locate` places the
+/// block's clients, and the ECS scope it gives them.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClassValue {
+    pub region: u32,
+    pub scope: u32,
+}
+
 /// The `draws` map's key: a routed question in a generation, and the
 /// region whose distribution this is (or [`EVERYONE`]).
 #[repr(C)]
@@ -64,6 +73,9 @@ pub struct DrawKey {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Draw {
     pub count: u32,
+    /// 1 when the reply's ECS scope is the client's class's (to a trusted
+    /// Client Subnet), else 0: the answer is the same for every client.
+    pub scoped: u32,
     pub thresholds: [u32; MAX_VARIANTS],
     pub variants: [u32; MAX_VARIANTS],
 }
@@ -87,6 +99,9 @@ pub struct Config {
     /// room for: the program then counts the questions it is asked in
     /// the `asked` map (keys in generation 0, per-CPU `u64` counts).
     pub count_asked: u16,
+    /// 1 when every sender's Client Subnet is believed, else only those
+    /// of senders in the `trusted` trie (keyed as `classes`, value 1).
+    pub trust_all: u16,
 }
 
 /// The `limit` map's only value: the per-source token bucket, in
@@ -109,12 +124,14 @@ pub struct Limit {
 unsafe impl aya::Pod for AnswerKey {}
 // SAFETY: as above: 8 octets of u16 fields, then an even-sized byte array.
 unsafe impl aya::Pod for Answer {}
-// SAFETY: two u16.
+// SAFETY: three u16.
 unsafe impl aya::Pod for Config {}
 // SAFETY: an AnswerKey (264 octets, 4-aligned) and a u32: no padding.
 unsafe impl aya::Pod for DrawKey {}
-// SAFETY: 33 u32.
+// SAFETY: 34 u32.
 unsafe impl aya::Pod for Draw {}
+// SAFETY: two u32.
+unsafe impl aya::Pod for ClassValue {}
 // SAFETY: two u32.
 unsafe impl aya::Pod for VariantKey {}
 // SAFETY: two u64 then two u32: 24 octets, no padding.

@@ -32,12 +32,12 @@ impl<K: aya::Pod + Eq + Hash, V: aya::Pod + PartialEq> Table for BpfHashMap<MapD
     }
 }
 
-/// The `classes` trie, keyed by (prefix length, data).
-impl Table for LpmTrie<MapData, ClassData, u32> {
+/// The `classes` and `trusted` tries, keyed by (prefix length, data).
+impl<V: aya::Pod + PartialEq> Table for LpmTrie<MapData, ClassData, V> {
     type Key = (u32, ClassData);
-    type Value = u32;
+    type Value = V;
 
-    fn put(&mut self, &(prefix_len, data): &(u32, ClassData), value: &u32) -> Result<(), MapError> {
+    fn put(&mut self, &(prefix_len, data): &(u32, ClassData), value: &V) -> Result<(), MapError> {
         self.insert(&Key::new(prefix_len, data), value, 0)
     }
 

@@ -2,8 +2,10 @@
 //! AAAA question whose decision depends on the client through its region
 //! only ([`pharos_route::route_variants`]), every class's variants with
 //! their thresholds, each reply pre-encoded by the query path's own
-//! encoder ([`pharos_answer::write_decision`]); and the client address
-//! blocks that put clients in classes ([`pharos_route::client_blocks`]).
+//! encoder ([`pharos_answer::write_decision`]); the client address
+//! blocks that put clients in classes ([`pharos_route::client_blocks`]),
+//! with the ECS scope of each; and the senders whose Client Subnet the
+//! kernel believes.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -12,7 +14,9 @@ use pharos_answer::{Snapshot, write_decision};
 use pharos_route::{Family, PerQuery, Routes, Service, Variant, client_blocks, route_variants};
 use pharos_wire::{MessageWriter, flags, rcode, types};
 
-use crate::maps::{Answer, AnswerKey, CLASS_PREFIX_BITS, ClassData, Draw, DrawKey, EVERYONE, MAX_BODY, MAX_VARIANTS, VariantKey};
+use crate::maps::{
+    Answer, AnswerKey, CLASS_PREFIX_BITS, ClassData, ClassValue, Draw, DrawKey, EVERYONE, MAX_BODY, MAX_VARIANTS, VariantKey,
+};
 
 /// Most client blocks per address family.
 pub const MAX_BLOCKS: usize = 1 << 16;
@@ -48,6 +52,8 @@ impl fmt::Display for NotRouted {
 pub struct RoutedQuestion {
     pub question: AnswerKey,
     pub classes: Vec<(u32, Vec<(u32, Answer)>)>,
+    /// Whether the reply's ECS scope is the client's class's.
+    pub scoped: bool,
 }
 
 impl RoutedQuestion {
@@ -55,9 +61,10 @@ impl RoutedQuestion {
         self.classes.iter().map(|(_, variants)| variants.len()).sum()
     }
 
-    /// Whether clients must be classed by region to answer it.
+    /// Whether clients must be classed to answer it: by region, or for
+    /// the ECS scope of their class.
     pub fn by_region(&self) -> bool {
-        self.classes.iter().any(|&(class, _)| class != EVERYONE)
+        self.scoped || self.classes.iter().any(|&(class, _)| class != EVERYONE)
     }
 }
 
@@ -81,7 +88,7 @@ pub fn routed_question(service: &Service, name: &[u8], qtype: u16) -> Result<Rou
         let encoded = variants.iter().map(|variant| Some(((variant.threshold >> 32) as u32, encode(service, &question, variant)?)));
         classes.push((class, encoded.collect::<Option<Vec<_>>>().ok_or(NotRouted::TooLarge)?));
     }
-    Ok(RoutedQuestion { question, classes })
+    Ok(RoutedQuestion { question, classes, scoped: listed.scoped })
 }
 
 /// The reply body of `variant` to `question`, by the query path's encoder.
@@ -95,25 +102,42 @@ fn encode(service: &Service, question: &AnswerKey, variant: &Variant) -> Option<
     Answer::new(flags::AA | rcode::NOERROR, fitted.counts, &message[body_start..])
 }
 
-/// A `classes` trie entry: prefix length, key data, region.
-pub type ClassEntry = (u32, ClassData, u32);
+/// A `classes` trie entry: prefix length, key data, region and scope.
+pub type ClassEntry = (u32, ClassData, ClassValue);
 
 /// The `classes` trie's entries (generation 0): every client address
-/// block of both families with its region; or why they cannot be listed.
+/// block of both families with its region and scope; or why they cannot
+/// be listed.
 pub fn client_classes(routes: &Routes) -> Result<Vec<ClassEntry>, PerQuery> {
     let mut entries = Vec::new();
     for family in [Family::V4, Family::V6] {
         for block in client_blocks(routes, family, MAX_BLOCKS)? {
-            let mut data: ClassData = [0; 20];
-            data[1] = family as u8;
-            match block.network {
-                IpAddr::V4(v4) => data[2..6].copy_from_slice(&v4.octets()),
-                IpAddr::V6(v6) => data[2..18].copy_from_slice(&v6.octets()),
-            }
-            entries.push((CLASS_PREFIX_BITS + u32::from(block.length), data, block.region));
+            let class = ClassValue { region: block.region, scope: u32::from(block.scope) };
+            entries.push((CLASS_PREFIX_BITS + u32::from(block.length), class_data(block.network), class));
         }
     }
     Ok(entries)
+}
+
+/// An address as the `classes` and `trusted` tries key it, in generation 0.
+fn class_data(network: IpAddr) -> ClassData {
+    let mut data: ClassData = [0; 20];
+    match network {
+        IpAddr::V4(v4) => data[2..6].copy_from_slice(&v4.octets()),
+        IpAddr::V6(v6) => {
+            data[1] = 1;
+            data[2..18].copy_from_slice(&v6.octets());
+        }
+    }
+    data
+}
+
+/// The senders whose Client Subnet is believed, as `trusted` trie keys
+/// (prefix length, data) in generation 0; `None` when all are.
+pub fn trusted_senders(snapshot: &Snapshot) -> Option<Vec<(u32, ClassData)>> {
+    let senders = snapshot.settings.trusted_subnet_senders.as_ref()?;
+    let prefixes = senders.prefixes().into_iter().map(|(network, length, ())| (CLASS_PREFIX_BITS + u32::from(length), class_data(network)));
+    Some(prefixes.collect())
 }
 
 /// Everything routed the kernel answers from a snapshot, in generation 0.
@@ -148,7 +172,7 @@ pub fn fill_routed(snapshot: &Snapshot) -> RoutedFill {
             fill.add(routed);
         }
     }
-    if fill.draws.iter().any(|(key, _)| key.region != EVERYONE) {
+    if fill.draws.iter().any(|(key, draw)| key.region != EVERYONE || draw.scoped == 1) {
         fill.classes = classes.and_then(Result::ok).unwrap_or_default();
     }
     fill
@@ -157,7 +181,8 @@ pub fn fill_routed(snapshot: &Snapshot) -> RoutedFill {
 impl RoutedFill {
     fn add(&mut self, routed: RoutedQuestion) {
         for (class, variants) in routed.classes {
-            let mut draw = Draw { count: variants.len() as u32, thresholds: [0; MAX_VARIANTS], variants: [0; MAX_VARIANTS] };
+            let scoped = u32::from(routed.scoped);
+            let mut draw = Draw { count: variants.len() as u32, scoped, thresholds: [0; MAX_VARIANTS], variants: [0; MAX_VARIANTS] };
             for (slot, (threshold, answer)) in variants.into_iter().enumerate() {
                 let id = self.variants.len() as u32;
                 self.variants.push((VariantKey { generation: 0, id }, answer));

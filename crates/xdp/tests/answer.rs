@@ -218,14 +218,36 @@ fn passes_up_edns_versions_above_0() {
     assert_passes(&fast_path, &frame_v4(&query("host.example.test", 1, Some((1232, 1, false, &[]))), UDP, PORT));
 }
 
+/// Options besides one plain Client Subnet (tests/ecs.rs) pass up, as do
+/// subnets user space refuses (FORMERR) or would echo another scope of.
 #[test]
 fn passes_up_edns_options() {
     let Some(fast_path) = fast_path() else { return };
     let nsid = [0, 3, 0, 0];
     let cookie = [0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8];
-    let subnet = [0, 8, 0, 7, 0, 1, 24, 0, 198, 51, 100];
     let padding = [0, 12, 0, 2, 0, 0];
-    for option in [&nsid[..], &cookie, &subnet, &padding] {
+    let subnet = [0, 8, 0, 7, 0, 1, 24, 0, 198, 51, 100];
+    let two_subnets = [subnet, subnet].concat();
+    let subnet_and_nsid = [&subnet[..], &nsid].concat();
+    let with_scope = [0, 8, 0, 7, 0, 1, 24, 24, 198, 51, 100];
+    let bits_past_prefix = [0, 8, 0, 7, 0, 1, 23, 0, 198, 51, 101];
+    let octet_too_many = [0, 8, 0, 8, 0, 1, 24, 0, 198, 51, 100, 0];
+    let prefix_too_long = [0, 8, 0, 9, 0, 1, 33, 0, 198, 51, 100, 7, 0];
+    let unknown_family = [0, 8, 0, 5, 0, 3, 8, 0, 10];
+    let length_past_end = [0, 8, 0, 8, 0, 1, 24, 0, 198, 51, 100];
+    for option in [
+        &nsid[..],
+        &cookie,
+        &padding,
+        &two_subnets,
+        &subnet_and_nsid,
+        &with_scope,
+        &bits_past_prefix,
+        &octet_too_many,
+        &prefix_too_long,
+        &unknown_family,
+        &length_past_end,
+    ] {
         assert_passes(&fast_path, &frame_v4(&query("host.example.test", 1, Some((1232, 0, false, option))), UDP, PORT));
     }
 }
