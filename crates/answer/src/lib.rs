@@ -89,9 +89,9 @@ pub struct ResponseOptions {
 
 /// What a response says, for its transport to act on without reading it
 /// back: DNS over HTTPS makes the cache lifetime of its HTTP response from
-/// it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Answered {
+/// it, and every transport counts it (`pharos_transport::metrics`).
+#[derive(Debug, Clone, Copy)]
+pub struct Answered<'s> {
     /// The RCODE, extended RCODEs included.
     pub rcode: u16,
     /// The smallest TTL among the records, the OPT pseudo-record aside;
@@ -99,6 +99,21 @@ pub struct Answered {
     pub smallest_ttl: Option<u32>,
     /// The length of the response in octets.
     pub len: usize,
+    /// The question's type; `None` when the query had no readable question.
+    pub qtype: Option<u16>,
+    /// The routing core's decision, when a service's policy chose the answer.
+    pub routed: Option<RoutedTo<'s>>,
+}
+
+/// Where a routed answer sends its client: what the routing door decided,
+/// returned for the caller to count, so that no counter lives here.
+#[derive(Debug, Clone, Copy)]
+pub struct RoutedTo<'s> {
+    pub service: &'s pharos_route::Service,
+    /// The region the client was placed in.
+    pub region: pharos_route::RegionId,
+    /// The replica answered first, as an index into the service's.
+    pub first_replica: usize,
 }
 
 /// What a response's OPT record is made from besides the query's own:
@@ -112,32 +127,32 @@ struct OptSource<'a> {
 /// Answers one query. Appends the response to `out` and says what it
 /// answered, or returns `None` (with `out` untouched) when the packet
 /// deserves no answer. `rng` draws the random choices of routing policies.
-pub fn respond(packet: &[u8], client: &Client, snapshot: &Snapshot, rng: &mut impl Rng, out: &mut Vec<u8>) -> Option<Answered> {
+pub fn respond<'s>(packet: &[u8], client: &Client, snapshot: &'s Snapshot, rng: &mut impl Rng, out: &mut Vec<u8>) -> Option<Answered<'s>> {
     respond_with(packet, client, &ResponseOptions::default(), snapshot, rng, out)
 }
 
 /// Like [`respond`], for a connection whose responses carry `options`.
-pub fn respond_with(
+pub fn respond_with<'s>(
     packet: &[u8],
     client: &Client,
     options: &ResponseOptions,
-    snapshot: &Snapshot,
+    snapshot: &'s Snapshot,
     rng: &mut impl Rng,
     out: &mut Vec<u8>,
-) -> Option<Answered> {
+) -> Option<Answered<'s>> {
     respond_parsed(parse_query(packet), client, options, snapshot, rng, out)
 }
 
 /// Like [`respond_with`], for a packet its server has already parsed (with
 /// [`parse_query`]), as the UDP worker does to [`prefetch_batch`].
-pub fn respond_parsed(
+pub fn respond_parsed<'s>(
     parsed: Result<Query<'_>, Reject<'_>>,
     client: &Client,
     options: &ResponseOptions,
-    snapshot: &Snapshot,
+    snapshot: &'s Snapshot,
     rng: &mut impl Rng,
     out: &mut Vec<u8>,
-) -> Option<Answered> {
+) -> Option<Answered<'s>> {
     let opt = OptSource { settings: &snapshot.settings, options };
     match parsed {
         Ok(query) => Some(answer_query(&query, client, opt, snapshot, rng, out)),
@@ -163,7 +178,7 @@ pub fn prefetch_batch<'b, 'q: 'b>(queries: impl IntoIterator<Item = (&'b Query<'
 
 /// Answers a datagram that was longer than the receive buffer: FORMERR
 /// from the header alone, or nothing if even that is not a query.
-pub fn respond_oversized(packet: &[u8], out: &mut Vec<u8>) -> Option<Answered> {
+pub fn respond_oversized(packet: &[u8], out: &mut Vec<u8>) -> Option<Answered<'static>> {
     match parse_query(&packet[..packet.len().min(HEADER_LEN)]) {
         Err(Reject::Drop) => None,
         Ok(query) | Err(Reject::Respond { query, .. }) => {
@@ -174,14 +189,14 @@ pub fn respond_oversized(packet: &[u8], out: &mut Vec<u8>) -> Option<Answered> {
     }
 }
 
-fn answer_query(
+fn answer_query<'s>(
     query: &Query<'_>,
     client: &Client,
     opt: OptSource<'_>,
-    snapshot: &Snapshot,
+    snapshot: &'s Snapshot,
     rng: &mut impl Rng,
     out: &mut Vec<u8>,
-) -> Answered {
+) -> Answered<'s> {
     let question = query.question.expect("a parsed query has its question");
     if let Some((rcode, extended)) = unanswerable(&question) {
         return write_refusal(query, rcode, Some(extended), opt, out);
@@ -196,7 +211,8 @@ fn answer_query(
     let routed = snapshot.routes.service(qname).zip(service::family_of(question.qtype));
     if let Some((routed_service, family)) = routed {
         let asker = service::asker(client, query.edns, settings);
-        if let Some((fitted, scope, ttl)) = service::write_addresses(&mut writer, routed_service, family, &asker, snapshot, rng, room) {
+        if let Some((fitted, written)) = service::write_addresses(&mut writer, routed_service, family, &asker, snapshot, rng, room) {
+            let service::Written { scope, ttl, region, first_replica } = written;
             // A subnet that was not used says nothing about this answer's reach.
             let scope = if asker.from_client_subnet { scope } else { 0 };
             let truncation = if fitted.truncated { flags::TC } else { 0 };
@@ -204,7 +220,8 @@ fn answer_query(
             let outcome = Outcome { flags: flags::AA | truncation, rcode: rcode::NOERROR, counts, scope, extended: None };
             finish(&mut writer, query, &outcome, opt);
             let smallest_ttl = (fitted.counts[0] > 0).then_some(ttl);
-            return Answered { rcode: rcode::NOERROR, smallest_ttl, len: writer.len() };
+            let routed = Some(RoutedTo { service: routed_service, region, first_replica });
+            return Answered { rcode: rcode::NOERROR, smallest_ttl, len: writer.len(), qtype: Some(question.qtype), routed };
         }
     }
     let lookup = snapshot.zones.lookup(qname, question.qtype);
@@ -227,7 +244,7 @@ fn answer_query(
     let header_flags = if question.qclass == types::CLASS_ANY { header_flags & !flags::AA } else { header_flags };
     let counts = [1, fitted.counts[0], fitted.counts[1], fitted.counts[2]];
     finish(&mut writer, query, &Outcome { flags: header_flags | truncation, rcode, counts, scope: 0, extended }, opt);
-    Answered { rcode, smallest_ttl, len: writer.len() }
+    Answered { rcode, smallest_ttl, len: writer.len(), qtype: Some(question.qtype), routed: None }
 }
 
 /// Questions answered with an error before any lookup, and why. Other
@@ -274,12 +291,19 @@ fn message_limit(edns: Option<Edns>, transport: Transport, settings: &Settings) 
 }
 
 /// A response with no records: the RCODE and, if readable, the question.
-fn write_refusal(query: &Query<'_>, rcode: u16, extended: Option<ExtendedError>, opt: OptSource<'_>, out: &mut Vec<u8>) -> Answered {
+fn write_refusal(
+    query: &Query<'_>,
+    rcode: u16,
+    extended: Option<ExtendedError>,
+    opt: OptSource<'_>,
+    out: &mut Vec<u8>,
+) -> Answered<'static> {
     let mut writer = MessageWriter::new(out);
     writer.question(query.question_bytes());
     let counts = [u16::from(query.question.is_some()), 0, 0, 0];
     finish(&mut writer, query, &Outcome { flags: 0, rcode, counts, scope: 0, extended }, opt);
-    Answered { rcode, smallest_ttl: None, len: writer.len() }
+    let qtype = query.question.map(|question| question.qtype);
+    Answered { rcode, smallest_ttl: None, len: writer.len(), qtype, routed: None }
 }
 
 /// What a response says besides its records.

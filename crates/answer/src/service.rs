@@ -1,7 +1,7 @@
 //! Step 4 of a query's life (DESIGN.md): the name is a service, so the
 //! routing core picks the addresses.
 
-use pharos_route::{Asker, Family, Service, route};
+use pharos_route::{Asker, Family, RegionId, Routed, Service, route};
 use pharos_wire::{Edns, MessageWriter, types};
 use pharos_zone::Fitted;
 use rand::Rng;
@@ -18,10 +18,22 @@ pub fn asker(client: &Client, edns: Option<Edns>, settings: &Settings) -> Asker 
     }
 }
 
+/// What [`write_addresses`] wrote besides the records.
+pub struct Written {
+    /// The ECS scope the answer depends on.
+    pub scope: u8,
+    /// The records' TTL.
+    pub ttl: u32,
+    /// The region the client was placed in.
+    pub region: RegionId,
+    /// The replica answered first.
+    pub first_replica: usize,
+}
+
 /// Writes the address records the service's policy chose for this client.
-/// Returns how much fit, the ECS scope the answer depends on and the
-/// records' TTL; `None`, writing nothing, when the policy chose no replica
-/// (the name then answers like any name without addresses: NODATA).
+/// Returns how much fit and what the decision was; `None`, writing nothing,
+/// when the policy chose no replica (the name then answers like any name
+/// without addresses: NODATA).
 pub fn write_addresses(
     writer: &mut MessageWriter<'_>,
     service: &Service,
@@ -30,10 +42,11 @@ pub fn write_addresses(
     snapshot: &Snapshot,
     rng: &mut impl Rng,
     room: usize,
-) -> Option<(Fitted, u8, u32)> {
-    let decision = route(&snapshot.routes, service, family, asker, rng, None).decision;
+) -> Option<(Fitted, Written)> {
+    let Routed { location, decision } = route(&snapshot.routes, service, family, asker, rng, None);
     let fitted = write_decision(writer, service, &decision.replicas, decision.ttl, room)?;
-    Some((fitted, decision.scope, decision.ttl))
+    let first_replica = decision.replicas[0];
+    Some((fitted, Written { scope: decision.scope, ttl: decision.ttl, region: location.region, first_replica }))
 }
 
 /// Writes the address records of `replicas` (indexes into the service's),

@@ -10,6 +10,7 @@
 //! body says what was wrong.
 
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use base64::Engine;
 use base64::alphabet::URL_SAFE;
@@ -24,6 +25,7 @@ use rand::rngs::SmallRng;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use crate::metrics::{self, Mechanism};
 use crate::registry::{Admission, Registry};
 use crate::{http, tcp, tls};
 
@@ -79,15 +81,21 @@ impl Connection {
         answered.unwrap_or_else(Rejection::into_response)
     }
 
+    /// Answers `query` and counts it; its latency runs from the request
+    /// read to the answer ready to send.
     fn respond(&self, query: &[u8]) -> Result<Response<Full<Bytes>>, Rejection> {
+        let arrived = Instant::now();
         let mut message = Vec::new();
+        let current = self.snapshot.load();
         let answered = {
             let mut rng = self.rng.lock().expect("rng lock");
-            respond_with(query, &self.client, &OPTIONS, &self.snapshot.load(), &mut *rng, &mut message)
+            respond_with(query, &self.client, &OPTIONS, &current, &mut *rng, &mut message)
         };
+        metrics::count_received(Mechanism::Https, 1);
         let Some(answered) = answered else {
             return Err(Rejection::new(StatusCode::BAD_REQUEST, "the message is not a DNS query"));
         };
+        metrics::count_answered(Mechanism::Https, &answered, arrived.elapsed());
         self.admission.touch();
         Ok(dns_response(message, answered.smallest_ttl))
     }

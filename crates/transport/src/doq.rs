@@ -11,6 +11,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use anyhow::Context;
 use pharos_answer::{Client, ResponseOptions, SharedSnapshot, Transport, respond_parsed};
@@ -22,6 +23,7 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
 use crate::config::TcpConfig;
+use crate::metrics::{self, Mechanism};
 use crate::registry::{Admission, Registry};
 
 /// The protocol offered in the TLS handshake (RFC 9250 section 4.1).
@@ -108,16 +110,12 @@ async fn answer_stream(connection: Arc<Connection>, mut send: SendStream, mut re
         Ok((_, parsed)) => parsed,
         Err(violation) => return connection.protocol_error(violation),
     };
-    let mut response = Vec::new();
-    let answered = push_framed_with(&mut response, |response| {
-        respond_parsed(parsed, &connection.client, &OPTIONS, &connection.snapshot.load(), &mut rng, response)
-    });
-    if answered.is_none() {
+    let Some(response) = answer_counted(parsed, &connection.client, &connection.snapshot, &mut rng) else {
         // Not a DNS query: over UDP or TCP it would get no answer; here its
         // stream ends without one.
         let _ = send.reset(DOQ_PROTOCOL_ERROR);
         return;
-    }
+    };
     connection.admission.touch();
     match tokio::time::timeout(connection.admission.limits().write_timeout(), send.write_all(&response)).await {
         Ok(Ok(())) => {
@@ -128,6 +126,24 @@ async fn answer_stream(connection: Arc<Connection>, mut send: SendStream, mut re
             let _ = send.reset(DOQ_UNSPECIFIED_ERROR);
         }
     }
+}
+
+/// The framed answer to `parsed`, if it deserves one, counted. Its
+/// latency runs from the query read to the answer ready to send: the send
+/// then waits on the client's flow control.
+fn answer_counted(
+    parsed: Result<Query<'_>, Reject<'_>>,
+    client: &Client,
+    snapshot: &SharedSnapshot,
+    rng: &mut SmallRng,
+) -> Option<Vec<u8>> {
+    let arrived = Instant::now();
+    let current = snapshot.load();
+    let mut response = Vec::new();
+    let answered = push_framed_with(&mut response, |response| respond_parsed(parsed, client, &OPTIONS, &current, rng, response));
+    metrics::count_received(Mechanism::Quic, 1);
+    metrics::count_answered(Mechanism::Quic, &answered?, arrived.elapsed());
+    Some(response)
 }
 
 impl Connection {

@@ -8,6 +8,7 @@ use rand::rngs::SmallRng;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use crate::metrics::Mechanism;
 use crate::registry::Registry;
 use crate::{tcp, tls};
 
@@ -21,7 +22,8 @@ pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, snapshot: Share
         async move {
             let Some(stream) = tls::handshake(&acceptor, stream, &admission).await else { return };
             let client = Client { address: peer.ip(), transport: Transport::Stream };
-            tcp::serve_connection(stream, client, options, snapshot, admission, rng).await;
+            let connection = tcp::Stream { client, options, mechanism: Mechanism::Tls };
+            tcp::serve_connection(stream, connection, snapshot, admission, rng).await;
         }
     })
     .await

@@ -8,7 +8,8 @@
 //! caps, idle timeout, shedding), the descriptor limit it is fitted under
 //! (`descriptors`), the certificate and TLS setup the encrypted ones share
 //! (`certificate`, `tls`), what the HTTP ones share (`http`), the
-//! per-source rate limit of DNS over UDP ([`limit`]), and their settings
+//! per-source rate limit of DNS over UDP ([`limit`]), the per-thread
+//! counts of what they answer ([`metrics`]), and their settings
 //! ([`config`]). [`Transports::start`] starts them all. Nothing
 //! here knows the control plane: it reads the snapshot the control plane
 //! publishes, and takes [`Settings`] of its own.
@@ -21,6 +22,7 @@ mod doq;
 mod dot;
 mod http;
 pub mod limit;
+pub mod metrics;
 mod redirect;
 mod registry;
 mod start;

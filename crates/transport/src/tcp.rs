@@ -20,6 +20,7 @@ use rand::rngs::SmallRng;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::metrics::{self, Mechanism};
 use crate::registry::{Admission, Registry};
 
 /// Room a connection waits for its next query with: one query, padded or
@@ -49,7 +50,8 @@ pub async fn serve(listener: TcpListener, snapshot: SharedSnapshot, registry: Ar
     let options = ResponseOptions { keepalive: Some(registry.limits().keepalive_timeout()), pad: false };
     accept_each(listener, registry, rng, move |stream, peer, admission, rng| {
         let client = Client { address: peer.ip(), transport: Transport::Stream };
-        serve_connection(stream, client, options, snapshot.clone(), admission, rng)
+        let connection = Stream { client, options, mechanism: Mechanism::Tcp };
+        serve_connection(stream, connection, snapshot.clone(), admission, rng)
     })
     .await
 }
@@ -140,13 +142,20 @@ fn is_out_of_resources(error: &io::Error) -> bool {
     matches!(error.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM))
 }
 
-/// Reads framed queries from `stream` and writes framed answers, with
-/// `options` in their OPT records, until the client closes, goes idle,
-/// stops reading, or is shed.
+/// Who a stream connection serves, and how.
+pub(crate) struct Stream {
+    pub client: Client,
+    /// What the answers' OPT records carry.
+    pub options: ResponseOptions,
+    /// What the answers count as: TCP or TLS.
+    pub mechanism: Mechanism,
+}
+
+/// Reads framed queries from `stream` and writes framed answers until the
+/// client closes, goes idle, stops reading, or is shed.
 pub(crate) async fn serve_connection(
     mut stream: impl AsyncRead + AsyncWrite + Unpin,
-    client: Client,
-    options: ResponseOptions,
+    connection: Stream,
     snapshot: SharedSnapshot,
     admission: Admission,
     mut rng: SmallRng,
@@ -161,7 +170,7 @@ pub(crate) async fn serve_connection(
         // Idle connections are closed by the registry's sweeper through
         // the shed signal, so no read needs a timer of its own.
         let Some(Ok(1..)) = admission.unless_shed(stream.read_buf(&mut input)).await else { return };
-        let consumed = answer_frames(&input, &client, &options, &snapshot, &mut rng, &mut output);
+        let consumed = answer_frames(&input, &connection, &snapshot, &mut rng, &mut output);
         input.drain(..consumed);
         if consumed > 0 {
             admission.touch();
@@ -201,19 +210,20 @@ async fn write_answers(stream: &mut (impl AsyncWrite + Unpin), output: &[u8], ti
 }
 
 /// Answers every complete frame at the start of `input`, appending framed
-/// responses to `output`; returns how many input octets were used.
-pub fn answer_frames(
-    input: &[u8],
-    client: &Client,
-    options: &ResponseOptions,
-    snapshot: &SharedSnapshot,
-    rng: &mut SmallRng,
-    output: &mut Vec<u8>,
-) -> usize {
+/// responses to `output`, and counts them; returns how many input octets
+/// were used. A stream's latency runs from the read to the answer ready to
+/// write: how long the write then takes is the client's reading.
+fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, rng: &mut SmallRng, output: &mut Vec<u8>) -> usize {
+    let arrived = Instant::now();
     let current = snapshot.load();
     let mut unread = input;
     while let Ok((message, rest)) = split_frame(unread) {
-        push_framed_with(output, |output| respond_with(message, client, options, &current, rng, output));
+        let answered =
+            push_framed_with(output, |output| respond_with(message, &connection.client, &connection.options, &current, rng, output));
+        metrics::count_received(connection.mechanism, 1);
+        if let Some(answered) = answered {
+            metrics::count_answered(connection.mechanism, &answered, arrived.elapsed());
+        }
         unread = rest;
     }
     input.len() - unread.len()

@@ -12,15 +12,17 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pharos_answer::{
-    Client, Query, Reject, ResponseOptions, SharedSnapshot, Transport, parse_query, prefetch_batch, respond_oversized, respond_parsed,
+    Answered, Client, Query, Reject, ResponseOptions, SharedSnapshot, Transport, parse_query, prefetch_batch, respond_oversized,
+    respond_parsed,
 };
 use rand::rngs::SmallRng;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::limit::SourceLimiter;
+use crate::metrics::{self, Mechanism};
 
 /// Datagrams moved per system call.
 const BATCH: usize = 32;
@@ -56,6 +58,13 @@ struct Batch {
     read_headers: [libc::mmsghdr; BATCH],
     write_iov: [libc::iovec; BATCH],
     write_headers: [libc::mmsghdr; BATCH],
+}
+
+/// What the responses of a batch say, on the stack: the first `ready`
+/// are set.
+struct Answers<'s> {
+    said: [Option<Answered<'s>>; BATCH],
+    ready: usize,
 }
 
 /// A received datagram, as the worker answers it.
@@ -105,15 +114,16 @@ impl Batch {
     }
 
     /// Answers each received datagram into its response buffer; returns
-    /// how many responses there are (queued at the front of the write headers).
-    /// Datagrams from a source over `limiter`'s limit get no response.
-    fn answer(
+    /// what the responses say, as many as there are, in the order they are
+    /// queued at the front of the write headers. Datagrams from a source
+    /// over `limiter`'s limit get no response.
+    fn answer<'s>(
         &mut self,
         received: usize,
-        snapshot: &pharos_answer::Snapshot,
+        snapshot: &'s pharos_answer::Snapshot,
         rng: &mut SmallRng,
         limiter: Option<&SourceLimiter>,
-    ) -> usize {
+    ) -> Answers<'s> {
         // Each datagram is parsed once, for the prefetch and the answer.
         let datagrams: [Option<(Client, Datagram<'_>)>; BATCH] = std::array::from_fn(|index| {
             if index >= received {
@@ -137,7 +147,7 @@ impl Batch {
             _ => None,
         });
         prefetch_batch(queries, snapshot);
-        let mut ready = 0;
+        let mut answers = Answers { said: [None; BATCH], ready: 0 };
         for (index, decoded) in datagrams.into_iter().enumerate() {
             let Some((client, datagram)) = decoded else { continue };
             let response = &mut self.responses[index];
@@ -146,17 +156,19 @@ impl Batch {
                 Datagram::Oversized(packet) => respond_oversized(packet, response),
                 Datagram::Parsed(parsed) => respond_parsed(parsed, &client, &ResponseOptions::default(), snapshot, rng, response),
             };
-            if answered.is_some() {
+            if let Some(answered) = answered {
+                let ready = answers.ready;
+                answers.said[ready] = Some(answered);
                 self.write_iov[ready] = libc::iovec { iov_base: response.as_mut_ptr().cast(), iov_len: response.len() };
                 let write = &mut self.write_headers[ready].msg_hdr;
                 write.msg_name = (&mut self.peers[index] as *mut libc::sockaddr_storage).cast();
                 write.msg_namelen = self.read_headers[index].msg_hdr.msg_namelen;
                 write.msg_iov = &mut self.write_iov[ready];
                 write.msg_iovlen = 1;
-                ready += 1;
+                answers.ready += 1;
             }
         }
-        ready
+        answers
     }
 
     /// Sends the first `ready` responses, retrying the remainder of a
@@ -213,8 +225,15 @@ pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, limite
                 continue;
             }
         };
+        let arrived = Instant::now();
         let current = snapshot.load();
-        let ready = batch.answer(received, &current, &mut rng, limiter.as_deref());
-        batch.send(fd, ready);
+        let answers = batch.answer(received, &current, &mut rng, limiter.as_deref());
+        batch.send(fd, answers.ready);
+        // Every query of the batch waited for the whole batch.
+        let elapsed = arrived.elapsed();
+        metrics::count_received(Mechanism::Udp, received as u64);
+        for answered in answers.said.iter().flatten() {
+            metrics::count_answered(Mechanism::Udp, answered, elapsed);
+        }
     }
 }

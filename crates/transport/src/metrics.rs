@@ -1,0 +1,316 @@
+//! Counting what the DNS mechanisms receive and answer, at a cost the
+//! query path does not notice. Each thread that answers queries (a UDP
+//! worker; a tokio worker running TCP, TLS, HTTPS and QUIC tasks) counts
+//! into a shard of its own, found through a thread-local: plain relaxed
+//! loads and stores on the thread's own cache lines, no read-modify-write
+//! and no sharing, since only that thread ever writes them. [`totals`]
+//! merges the shards when a scraper asks, and only then.
+//!
+//! What is counted: queries received and responses sent per mechanism,
+//! responses by RCODE and question type class, answer latency per
+//! mechanism (server side), and the routing core's decisions by service,
+//! first replica and region. Every label is fixed here or defined by the
+//! operator (services, replicas, regions): nothing is keyed by client.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use pharos_answer::Answered;
+use pharos_route::RegionId;
+use pharos_wire::types;
+use rustc_hash::FxHashMap;
+
+/// How a query arrived: the `transport` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mechanism {
+    Udp,
+    Tcp,
+    Tls,
+    Https,
+    Quic,
+}
+
+impl Mechanism {
+    pub const ALL: [Mechanism; 5] = [Mechanism::Udp, Mechanism::Tcp, Mechanism::Tls, Mechanism::Https, Mechanism::Quic];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Udp => "udp",
+            Mechanism::Tcp => "tcp",
+            Mechanism::Tls => "tls",
+            Mechanism::Https => "https",
+            Mechanism::Quic => "quic",
+        }
+    }
+}
+
+/// The `rcode` label of each counted RCODE, by value; extended RCODEs
+/// (from 16 up) share the last.
+pub const RCODE_NAMES: [&str; 17] = [
+    "NOERROR",
+    "FORMERR",
+    "SERVFAIL",
+    "NXDOMAIN",
+    "NOTIMP",
+    "REFUSED",
+    "YXDOMAIN",
+    "YXRRSET",
+    "NXRRSET",
+    "NOTAUTH",
+    "NOTZONE",
+    "DSOTYPENI",
+    "RCODE12",
+    "RCODE13",
+    "RCODE14",
+    "RCODE15",
+    "EXTENDED",
+];
+
+/// The question types counted apart (the `qtype` label); every other type
+/// is "other", and a response to a query without a readable question "none".
+const COUNTED_QTYPES: [(u16, &str); 12] = [
+    (types::A, "A"),
+    (types::AAAA, "AAAA"),
+    (types::ANY, "ANY"),
+    (types::CNAME, "CNAME"),
+    (65, "HTTPS"),
+    (types::MX, "MX"),
+    (types::NS, "NS"),
+    (types::PTR, "PTR"),
+    (types::SOA, "SOA"),
+    (types::SRV, "SRV"),
+    (64, "SVCB"),
+    (types::TXT, "TXT"),
+];
+const OTHER_QTYPE: usize = COUNTED_QTYPES.len();
+const NO_QTYPE: usize = OTHER_QTYPE + 1;
+const QTYPE_CLASSES: usize = NO_QTYPE + 1;
+
+/// The `qtype` label of each class, by index.
+pub fn qtype_class_name(class: usize) -> &'static str {
+    match class {
+        OTHER_QTYPE => "other",
+        NO_QTYPE => "none",
+        counted => COUNTED_QTYPES[counted].1,
+    }
+}
+
+/// Upper bounds of the latency histogram's buckets, in nanoseconds: from
+/// what a UDP batch takes to what only a stalled thread takes. Above the
+/// last is the `+Inf` bucket.
+pub const LATENCY_BOUNDS_NS: [u64; 14] = [
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    100_000_000,
+    250_000_000,
+    1_000_000_000,
+];
+const LATENCY_BUCKETS: usize = LATENCY_BOUNDS_NS.len() + 1;
+
+/// A counter that only its owning thread writes: a relaxed load and store
+/// (no locked instruction), which a scraper on another thread reads whole.
+#[derive(Default)]
+struct OwnCounter(AtomicU64);
+
+impl OwnCounter {
+    fn add(&self, amount: u64) {
+        self.0.store(self.0.load(Ordering::Relaxed).wrapping_add(amount), Ordering::Relaxed);
+    }
+
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Answers routed, by service, first replica and region.
+type Decisions = FxHashMap<Box<str>, FxHashMap<Box<str>, FxHashMap<RegionId, u64>>>;
+
+/// One thread's counts.
+#[derive(Default)]
+struct Shard {
+    received: [OwnCounter; 5],
+    /// By mechanism, RCODE and question type class.
+    responses: [[[OwnCounter; QTYPE_CLASSES]; RCODE_NAMES.len()]; 5],
+    latency: [[OwnCounter; LATENCY_BUCKETS]; 5],
+    latency_sum_ns: [OwnCounter; 5],
+    /// Behind a lock that only a scrape contends for; keyed by operator
+    /// names, so a map rather than fixed cells. Lookups borrow the names:
+    /// only the first decision of a kind allocates.
+    decisions: Mutex<Decisions>,
+}
+
+/// Every shard there has been: a thread's counts outlive the thread.
+static SHARDS: Mutex<Vec<Arc<Shard>>> = Mutex::new(Vec::new());
+
+thread_local! {
+    static SHARD: Arc<Shard> = {
+        let shard = Arc::new(Shard::default());
+        lock(&SHARDS).push(shard.clone());
+        shard
+    };
+}
+
+/// Counting goes on after a thread panicked holding a lock: counts are
+/// never left half-written.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Counts `queries` received over `mechanism`, answered or not.
+pub fn count_received(mechanism: Mechanism, queries: u64) {
+    SHARD.with(|shard| shard.received[mechanism as usize].add(queries));
+}
+
+/// Counts a response sent over `mechanism`, `elapsed` after its query was
+/// received, and the decision behind it if it was routed.
+pub fn count_answered(mechanism: Mechanism, answered: &Answered<'_>, elapsed: Duration) {
+    SHARD.with(|shard| {
+        let rcode = usize::from(answered.rcode).min(RCODE_NAMES.len() - 1);
+        shard.responses[mechanism as usize][rcode][qtype_class(answered.qtype)].add(1);
+        let elapsed_ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        let bucket = LATENCY_BOUNDS_NS.iter().position(|&bound| elapsed_ns <= bound).unwrap_or(LATENCY_BOUNDS_NS.len());
+        shard.latency[mechanism as usize][bucket].add(1);
+        shard.latency_sum_ns[mechanism as usize].add(elapsed_ns);
+        if let Some(routed) = answered.routed {
+            let replica = &routed.service.replicas[routed.first_replica].id;
+            count_decision(&mut lock(&shard.decisions), &routed.service.name, replica, routed.region);
+        }
+    });
+}
+
+fn count_decision(decisions: &mut Decisions, service: &str, replica: &str, region: RegionId) {
+    let replicas = match decisions.get_mut(service) {
+        Some(replicas) => replicas,
+        None => decisions.entry(service.into()).or_default(),
+    };
+    let regions = match replicas.get_mut(replica) {
+        Some(regions) => regions,
+        None => replicas.entry(replica.into()).or_default(),
+    };
+    *regions.entry(region).or_default() += 1;
+}
+
+fn qtype_class(qtype: Option<u16>) -> usize {
+    match qtype {
+        None => NO_QTYPE,
+        Some(qtype) => COUNTED_QTYPES.iter().position(|&(counted, _)| counted == qtype).unwrap_or(OTHER_QTYPE),
+    }
+}
+
+/// The counts of every thread, merged.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Totals {
+    /// Queries received, by mechanism (indexed as [`Mechanism::ALL`]).
+    pub received: [u64; 5],
+    /// Responses sent, by mechanism, RCODE (as [`RCODE_NAMES`]) and
+    /// question type class (see [`qtype_class_name`]); only those sent.
+    pub responses: BTreeMap<(usize, usize, usize), u64>,
+    pub latency: [Latency; 5],
+    /// Answers routed, by service, first replica and region.
+    pub decisions: BTreeMap<(String, String, RegionId), u64>,
+}
+
+/// One mechanism's answer latency histogram.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Latency {
+    /// Responses per bucket (not cumulative), the last one above every
+    /// bound of [`LATENCY_BOUNDS_NS`].
+    pub buckets: [u64; LATENCY_BUCKETS],
+    pub sum_ns: u64,
+}
+
+/// Merges every thread's counts.
+pub fn totals() -> Totals {
+    let mut totals = Totals::default();
+    for shard in lock(&SHARDS).iter() {
+        shard.add_to(&mut totals);
+    }
+    totals
+}
+
+impl Shard {
+    fn add_to(&self, totals: &mut Totals) {
+        for mechanism in 0..Mechanism::ALL.len() {
+            totals.received[mechanism] += self.received[mechanism].get();
+            for (rcode, classes) in self.responses[mechanism].iter().enumerate() {
+                for (class, counter) in classes.iter().enumerate().filter(|(_, counter)| counter.get() > 0) {
+                    *totals.responses.entry((mechanism, rcode, class)).or_default() += counter.get();
+                }
+            }
+            let latency = &mut totals.latency[mechanism];
+            for (bucket, counter) in self.latency[mechanism].iter().enumerate() {
+                latency.buckets[bucket] += counter.get();
+            }
+            latency.sum_ns += self.latency_sum_ns[mechanism].get();
+        }
+        for (service, replicas) in lock(&self.decisions).iter() {
+            for (replica, regions) in replicas {
+                for (&region, &count) in regions {
+                    *totals.decisions.entry((service.to_string(), replica.to_string(), region)).or_default() += count;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_thread_counts_apart_and_the_totals_merge_them() {
+        let before = totals();
+        let counted = |rcode: u16, qtype: Option<u16>| Answered { rcode, smallest_ttl: None, len: 12, qtype, routed: None };
+        let threads: Vec<_> = (0..3)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    count_received(Mechanism::Tls, 2);
+                    count_answered(Mechanism::Tls, &counted(3, Some(types::AAAA)), Duration::from_micros(30));
+                    count_answered(Mechanism::Tls, &counted(23, None), Duration::from_secs(2));
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|thread| thread.join().unwrap());
+        let after = totals();
+        let tls = Mechanism::Tls as usize;
+        assert_eq!(after.received[tls] - before.received[tls], 6);
+        let responses = |totals: &Totals, rcode, class| totals.responses.get(&(tls, rcode, class)).copied().unwrap_or(0);
+        assert_eq!(responses(&after, 3, 1) - responses(&before, 3, 1), 3, "NXDOMAIN to AAAA");
+        assert_eq!(responses(&after, 16, NO_QTYPE) - responses(&before, 16, NO_QTYPE), 3, "an extended RCODE, no question");
+        let bucket = |totals: &Totals, index: usize| totals.latency[tls].buckets[index];
+        assert_eq!(bucket(&after, 2) - bucket(&before, 2), 3, "30 us falls at or under 50 us");
+        assert_eq!(bucket(&after, LATENCY_BUCKETS - 1) - bucket(&before, LATENCY_BUCKETS - 1), 3, "2 s is past every bound");
+        assert_eq!(after.latency[tls].sum_ns - before.latency[tls].sum_ns, 3 * (30_000 + 2_000_000_000));
+    }
+
+    #[test]
+    fn question_types_fall_in_their_class() {
+        assert_eq!(qtype_class_name(qtype_class(Some(types::A))), "A");
+        assert_eq!(qtype_class_name(qtype_class(Some(65))), "HTTPS");
+        assert_eq!(qtype_class_name(qtype_class(Some(types::DNAME))), "other");
+        assert_eq!(qtype_class_name(qtype_class(None)), "none");
+    }
+
+    #[test]
+    fn decisions_are_counted_by_service_replica_and_region() {
+        let mut decisions = Decisions::default();
+        for (service, replica, region) in [("a.", "fra", 1), ("a.", "fra", 1), ("a.", "fra", 2), ("a.", "ams", 1), ("b.", "fra", 1)] {
+            count_decision(&mut decisions, service, replica, region);
+        }
+        assert_eq!(decisions["a."]["fra"][&1], 2);
+        assert_eq!(decisions["a."]["fra"][&2], 1);
+        assert_eq!(decisions["a."]["ams"][&1], 1);
+        assert_eq!(decisions["b."].len(), 1);
+    }
+}
