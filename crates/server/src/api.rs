@@ -104,19 +104,33 @@ impl ApiThread {
     }
 }
 
-/// Binds the API and serves it, asking for `token`, on a thread of its own
-/// that yields to the query threads (see `scheduling`) and keeps API
-/// requests off the runtime that answers DNS over TCP, TLS and HTTPS.
-/// Returns once it is listening, or why it cannot.
+/// What the API's thread serves: the control API (asking for its token),
+/// the metrics listener (asking for none), or both.
+pub struct Listeners {
+    pub api: Option<(SocketAddr, String)>,
+    pub metrics: Option<SocketAddr>,
+}
+
+/// Binds the listeners and serves them on a thread of their own that
+/// yields to the query threads (see `scheduling`) and keeps API requests
+/// off the runtime that answers DNS over TCP, TLS and HTTPS. Returns once
+/// they are listening, or why they cannot; `None` if there is none.
 pub fn start(
-    address: SocketAddr,
+    listeners: Listeners,
     control: ControlHandle,
-    token: String,
     udp_rate_limit: Option<Arc<SourceLimiter>>,
-) -> anyhow::Result<ApiThread> {
-    let listener = std::net::TcpListener::bind(address).with_context(|| format!("cannot listen for the control API on {address}"))?;
-    listener.set_nonblocking(true)?;
-    let app = router(Api { control, token: token.into(), udp_rate_limit });
+) -> anyhow::Result<Option<ApiThread>> {
+    let mut served = Vec::new();
+    if let Some((address, token)) = listeners.api {
+        let listener = bind(address, "the control API")?;
+        served.push((listener, router(Api { control: control.clone(), token: token.into(), udp_rate_limit })));
+    }
+    if let Some(address) = listeners.metrics {
+        served.push((bind(address, "metrics")?, metrics_router(control)));
+    }
+    if served.is_empty() {
+        return Ok(None);
+    }
     let (stop, stop_asked) = oneshot::channel();
     let (started, start_result) = mpsc::channel();
     let (stopped_sender, stopped) = mpsc::channel();
@@ -124,32 +138,55 @@ pub fn start(
         .name("api".into())
         .spawn(move || {
             crate::scheduling::yield_to_queries();
-            let (runtime, listener) = match runtime_listening_on(listener) {
+            let (runtime, served) = match runtime_listening_on(served) {
                 Ok(listening) => listening,
                 Err(error) => return drop(started.send(Err(error))),
             };
             let _ = started.send(Ok(()));
-            let served =
-                runtime.block_on(axum::serve(listener, app).with_graceful_shutdown(async move { drop(stop_asked.await) }).into_future());
-            if let Err(error) = served {
-                tracing::error!(%error, "the control API stopped; DNS keeps being served");
-            }
+            runtime.block_on(serve_until(served, stop_asked));
             let _ = stopped_sender.send(());
         })
         .context("cannot start the control API's thread")?;
     start_result.recv().context("the control API's thread ended while starting")??;
-    tracing::info!(%address, "control API listening");
-    Ok(ApiThread { stop, stopped })
+    Ok(Some(ApiThread { stop, stopped }))
 }
 
-/// A runtime for the calling thread, and `listener` registered with it.
-fn runtime_listening_on(listener: std::net::TcpListener) -> anyhow::Result<(tokio::runtime::Runtime, tokio::net::TcpListener)> {
+/// A listener on `address` for `what`, logged.
+fn bind(address: SocketAddr, what: &str) -> anyhow::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(address).with_context(|| format!("cannot listen for {what} on {address}"))?;
+    listener.set_nonblocking(true)?;
+    tracing::info!(%address, "{what} listening");
+    Ok(listener)
+}
+
+/// Serves each router on its listener until `stop` is told.
+async fn serve_until(served: Vec<(tokio::net::TcpListener, Router)>, stop: oneshot::Receiver<()>) {
+    let (stopping, stop_seen) = tokio::sync::watch::channel(false);
+    let servers = served.into_iter().map(|(listener, app)| {
+        let mut stop_seen = stop_seen.clone();
+        let shutdown = async move { drop(stop_seen.wait_for(|stopped| *stopped).await) };
+        tokio::spawn(axum::serve(listener, app).with_graceful_shutdown(shutdown).into_future())
+    });
+    let servers: Vec<_> = servers.collect();
+    let _ = stop.await;
+    let _ = stopping.send(true);
+    for server in servers {
+        if let Ok(Err(error)) = server.await {
+            tracing::error!(%error, "the control API stopped; DNS keeps being served");
+        }
+    }
+}
+
+/// A runtime for the calling thread, and the listeners registered with it.
+fn runtime_listening_on(
+    served: Vec<(std::net::TcpListener, Router)>,
+) -> anyhow::Result<(tokio::runtime::Runtime, Vec<(tokio::net::TcpListener, Router)>)> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot build the control API's runtime")?;
-    let listener = {
+    let served = {
         let _inside = runtime.enter();
-        tokio::net::TcpListener::from_std(listener)?
+        served.into_iter().map(|(listener, app)| Ok((tokio::net::TcpListener::from_std(listener)?, app))).collect::<anyhow::Result<_>>()?
     };
-    Ok((runtime, listener))
+    Ok((runtime, served))
 }
 
 /// The configured token, else the one kept in the store, else a new one
@@ -188,11 +225,22 @@ fn router(api: Api) -> Router {
         .route("/v1/load", get(load_status))
         .route("/v1/fastpath", get(fastpath_status))
         .route("/v1/services/{name}/replicas/{id}/load", put(put_load))
+        .route("/metrics", get(|State(api): State<Api>| metrics(api.control)))
         .layer(middleware::from_fn_with_state(api.clone(), require_token));
     Router::new()
         .route("/openapi.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }))
         .merge(protected)
         .with_state(api)
+}
+
+/// The metrics listener's routes: `/metrics` and nothing else, without a token.
+fn metrics_router(control: ControlHandle) -> Router {
+    Router::new().route("/metrics", get(move || metrics(control.clone())))
+}
+
+async fn metrics(control: ControlHandle) -> Reply<Response> {
+    let text = crate::metrics::render(&control).await?;
+    Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response())
 }
 
 async fn require_token(State(api): State<Api>, request: Request, next: Next) -> Response {

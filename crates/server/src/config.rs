@@ -52,6 +52,8 @@ pub struct Config {
     /// The kernel fast path (XDP): off unless it names interfaces.
     #[serde(default)]
     pub fastpath: FastPathConfig,
+    #[serde(default)]
+    pub metrics: MetricsConfig,
     /// Zones given on the command line; kept across reloads of the file.
     #[serde(skip)]
     pub flag_zones: Vec<ZoneConfig>,
@@ -206,6 +208,34 @@ pub struct ControlConfig {
 impl Default for ControlConfig {
     fn default() -> Self {
         ControlConfig { listen: None, token: None, commit_window_ms: 10 }
+    }
+}
+
+/// Prometheus metrics: `GET /metrics` is on the control listener (with its
+/// token) in any case, and here without a token, as scrapers expect.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Address of a listener serving `/metrics` only; unset, there is none.
+    pub listen: Option<SocketAddr>,
+}
+
+impl MetricsConfig {
+    /// The metrics listener must not take an address another listener
+    /// of Pharos's own holds.
+    fn validate(&self, control: &ControlConfig, server: &ServerConfig) -> anyhow::Result<()> {
+        let Some(listen) = self.listen else { return Ok(()) };
+        if control.listen == Some(listen) {
+            bail!(
+                "metrics.listen = {listen} is control.listen too: the control listener serves /metrics already (with its token); give the metrics listener an address of its own, or leave it out"
+            );
+        }
+        if server.listen.contains(&listen) {
+            bail!(
+                "metrics.listen = {listen} is also a DNS address in server.listen (DNS over TCP takes it); give the metrics listener another port"
+            );
+        }
+        Ok(())
     }
 }
 
@@ -443,6 +473,7 @@ impl Config {
         }
         self.bgp.validate()?;
         self.fastpath.validate()?;
+        self.metrics.validate(&self.control, &self.server)?;
         self.http.validate()
     }
 
@@ -519,6 +550,28 @@ mod tests {
         let half = Config { tls: TlsConfig { key: None, ..config.tls.clone() }, ..config };
         let error = half.validate().unwrap_err().to_string();
         assert!(error.contains("tls.certificate and tls.key go together"), "{error}");
+    }
+
+    #[test]
+    fn reads_the_metrics_section_and_names_its_bad_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pharos.toml");
+        let with_metrics = |metrics: &str| {
+            let head = "[server]\nlisten = [\"127.0.0.1:5300\"]\n[control]\nlisten = \"127.0.0.1:8053\"\n";
+            std::fs::write(&path, format!("{head}[[zone]]\norigin = \"t\"\nfile = \"z\"\n[metrics]\n{metrics}\n")).unwrap();
+            Config::from_file(&path).and_then(|config| config.validate().map(|()| config))
+        };
+        assert_eq!(with_metrics("listen = \"127.0.0.1:9153\"").unwrap().metrics.listen, Some("127.0.0.1:9153".parse().unwrap()));
+        assert_eq!(with_metrics("").unwrap().metrics.listen, None, "no listener of its own unless asked");
+        for (metrics, expected) in [
+            ("listen = \"127.0.0.1:8053\"", "metrics.listen = 127.0.0.1:8053 is control.listen too"),
+            ("listen = \"127.0.0.1:5300\"", "metrics.listen = 127.0.0.1:5300 is also a DNS address"),
+            ("listen = \"localhost:9153\"", "invalid socket address syntax"),
+            ("port = 9153", "unknown field `port`"),
+        ] {
+            let error = format!("{:#}", with_metrics(metrics).unwrap_err());
+            assert!(error.contains(expected), "{metrics}: {error}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! fails on the way leaves the store and the live snapshot as they were.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use anyhow::Context;
 use arc_swap::ArcSwap;
@@ -36,6 +37,7 @@ use tokio::sync::watch;
 use crate::config::Config;
 use crate::data::{BgpStatus, BgpSummary, DataStatus, LatencyStatus};
 use crate::fastpath::{FastPathStatus, KernelFastPath};
+use crate::metrics::ControlActivity;
 
 /// Routing state, its store, and the snapshot published from them.
 pub struct Control {
@@ -58,6 +60,8 @@ pub struct Published {
     pub state: ArcSwap<State>,
     pub data: ArcSwap<DataStatus>,
     pub fastpath: ArcSwap<FastPathStatus>,
+    /// What the control plane has done, counted for `/metrics`.
+    pub activity: ControlActivity,
 }
 
 /// Why a client gets what it gets (the `explain` API).
@@ -89,7 +93,12 @@ impl Control {
         // Until the BGP tables load, shortest-as-path services fall back.
         sources.as_paths = config.bgp.table.as_ref().map(|_| Arc::new(AsPaths::new(None)));
         let data = DataStatus { bgp: BgpStatus::configured(&config), ..DataStatus::default() };
-        let published = Arc::new(Published { state: ArcSwap::default(), data: ArcSwap::default(), fastpath: ArcSwap::default() });
+        let published = Arc::new(Published {
+            state: ArcSwap::default(),
+            data: ArcSwap::default(),
+            fastpath: ArcSwap::default(),
+            activity: ControlActivity::default(),
+        });
         let (probe_plan, _) = watch::channel(Arc::new(Vec::new()));
         let load = LoadSettings { max_age_seconds: config.load.max_age_seconds, smoothing: config.load.smoothing };
         let settings = PlaneSettings { load, latency_max_age_seconds: config.latency.max_age_seconds };
@@ -274,6 +283,7 @@ impl Control {
     /// if any), by building its snapshot, commits the changes, then
     /// publishes the snapshot and the probe plan.
     fn commit(&mut self, next: State, changes: &[Change], files: Option<(Config, SnapshotBuilder)>, now: u64) -> Result<(), ControlError> {
+        let started = Instant::now();
         let (config, snapshots) = files.unzip();
         let prepared = self.plane.prepare(next, snapshots, now)?;
         if !changes.is_empty() {
@@ -294,6 +304,7 @@ impl Control {
         }
         self.published.state.store(self.plane.state().clone());
         self.publish_data();
+        self.published.activity.published(started.elapsed().as_secs_f64());
         Ok(())
     }
 
@@ -308,6 +319,7 @@ impl Control {
         let (service, replica) = (&result.target.service, &result.target.replica);
         match self.plane.record_probe(result, now)? {
             AfterProbe::Flipped => {
+                self.published.activity.health_flipped(service, replica);
                 match &result.outcome {
                     Ok(_) => tracing::info!(service = %service, replica = %replica, "replica up: {}", describe(&result.target)),
                     Err(why) => tracing::warn!(service = %service, replica = %replica, "replica down: {}: {why}", describe(&result.target)),
@@ -344,6 +356,7 @@ impl Control {
         }
         for service in self.plane.due_rounds(now) {
             let change = self.plane.run_round(&service, now);
+            self.published.activity.load_round(&service);
             tracing::debug!(service, run = ?self.plane.last_round(&service), "load control round");
             if let Some(change) = change {
                 self.apply(&[change], now)?;

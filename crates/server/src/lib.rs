@@ -5,7 +5,7 @@
 //! classifier in `classifier`, and their thread priorities in
 //! `scheduling`), the kernel fast path it keeps in step with every
 //! snapshot ([`fastpath`], the one module that calls `pharos-xdp`), its
-//! HTTP API (`api`), and [`run`], which starts the
+//! HTTP API (`api`) with its Prometheus metrics ([`metrics`]), and [`run`], which starts the
 //! control plane, the API and the transports of `pharos_transport` over
 //! one shared snapshot, and reloads and stops them on signals.
 
@@ -15,6 +15,7 @@ pub mod config;
 pub mod control;
 pub mod data;
 pub mod fastpath;
+pub mod metrics;
 pub mod plane;
 mod prober;
 mod scheduling;

@@ -30,6 +30,7 @@ use crate::config::{BgpConfig, Config};
 use crate::control::{Control, Published};
 use crate::data::{DataStatus, unix_millis};
 use crate::fastpath::FastPathStatus;
+use crate::metrics::ControlActivity;
 use crate::prober;
 
 /// The most requests one commit takes, so a reply never waits for an
@@ -87,6 +88,8 @@ pub struct ControlHandle {
     requests: Sender<Request>,
     published: Arc<Published>,
     snapshot: SharedSnapshot,
+    /// Whether the state is kept in a file, not in memory only.
+    store_persistent: bool,
 }
 
 impl ControlHandle {
@@ -98,8 +101,9 @@ impl ControlHandle {
         let snapshot = control.snapshot().clone();
         let bgp = control.config().bgp.clone();
         let probe_plan = control.probe_plan();
+        let store_persistent = control.config().store.path.is_some();
         std::thread::Builder::new().name("control".into()).spawn(move || serve(control, queue, window))?;
-        let handle = ControlHandle { requests, published, snapshot };
+        let handle = ControlHandle { requests, published, snapshot, store_persistent };
         let results = handle.requests.clone();
         let report = move |result| drop(results.send(Request::Command(Command::ProbeResult(result))));
         tokio::spawn(prober::run(probe_plan, Arc::new(report)));
@@ -120,6 +124,16 @@ impl ControlHandle {
     /// The kernel fast path's status as last published.
     pub fn fastpath(&self) -> Arc<FastPathStatus> {
         self.published.fastpath.load_full()
+    }
+
+    /// What the control plane has done, counted.
+    pub fn activity(&self) -> &ControlActivity {
+        &self.published.activity
+    }
+
+    /// Whether the state is kept in a file, not in memory only.
+    pub fn store_persistent(&self) -> bool {
+        self.store_persistent
     }
 
     /// The snapshot the transports serve.
@@ -306,8 +320,10 @@ fn commit_edits(control: &mut Control, edits: Vec<Pending>) {
     if edits.is_empty() {
         return;
     }
+    let started = Instant::now();
     let (edits, replies): (Vec<Edit>, Vec<EditReply>) = edits.into_iter().unzip();
     let outcomes = group_commit(&mut Now { control, now: unix_millis() }, &edits);
+    control.published().activity.committed(edits.len(), started.elapsed().as_secs_f64());
     for (done, outcome) in replies.into_iter().zip(outcomes) {
         let _ = done.send(outcome);
     }

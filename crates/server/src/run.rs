@@ -31,10 +31,8 @@ impl Server {
         let window = Duration::from_millis(config.control.commit_window_ms);
         let udp_rate_limit = config.udp_rate_limiter();
         let control = ControlHandle::start(control, window).context("cannot start the control thread")?;
-        let api = match (config.control.listen, token) {
-            (Some(address), Some(token)) => Some(api::start(address, control.clone(), token, udp_rate_limit.clone())?),
-            _ => None,
-        };
+        let listeners = api::Listeners { api: config.control.listen.zip(token), metrics: config.metrics.listen };
+        let api = api::start(listeners, control.clone(), udp_rate_limit.clone())?;
         let transports = Transports::start(&config.transport(udp_rate_limit), &snapshot).await?;
         Ok(Server { config, control, snapshot, transports, api })
     }

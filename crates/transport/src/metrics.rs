@@ -9,7 +9,8 @@
 //! What is counted: queries received and responses sent per mechanism,
 //! responses by RCODE and question type class, answer latency per
 //! mechanism (server side), and the routing core's decisions by service,
-//! first replica and region. Every label is fixed here or defined by the
+//! first replica and region; and, by the connection registry as it admits
+//! and sheds, the stream connections ([`connections`]). Every label is fixed here or defined by the
 //! operator (services, replicas, regions): nothing is keyed by client.
 
 use std::collections::BTreeMap;
@@ -262,6 +263,35 @@ impl Shard {
             }
         }
     }
+}
+
+/// Stream connections (TCP, TLS, HTTPS, QUIC), counted by the registry
+/// under its own lock: once per connection, not per query.
+static OPEN_CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+static SHED_CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+
+/// The stream connections open now, and how many were shed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Connections {
+    pub open: u64,
+    /// Closed by the server: crowded out by newer ones, or idle.
+    pub shed: u64,
+}
+
+pub fn connections() -> Connections {
+    Connections { open: OPEN_CONNECTIONS.load(Ordering::Relaxed), shed: SHED_CONNECTIONS.load(Ordering::Relaxed) }
+}
+
+pub(crate) fn connection_opened() {
+    OPEN_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
+}
+
+pub(crate) fn connection_closed() {
+    OPEN_CONNECTIONS.fetch_sub(1, Ordering::Relaxed);
+}
+
+pub(crate) fn connection_shed() {
+    SHED_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::config::TcpConfig;
+use crate::metrics;
 use idle::IdleIndex;
 
 /// What the registry knows of one open connection.
@@ -91,6 +92,7 @@ impl Registry {
         let last_active = Arc::new(AtomicU64::new(now));
         let shed = Arc::new(Notify::new());
         inner.open.insert(id, Connection { peer, last_active: last_active.clone(), shed: shed.clone() });
+        metrics::connection_opened();
         inner.idle.insert(id, now);
         let known = inner.per_peer.entry(peer).or_default();
         known.connections += 1;
@@ -160,12 +162,14 @@ impl RegistryInner {
     /// Removes connection `id` and tells it to close; false if it had left.
     fn close(&mut self, id: u64) -> bool {
         let Some(connection) = self.remove(id) else { return false };
+        metrics::connection_shed();
         connection.shed.notify_one();
         true
     }
 
     fn remove(&mut self, id: u64) -> Option<Connection> {
         let connection = self.open.remove(&id)?;
+        metrics::connection_closed();
         let open = &self.open;
         self.idle.forget_closed(open.len(), |id| open.contains_key(&id));
         if let Some(known) = self.per_peer.get_mut(&connection.peer) {

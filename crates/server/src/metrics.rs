@@ -1,0 +1,297 @@
+//! `GET /metrics`: what Pharos does, in the Prometheus text format. Two
+//! kinds of source meet at each scrape: what the control thread counts as
+//! it works ([`ControlActivity`], metrics of `prometheus-client` kept for
+//! the process's life), and what is read afresh (a [`Scrape`]): the
+//! transports' per-thread counts merged (`pharos_transport::metrics`), the
+//! health of every probed replica, the kernel fast path's counters, the
+//! age of the proximity data and the store. Every label is a name the
+//! operator chose or one fixed here: nothing is keyed by client.
+
+use pharos_control::ControlError;
+use pharos_control::health::ReplicaHealth;
+use pharos_transport::metrics::{self as counts, Mechanism, RCODE_NAMES, Totals, qtype_class_name};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::data::DataStatus;
+use crate::fastpath::FastPathStatus;
+use crate::plane::ControlHandle;
+
+/// The content type of the text format, version 0.0.4.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Labels of a replica's metrics.
+type ReplicaLabels = [(&'static str, String); 2];
+
+/// What the control thread counts as it commits, publishes and probes.
+#[derive(Debug)]
+pub struct ControlActivity {
+    commits: Counter,
+    commit_batch: Histogram,
+    commit_seconds: Histogram,
+    publish_seconds: Histogram,
+    health_transitions: Family<ReplicaLabels, Counter>,
+    load_rounds: Family<[(&'static str, String); 1], Counter>,
+}
+
+impl Default for ControlActivity {
+    fn default() -> ControlActivity {
+        ControlActivity {
+            commits: Counter::default(),
+            // Up to the group commit's cap of 256 edits.
+            commit_batch: Histogram::new([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]),
+            commit_seconds: Histogram::new(SECONDS_BOUNDS),
+            publish_seconds: Histogram::new(SECONDS_BOUNDS),
+            health_transitions: Family::default(),
+            load_rounds: Family::default(),
+        }
+    }
+}
+
+/// From a tenth of a millisecond to ten seconds, for the control plane's work.
+const SECONDS_BOUNDS: [f64; 10] = [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 10.0];
+
+impl ControlActivity {
+    /// A group commit of `edits` edits that took `seconds`.
+    pub fn committed(&self, edits: usize, seconds: f64) {
+        self.commits.inc();
+        self.commit_batch.observe(edits as f64);
+        self.commit_seconds.observe(seconds);
+    }
+
+    /// A snapshot built and published in `seconds`.
+    pub fn published(&self, seconds: f64) {
+        self.publish_seconds.observe(seconds);
+    }
+
+    /// A replica went up or down.
+    pub fn health_flipped(&self, service: &str, replica: &str) {
+        self.health_transitions.get_or_create(&replica_labels(service, replica)).inc();
+    }
+
+    /// A load-control round ran for `service`.
+    pub fn load_round(&self, service: &str) {
+        self.load_rounds.get_or_create(&[("service", service.to_string())]).inc();
+    }
+
+    fn register(&self, registry: &mut Registry) {
+        registry.register("pharos_control_commits", "Group commits of the control plane", self.commits.clone());
+        registry.register("pharos_control_commit_batch_edits", "Edits per group commit", self.commit_batch.clone());
+        registry.register_with_unit(
+            "pharos_control_commit",
+            "Time a group commit took, validation, store and publication included",
+            Unit::Seconds,
+            self.commit_seconds.clone(),
+        );
+        registry.register_with_unit(
+            "pharos_snapshot_publish",
+            "Time to build and publish a snapshot",
+            Unit::Seconds,
+            self.publish_seconds.clone(),
+        );
+        registry.register("pharos_health_transitions", "Replicas going up or down", self.health_transitions.clone());
+        registry.register("pharos_load_control_rounds", "Load-control rounds run", self.load_rounds.clone());
+    }
+}
+
+fn replica_labels(service: &str, replica: &str) -> ReplicaLabels {
+    [("service", service.to_string()), ("replica", replica.to_string())]
+}
+
+/// Everything read afresh for one scrape.
+#[derive(Debug)]
+struct Scrape {
+    totals: Totals,
+    connections: counts::Connections,
+    /// Region names by id, for the decisions' labels.
+    regions: Vec<(u32, String)>,
+    health: Vec<ReplicaHealth>,
+    fastpath: FastPathStatus,
+    data: DataStatus,
+    /// Whether the state is kept in a file.
+    store_persistent: bool,
+    /// Unix seconds now, for the age of data.
+    now: u64,
+}
+
+/// The text of one scrape.
+pub async fn render(control: &ControlHandle) -> Result<String, ControlError> {
+    let state = control.state();
+    let scrape = Scrape {
+        totals: counts::totals(),
+        connections: counts::connections(),
+        regions: state.regions.iter().map(|region| (region.id, region.name.clone())).collect(),
+        health: control.health().await?,
+        fastpath: control.fastpath_now().await?,
+        data: control.data().as_ref().clone(),
+        store_persistent: control.store_persistent(),
+        now: crate::data::unix_millis() / 1000,
+    };
+    let mut registry = Registry::default();
+    control.activity().register(&mut registry);
+    registry.register_collector(Box::new(scrape));
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("writing to a String cannot fail");
+    Ok(text)
+}
+
+/// Writes one metric family: a descriptor, then each labelled value.
+fn family<'l, Metric: EncodeMetric + 'l>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    kind: MetricType,
+    values: impl IntoIterator<Item = (Vec<(&'l str, String)>, Metric)>,
+) -> std::fmt::Result {
+    let mut metric = encoder.encode_descriptor(name, help, unit, kind)?;
+    for (labels, value) in values {
+        value.encode(metric.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+fn counter(value: u64) -> ConstCounter<u64> {
+    ConstCounter::new(value)
+}
+
+fn gauge(value: i64) -> ConstGauge<i64> {
+    ConstGauge::new(value)
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        self.encode_queries(&mut encoder)?;
+        self.encode_decisions(&mut encoder)?;
+        self.encode_connections(&mut encoder)?;
+        self.encode_health(&mut encoder)?;
+        self.encode_fastpath(&mut encoder)?;
+        self.encode_data(&mut encoder)
+    }
+}
+
+impl Scrape {
+    fn encode_queries(&self, encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+        let transport = |mechanism: usize| vec![("transport", Mechanism::ALL[mechanism].name().to_string())];
+        let received = (0..Mechanism::ALL.len()).map(|mechanism| (transport(mechanism), counter(self.totals.received[mechanism])));
+        family(encoder, "pharos_dns_queries", "DNS queries received", None, MetricType::Counter, received)?;
+        let responses = self.totals.responses.iter().map(|(&(mechanism, rcode, class), &count)| {
+            let mut labels = transport(mechanism);
+            labels.push(("rcode", RCODE_NAMES[rcode].to_string()));
+            labels.push(("qtype", qtype_class_name(class).to_string()));
+            (labels, counter(count))
+        });
+        family(encoder, "pharos_dns_responses", "DNS responses sent", None, MetricType::Counter, responses)?;
+        let mut latency = encoder.encode_descriptor(
+            "pharos_dns_answer",
+            "Time from receiving a query to its answer, server side; a UDP batch's time counts for each query in it",
+            Some(&Unit::Seconds),
+            MetricType::Histogram,
+        )?;
+        for (mechanism, histogram) in self.totals.latency.iter().enumerate() {
+            let mut cumulative = 0;
+            let bounds = counts::LATENCY_BOUNDS_NS.iter().map(|&ns| ns as f64 / 1e9).chain([f64::INFINITY]);
+            let buckets: Vec<(f64, u64)> = bounds
+                .zip(histogram.buckets)
+                .map(|(bound, count)| {
+                    cumulative += count;
+                    (bound, cumulative)
+                })
+                .collect();
+            let labels = transport(mechanism);
+            latency.encode_family(&labels)?.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+                histogram.sum_ns as f64 / 1e9,
+                cumulative,
+                &buckets,
+                None,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn encode_decisions(&self, encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+        let region_name = |id: u32| match self.regions.iter().find(|(region, _)| *region == id) {
+            Some((_, name)) => name.clone(),
+            None if id == pharos_route::UNCLASSIFIED => "unclassified".to_string(),
+            None => format!("region {id}"),
+        };
+        let decisions = self.totals.decisions.iter().map(|((service, replica, region), &count)| {
+            let labels = vec![("service", service.clone()), ("region", region_name(*region)), ("replica", replica.clone())];
+            (labels, counter(count))
+        });
+        let help = "Routed answers by service, client region and the replica answered first";
+        family(encoder, "pharos_routing_decisions", help, None, MetricType::Counter, decisions)
+    }
+
+    fn encode_connections(&self, encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+        let connections = &self.connections;
+        let open = [(vec![], gauge(connections.open as i64))];
+        family(encoder, "pharos_connections_open", "TCP, TLS, HTTPS and QUIC connections open", None, MetricType::Gauge, open)?;
+        let shed = [(vec![], counter(connections.shed))];
+        let help = "Connections closed to make room for others or for being idle";
+        family(encoder, "pharos_connections_shed", help, None, MetricType::Counter, shed)
+    }
+
+    fn encode_health(&self, encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+        let labels = |health: &ReplicaHealth| replica_labels(&health.service, &health.replica).to_vec();
+        let up = self.health.iter().map(|health| (labels(health), gauge(i64::from(health.up))));
+        family(encoder, "pharos_replica_up", "Probed replicas: 1 up, 0 down", None, MetricType::Gauge, up)?;
+        let since = self.health.iter().map(|health| (labels(health), gauge(health.since as i64 / 1000)));
+        let help = "When each probed replica entered its state, Unix seconds";
+        family(encoder, "pharos_replica_state_since_timestamp", help, Some(&Unit::Seconds), MetricType::Gauge, since)
+    }
+
+    fn encode_fastpath(&self, encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+        let status = &self.fastpath;
+        let entries = [(vec![], gauge(status.entries as i64))];
+        family(encoder, "pharos_fastpath_entries", "Answers the kernel fast path holds", None, MetricType::Gauge, entries)?;
+        let capacity = [(vec![], gauge(i64::from(status.capacity)))];
+        family(encoder, "pharos_fastpath_capacity", "Answers the kernel fast path can hold", None, MetricType::Gauge, capacity)?;
+        let totals = status.totals;
+        let changes = [("installed", totals.installed), ("updated", totals.updated), ("removed", totals.removed)];
+        let changes = changes.map(|(change, count)| (vec![("change", change.to_string())], counter(count as u64)));
+        family(encoder, "pharos_fastpath_changes", "Fast-path entries changed by syncs", None, MetricType::Counter, changes)?;
+        let traffic: Vec<_> =
+            status.interfaces.iter().filter_map(|interface| Some((&interface.name, interface.traffic.as_ref()?))).collect();
+        let by_interface = |outcome: &str, count: u64, interface: &String| {
+            (vec![("interface", interface.clone()), ("outcome", outcome.to_string())], counter(count))
+        };
+        let packets = traffic.iter().flat_map(|&(interface, traffic)| {
+            let misses = &traffic.misses;
+            [
+                ("answered_static", traffic.answered_static),
+                ("answered_routed", traffic.answered_routed),
+                ("rate_limited_passed", traffic.rate_limited_passed),
+                ("rate_limited_dropped", traffic.rate_limited_dropped),
+                ("miss_no_entry", misses.no_entry),
+                ("miss_too_large", misses.too_large),
+                ("miss_edns_unsupported", misses.edns_unsupported),
+                ("miss_not_a_plain_query", misses.not_a_plain_query),
+                ("miss_fragment_or_options", misses.fragment_or_options),
+                ("miss_adjust_tail_failed", misses.adjust_tail_failed),
+                ("miss_suspended", misses.suspended),
+            ]
+            .map(|(outcome, count)| by_interface(outcome, count, interface))
+        });
+        let help = "DNS packets the kernel fast path saw, by interface and what it did: answered, rate-limited or missed (and why)";
+        family(encoder, "pharos_fastpath_packets", help, None, MetricType::Counter, packets)
+    }
+
+    fn encode_data(&self, encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+        let bgp = self.data.bgp.loaded.iter().map(|loaded| (vec![], gauge(self.now.saturating_sub(loaded.loaded_at) as i64)));
+        let help = "Age of the BGP table serving now";
+        family(encoder, "pharos_bgp_table_age", help, Some(&Unit::Seconds), MetricType::Gauge, bgp)?;
+        let measurements = [(vec![], gauge(self.data.latency.measurements as i64))];
+        let help = "Fresh latency measurements in use";
+        family(encoder, "pharos_latency_measurements", help, None, MetricType::Gauge, measurements)?;
+        let persistent = [(vec![], gauge(i64::from(self.store_persistent)))];
+        let help = "1 when the state is kept in a file (SQLite), 0 when in memory only";
+        family(encoder, "pharos_store_persistent", help, None, MetricType::Gauge, persistent)
+    }
+}
