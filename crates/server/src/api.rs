@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
@@ -225,7 +225,7 @@ fn router(api: Api) -> Router {
         .route("/v1/load", get(load_status))
         .route("/v1/fastpath", get(fastpath_status))
         .route("/v1/services/{name}/replicas/{id}/load", put(put_load))
-        .route("/metrics", get(|State(api): State<Api>| metrics(api.control)))
+        .route("/metrics", get(|State(api): State<Api>, headers: HeaderMap| metrics(api.control, headers)))
         .layer(middleware::from_fn_with_state(api.clone(), require_token));
     Router::new()
         .route("/openapi.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }))
@@ -235,12 +235,18 @@ fn router(api: Api) -> Router {
 
 /// The metrics listener's routes: `/metrics` and nothing else, without a token.
 fn metrics_router(control: ControlHandle) -> Router {
-    Router::new().route("/metrics", get(move || metrics(control.clone())))
+    Router::new().route("/metrics", get(move |headers: HeaderMap| metrics(control.clone(), headers)))
 }
 
-async fn metrics(control: ControlHandle) -> Reply<Response> {
-    let text = crate::metrics::render(&control).await?;
-    Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response())
+/// One scrape: OpenMetrics to those that accept it (Prometheus asks for
+/// it), the text format 0.0.4 to everyone else.
+async fn metrics(control: ControlHandle, headers: HeaderMap) -> Reply<Response> {
+    let openmetrics = crate::metrics::render(&control).await?;
+    let accepted = headers.get_all(header::ACCEPT).iter().filter_map(|value| value.to_str().ok());
+    if accepted.into_iter().any(|value| value.contains("application/openmetrics-text")) {
+        return Ok(([(header::CONTENT_TYPE, crate::metrics::OPENMETRICS)], openmetrics).into_response());
+    }
+    Ok(([(header::CONTENT_TYPE, crate::metrics::TEXT)], crate::metrics::to_text_format(&openmetrics)).into_response())
 }
 
 async fn require_token(State(api): State<Api>, request: Request, next: Next) -> Response {

@@ -1,4 +1,5 @@
-//! `GET /metrics`: what Pharos does, in the Prometheus text format. Two
+//! `GET /metrics`: what Pharos does, in the Prometheus text format
+//! (OpenMetrics). Two
 //! kinds of source meet at each scrape: what the control thread counts as
 //! it works ([`ControlActivity`], metrics of `prometheus-client` kept for
 //! the process's life), and what is read afresh (a [`Scrape`]): the
@@ -23,8 +24,10 @@ use crate::data::DataStatus;
 use crate::fastpath::FastPathStatus;
 use crate::plane::ControlHandle;
 
-/// The content type of the text format, version 0.0.4.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// What `prometheus-client` writes: OpenMetrics, which Prometheus asks for.
+pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The older text format, for every other client (promtool, curl).
+pub const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Labels of a replica's metrics.
 type ReplicaLabels = [(&'static str, String); 2];
@@ -120,7 +123,7 @@ struct Scrape {
     now: u64,
 }
 
-/// The text of one scrape.
+/// The text of one scrape, in OpenMetrics.
 pub async fn render(control: &ControlHandle) -> Result<String, ControlError> {
     let state = control.state();
     let scrape = Scrape {
@@ -139,6 +142,31 @@ pub async fn render(control: &ControlHandle) -> Result<String, ControlError> {
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry).expect("writing to a String cannot fail");
     Ok(text)
+}
+
+/// `openmetrics` in the text format 0.0.4: the same samples, but a counter
+/// family is named as its samples are (with `_total`), and there are no
+/// UNIT lines and no EOF marker.
+pub fn to_text_format(openmetrics: &str) -> String {
+    let counters: Vec<&str> = openmetrics.lines().filter_map(|line| line.strip_prefix("# TYPE ")?.strip_suffix(" counter")).collect();
+    let mut text = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let descriptor = ["# HELP ", "# TYPE "].into_iter().find_map(|prefix| Some((prefix, line.strip_prefix(prefix)?)));
+        match descriptor {
+            Some((prefix, rest)) if counters.iter().any(|name| rest.split(' ').next() == Some(*name)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                text.push_str(&format!("{prefix}{name}_total {tail}\n"));
+            }
+            _ => {
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+    }
+    text
 }
 
 /// Writes one metric family: a descriptor, then each labelled value.
@@ -293,5 +321,19 @@ impl Scrape {
         let persistent = [(vec![], gauge(i64::from(self.store_persistent)))];
         let help = "1 when the state is kept in a file (SQLite), 0 when in memory only";
         family(encoder, "pharos_store_persistent", help, None, MetricType::Gauge, persistent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_format_names_counters_by_their_samples_and_drops_what_it_lacks() {
+        let openmetrics = "# HELP a_things Things.\n# TYPE a_things counter\n# UNIT a_things things\na_things_total{x=\"1\"} 3\n\
+                           # HELP b_seconds Time.\n# TYPE b_seconds gauge\nb_seconds 2\n# EOF\n";
+        let text = "# HELP a_things_total Things.\n# TYPE a_things_total counter\na_things_total{x=\"1\"} 3\n\
+                    # HELP b_seconds Time.\n# TYPE b_seconds gauge\nb_seconds 2\n";
+        assert_eq!(to_text_format(openmetrics), text);
     }
 }
