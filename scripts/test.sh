@@ -19,6 +19,7 @@ declare -A needed=(
   [clang]=clang           # compiles the XDP programs (crates/xdp/build.rs, tests/common/netns.rs)
   [/usr/include/bpf/bpf_helpers.h]=libbpf-dev  # its BPF helper headers
   [ip]=iproute2           # network namespaces and veth pairs (tests/fastpath.rs)
+  [promtool]=prometheus   # checks a scrape, and a real Prometheus scrapes the server (tests/metrics.rs)
 )
 missing=()
 for command in "${!needed[@]}"; do

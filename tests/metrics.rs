@@ -1,0 +1,303 @@
+//! `GET /metrics` of the real server: the token on the control listener and
+//! none on the metrics listener; exact deltas of the query counters for a
+//! known set of queries over every transport; `promtool check metrics` on a
+//! real scrape; and a real Prometheus scraping the server. Loopback only;
+//! every wait has a deadline.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use domain::base::iana::Rtype;
+use pharos_wire::framing::framed;
+use serde_json::Value;
+
+mod common;
+use common::declarations::Declarations;
+use common::*;
+
+const TOKEN: &str = "metrics-token-0123";
+
+/// A server with the control API, a metrics listener, DNS over TLS, HTTPS
+/// and QUIC, and one routed service; the API's and the metrics
+/// listener's base URLs and the encrypted transports' port.
+struct Metered {
+    pharos: Pharos,
+    api: String,
+    metrics: String,
+    encrypted_port: u16,
+    https_port: u16,
+}
+
+fn start_metered() -> Metered {
+    let ports: Vec<u16> = distinct_free_ports(3);
+    let (metrics, encrypted_port, https_port) = (ports[0], ports[1], ports[2]);
+    let declarations = Declarations::new()
+        .region(1, "europe", &["198.51.100.0/24"])
+        .service("svc.example.test")
+        .policy("region-probabilities")
+        .replica("fra", "192.0.2.10")
+        .replica("sin", "192.0.2.20")
+        .probabilities("europe", &[("fra", 1.0, 60)])
+        .toml();
+    let tls = format!(
+        "[tls]\nlisten = [\"127.0.0.1:{encrypted_port}\"]\nhttps_listen = [\"127.0.0.1:{https_port}\"]\nquic_listen = [\"127.0.0.1:{encrypted_port}\"]\n"
+    );
+    let extra = format!("{tls}[metrics]\nlisten = \"127.0.0.1:{metrics}\"\n{declarations}");
+    let (pharos, api) = start_with_api(TOKEN, &extra);
+    Metered { pharos, api, metrics: format!("http://127.0.0.1:{metrics}"), encrypted_port, https_port }
+}
+
+/// `count` free ports, all different.
+fn distinct_free_ports(count: usize) -> Vec<u16> {
+    let mut ports = Vec::new();
+    while ports.len() < count {
+        let port = free_port();
+        if !ports.contains(&port) {
+            ports.push(port);
+        }
+    }
+    ports
+}
+
+/// The text of `GET url/metrics`, which must answer 200.
+fn scrape_text(base: &str, token: Option<&str>) -> String {
+    let (status, body) = request("GET", &format!("{base}/metrics"), token, None);
+    assert_eq!(status, 200, "{body}");
+    match body {
+        Value::String(text) => text,
+        other => panic!("not the text format: {other}"),
+    }
+}
+
+/// Every sample of a scrape, by name and labels as written.
+fn samples(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .map(|line| {
+            let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("not a sample: {line}"));
+            (series.to_string(), value.parse().unwrap_or_else(|_| panic!("not a number: {line}")))
+        })
+        .collect()
+}
+
+/// The series of `family` whose value changed from `before` to `after`,
+/// with the change.
+fn deltas(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>, family: &str) -> BTreeMap<String, f64> {
+    after
+        .iter()
+        .filter(|(series, _)| series.starts_with(family))
+        .map(|(series, value)| (series.clone(), value - before.get(series).copied().unwrap_or(0.0)))
+        .filter(|(_, delta)| *delta != 0.0)
+        .collect()
+}
+
+/// A query for `name` whose EDNS Client Subnet places the client in
+/// 198.51.100.0/24 (the region "europe").
+fn query_from_europe(id: u16, name: &str) -> Vec<u8> {
+    ecs_query(id, name, Rtype::A, Some((IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)), 24)))
+}
+
+fn udp_exchange(server: SocketAddr, packet: &[u8]) {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    socket.send_to(packet, server).unwrap();
+    let mut buffer = [0; 2048];
+    socket.recv(&mut buffer).expect("an answer");
+}
+
+/// Asks kdig `queries` (name, type pairs) over `transport` (+tls, +https,
+/// +quic); `None` (a loud skip) if kdig is not installed.
+fn kdig(port: u16, transport: &str, queries: &[&str]) -> Option<String> {
+    let installed = Command::new("kdig").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    if !installed {
+        skip("`kdig` is not installed (Debian package `knot-dnsutils`)");
+        return None;
+    }
+    let port = port.to_string();
+    let output =
+        Command::new("kdig").args(["@127.0.0.1", "-p", &port, transport, "+timeout=5", "+retry=0"]).args(queries).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "kdig {transport} failed: {text}");
+    Some(text)
+}
+
+fn skip(message: &str) {
+    assert!(std::env::var_os("CI").is_none(), "{message}; CI is set, so this is a failure");
+    eprintln!("\n*** SKIP: {message}. ***\n");
+}
+
+#[test]
+fn the_control_listener_asks_for_the_token_and_the_metrics_listener_does_not() {
+    let server = start_metered();
+    assert_eq!(request("GET", &format!("{}/metrics", server.api), None, None).0, 401);
+    let with_token = scrape_text(&server.api, Some(TOKEN));
+    let without = scrape_text(&server.metrics, None);
+    for text in [&with_token, &without] {
+        assert!(text.contains("# TYPE pharos_dns_queries_total counter"), "{text}");
+        assert!(text.contains("# TYPE pharos_dns_answer_seconds histogram"), "{text}");
+    }
+    let (status, _) = request("GET", &format!("{}/v1/regions", server.metrics), None, None);
+    assert_eq!(status, 404, "the metrics listener serves /metrics and nothing else");
+}
+
+#[test]
+fn a_known_set_of_queries_moves_the_counters_by_exactly_as_much() {
+    let server = start_metered();
+    let address = server.pharos.address;
+    let before = samples(&scrape_text(&server.metrics, None));
+    // UDP: 3 NOERROR and 2 NXDOMAIN for A, 1 REFUSED for TXT outside the
+    // zones, and 4 routed answers to a client in europe.
+    for (name, rtype) in [("www", Rtype::A); 3].into_iter().chain([("nope", Rtype::A); 2]) {
+        udp_query(address, &format!("{name}.example.test"), rtype).expect("an answer");
+    }
+    udp_query(address, "www.elsewhere.test", Rtype::TXT).expect("an answer");
+    for id in 0..4 {
+        udp_exchange(address, &query_from_europe(id, "svc.example.test"));
+    }
+    // TCP: 2 NOERROR for AAAA (no data) and 1 NXDOMAIN for MX, pipelined.
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let queries = [("www", Rtype::AAAA), ("www", Rtype::AAAA), ("nope", Rtype::MX)];
+    for (id, (name, rtype)) in (0..).zip(queries) {
+        stream.write_all(&framed(&query_bytes(id, &format!("{name}.example.test"), rtype))).unwrap();
+    }
+    for _ in queries {
+        read_frame(&mut stream).unwrap();
+    }
+    drop(stream);
+    // TLS, HTTPS and QUIC: 1 NOERROR and 1 NXDOMAIN for A each.
+    let mut encrypted = Vec::new();
+    for (transport, port, label) in
+        [("+tls", server.encrypted_port, "tls"), ("+https", server.https_port, "https"), ("+quic", server.encrypted_port, "quic")]
+    {
+        let Some(output) = kdig(port, transport, &["www.example.test", "A", "nope.example.test", "A"]) else { continue };
+        assert_eq!((output.matches("status: NOERROR").count(), output.matches("status: NXDOMAIN").count()), (1, 1), "{output}");
+        encrypted.push(label);
+    }
+    let after = samples(&scrape_text(&server.metrics, None));
+
+    let mut expected_queries = BTreeMap::from([("udp", 10.0), ("tcp", 3.0)]);
+    let mut expected_responses = BTreeMap::from([
+        (("udp", "NOERROR", "A"), 7.0),
+        (("udp", "NXDOMAIN", "A"), 2.0),
+        (("udp", "REFUSED", "TXT"), 1.0),
+        (("tcp", "NOERROR", "AAAA"), 2.0),
+        (("tcp", "NXDOMAIN", "MX"), 1.0),
+    ]);
+    for &label in &encrypted {
+        expected_queries.insert(label, 2.0);
+        expected_responses.insert((label, "NOERROR", "A"), 1.0);
+        expected_responses.insert((label, "NXDOMAIN", "A"), 1.0);
+    }
+    let queries: BTreeMap<String, f64> = expected_queries
+        .iter()
+        .map(|(transport, count)| (format!("pharos_dns_queries_total{{transport=\"{transport}\"}}"), *count))
+        .collect();
+    assert_eq!(deltas(&before, &after, "pharos_dns_queries_total"), queries);
+    let responses: BTreeMap<String, f64> = expected_responses
+        .iter()
+        .map(|((transport, rcode, qtype), count)| {
+            (format!("pharos_dns_responses_total{{transport=\"{transport}\",rcode=\"{rcode}\",qtype=\"{qtype}\"}}"), *count)
+        })
+        .collect();
+    assert_eq!(deltas(&before, &after, "pharos_dns_responses_total"), responses);
+    let answered: BTreeMap<String, f64> = expected_queries
+        .iter()
+        .map(|(transport, count)| (format!("pharos_dns_answer_seconds_count{{transport=\"{transport}\"}}"), *count))
+        .collect();
+    assert_eq!(deltas(&before, &after, "pharos_dns_answer_seconds_count"), answered, "one latency sample per response");
+    let decision = "pharos_routing_decisions_total{service=\"svc.example.test\",region=\"europe\",replica=\"fra\"}";
+    assert_eq!(deltas(&before, &after, "pharos_routing_decisions_total"), BTreeMap::from([(decision.to_string(), 4.0)]));
+}
+
+#[test]
+fn promtool_accepts_a_real_scrape() {
+    if Command::new("promtool").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+        return skip("`promtool` is not installed (Debian package `prometheus`)");
+    }
+    let server = start_metered();
+    udp_exchange(server.pharos.address, &query_from_europe(1, "svc.example.test"));
+    let text = scrape_text(&server.metrics, None);
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    promtool.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let output = promtool.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success() && said.trim().is_empty(), "promtool: {said}\non:\n{text}");
+}
+
+/// A Prometheus server, killed when dropped.
+struct Prometheus {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts Prometheus on loopback, scraping `target` every second.
+fn start_prometheus(target: &str) -> Prometheus {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("prometheus.yml");
+    let scrape = format!(
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: pharos\n    static_configs:\n      - targets: ['{target}']\n"
+    );
+    std::fs::write(&config, scrape).unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
+    let child = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+        .arg(format!("--web.listen-address={listen}"))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    Prometheus { child, url: format!("http://{listen}"), _dir: dir }
+}
+
+/// The value Prometheus holds now for `query`, if it has one.
+fn prometheus_value(prometheus: &Prometheus, query: &str) -> Option<f64> {
+    let encoded: String = query.bytes().map(|byte| format!("%{byte:02X}")).collect();
+    let url = format!("{}/api/v1/query?query={encoded}", prometheus.url);
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let body: Value = serde_json::from_str(&agent.get(&url).call().ok()?.into_body().read_to_string().ok()?).ok()?;
+    body["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+#[test]
+fn a_real_prometheus_scrapes_the_metrics_listener() {
+    if Command::new("prometheus").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+        return skip("`prometheus` is not installed (Debian package `prometheus`)");
+    }
+    let server = start_metered();
+    // Readiness is probed over UDP: TCP's count is this test's alone.
+    let mut stream = TcpStream::connect(server.pharos.address).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for id in 0..5 {
+        stream.write_all(&framed(&query_bytes(id, "www.example.test", Rtype::A))).unwrap();
+        read_frame(&mut stream).unwrap();
+    }
+    let prometheus = start_prometheus(server.metrics.trim_start_matches("http://"));
+    let query = "pharos_dns_queries_total{transport=\"tcp\"}";
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut seen = None;
+    while seen != Some(5.0) {
+        assert!(Instant::now() < deadline, "Prometheus did not report {query} = 5 in time (last: {seen:?})");
+        std::thread::sleep(Duration::from_millis(250));
+        seen = prometheus_value(&prometheus, query);
+    }
+}
