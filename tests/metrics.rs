@@ -32,6 +32,11 @@ struct Metered {
 }
 
 fn start_metered() -> Metered {
+    start_metered_with("")
+}
+
+/// [`start_metered`] with `config_extra` first in the file.
+fn start_metered_with(config_extra: &str) -> Metered {
     let ports: Vec<u16> = distinct_free_ports(3);
     let (metrics, encrypted_port, https_port) = (ports[0], ports[1], ports[2]);
     let declarations = Declarations::new()
@@ -45,7 +50,7 @@ fn start_metered() -> Metered {
     let tls = format!(
         "[tls]\nlisten = [\"127.0.0.1:{encrypted_port}\"]\nhttps_listen = [\"127.0.0.1:{https_port}\"]\nquic_listen = [\"127.0.0.1:{encrypted_port}\"]\n"
     );
-    let extra = format!("{tls}[metrics]\nlisten = \"127.0.0.1:{metrics}\"\n{declarations}");
+    let extra = format!("{config_extra}{tls}[metrics]\nlisten = \"127.0.0.1:{metrics}\"\n{declarations}");
     let (pharos, api) = start_with_api(TOKEN, &extra);
     Metered { pharos, api, metrics: format!("http://127.0.0.1:{metrics}"), encrypted_port, https_port }
 }
@@ -211,6 +216,44 @@ fn a_known_set_of_queries_moves_the_counters_by_exactly_as_much() {
     assert_eq!(deltas(&before, &after, "pharos_dns_answer_seconds_count"), answered, "one latency sample per response");
     let decision = "pharos_routing_decisions_total{service=\"svc.example.test\",region=\"europe\",replica=\"fra\"}";
     assert_eq!(deltas(&before, &after, "pharos_routing_decisions_total"), BTreeMap::from([(decision.to_string(), 4.0)]));
+}
+
+#[test]
+fn connections_are_counted_open_and_shed() {
+    let server = start_metered_with("[tcp]\nmax_connections_per_client = 1\n");
+    let sample = |name: &str| samples(&scrape_text(&server.metrics, None)).get(name).copied();
+    let shed_before = sample("pharos_connections_shed_total").unwrap();
+    let connect = || {
+        let mut stream = TcpStream::connect(server.pharos.address).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        // Answered: admitted to the registry.
+        stream.write_all(&framed(&query_bytes(1, "www.example.test", Rtype::A))).unwrap();
+        read_frame(&mut stream).unwrap();
+        stream
+    };
+    let mut first = connect();
+    assert_eq!(sample("pharos_connections_open"), Some(1.0));
+    let second = connect();
+    assert!(closed_by_server(&mut first), "the client's cap of one shed its older connection");
+    assert_eq!(sample("pharos_connections_open"), Some(1.0));
+    assert_eq!(sample("pharos_connections_shed_total"), Some(shed_before + 1.0));
+    drop(second);
+    wait_until("the closed connection leaves the count", || sample("pharos_connections_open") == Some(0.0));
+}
+
+#[test]
+fn a_committed_edit_is_counted_with_its_batch_and_time() {
+    let server = start_metered();
+    let before = samples(&scrape_text(&server.metrics, None));
+    let frankfurt = serde_json::json!({ "id": "fra", "latitude": 50.11, "longitude": 8.68, "asn": 64500 });
+    assert_eq!(request("PUT", &format!("{}/v1/datacenters/fra", server.api), Some(TOKEN), Some(frankfurt)).0, 200);
+    let after = samples(&scrape_text(&server.metrics, None));
+    let moved = |series: &str| after[series] - before.get(series).copied().unwrap_or(0.0);
+    assert_eq!(moved("pharos_control_commits_total"), 1.0);
+    assert_eq!(moved("pharos_control_commit_batch_edits_count"), 1.0);
+    assert_eq!(moved("pharos_control_commit_batch_edits_bucket{le=\"1.0\"}"), 1.0, "a batch of one edit");
+    assert_eq!(moved("pharos_control_commit_seconds_count"), 1.0);
+    assert!(moved("pharos_snapshot_publish_seconds_count") >= 1.0, "the commit published a snapshot");
 }
 
 #[test]
