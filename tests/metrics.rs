@@ -105,12 +105,14 @@ fn query_from_europe(id: u16, name: &str) -> Vec<u8> {
     ecs_query(id, name, Rtype::A, Some((IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)), 24)))
 }
 
-fn udp_exchange(server: SocketAddr, packet: &[u8]) {
+/// Sends `packet` and returns the answer.
+fn udp_exchange(server: SocketAddr, packet: &[u8]) -> domain::base::Message<Vec<u8>> {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     socket.send_to(packet, server).unwrap();
     let mut buffer = [0; 2048];
-    socket.recv(&mut buffer).expect("an answer");
+    let len = socket.recv(&mut buffer).expect("an answer");
+    domain::base::Message::from_octets(buffer[..len].to_vec()).unwrap()
 }
 
 /// Asks kdig `queries` (name, type pairs) over `transport` (+tls, +https,
@@ -254,6 +256,64 @@ fn a_committed_edit_is_counted_with_its_batch_and_time() {
     assert_eq!(moved("pharos_control_commit_batch_edits_bucket{le=\"1.0\"}"), 1.0, "a batch of one edit");
     assert_eq!(moved("pharos_control_commit_seconds_count"), 1.0);
     assert!(moved("pharos_snapshot_publish_seconds_count") >= 1.0, "the commit published a snapshot");
+}
+
+#[test]
+fn the_realized_split_is_what_was_answered_beside_what_is_configured() {
+    let declarations = Declarations::new()
+        .region(1, "europe", &["198.51.100.0/24"])
+        .service("split.example.test")
+        .policy("region-probabilities")
+        .replica("fra", "192.0.2.10")
+        .replica("sin", "192.0.2.20")
+        .probabilities("europe", &[("fra", 0.75, 60), ("sin", 0.25, 60)])
+        .probabilities("default", &[("sin", 1.0, 60)])
+        .toml();
+    let server = start_metered_with(&declarations);
+    let fra: IpAddr = "192.0.2.10".parse().unwrap();
+    // 200 clients in europe, drawn 3 to 1, and 50 unclassified ones (no
+    // subnet, from 127.0.0.1), all sent to sin.
+    let mut europe_to_fra = 0;
+    for id in 0..200 {
+        let answer = udp_exchange(server.pharos.address, &query_from_europe(id, "split.example.test"));
+        europe_to_fra += u64::from(first_address_and_ttl(&answer).0 == fra);
+    }
+    for id in 0..50 {
+        let answer = udp_exchange(server.pharos.address, &query_bytes(id, "split.example.test", Rtype::A));
+        assert_ne!(first_address_and_ttl(&answer).0, fra);
+    }
+    let (status, reported) = request("GET", &format!("{}/v1/split", server.api), Some(TOKEN), None);
+    assert_eq!(status, 200, "{reported}");
+    let split_of = |region: &str| {
+        let splits = reported["splits"].as_array().unwrap();
+        splits.iter().find(|split| split["service"] == "split.example.test" && split["region"] == region).cloned().unwrap()
+    };
+    let realized = europe_to_fra as f64 / 200.0;
+    let europe = split_of("europe");
+    assert_eq!(europe["answers"], 200);
+    let shares: Vec<(String, u64, f64, f64)> = europe["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|share| {
+            let (replica, answers) = (share["replica"].as_str().unwrap().to_string(), share["answers"].as_u64().unwrap());
+            (replica, answers, share["realized"].as_f64().unwrap(), share["configured"].as_f64().unwrap())
+        })
+        .collect();
+    let expected = [
+        ("fra".to_string(), europe_to_fra, realized, 0.75),
+        ("sin".to_string(), 200 - europe_to_fra, (200 - europe_to_fra) as f64 / 200.0, 0.25),
+    ];
+    assert_eq!(shares, expected);
+    let distance = europe["total_variation"].as_f64().unwrap();
+    assert!((distance - (realized - 0.75).abs()).abs() < 1e-9, "{distance} for {realized} of fra");
+    let unclassified = split_of("unclassified");
+    assert_eq!((unclassified["answers"].as_u64(), unclassified["total_variation"].as_f64()), (Some(50), Some(0.0)));
+    let scraped = samples(&scrape_text(&server.metrics, None));
+    let series = "pharos_split_realized_share{service=\"split.example.test\",region=\"europe\",replica=\"fra\"}";
+    assert_eq!(scraped[series], realized);
+    let series = "pharos_split_configured_share{service=\"split.example.test\",region=\"europe\",replica=\"sin\"}";
+    assert_eq!(scraped[series], 0.25);
 }
 
 #[test]

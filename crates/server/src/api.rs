@@ -224,6 +224,7 @@ fn router(api: Api) -> Router {
         .route("/v1/health", get(health))
         .route("/v1/load", get(load_status))
         .route("/v1/fastpath", get(fastpath_status))
+        .route("/v1/split", get(|State(api): State<Api>| async move { Json(api.control.split()) }))
         .route("/v1/services/{name}/replicas/{id}/load", put(put_load))
         .route("/metrics", get(|State(api): State<Api>, headers: HeaderMap| metrics(api.control, headers)))
         .layer(middleware::from_fn_with_state(api.clone(), require_token));

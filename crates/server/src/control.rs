@@ -38,6 +38,7 @@ use crate::config::Config;
 use crate::data::{BgpStatus, BgpSummary, DataStatus, LatencyStatus};
 use crate::fastpath::{FastPathStatus, KernelFastPath};
 use crate::metrics::ControlActivity;
+use crate::split::SplitWindow;
 
 /// Routing state, its store, and the snapshot published from them.
 pub struct Control {
@@ -62,6 +63,8 @@ pub struct Published {
     pub fastpath: ArcSwap<FastPathStatus>,
     /// What the control plane has done, counted for `/metrics`.
     pub activity: ControlActivity,
+    /// The readings the realized split is measured from.
+    pub split: SplitWindow,
 }
 
 /// Why a client gets what it gets (the `explain` API).
@@ -98,6 +101,7 @@ impl Control {
             data: ArcSwap::default(),
             fastpath: ArcSwap::default(),
             activity: ControlActivity::default(),
+            split: SplitWindow::default(),
         });
         let (probe_plan, _) = watch::channel(Arc::new(Vec::new()));
         let load = LoadSettings { max_age_seconds: config.load.max_age_seconds, smoothing: config.load.smoothing };

@@ -5,7 +5,8 @@
 //! classifier in `classifier`, and their thread priorities in
 //! `scheduling`), the kernel fast path it keeps in step with every
 //! snapshot ([`fastpath`], the one module that calls `pharos-xdp`), its
-//! HTTP API (`api`) with its Prometheus metrics ([`metrics`]), and [`run`], which starts the
+//! HTTP API (`api`) with its Prometheus metrics ([`metrics`]) and the
+//! split delivered against the configured one ([`split`]), and [`run`], which starts the
 //! control plane, the API and the transports of `pharos_transport` over
 //! one shared snapshot, and reloads and stops them on signals.
 
@@ -19,6 +20,7 @@ pub mod metrics;
 pub mod plane;
 mod prober;
 mod scheduling;
+pub mod split;
 
 mod run;
 

@@ -23,6 +23,7 @@ use prometheus_client::registry::{Registry, Unit};
 use crate::data::DataStatus;
 use crate::fastpath::FastPathStatus;
 use crate::plane::ControlHandle;
+use crate::split::{ReplicaShare, Split, Splits};
 
 /// What `prometheus-client` writes: OpenMetrics, which Prometheus asks for.
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -121,6 +122,7 @@ struct Scrape {
     store_persistent: bool,
     /// Unix seconds now, for the age of data.
     now: u64,
+    splits: Splits,
 }
 
 /// The text of one scrape, in OpenMetrics.
@@ -135,6 +137,7 @@ pub async fn render(control: &ControlHandle) -> Result<String, ControlError> {
         data: control.data().as_ref().clone(),
         store_persistent: control.store_persistent(),
         now: crate::data::unix_millis() / 1000,
+        splits: control.split(),
     };
     let mut registry = Registry::default();
     control.activity().register(&mut registry);
@@ -200,7 +203,8 @@ impl Collector for Scrape {
         self.encode_connections(&mut encoder)?;
         self.encode_health(&mut encoder)?;
         self.encode_fastpath(&mut encoder)?;
-        self.encode_data(&mut encoder)
+        self.encode_data(&mut encoder)?;
+        self.encode_splits(&mut encoder)
     }
 }
 
@@ -309,6 +313,27 @@ impl Scrape {
         });
         let help = "DNS packets the kernel fast path saw, by interface and what it did: answered, rate-limited or missed (and why)";
         family(encoder, "pharos_fastpath_packets", help, None, MetricType::Counter, packets)
+    }
+
+    fn encode_splits(&self, encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+        let share_labels = |split: &Split, share: &ReplicaShare| {
+            vec![("service", split.service.clone()), ("region", split.region.clone()), ("replica", share.replica.clone())]
+        };
+        let shares = || self.splits.splits.iter().flat_map(|split| split.replicas.iter().map(move |share| (split, share)));
+        let realized = shares().map(|(split, share)| (share_labels(split, share), ConstGauge::new(share.realized)));
+        let help = "Share of first answers each replica got over the sliding window, per service and client region";
+        family(encoder, "pharos_split_realized_share", help, None, MetricType::Gauge, realized)?;
+        let configured = shares().filter_map(|(split, share)| Some((share_labels(split, share), ConstGauge::new(share.configured?))));
+        let help = "Share of first answers the policy gives each replica (probabilities or weights)";
+        family(encoder, "pharos_split_configured_share", help, None, MetricType::Gauge, configured)?;
+        let distances = self.splits.splits.iter().filter_map(|split| {
+            let labels = vec![("service", split.service.clone()), ("region", split.region.clone())];
+            Some((labels, ConstGauge::new(split.total_variation?)))
+        });
+        let help = "Total variation distance between the realized and the configured split";
+        family(encoder, "pharos_split_total_variation", help, None, MetricType::Gauge, distances)?;
+        let window = [(vec![], ConstGauge::new(self.splits.window_seconds))];
+        family(encoder, "pharos_split_window", "Span the realized split was measured over", Some(&Unit::Seconds), MetricType::Gauge, window)
     }
 
     fn encode_data(&self, encoder: &mut DescriptorEncoder) -> std::fmt::Result {

@@ -32,6 +32,7 @@ use crate::data::{DataStatus, unix_millis};
 use crate::fastpath::FastPathStatus;
 use crate::metrics::ControlActivity;
 use crate::prober;
+use crate::split::Splits;
 
 /// The most requests one commit takes, so a reply never waits for an
 /// unbounded batch.
@@ -129,6 +130,12 @@ impl ControlHandle {
     /// What the control plane has done, counted.
     pub fn activity(&self) -> &ControlActivity {
         &self.published.activity
+    }
+
+    /// The split delivered since the sliding window's start, against the
+    /// configured one.
+    pub fn split(&self) -> Splits {
+        self.published.split.measure(pharos_transport::metrics::totals().decisions, &self.state())
     }
 
     /// Whether the state is kept in a file, not in memory only.
