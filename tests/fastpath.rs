@@ -187,6 +187,35 @@ fn dig_and_kdig_get_the_kernels_answers_over_a_veth_pair() {
 }
 
 #[test]
+fn the_kernels_counters_per_interface_are_in_the_metrics() {
+    if !netns::may_run() {
+        return;
+    }
+    let served = Served::start(NETNS_ZONE, SERVICE);
+    for _ in 0..3 {
+        // Without a cookie option: a query the kernel answers itself.
+        let args = [format!("@{}", netns::SERVER_V4), "www.example.test".into(), "A".into(), "+norec".into(), "+nocookie".into()];
+        run_in(&served.link.client, "dig", &args);
+    }
+    let (_, shown) = served.api("GET", "/v1/fastpath", None);
+    let (_, scraped) = served.api("GET", "/metrics", None);
+    let scraped = scraped.as_str().expect("the text format");
+    let interface = &shown["interfaces"][0];
+    let name = interface["name"].as_str().unwrap();
+    for (outcome, shown) in [
+        ("answered_static", &interface["traffic"]["answered_static"]),
+        ("answered_routed", &interface["traffic"]["answered_routed"]),
+        ("miss_no_entry", &interface["traffic"]["misses"]["no_entry"]),
+    ] {
+        let series = format!("pharos_fastpath_packets_total{{interface=\"{name}\",outcome=\"{outcome}\"}} {}", shown.as_u64().unwrap());
+        assert!(scraped.lines().any(|line| line == series), "no `{series}` in:\n{scraped}");
+    }
+    assert!(interface["traffic"]["answered_static"].as_u64().unwrap() >= 3, "{shown}");
+    let entries = format!("pharos_fastpath_entries {}", shown["entries"].as_u64().unwrap());
+    assert!(scraped.lines().any(|line| line == entries), "no `{entries}` in:\n{scraped}");
+}
+
+#[test]
 fn the_kernel_answers_the_conformance_queries_as_user_space_does() {
     if !netns::may_run() {
         return;

@@ -144,6 +144,16 @@ address = "127.0.0.3"
     assert!(pharos.log().contains("replica down"), "state changes are logged: {}", pharos.log());
     let _a = PythonServer::start(a_address);
     wait_until("a comes back", || addresses(&pharos, "web.example.test").0 == ips(&["127.0.0.2", "127.0.0.3"]));
+    let (_, scraped) = request("GET", &format!("{api}/metrics"), Some(TOKEN), None);
+    let scraped = scraped.as_str().expect("the text format");
+    for series in [
+        "pharos_replica_up{service=\"web.example.test\",replica=\"a\"} 1",
+        "pharos_replica_up{service=\"web.example.test\",replica=\"b\"} 1",
+        "pharos_health_transitions_total{service=\"web.example.test\",replica=\"a\"} 2",
+    ] {
+        assert!(scraped.lines().any(|line| line == series), "no `{series}` in the metrics (down and up again):\n{scraped}");
+    }
+    assert!(!scraped.contains("pharos_health_transitions_total{service=\"web.example.test\",replica=\"b\"}"), "b never moved");
 }
 
 #[test]

@@ -274,7 +274,7 @@ impl Scrape {
         let labels = |health: &ReplicaHealth| replica_labels(&health.service, &health.replica).to_vec();
         let up = self.health.iter().map(|health| (labels(health), gauge(i64::from(health.up))));
         family(encoder, "pharos_replica_up", "Probed replicas: 1 up, 0 down", None, MetricType::Gauge, up)?;
-        let since = self.health.iter().map(|health| (labels(health), gauge(health.since as i64 / 1000)));
+        let since = self.health.iter().map(|health| (labels(health), gauge(health.since as i64)));
         let help = "When each probed replica entered its state, Unix seconds";
         family(encoder, "pharos_replica_state_since_timestamp", help, Some(&Unit::Seconds), MetricType::Gauge, since)
     }
