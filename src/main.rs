@@ -1,6 +1,7 @@
 //! `pharos`: the command line of the Pharos name service.
 
 mod ctl;
+mod replica;
 mod sid;
 
 use std::io::IsTerminal;
@@ -27,6 +28,8 @@ enum Command {
     Forward(pharos_forward::ForwardArgs),
     /// Print the Artemis service address of a name (prefix + SHA-512 bits, conflict list first).
     Sid(sid::SidArgs),
+    /// Serve as an Artemis replica: a QUIC greeting that advertises this address and a service_ttl.
+    Replica(replica::ReplicaArgs),
     /// Check zone files and report the first error in each, as file:line.
     CheckZone {
         /// ORIGIN=FILE, as for `serve --zone`.
@@ -69,6 +72,7 @@ fn main() -> anyhow::Result<()> {
         Command::Ctl(args) => ctl::run(args),
         Command::Forward(args) => forward(args),
         Command::Sid(args) => sid::run(args),
+        Command::Replica(args) => replica::run(args),
     }
 }
 
