@@ -39,7 +39,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Python packages the tests drive as real peers, pinned.
-python_needed=(aioquic==1.7.2)  # a second QUIC client's Initials (crates/artemis/tests/initial.rs)
+python_needed=(aioquic==1.7.2)  # a second QUIC client: its Initials (crates/artemis/tests/initial.rs), interop (crates/artemis-quic/tests/aioquic.rs)
 for package in "${python_needed[@]}"; do
   python3 -c "import ${package%%==*}" 2>/dev/null || pip install --quiet "$package"
 done

@@ -1,5 +1,6 @@
 //! `pharos`: the command line of the Pharos name service.
 
+mod connect;
 mod ctl;
 mod replica;
 mod sid;
@@ -30,6 +31,8 @@ enum Command {
     Sid(sid::SidArgs),
     /// Serve as an Artemis replica: a QUIC greeting that advertises this address and a service_ttl.
     Replica(replica::ReplicaArgs),
+    /// Connect to a name as an Artemis client: its service address, then its replica; greet it.
+    Connect(connect::ConnectArgs),
     /// Check zone files and report the first error in each, as file:line.
     CheckZone {
         /// ORIGIN=FILE, as for `serve --zone`.
@@ -73,6 +76,7 @@ fn main() -> anyhow::Result<()> {
         Command::Forward(args) => forward(args),
         Command::Sid(args) => sid::run(args),
         Command::Replica(args) => replica::run(args),
+        Command::Connect(args) => connect::run(args),
     }
 }
 

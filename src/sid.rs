@@ -1,6 +1,6 @@
 //! `pharos sid`: the service address Artemis clients compute for a name.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
@@ -20,14 +20,19 @@ pub struct SidArgs {
 
 /// Prints the address alone on one line, for scripts.
 pub fn run(args: SidArgs) -> anyhow::Result<()> {
-    let conflicts = match &args.conflicts {
+    let map = service_id_map(args.prefix, args.conflicts.as_deref())?;
+    println!("{}", map.address_of(&CanonicalName::new(&args.name)?));
+    Ok(())
+}
+
+/// The name -> address map of `prefix`, with the conflict list at `conflicts` if given.
+pub fn service_id_map(prefix: ServicePrefix, conflicts: Option<&Path>) -> anyhow::Result<ServiceIdMap> {
+    let conflicts = match conflicts {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            ConflictList::parse(&text, &args.prefix).with_context(|| format!("{}", path.display()))?
+            ConflictList::parse(&text, &prefix).with_context(|| format!("{}", path.display()))?
         }
         None => ConflictList::default(),
     };
-    let name = CanonicalName::new(&args.name)?;
-    println!("{}", ServiceIdMap::new(args.prefix, conflicts).address_of(&name));
-    Ok(())
+    Ok(ServiceIdMap::new(prefix, conflicts))
 }

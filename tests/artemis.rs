@@ -74,3 +74,30 @@ fn pharos_replica_refuses_a_service_address_equal_to_its_own() {
     let error = String::from_utf8(output.stderr).unwrap();
     assert!(error.contains("must differ and be of one family"), "{error}");
 }
+
+#[test]
+fn pharos_connect_moves_to_the_replica_then_comes_straight_back() {
+    let replica = ReplicaProcess::start("127.0.0.23:0", "127.0.0.22", 4, 60);
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, conflicts) = (dir.path().join("ca.der"), dir.path().join("conflicts"));
+    std::fs::write(&ca, &replica.certificate).unwrap();
+    std::fs::write(&conflicts, "svc.example.test 127.0.0.22\n").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_pharos"))
+        .args(["connect", "svc.example.test", "--prefix", "127.0.0.0/8", "--repeat", "2"])
+        .args(["--port", &replica.port.to_string()])
+        .arg("--conflicts")
+        .arg(&conflicts)
+        .arg("--ca")
+        .arg(&ca)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let port = replica.port;
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        format!(
+            "via 127.0.0.22:{port} moved to 127.0.0.23:{port} ttl 60: hello from replica 4\n\
+             straight to 127.0.0.23:{port}: hello from replica 4\n"
+        )
+    );
+}

@@ -7,10 +7,18 @@
 //!   `preferred_address` (0x0d) from a peer's raw parameters.
 //! - [`cid`]: quinn's connection IDs in the replica-naming layout of
 //!   `pharos_artemis::replica_cid`.
+//! - [`socket`]: quinn's UDP socket with a hook on each datagram's
+//!   address: the replica counts arrivals at the service address, the
+//!   client moves to the preferred address.
 //! - [`replica`]: the replica server (`pharos replica`).
+//! - [`client`]: the client (`pharos connect`): service address, move to
+//!   the replica, and [`cache`]: name -> replica for the service_ttl.
 //! - `retry`: the Retry integrity tag a client checks.
+pub mod cache;
 pub mod cid;
+pub mod client;
 pub mod params;
 pub mod replica;
 mod retry;
+pub mod socket;
 pub mod tls;

@@ -17,6 +17,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 use crate::cid::ReplicaCidGenerator;
 use crate::params::ArtemisParameters;
+use crate::socket::{ArrivalCounts, HookedSocket};
 use crate::tls::ServerCrypto;
 
 /// The ALPN of the greeting protocol.
@@ -53,6 +54,7 @@ pub struct Replica {
     endpoint: quinn::Endpoint,
     certificate: CertificateDer<'static>,
     replica_id: u16,
+    arrivals: Arc<ArrivalCounts>,
 }
 
 impl Replica {
@@ -86,13 +88,21 @@ impl Replica {
         let mut endpoint = quinn::EndpointConfig::default();
         let replica_id = config.replica_id;
         endpoint.cid_generator(move || Box::new(ReplicaCidGenerator::new(replica_id)));
-        let endpoint = quinn::Endpoint::new(endpoint, Some(server), socket, Arc::new(quinn::TokioRuntime)).map_err(bind_error)?;
-        Ok(Self { endpoint, certificate, replica_id })
+        let arrivals = Arc::new(ArrivalCounts::new(service));
+        let socket = HookedSocket::new(socket, arrivals.clone()).map_err(bind_error)?;
+        let endpoint = quinn::Endpoint::new_with_abstract_socket(endpoint, Some(server), Arc::new(socket), Arc::new(quinn::TokioRuntime))
+            .map_err(bind_error)?;
+        Ok(Self { endpoint, certificate, replica_id, arrivals })
     }
 
     /// The self-signed certificate clients must trust.
     pub fn certificate(&self) -> &CertificateDer<'static> {
         &self.certificate
+    }
+
+    /// Datagrams received at the service address and at its own.
+    pub fn arrivals(&self) -> Arc<ArrivalCounts> {
+        self.arrivals.clone()
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {

@@ -1,0 +1,132 @@
+//! The Artemis client: computes a name's service address, connects to it,
+//! learns the replica's preferred address and service_ttl from the raw
+//! transport parameters, moves to the replica once the handshake is
+//! confirmed, and connects straight to it while the ttl lasts.
+//!
+//! Each connection has its own endpoint and socket, so a move applies to
+//! that connection alone.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pharos_artemis::service_id::{CanonicalName, ServiceIdMap};
+
+use crate::cache::ReplicaCache;
+use crate::params::{self, ParameterError, ServiceParameters};
+use crate::socket::{HookedSocket, Migration};
+use crate::tls::HandshakeData;
+
+/// How long to wait for HANDSHAKE_DONE before moving anyway is refused.
+const CONFIRMATION_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("socket: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Connect(#[from] quinn::ConnectError),
+    #[error(transparent)]
+    Connection(#[from] quinn::ConnectionError),
+    #[error("the replica's transport parameters: {0}")]
+    Parameters(#[from] ParameterError),
+    #[error("the handshake was not confirmed within {0:?}")]
+    NotConfirmed(Duration),
+}
+
+/// Where a connection went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Through the service address; then to `replica` if it named one.
+    Service { service: SocketAddr, replica: Option<SocketAddr>, service_ttl: Option<Duration> },
+    /// Straight to a replica remembered from an earlier connection.
+    Cached { replica: SocketAddr },
+}
+
+pub struct Connected {
+    pub connection: quinn::Connection,
+    pub route: Route,
+    /// Kept with its connection: its socket is the connection's own.
+    _endpoint: quinn::Endpoint,
+}
+
+pub struct ArtemisClient {
+    addresses: ServiceIdMap,
+    port: u16,
+    config: quinn::ClientConfig,
+    cache: ReplicaCache,
+}
+
+impl ArtemisClient {
+    pub fn new(addresses: ServiceIdMap, port: u16, config: quinn::ClientConfig) -> Self {
+        Self { addresses, port, config, cache: ReplicaCache::default() }
+    }
+
+    /// Connects to `name`'s replica, straight if one is remembered at
+    /// `now`, else through its service address.
+    pub async fn connect(&mut self, name: &CanonicalName, now: Instant) -> Result<Connected, ClientError> {
+        if let Some(replica) = self.cache.get(name, now) {
+            let (connection, endpoint) = self.handshake(name, replica, Arc::default()).await?;
+            return Ok(Connected { connection, route: Route::Cached { replica }, _endpoint: endpoint });
+        }
+        let service = SocketAddr::new(self.addresses.address_of(name), self.port);
+        let migration = Arc::new(Migration::default());
+        let (connection, endpoint) = self.handshake(name, service, migration.clone()).await?;
+        let learned = server_parameters(&connection)?;
+        let replica = learned.preferred_address_like(service);
+        if let Some(replica) = replica {
+            confirmed(&connection).await?;
+            migration.move_to(service, replica);
+            if let Some(ttl) = learned.service_ttl {
+                self.cache.insert(name.clone(), replica, ttl, now);
+            }
+        }
+        let route = Route::Service { service, replica, service_ttl: learned.service_ttl };
+        Ok(Connected { connection, route, _endpoint: endpoint })
+    }
+
+    async fn handshake(
+        &self,
+        name: &CanonicalName,
+        remote: SocketAddr,
+        migration: Arc<Migration>,
+    ) -> Result<(quinn::Connection, quinn::Endpoint), ClientError> {
+        let any: IpAddr = match remote {
+            SocketAddr::V4(_) => Ipv4Addr::UNSPECIFIED.into(),
+            SocketAddr::V6(_) => Ipv6Addr::UNSPECIFIED.into(),
+        };
+        let socket = HookedSocket::new(std::net::UdpSocket::bind((any, 0))?, migration)?;
+        let mut endpoint = quinn::Endpoint::new_with_abstract_socket(
+            quinn::EndpointConfig::default(),
+            None,
+            Arc::new(socket),
+            Arc::new(quinn::TokioRuntime),
+        )?;
+        endpoint.set_default_client_config(self.config.clone());
+        let connection = endpoint.connect(remote, name.as_str())?.await?;
+        Ok((connection, endpoint))
+    }
+}
+
+fn server_parameters(connection: &quinn::Connection) -> Result<ServiceParameters, ClientError> {
+    let handshake = connection
+        .handshake_data()
+        .and_then(|data| data.downcast::<HandshakeData>().ok())
+        .expect("a connection made with tls::client_config has our HandshakeData");
+    Ok(params::parse(&handshake.peer_transport_parameters)?)
+}
+
+/// Waits for the server's HANDSHAKE_DONE: a client must not move before
+/// (RFC 9000 9). quinn reports it only in its frame counts.
+async fn confirmed(connection: &quinn::Connection) -> Result<(), ClientError> {
+    let wait = async {
+        while connection.stats().frame_rx.handshake_done == 0 {
+            if let Some(reason) = connection.close_reason() {
+                return Err(ClientError::Connection(reason));
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        Ok(())
+    };
+    tokio::time::timeout(CONFIRMATION_TIMEOUT, wait).await.map_err(|_| ClientError::NotConfirmed(CONFIRMATION_TIMEOUT))?
+}

@@ -1,0 +1,65 @@
+//! `pharos connect`: an Artemis client for tests and demonstrations.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Args;
+use pharos_artemis::service_id::{CanonicalName, ServicePrefix};
+use pharos_artemis_quic::client::{ArtemisClient, Route};
+use pharos_artemis_quic::replica::ALPN;
+use pharos_artemis_quic::tls::client_config;
+
+#[derive(Args)]
+pub struct ConnectArgs {
+    /// The service's host name.
+    name: String,
+    /// The operator's service prefix, as for `pharos sid`.
+    #[arg(long)]
+    prefix: ServicePrefix,
+    /// Conflict list, as for `pharos sid`.
+    #[arg(long)]
+    conflicts: Option<PathBuf>,
+    /// The service's UDP port.
+    #[arg(long, default_value_t = 443)]
+    port: u16,
+    /// The certificate (DER) to trust, as `pharos replica --cert-out` wrote it.
+    #[arg(long)]
+    ca: PathBuf,
+    /// Connections to make one after another (later ones may go straight to the replica).
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+}
+
+/// One line per connection: where it went, then the replica's greeting.
+pub fn run(args: ConnectArgs) -> anyhow::Result<()> {
+    let name = CanonicalName::new(&args.name)?;
+    let addresses = crate::sid::service_id_map(args.prefix, args.conflicts.as_deref())?;
+    let certificate = std::fs::read(&args.ca).with_context(|| format!("reading {}", args.ca.display()))?;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(certificate.into()).with_context(|| format!("{} is not a certificate", args.ca.display()))?;
+    let mut client = ArtemisClient::new(addresses, args.port, client_config(roots, ALPN));
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        for _ in 0..args.repeat {
+            let connected = client.connect(&name, Instant::now()).await?;
+            let (mut send, mut receive) = connected.connection.open_bi().await?;
+            send.finish()?;
+            let greeting = receive.read_to_end(4096).await?;
+            println!("{} {}", describe(&connected.route), String::from_utf8_lossy(&greeting).trim_end());
+            connected.connection.close(0u32.into(), b"done");
+        }
+        anyhow::Ok(())
+    })
+}
+
+fn describe(route: &Route) -> String {
+    match route {
+        Route::Service { service, replica: Some(replica), service_ttl } => {
+            let ttl = service_ttl.map_or("none".into(), |ttl| ttl.as_secs().to_string());
+            format!("via {service} moved to {replica} ttl {ttl}:")
+        }
+        Route::Service { service, replica: None, .. } => format!("via {service}:"),
+        Route::Cached { replica } => format!("straight to {replica}:"),
+    }
+}
