@@ -18,7 +18,7 @@ declare -A needed=(
   [iptables]=iptables     # NFQUEUE rules of the emulated lossy link (tests/tail.rs)
   [clang]=clang           # compiles the XDP programs (crates/xdp/build.rs, tests/common/netns.rs)
   [/usr/include/bpf/bpf_helpers.h]=libbpf-dev  # its BPF helper headers
-  [ip]=iproute2           # network namespaces and veth pairs (tests/fastpath.rs)
+  [ip]=iproute2           # network namespaces, veth pairs, VXLAN (tests/fastpath.rs, tests/artemis_netns.rs)
   [promtool]=prometheus   # checks a scrape, and a real Prometheus scrapes the server (tests/metrics.rs)
 )
 missing=()

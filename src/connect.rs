@@ -23,9 +23,9 @@ pub struct ConnectArgs {
     /// The service's UDP port.
     #[arg(long, default_value_t = 443)]
     port: u16,
-    /// The certificate (DER) to trust, as `pharos replica --cert-out` wrote it.
-    #[arg(long)]
-    ca: PathBuf,
+    /// A certificate (DER) to trust, as `pharos replica --cert-out` wrote it (repeatable).
+    #[arg(long, required = true)]
+    ca: Vec<PathBuf>,
     /// Connections to make one after another (later ones may go straight to the replica).
     #[arg(long, default_value_t = 1)]
     repeat: u32,
@@ -35,9 +35,11 @@ pub struct ConnectArgs {
 pub fn run(args: ConnectArgs) -> anyhow::Result<()> {
     let name = CanonicalName::new(&args.name)?;
     let addresses = crate::sid::service_id_map(args.prefix, args.conflicts.as_deref())?;
-    let certificate = std::fs::read(&args.ca).with_context(|| format!("reading {}", args.ca.display()))?;
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(certificate.into()).with_context(|| format!("{} is not a certificate", args.ca.display()))?;
+    for path in &args.ca {
+        let certificate = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        roots.add(certificate.into()).with_context(|| format!("{} is not a certificate", path.display()))?;
+    }
     let mut client = ArtemisClient::new(addresses, args.port, client_config(roots, ALPN));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {

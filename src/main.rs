@@ -2,6 +2,7 @@
 
 mod connect;
 mod ctl;
+mod dispatcher;
 mod replica;
 mod sid;
 
@@ -33,6 +34,8 @@ enum Command {
     Replica(replica::ReplicaArgs),
     /// Connect to a name as an Artemis client: its service address, then its replica; greet it.
     Connect(connect::ConnectArgs),
+    /// Serve as the Artemis dispatcher: route QUIC handshakes on service addresses to replicas over VXLAN.
+    Dispatcher(dispatcher::DispatcherArgs),
     /// Check zone files and report the first error in each, as file:line.
     CheckZone {
         /// ORIGIN=FILE, as for `serve --zone`.
@@ -77,6 +80,7 @@ fn main() -> anyhow::Result<()> {
         Command::Sid(args) => sid::run(args),
         Command::Replica(args) => replica::run(args),
         Command::Connect(args) => connect::run(args),
+        Command::Dispatcher(args) => dispatcher::run(args),
     }
 }
 

@@ -1,4 +1,5 @@
-//! Artemis over QUIC, with quinn: the sockets side of `pharos-artemis`.
+//! Artemis on sockets: the replica and the client over quinn, and the
+//! dispatcher over VXLAN; the sockets side of the sans-IO `pharos-artemis`.
 //!
 //! - [`tls`]: quinn's crypto traits over rustls, our own, so the replica
 //!   can send `service_ttl` and both sides keep the peer's raw transport
@@ -13,12 +14,19 @@
 //! - [`replica`]: the replica server (`pharos replica`).
 //! - [`client`]: the client (`pharos connect`): service address, move to
 //!   the replica, and [`cache`]: name -> replica for the service_ttl.
+//! - [`vxlan`]: the frame that carries a client's datagram, whole, to a
+//!   replica's host.
+//! - [`dispatcher`]: the Service Dispatcher on sockets (`pharos
+//!   dispatcher`): its configuration, and the loop that asks the sans-IO
+//!   dispatcher and tunnels by VXLAN.
 //! - `retry`: the Retry integrity tag a client checks.
 pub mod cache;
 pub mod cid;
 pub mod client;
+pub mod dispatcher;
 pub mod params;
 pub mod replica;
 mod retry;
 pub mod socket;
 pub mod tls;
+pub mod vxlan;
