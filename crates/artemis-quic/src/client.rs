@@ -30,6 +30,8 @@ pub enum ClientError {
     Connection(#[from] quinn::ConnectionError),
     #[error("the replica's transport parameters: {0}")]
     Parameters(#[from] ParameterError),
+    #[error("the client config is not built on tls::ClientCrypto: the replica's raw transport parameters are out of reach")]
+    NotArtemisCrypto,
     #[error("the handshake was not confirmed within {0:?}")]
     NotConfirmed(Duration),
 }
@@ -58,6 +60,9 @@ pub struct ArtemisClient {
 }
 
 impl ArtemisClient {
+    /// `config` must come from [`crate::tls::client_config`] (or be built
+    /// on [`crate::tls::ClientCrypto`]): only that glue keeps the
+    /// replica's raw transport parameters.
     pub fn new(addresses: ServiceIdMap, port: u16, config: quinn::ClientConfig) -> Self {
         Self { addresses, port, config, cache: ReplicaCache::default() }
     }
@@ -109,10 +114,8 @@ impl ArtemisClient {
 }
 
 fn server_parameters(connection: &quinn::Connection) -> Result<ServiceParameters, ClientError> {
-    let handshake = connection
-        .handshake_data()
-        .and_then(|data| data.downcast::<HandshakeData>().ok())
-        .expect("a connection made with tls::client_config has our HandshakeData");
+    let handshake =
+        connection.handshake_data().and_then(|data| data.downcast::<HandshakeData>().ok()).ok_or(ClientError::NotArtemisCrypto)?;
     Ok(params::parse(&handshake.peer_transport_parameters)?)
 }
 

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use pharos_artemis::service_id::{CanonicalName, ConflictList, ServiceIdMap};
-use pharos_artemis_quic::client::{ArtemisClient, Route};
+use pharos_artemis_quic::client::{ArtemisClient, ClientError, Route};
 use pharos_artemis_quic::replica::{ALPN, Replica, ReplicaConfig};
 use pharos_artemis_quic::socket::ArrivalCounts;
 use pharos_artemis_quic::tls::client_config;
@@ -26,12 +26,7 @@ fn counts(arrivals: &ArrivalCounts) -> (u64, u64) {
     (arrivals.at_service_address(), arrivals.elsewhere())
 }
 
-#[tokio::test]
-async fn moves_to_the_replica_and_comes_straight_back_while_the_ttl_lasts() {
-    let name = CanonicalName::new(NAME).unwrap();
-    // The conflict list pins the name's service address on loopback.
-    let conflicts = ConflictList::parse(&format!("{NAME} 127.0.0.40\n"), &"127.0.0.0/8".parse().unwrap()).unwrap();
-    let addresses = ServiceIdMap::new("127.0.0.0/8".parse().unwrap(), conflicts);
+fn start_replica() -> (Replica, rustls::RootCertStore, u16) {
     let replica = Replica::bind(&ReplicaConfig {
         replica_id: 9,
         service_address: "127.0.0.40".parse().unwrap(),
@@ -41,12 +36,25 @@ async fn moves_to_the_replica_and_comes_straight_back_while_the_ttl_lasts() {
     })
     .unwrap();
     let port = replica.local_addr().unwrap().port();
-    let preferred = format!("127.0.0.41:{port}").parse().unwrap();
     let mut roots = rustls::RootCertStore::empty();
     roots.add(replica.certificate().clone()).unwrap();
+    (replica, roots, port)
+}
+
+fn addresses() -> ServiceIdMap {
+    // The conflict list pins the name's service address on loopback.
+    let conflicts = ConflictList::parse(&format!("{NAME} 127.0.0.40\n"), &"127.0.0.0/8".parse().unwrap()).unwrap();
+    ServiceIdMap::new("127.0.0.0/8".parse().unwrap(), conflicts)
+}
+
+#[tokio::test]
+async fn moves_to_the_replica_and_comes_straight_back_while_the_ttl_lasts() {
+    let name = CanonicalName::new(NAME).unwrap();
+    let (replica, roots, port) = start_replica();
+    let preferred = format!("127.0.0.41:{port}").parse().unwrap();
     let arrivals = replica.arrivals();
     tokio::spawn(replica.serve());
-    let mut client = ArtemisClient::new(addresses, port, client_config(roots, ALPN));
+    let mut client = ArtemisClient::new(addresses(), port, client_config(roots, ALPN));
     let start = Instant::now();
 
     let first = client.connect(&name, start).await.unwrap();
@@ -73,4 +81,21 @@ async fn moves_to_the_replica_and_comes_straight_back_while_the_ttl_lasts() {
     assert!(matches!(third.route, Route::Service { .. }), "{:?}", third.route);
     assert!(counts(&arrivals).0 > before.0, "after the ttl the handshake goes to the service address again");
     assert_eq!(greet(&third.connection).await, b"hello from replica 9\nping");
+}
+
+#[tokio::test]
+async fn a_config_without_our_crypto_glue_is_refused_clearly() {
+    let (replica, roots, port) = start_replica();
+    tokio::spawn(replica.serve());
+    let mut tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    let quinn_own = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+    let config = quinn::ClientConfig::new(std::sync::Arc::new(quinn_own));
+    let mut client = ArtemisClient::new(addresses(), port, config);
+    let error = client.connect(&CanonicalName::new(NAME).unwrap(), Instant::now()).await.err().unwrap();
+    assert!(matches!(error, ClientError::NotArtemisCrypto), "{error}");
 }
