@@ -27,7 +27,7 @@ from fnmatch import fnmatch
 SANS_IO = ["pharos-wire", "pharos-zone", "pharos-answer", "pharos-route", "pharos-ranges", "pharos-bgp"]
 # Checked once they exist (being built, or planned in DESIGN.md).
 SANS_IO_LATER = ["pharos-control"]
-MECHANISMS = ["pharos-transport", "pharos-xdp", "pharos-artemis"]
+MECHANISMS = ["pharos-transport", "pharos-xdp", "pharos-artemis", "pharos-artemis-quic"]
 
 # What a sans-IO crate must not pull in, by crate name (shell patterns):
 # - async runtimes and executors, which bring their own threads and
