@@ -20,6 +20,7 @@ declare -A needed=(
   [/usr/include/bpf/bpf_helpers.h]=libbpf-dev  # its BPF helper headers
   [ip]=iproute2           # network namespaces, veth pairs, VXLAN (tests/fastpath.rs, tests/artemis_netns.rs)
   [promtool]=prometheus   # checks a scrape, and a real Prometheus scrapes the server (tests/metrics.rs)
+  [/usr/lib/postgresql/15/bin/initdb]=postgresql  # the PostgreSQL store's tests run a real server (tests/common/postgres.rs)
 )
 missing=()
 for command in "${!needed[@]}"; do
@@ -32,7 +33,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     # Debian starts the packaged daemons; the tests run their own.
-    for service in knot nsd; do systemctl stop "$service" 2>/dev/null || service "$service" stop 2>/dev/null || true; done
+    for service in knot nsd postgresql; do systemctl stop "$service" 2>/dev/null || service "$service" stop 2>/dev/null || true; done
   else
     echo "!! NOT ROOT: cannot install ${missing[*]}; tests that need them will SKIP (and fail under CI=true)" >&2
   fi

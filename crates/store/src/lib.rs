@@ -5,14 +5,21 @@
 //!
 //! A [`Store`] applies a batch of changes in one transaction and returns
 //! only once it is committed, so an acknowledged update survives a crash.
-//! SQLite is the embedded default; a PostgreSQL store for fleets is meant
-//! to implement the same trait.
+//! Two engines implement it over one schema (`schema`: a migration list
+//! with each engine's dialect where they differ):
+//! - [`SqliteStore`] (`sqlite`): one embedded file, one node;
+//! - [`PostgresStore`] (`postgres`): one database a fleet of nodes shares.
 
+mod postgres;
+mod schema;
 mod sqlite;
 
 use pharos_control::{Change, ControlError, Measurement, State};
-use pharos_route::latency::MeasurementBook;
+use pharos_route::latency::{Measured, MeasurementBook};
+use pharos_route::prefix::parse_prefix;
+use serde::de::DeserializeOwned;
 
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
 /// Why the store could not do what was asked.
@@ -20,6 +27,14 @@ pub use sqlite::SqliteStore;
 pub enum StoreError {
     #[error("database error: {0}")]
     Database(#[from] rusqlite::Error),
+    #[error("PostgreSQL error: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    #[error("PostgreSQL cannot be reached: {0}")]
+    Unreachable(String),
+    #[error("invalid store url (expected a libpq connection string, e.g. postgres://user@host:5432/pharos): {0}")]
+    InvalidUrl(String),
+    #[error("cannot start the store's I/O thread: {0}")]
+    Runtime(std::io::Error),
     #[error("stored {what} {name:?} cannot be read back: {error}")]
     Corrupt { what: &'static str, name: String, error: serde_json::Error },
     #[error("the database schema is version {found}, newer than this Pharos knows ({known}); upgrade Pharos")]
@@ -49,4 +64,34 @@ pub trait Store: Send {
     /// is ignored) and forgets those measured before `older_than` (Unix
     /// seconds), in one transaction.
     fn record_measurements(&mut self, batch: &[Measurement], older_than: u64) -> Result<(), StoreError>;
+}
+
+/// The JSON row a change writes, or `None` for a deletion; every
+/// declaration is one row, whichever engine keeps it.
+fn declaration_row(change: &Change) -> Option<String> {
+    let spec = match change {
+        Change::PutDataCenter(datacenter) => serde_json::to_string(datacenter),
+        Change::PutRegion(region) => serde_json::to_string(region),
+        Change::PutService(service) => serde_json::to_string(service),
+        Change::DeleteDataCenter(_) | Change::DeleteRegion(_) | Change::DeleteService(_) => return None,
+    };
+    Some(spec.expect("declarations serialize"))
+}
+
+/// A declaration read back from its row, named in the error if it is not
+/// one.
+fn read_declaration<T: DeserializeOwned>(what: &'static str, name: String, spec: &str) -> Result<T, StoreError> {
+    serde_json::from_str(spec).map_err(|error| StoreError::Corrupt { what, name, error })
+}
+
+/// How a measurement's client subnet is kept: `network/length`.
+fn subnet_text(measurement: &Measurement) -> String {
+    format!("{}/{}", measurement.subnet.0, measurement.subnet.1)
+}
+
+/// Adds one stored measurement row to `book`.
+fn add_measurement(book: &mut MeasurementBook, subnet: String, datacenter: String, rtt_ms: f64, at: i64) -> Result<(), StoreError> {
+    let prefix = parse_prefix(&subnet).map_err(|message| StoreError::CorruptMeasurement { subnet, message })?;
+    book.entry(prefix).or_default().insert(datacenter, Measured { rtt_ms, at: at.max(0) as u64 });
+    Ok(())
 }

@@ -1,0 +1,227 @@
+//! The fleet's store: one PostgreSQL database that every node shares.
+//!
+//! The store is given a libpq connection string (`postgres://...` or
+//! `host=... dbname=...`), which may list several hosts: every connection
+//! asks for a read-write session (`target_session_attrs=read-write`), so
+//! after a failover the promoted standby is the one found. Connections come
+//! from a small pool on the async client, driven by the store's own
+//! runtime thread; the control thread that owns the store waits for each
+//! call's transaction to commit, so the answering threads never touch the
+//! database. TLS is not spoken: reach the database over a trusted network.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Object, Pool, RecyclingMethod};
+use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
+use pharos_route::latency::MeasurementBook;
+use serde::de::DeserializeOwned;
+use tokio::runtime::Runtime;
+use tokio_postgres::config::TargetSessionAttrs;
+use tokio_postgres::{Config, IsolationLevel, NoTls};
+
+use crate::{Change, Measurement, State, Store, StoreError, add_measurement, declaration_row, read_declaration, schema, subnet_text};
+
+/// How long to wait for a connection (to connect, or for a free one in the
+/// pool) before reporting the database unreachable; a connection string's
+/// own `connect_timeout` overrides it for connecting.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections kept: the control thread runs one transaction at a time.
+const POOL_SIZE: usize = 2;
+/// The advisory lock nodes starting together take turns on to migrate.
+const MIGRATION_LOCK: i64 = 0x7068_6172_6f73; // "pharos"
+
+/// Routing state in a PostgreSQL database.
+pub struct PostgresStore {
+    pool: Pool,
+    /// Runs the pool's connections between calls, and each call.
+    runtime: Runtime,
+}
+
+impl PostgresStore {
+    /// Connects to the database `url` names and brings its schema up to
+    /// date; fails if the url is not a connection string or no host listed
+    /// gives a read-write session.
+    pub fn open(url: &str) -> Result<PostgresStore, StoreError> {
+        let config = connection_config(url)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("store")
+            .enable_all()
+            .build()
+            .map_err(StoreError::Runtime)?;
+        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(CONNECT_TIMEOUT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .recycle_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .expect("timeouts are allowed: a runtime is given");
+        let store = PostgresStore { pool, runtime };
+        store.runtime.block_on(async {
+            let mut client = connection(&store.pool).await?;
+            migrate(&mut client).await
+        })?;
+        Ok(store)
+    }
+}
+
+/// The connection settings `url` gives, with a read-write session required
+/// and a bounded connect time unless the url sets one.
+fn connection_config(url: &str) -> Result<Config, StoreError> {
+    let mut config = Config::from_str(url).map_err(|error| StoreError::InvalidUrl(error.to_string()))?;
+    if config.get_hosts().is_empty() {
+        return Err(StoreError::InvalidUrl("no host given".into()));
+    }
+    config.target_session_attrs(TargetSessionAttrs::ReadWrite);
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    Ok(config)
+}
+
+async fn connection(pool: &Pool) -> Result<Object, StoreError> {
+    pool.get().await.map_err(|error| StoreError::Unreachable(with_causes(&error)))
+}
+
+/// `error` and what caused it: the pool's message alone says only that it
+/// could not connect, the operator needs to know why (refused, timed out,
+/// authentication failed).
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(error) = cause {
+        let said = error.to_string();
+        if !text.contains(&said) {
+            text = format!("{text}: {said}");
+        }
+        cause = error.source();
+    }
+    text
+}
+
+/// Applies the migrations the database lacks, in one transaction; the
+/// number applied is kept in `pharos_schema`.
+async fn migrate(client: &mut Object) -> Result<(), StoreError> {
+    let transaction = client.transaction().await?;
+    // Held until commit: a node starting beside another waits, then finds
+    // the schema migrated.
+    transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
+    transaction.batch_execute("CREATE TABLE IF NOT EXISTS pharos_schema (version BIGINT NOT NULL)").await?;
+    let version: i64 = match transaction.query_opt("SELECT version FROM pharos_schema", &[]).await? {
+        Some(row) => row.get(0),
+        None => {
+            transaction.execute("INSERT INTO pharos_schema (version) VALUES (0)", &[]).await?;
+            0
+        }
+    };
+    for (number, migration) in schema::pending(version)? {
+        transaction.batch_execute(migration.postgres).await?;
+        transaction.execute("UPDATE pharos_schema SET version = $1", &[&number]).await?;
+    }
+    transaction.commit().await?;
+    Ok(())
+}
+
+async fn read_all<T: DeserializeOwned>(client: &impl GenericClient, table: &str, what: &'static str) -> Result<Vec<T>, StoreError> {
+    // Byte order, as SQLite sorts, whatever the database's collation.
+    let rows = client.query(&format!("SELECT name, spec FROM {table} ORDER BY name COLLATE \"C\""), &[]).await?;
+    rows.iter().map(|row| read_declaration(what, row.get(0), row.get(1))).collect()
+}
+
+impl Store for PostgresStore {
+    fn load(&mut self) -> Result<State, StoreError> {
+        self.runtime.block_on(async {
+            let mut client = connection(&self.pool).await?;
+            // One snapshot of all three tables, not three moments.
+            let transaction = client.build_transaction().isolation_level(IsolationLevel::RepeatableRead).read_only(true).start().await?;
+            let datacenters: Vec<DataCenterSpec> = read_all(&transaction, "datacenters", "data center").await?;
+            let regions: Vec<RegionSpec> = read_all(&transaction, "regions", "region").await?;
+            let services: Vec<ServiceSpec> = read_all(&transaction, "services", "service").await?;
+            transaction.commit().await?;
+            Ok(State { datacenters, regions, services })
+        })
+    }
+
+    fn apply(&mut self, changes: &[Change]) -> Result<(), StoreError> {
+        self.runtime.block_on(async {
+            let mut client = connection(&self.pool).await?;
+            let transaction = client.transaction().await?;
+            for change in changes {
+                let (table, name) = change.key();
+                match declaration_row(change) {
+                    Some(spec) => {
+                        let upsert = format!(
+                            "INSERT INTO {table} (name, spec) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET spec = excluded.spec"
+                        );
+                        transaction.execute(&transaction.prepare_cached(&upsert).await?, &[&name, &spec]).await?
+                    }
+                    None => {
+                        let delete = format!("DELETE FROM {table} WHERE name = $1");
+                        transaction.execute(&transaction.prepare_cached(&delete).await?, &[&name]).await?
+                    }
+                };
+            }
+            transaction.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn load_measurements(&mut self) -> Result<MeasurementBook, StoreError> {
+        self.runtime.block_on(async {
+            let client = connection(&self.pool).await?;
+            let rows = client.query("SELECT subnet, datacenter, rtt_ms, measured_at FROM measurements", &[]).await?;
+            let mut book = MeasurementBook::new();
+            for row in rows {
+                add_measurement(&mut book, row.get(0), row.get(1), row.get(2), row.get(3))?;
+            }
+            Ok(book)
+        })
+    }
+
+    fn record_measurements(&mut self, batch: &[Measurement], older_than: u64) -> Result<(), StoreError> {
+        self.runtime.block_on(async {
+            let mut client = connection(&self.pool).await?;
+            let transaction = client.transaction().await?;
+            let upsert = transaction
+                .prepare_cached(
+                    "INSERT INTO measurements (subnet, datacenter, rtt_ms, measured_at) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (subnet, datacenter) DO UPDATE SET rtt_ms = excluded.rtt_ms, measured_at = excluded.measured_at
+                     WHERE excluded.measured_at >= measurements.measured_at",
+                )
+                .await?;
+            for measurement in batch {
+                let at = i64::try_from(measurement.measured.at).unwrap_or(i64::MAX);
+                let subnet = subnet_text(measurement);
+                transaction.execute(&upsert, &[&subnet, &measurement.datacenter, &measurement.measured.rtt_ms, &at]).await?;
+            }
+            let older_than = i64::try_from(older_than).unwrap_or(i64::MAX);
+            transaction.execute("DELETE FROM measurements WHERE measured_at < $1", &[&older_than]).await?;
+            transaction.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn setting(&mut self, key: &str) -> Result<Option<String>, StoreError> {
+        self.runtime.block_on(async {
+            let client = connection(&self.pool).await?;
+            let row = client.query_opt("SELECT value FROM settings WHERE key = $1", &[&key]).await?;
+            Ok(row.map(|row| row.get(0)))
+        })
+    }
+
+    fn set_setting(&mut self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.runtime.block_on(async {
+            let client = connection(&self.pool).await?;
+            client
+                .execute(
+                    "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    &[&key, &value],
+                )
+                .await?;
+            Ok(())
+        })
+    }
+}

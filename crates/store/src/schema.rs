@@ -1,0 +1,52 @@
+//! The schema, one migration list for both engines: each step is written
+//! once where the two dialects agree, twice where they differ.
+
+use crate::StoreError;
+
+/// One schema step as each engine spells it.
+pub(crate) struct Migration {
+    pub sqlite: &'static str,
+    pub postgres: &'static str,
+}
+
+impl Migration {
+    /// A step both engines read alike.
+    const fn portable(sql: &'static str) -> Migration {
+        Migration { sqlite: sql, postgres: sql }
+    }
+}
+
+/// Schema migrations, applied in order; each database records how many it
+/// has had. Never edit one that has shipped: add the next.
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    // 1: regions and services, each one row holding its declaration as JSON,
+    // so a service's replicas and probability table change together.
+    Migration::portable(
+        "CREATE TABLE regions (name TEXT PRIMARY KEY, spec TEXT NOT NULL);
+         CREATE TABLE services (name TEXT PRIMARY KEY, spec TEXT NOT NULL);
+         CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+    ),
+    // 2: data centers, where replicas run.
+    Migration::portable("CREATE TABLE datacenters (name TEXT PRIMARY KEY, spec TEXT NOT NULL);"),
+    // 3: latency measurements, the newest per client subnet and data center.
+    // PostgreSQL's REAL is single precision and its INTEGER 32 bits: the
+    // same values need DOUBLE PRECISION and BIGINT there.
+    Migration {
+        sqlite: "CREATE TABLE measurements (
+                     subnet TEXT NOT NULL, datacenter TEXT NOT NULL, rtt_ms REAL NOT NULL, measured_at INTEGER NOT NULL,
+                     PRIMARY KEY (subnet, datacenter)) WITHOUT ROWID;",
+        postgres: "CREATE TABLE measurements (
+                       subnet TEXT NOT NULL, datacenter TEXT NOT NULL, rtt_ms DOUBLE PRECISION NOT NULL,
+                       measured_at BIGINT NOT NULL, PRIMARY KEY (subnet, datacenter));",
+    },
+];
+
+/// The migrations a database at `version` still needs, numbered from 1;
+/// an error if it is newer than this Pharos.
+pub(crate) fn pending(version: i64) -> Result<impl Iterator<Item = (i64, &'static Migration)>, StoreError> {
+    let known = MIGRATIONS.len() as i64;
+    if version > known {
+        return Err(StoreError::TooNew { found: version, known });
+    }
+    Ok(MIGRATIONS.iter().zip(1..).skip(version.max(0) as usize).map(|(migration, number)| (number, migration)))
+}

@@ -1,0 +1,223 @@
+//! Every store behaviour, checked on both engines: each case is written
+//! once over an [`Engine`] and run on SQLite (a temporary file) and on a
+//! real PostgreSQL (tests/common/postgres.rs); then what only a networked
+//! database can get wrong (its url, its hosts, its going away).
+
+#[path = "../../../tests/common/postgres.rs"]
+mod postgres;
+
+use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
+use pharos_control::{Change, Measurement, State};
+use pharos_route::latency::Measured;
+use pharos_route::prefix::parse_prefix;
+use pharos_store::{PostgresStore, SqliteStore, Store, StoreError};
+use postgres::Postgres;
+
+/// One database, opened as a store as often as a case needs, and written
+/// to behind the store's back.
+trait Engine {
+    fn open(&self) -> Result<Box<dyn Store>, StoreError>;
+    /// Runs `sql` directly on the database (no store open: SQLite's store
+    /// holds its file's lock).
+    fn execute(&self, sql: &str);
+    /// Makes the database claim it has had `version` migrations.
+    fn set_schema_version(&self, version: i64);
+}
+
+struct Sqlite {
+    dir: tempfile::TempDir,
+}
+
+impl Sqlite {
+    fn new() -> Sqlite {
+        Sqlite { dir: tempfile::tempdir().unwrap() }
+    }
+
+    fn path(&self) -> std::path::PathBuf {
+        self.dir.path().join("pharos.sqlite")
+    }
+}
+
+impl Engine for Sqlite {
+    fn open(&self) -> Result<Box<dyn Store>, StoreError> {
+        Ok(Box::new(SqliteStore::open(&self.path())?))
+    }
+
+    fn execute(&self, sql: &str) {
+        rusqlite::Connection::open(self.path()).unwrap().execute_batch(sql).unwrap();
+    }
+
+    fn set_schema_version(&self, version: i64) {
+        self.execute(&format!("PRAGMA user_version = {version}"));
+    }
+}
+
+struct Postgresql {
+    server: Postgres,
+    url: String,
+}
+
+impl Postgresql {
+    fn new() -> Postgresql {
+        let server = Postgres::start();
+        let url = server.create_database("pharos");
+        Postgresql { server, url }
+    }
+}
+
+impl Engine for Postgresql {
+    fn open(&self) -> Result<Box<dyn Store>, StoreError> {
+        Ok(Box::new(PostgresStore::open(&self.url)?))
+    }
+
+    fn execute(&self, sql: &str) {
+        self.server.sql("pharos", sql);
+    }
+
+    fn set_schema_version(&self, version: i64) {
+        self.execute(&format!("UPDATE pharos_schema SET version = {version}"));
+    }
+}
+
+/// Runs each case, a function of `&dyn Engine`, once per engine.
+macro_rules! on_both_engines {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test] fn $case() { super::$case(&super::Sqlite::new()) })*
+        }
+        mod postgresql {
+            $(#[test] fn $case() { super::$case(&super::Postgresql::new()) })*
+        }
+    };
+}
+
+on_both_engines!(
+    changes_are_applied_together_and_read_back_after_reopening,
+    refuses_a_schema_newer_than_it_knows,
+    reports_corrupt_rows_by_name,
+    the_newest_measurement_per_pair_is_kept_and_old_ones_are_forgotten,
+);
+
+fn region(name: &str, id: u32) -> RegionSpec {
+    RegionSpec { id, name: name.into(), prefixes: vec!["192.0.2.0/24".into()], ..RegionSpec::default() }
+}
+
+fn service(name: &str) -> ServiceSpec {
+    ServiceSpec { ttl: 60, ..ServiceSpec::new(name, "static", Vec::new()) }
+}
+
+fn changes_are_applied_together_and_read_back_after_reopening(engine: &dyn Engine) {
+    let mut store = engine.open().unwrap();
+    let fra = DataCenterSpec { id: "fra".into(), latitude: 50.1, longitude: 8.7, asn: Some(64500) };
+    // Names whose order differs between byte order and a locale's.
+    let changes = [
+        Change::PutRegion(region("eu", 1)),
+        Change::PutService(service("b.test")),
+        Change::PutService(service("a.test")),
+        Change::PutService(service("B.test")),
+        Change::PutDataCenter(fra),
+    ];
+    store.apply(&changes).unwrap();
+    store.apply(&[Change::DeleteService("b.test".into())]).unwrap();
+    store.set_setting("token", "secret").unwrap();
+    store.set_setting("token", "rotated").unwrap();
+    drop(store);
+    let mut reopened = engine.open().unwrap();
+    let state = reopened.load().unwrap();
+    assert_eq!(state, State::default().with(&changes).with(&[Change::DeleteService("b.test".into())]));
+    assert_eq!(reopened.setting("token").unwrap().as_deref(), Some("rotated"));
+    assert_eq!(reopened.setting("missing").unwrap(), None);
+}
+
+fn refuses_a_schema_newer_than_it_knows(engine: &dyn Engine) {
+    drop(engine.open().unwrap());
+    engine.set_schema_version(99);
+    assert!(matches!(engine.open().err(), Some(StoreError::TooNew { found: 99, .. })));
+}
+
+fn reports_corrupt_rows_by_name(engine: &dyn Engine) {
+    drop(engine.open().unwrap());
+    engine.execute("INSERT INTO services (name, spec) VALUES ('x.test', '{')");
+    let error = engine.open().unwrap().load().unwrap_err().to_string();
+    assert!(error.contains("service \"x.test\""), "{error}");
+}
+
+fn measurement(subnet: &str, datacenter: &str, rtt_ms: f64, at: u64) -> Measurement {
+    Measurement { subnet: parse_prefix(subnet).unwrap(), datacenter: datacenter.into(), measured: Measured { rtt_ms, at } }
+}
+
+fn the_newest_measurement_per_pair_is_kept_and_old_ones_are_forgotten(engine: &dyn Engine) {
+    let mut store = engine.open().unwrap();
+    store
+        .record_measurements(
+            &[
+                measurement("10.1.0.0/16", "fra", 20.0, 1000),
+                measurement("10.1.0.0/16", "iad", 80.0, 1000),
+                measurement("2001:db8::/32", "fra", 5.0, 1000),
+            ],
+            0,
+        )
+        .unwrap();
+    // An older report of a known pair changes nothing; a newer one wins.
+    store.record_measurements(&[measurement("10.1.0.0/16", "fra", 99.0, 900), measurement("10.1.0.0/16", "iad", 70.1, 1100)], 0).unwrap();
+    store.record_measurements(&[measurement("10.2.0.0/16", "fra", 1.0, 2000)], 1001).unwrap();
+    drop(store);
+    let book = engine.open().unwrap().load_measurements().unwrap();
+    let mut kept: Vec<(String, &str, f64, u64)> = book
+        .iter()
+        .flat_map(|((network, length), by_datacenter)| {
+            by_datacenter
+                .iter()
+                .map(move |(datacenter, measured)| (format!("{network}/{length}"), datacenter.as_str(), measured.rtt_ms, measured.at))
+        })
+        .collect();
+    kept.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(kept, [("10.1.0.0/16".to_string(), "iad", 70.1, 1100), ("10.2.0.0/16".to_string(), "fra", 1.0, 2000)]);
+}
+
+#[test]
+fn a_url_that_is_no_connection_string_is_refused_saying_what_is_expected() {
+    for url in ["postgres://[::1", "host=", "sqlite:///var/lib/pharos.db"] {
+        let error = PostgresStore::open(url).err().map(|error| error.to_string()).unwrap_or_default();
+        assert!(error.starts_with("invalid store url (expected a libpq connection string"), "{url}: {error}");
+    }
+}
+
+#[test]
+fn a_database_nobody_listens_for_is_reported_unreachable() {
+    let closed_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let error = PostgresStore::open(&format!("postgres://postgres@127.0.0.1:{closed_port}/pharos")).err().unwrap().to_string();
+    assert!(error.starts_with("PostgreSQL cannot be reached") && error.contains("refused"), "{error}");
+}
+
+#[test]
+fn a_database_that_goes_away_fails_each_call_clearly_and_serves_again_when_back() {
+    let engine = Postgresql::new();
+    let mut store = engine.open().unwrap();
+    store.apply(&[Change::PutService(service("a.test"))]).unwrap();
+    engine.server.stop();
+    let error = store.apply(&[Change::PutService(service("b.test"))]).unwrap_err().to_string();
+    assert!(error.starts_with("PostgreSQL"), "{error}");
+    let error = store.load().unwrap_err().to_string();
+    assert!(error.starts_with("PostgreSQL cannot be reached"), "{error}");
+    engine.server.start_server();
+    // The pool replaces the dead connections: no reopening needed.
+    store.apply(&[Change::PutService(service("b.test"))]).unwrap();
+    let names: Vec<String> = store.load().unwrap().services.into_iter().map(|service| service.name).collect();
+    assert_eq!(names, ["a.test", "b.test"]);
+}
+
+#[test]
+fn of_several_hosts_the_read_write_one_is_written_to() {
+    // The first host is up but read-only, as a standby is; the second
+    // takes writes.
+    let standby = Postgres::start();
+    standby.create_database("pharos");
+    standby.sql("postgres", "ALTER SYSTEM SET default_transaction_read_only = on");
+    standby.sql("postgres", "SELECT pg_reload_conf()");
+    let primary = Postgresql::new();
+    let url = format!("postgres://postgres@127.0.0.1:{},127.0.0.1:{}/pharos", standby.port, primary.server.port);
+    let mut store = PostgresStore::open(&url).unwrap();
+    store.apply(&[Change::PutService(service("a.test"))]).unwrap();
+    assert_eq!(primary.server.sql("pharos", "SELECT name FROM services"), "a.test\n");
+}
