@@ -19,6 +19,11 @@ const TOKEN: &str = "test-token-0123";
 
 /// A server with the API, a durable store and one region-probability service.
 fn start_with_service() -> (Pharos, String) {
+    start_with_service_in("[store]\npath = \"state.sqlite\"")
+}
+
+/// [`start_with_service`] keeping its state in the `store` TOML section.
+fn start_with_service_in(store: &str) -> (Pharos, String) {
     let declarations = Declarations::new()
         .region(1, "europe", &["198.51.100.0/24"])
         .service("svc.example.test")
@@ -27,7 +32,7 @@ fn start_with_service() -> (Pharos, String) {
         .replica("sin", "192.0.2.20")
         .probabilities("europe", &[("fra", 1.0, 60)])
         .toml();
-    start_with_api(TOKEN, &format!("[store]\npath = \"state.sqlite\"\n{declarations}"))
+    start_with_api(TOKEN, &format!("{store}\n{declarations}"))
 }
 
 fn call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
@@ -165,7 +170,39 @@ fn an_invalid_update_is_refused_whole_and_changes_nothing() {
 
 #[test]
 fn acknowledged_updates_survive_kill_9() {
-    let (pharos, api) = start_with_service();
+    acknowledged_updates_survive_kill_9_in("[store]\npath = \"state.sqlite\"");
+}
+
+#[test]
+fn acknowledged_updates_survive_kill_9_on_postgresql() {
+    let database = postgres::Postgres::start();
+    let url = database.create_database("pharos");
+    acknowledged_updates_survive_kill_9_in(&format!("[store]\nurl = \"{url}\""));
+    // Committed in PostgreSQL itself, not only in the node.
+    let stored = database.sql("pharos", "SELECT spec::json->'replica'->1->>'weight' FROM services");
+    assert_eq!(stored, "25\n");
+}
+
+#[test]
+fn a_postgresql_store_that_cannot_be_reached_stops_the_start_saying_why() {
+    let closed_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("example.test.zone"), ZONE).unwrap();
+    let config = dir.path().join("pharos.toml");
+    let text = format!(
+        "[server]\nlisten = [\"127.0.0.1:{}\"]\n[store]\nurl = \"postgres://pharos:secret@127.0.0.1:{closed_port}/pharos\"\n[[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\n",
+        free_port()
+    );
+    std::fs::write(&config, text).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_pharos")).args(["serve", "--config"]).arg(&config).output().unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot open the PostgreSQL store (store.url)") && stderr.contains("PostgreSQL cannot be reached"), "{stderr}");
+    assert!(!stderr.contains("secret"), "the password is not repeated: {stderr}");
+}
+
+fn acknowledged_updates_survive_kill_9_in(store: &str) {
+    let (pharos, api) = start_with_service_in(store);
     for weight in 1..=25u32 {
         let patch = json!({ "weight": weight });
         assert_eq!(call("PATCH", &format!("{api}/v1/services/svc.example.test/replicas/sin"), Some(patch)).0, 200);

@@ -2,11 +2,13 @@
 //! free loopback port with a config (its regions and services written with
 //! [`declarations::Declarations`]), wait until it answers, query it, stop it on drop.
 //! Temporary directories come from `tempfile`; the conformance harness
-//! (tests/support/) takes its ports from [`free_port`] too.
+//! (tests/support/) takes its ports from [`free_port`] too. A real
+//! PostgreSQL to keep state in comes from [`postgres::Postgres`].
 #![allow(dead_code)] // each test file uses its own subset
 
 pub mod declarations;
 pub mod netns;
+pub mod postgres;
 
 use std::io::{Error, Read};
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};

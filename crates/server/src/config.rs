@@ -185,9 +185,13 @@ fn default_v6_prefix() -> u8 {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
-    /// SQLite database file, created on first start. Unset: state lives in
-    /// memory only and is lost at exit.
+    /// SQLite database file, created on first start. Unset (and no `url`):
+    /// state lives in memory only and is lost at exit.
     pub path: Option<PathBuf>,
+    /// PostgreSQL connection string (libpq: `postgres://user@host1,host2/db`
+    /// or `host=... dbname=...`), for a fleet of nodes sharing one state;
+    /// of several hosts, the one taking writes is used.
+    pub url: Option<String>,
 }
 
 /// The HTTP/JSON control API.
@@ -471,6 +475,9 @@ impl Config {
         if self.tls.certificate.is_some() != self.tls.key.is_some() {
             bail!("tls.certificate and tls.key go together: give both, or neither for a generated self-signed certificate");
         }
+        if self.store.path.is_some() && self.store.url.is_some() {
+            bail!("store.path (SQLite) and store.url (PostgreSQL) are two stores: give one of them");
+        }
         self.bgp.validate()?;
         self.fastpath.validate()?;
         self.metrics.validate(&self.control, &self.server)?;
@@ -572,6 +579,26 @@ mod tests {
             let error = format!("{:#}", with_metrics(metrics).unwrap_err());
             assert!(error.contains(expected), "{metrics}: {error}");
         }
+    }
+
+    #[test]
+    fn takes_a_sqlite_path_or_a_postgresql_url_not_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pharos.toml");
+        let with_store = |store: &str| {
+            std::fs::write(
+                &path,
+                format!("[server]\nlisten = [\"127.0.0.1:5300\"]\n[store]\n{store}\n[[zone]]\norigin = \"t\"\nfile = \"z\"\n"),
+            )
+            .unwrap();
+            Config::from_file(&path).unwrap()
+        };
+        let url = "url = \"postgres://pharos@db1,db2/pharos\"";
+        assert_eq!(with_store(url).store.url.as_deref(), Some("postgres://pharos@db1,db2/pharos"));
+        with_store(url).validate().unwrap();
+        with_store("path = \"state.db\"").validate().unwrap();
+        let error = with_store(&format!("path = \"state.db\"\n{url}")).validate().unwrap_err().to_string();
+        assert!(error.contains("store.path (SQLite) and store.url (PostgreSQL)"), "{error}");
     }
 
     #[test]

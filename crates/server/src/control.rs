@@ -28,17 +28,28 @@ use pharos_route::latency::MeasurementSpec;
 use pharos_route::prefix::prefix_set;
 use pharos_route::sources::{AsnTable, GeoDatabase};
 use pharos_route::{Asker, Explanation, Family, Routed, route};
-use pharos_store::{SqliteStore, Store, StoreError};
+use pharos_store::{PostgresStore, SqliteStore, Store, StoreError};
 use pharos_zone::{Zone, load_zone_file};
 use rand::Rng;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::config::Config;
+use crate::config::{Config, StoreConfig};
 use crate::data::{BgpStatus, BgpSummary, DataStatus, LatencyStatus};
 use crate::fastpath::{FastPathStatus, KernelFastPath};
 use crate::metrics::ControlActivity;
 use crate::split::SplitWindow;
+
+/// The store the config names: a PostgreSQL database, a SQLite file, or
+/// else an in-memory SQLite. (The config has checked it names one.)
+fn open_store(config: &StoreConfig) -> anyhow::Result<Box<dyn Store>> {
+    Ok(match (&config.url, &config.path) {
+        // The url may hold a password: it is not repeated in the error.
+        (Some(url), _) => Box::new(PostgresStore::open(url).context("cannot open the PostgreSQL store (store.url)")?),
+        (None, Some(path)) => Box::new(SqliteStore::open(path).with_context(|| format!("cannot open the store {}", path.display()))?),
+        (None, None) => Box::new(SqliteStore::open(std::path::Path::new(":memory:"))?),
+    })
+}
 
 /// Routing state, its store, and the snapshot published from them.
 pub struct Control {
@@ -85,10 +96,7 @@ impl Control {
     /// snapshot, at `now` (Unix ms). `external` is the classifier the
     /// driver started, if one is configured.
     pub fn open(config: Config, external: Option<Arc<ExternalRegions>>, now: u64) -> anyhow::Result<Control> {
-        let mut store: Box<dyn Store> = match &config.store.path {
-            Some(path) => Box::new(SqliteStore::open(path).with_context(|| format!("cannot open the store {}", path.display()))?),
-            None => Box::new(SqliteStore::open(std::path::Path::new(":memory:"))?),
-        };
+        let mut store = open_store(&config.store)?;
         let snapshots = SnapshotBuilder::new(load_zones(&config)?, settings(&config).map_err(anyhow::Error::msg)?);
         let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(snapshots.without_services()?));
         let mut sources = load_sources(&config)?;

@@ -24,10 +24,19 @@ impl Server {
     /// called inside a tokio runtime (TCP runs on it).
     pub async fn start(config: Config) -> anyhow::Result<Server> {
         config.validate()?;
-        let mut control = plane::open(config.clone())?;
+        // Opening the store and reading the files blocks: not on an async
+        // worker (and a PostgreSQL store's own runtime cannot wait inside
+        // this one).
+        let opening = config.clone();
+        let (mut control, token) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+            let mut control = plane::open(opening)?;
+            let token = control.config().control.listen.map(|_| api::token(&mut control)).transpose()?;
+            Ok((control, token))
+        })
+        .await
+        .context("opening the control plane panicked")??;
         control.start_fast_path();
         let snapshot = control.snapshot().clone();
-        let token = config.control.listen.map(|_| api::token(&mut control)).transpose()?;
         let window = Duration::from_millis(config.control.commit_window_ms);
         let udp_rate_limit = config.udp_rate_limiter();
         let control = ControlHandle::start(control, window).context("cannot start the control thread")?;
