@@ -221,3 +221,23 @@ fn of_several_hosts_the_read_write_one_is_written_to() {
     store.apply(&[Change::PutService(service("a.test"))]).unwrap();
     assert_eq!(primary.server.sql("pharos", "SELECT name FROM services"), "a.test\n");
 }
+
+#[test]
+fn nodes_starting_together_on_a_new_database_migrate_it_once() {
+    let engine = Postgresql::new();
+    let starting = std::sync::Barrier::new(4);
+    std::thread::scope(|scope| {
+        let opened: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    starting.wait();
+                    PostgresStore::open(&engine.url).map(drop)
+                })
+            })
+            .collect();
+        for store in opened {
+            store.join().unwrap().unwrap();
+        }
+    });
+    assert_eq!(engine.server.sql("pharos", "SELECT count(*), max(version) FROM pharos_schema"), "1|3\n");
+}
