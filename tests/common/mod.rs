@@ -134,8 +134,11 @@ pub fn start_at_with(address: SocketAddr, config_extra: &str, zone: &str, custom
     pharos
 }
 
+/// Polls `ready` until it holds. The deadline only bounds a failure: it is
+/// long because loading real data (a full BGP table) in a debug build takes
+/// tens of seconds when the machine is busy, and a pass returns at once.
 pub fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while !ready() {
         assert!(Instant::now() < deadline, "timed out waiting until {what}");
         std::thread::sleep(Duration::from_millis(20));
