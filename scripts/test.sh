@@ -14,6 +14,7 @@ declare -A needed=(
   [nsd]=nsd               # second reference server
   [kdig]=knot-dnsutils    # DNS client
   [dig]=bind9-dnsutils    # DNS client
+  [dnssec-dsfromkey]=bind9-utils  # computes the DS of our DNSKEYs (tests/keys.rs)
   [curl]=curl             # DNS over HTTPS client
   [iptables]=iptables     # NFQUEUE rules of the emulated lossy link (tests/tail.rs)
   [clang]=clang           # compiles the XDP programs (crates/xdp/build.rs, tests/common/netns.rs)

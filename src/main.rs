@@ -3,6 +3,7 @@
 mod connect;
 mod ctl;
 mod dispatcher;
+mod key;
 mod replica;
 mod sid;
 
@@ -36,6 +37,8 @@ enum Command {
     Connect(connect::ConnectArgs),
     /// Serve as the Artemis dispatcher: route QUIC handshakes on service addresses to replicas over VXLAN.
     Dispatcher(dispatcher::DispatcherArgs),
+    /// Generate a zone's DNSSEC keys into the store; show their DNSKEY and DS records.
+    Key(key::KeyArgs),
     /// Check zone files and report the first error in each, as file:line.
     CheckZone {
         /// ORIGIN=FILE, as for `serve --zone`.
@@ -76,6 +79,7 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => serve(args),
         Command::CheckZone { zones } => check_zones(&zones),
         Command::Ctl(args) => ctl::run(args),
+        Command::Key(args) => key::run(args),
         Command::Forward(args) => forward(args),
         Command::Sid(args) => sid::run(args),
         Command::Replica(args) => replica::run(args),

@@ -6,8 +6,12 @@
 //! for it costs a hash lookup and a copy. Names that do not exist (NXDOMAIN,
 //! wildcards, DNAME substitution) are resolved per query by the same code
 //! that built the stored answers.
+//!
+//! [`keys`] holds a zone's DNSSEC keys: generated with `ring`, kept as text
+//! in the store, shown as DNSKEY and DS records.
 
 pub mod encode;
+pub mod keys;
 pub mod load;
 pub mod lookup;
 mod presentation;

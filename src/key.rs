@@ -1,0 +1,103 @@
+//! `pharos key`: a zone's DNSSEC keys, generated into the store and shown
+//! as the DNSKEY and DS records to publish.
+//!
+//! It reads and writes the store file directly rather than asking a running
+//! server: keys are made before a zone is first signed, often before any
+//! server runs, and the store (SQLite) is safe to share with one.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use domain::base::{Name, ToName};
+use pharos_store::{SqliteStore, Store};
+use pharos_zone::keys::{Algorithm, Role, ZoneKey, ZoneKeys};
+use ring::rand::SystemRandom;
+
+/// The TTL printed on the records (the zone's own TTL applies once signed).
+const SHOWN_TTL: u32 = 3600;
+
+#[derive(Args)]
+pub struct KeyArgs {
+    #[command(subcommand)]
+    command: KeyCommand,
+}
+
+#[derive(Subcommand)]
+enum KeyCommand {
+    /// Generate a zone's keys into the store (a CSK by default) and print their DNSKEY and DS.
+    Generate {
+        #[command(flatten)]
+        target: Target,
+        /// ecdsap256sha256 (13) or ed25519 (15).
+        #[arg(long, default_value = "ecdsap256sha256")]
+        algorithm: String,
+        /// One combined signing key (the default).
+        #[arg(long, conflicts_with = "ksk_zsk")]
+        csk: bool,
+        /// A key-signing key and a zone-signing key.
+        #[arg(long)]
+        ksk_zsk: bool,
+    },
+    /// Print the DNSKEY and DS records of a zone's keys.
+    Show {
+        #[command(flatten)]
+        target: Target,
+    },
+}
+
+#[derive(Args)]
+struct Target {
+    /// The store file ([store] path in the server's configuration).
+    #[arg(long)]
+    store: PathBuf,
+    /// The zone, e.g. example.com.
+    zone: String,
+}
+
+impl Target {
+    fn open(&self) -> anyhow::Result<(SqliteStore, Name<Vec<u8>>)> {
+        let zone: Name<Vec<u8>> =
+            Name::from_str(&self.zone).map_err(|error| anyhow::anyhow!("zone {:?} is not a domain name: {error}", self.zone))?;
+        let store = SqliteStore::open(&self.store).with_context(|| format!("cannot open the store {}", self.store.display()))?;
+        // Records are printed as zone files write them: lowercase.
+        Ok((store, zone.to_canonical_name()))
+    }
+}
+
+pub fn run(args: KeyArgs) -> anyhow::Result<()> {
+    let random = SystemRandom::new();
+    match args.command {
+        KeyCommand::Generate { target, algorithm, ksk_zsk, .. } => {
+            let algorithm = Algorithm::from_name(&algorithm)?;
+            let (mut store, zone) = target.open()?;
+            let setting = ZoneKeys::setting_name(&zone);
+            if store.setting(&setting)?.is_some() {
+                bail!("zone {} already has keys in {}; rolling them over is not supported yet", target.zone, target.store.display());
+            }
+            let roles: &[Role] = if ksk_zsk { &[Role::Ksk, Role::Zsk] } else { &[Role::Csk] };
+            let keys = ZoneKeys { keys: roles.iter().map(|role| ZoneKey::generate(algorithm, *role, &random)).collect::<Result<_, _>>()? };
+            store.set_setting(&setting, &keys.to_setting())?;
+            print_records(&keys, &zone);
+        }
+        KeyCommand::Show { target } => {
+            let (mut store, zone) = target.open()?;
+            let Some(text) = store.setting(&ZoneKeys::setting_name(&zone))? else {
+                bail!("zone {} has no keys in {}: run `pharos key generate` first", target.zone, target.store.display());
+            };
+            print_records(&ZoneKeys::from_setting(&text, &random)?, &zone);
+        }
+    }
+    Ok(())
+}
+
+/// Every key's DNSKEY, then a DS for each key the parent should point at.
+fn print_records(keys: &ZoneKeys, zone: &Name<Vec<u8>>) {
+    for key in &keys.keys {
+        println!("{}", key.dnskey_record(zone, SHOWN_TTL));
+    }
+    for key in keys.keys.iter().filter(|key| key.role.signs_keys()) {
+        println!("{}", key.ds_record(zone, SHOWN_TTL));
+    }
+}
