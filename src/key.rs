@@ -1,17 +1,20 @@
 //! `pharos key`: a zone's DNSSEC keys, generated into the store and shown
 //! as the DNSKEY and DS records to publish.
 //!
-//! It reads and writes the store file directly rather than asking a running
-//! server: keys are made before a zone is first signed, often before any
-//! server runs, and the store (SQLite) is safe to share with one.
+//! It opens the store itself (the one a server's configuration names, or a
+//! SQLite file) rather than asking a running server: keys are made before a
+//! zone is first signed, often before any server runs, and both stores are
+//! safe to share with one.
 
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, Subcommand};
 use domain::base::{Name, ToName};
-use pharos_store::{SqliteStore, Store};
+use pharos_server::config::{Config, StoreConfig};
+use pharos_server::control::open_store;
+use pharos_store::Store;
 use pharos_zone::keys::{Algorithm, Role, ZoneKey, ZoneKeys};
 use ring::rand::SystemRandom;
 
@@ -49,20 +52,41 @@ enum KeyCommand {
 
 #[derive(Args)]
 struct Target {
-    /// The store file ([store] path in the server's configuration).
+    /// The server's configuration file: its [store] (path or url) keeps the keys.
+    #[arg(long, short, required_unless_present = "store", conflicts_with = "store")]
+    config: Option<PathBuf>,
+    /// A SQLite store file, as [store] path names it.
     #[arg(long)]
-    store: PathBuf,
+    store: Option<PathBuf>,
     /// The zone, e.g. example.com.
     zone: String,
 }
 
 impl Target {
-    fn open(&self) -> anyhow::Result<(SqliteStore, Name<Vec<u8>>)> {
+    /// The zone's name, lowercase: records are printed as zone files write them.
+    fn zone(&self) -> anyhow::Result<Name<Vec<u8>>> {
         let zone: Name<Vec<u8>> =
             Name::from_str(&self.zone).map_err(|error| anyhow::anyhow!("zone {:?} is not a domain name: {error}", self.zone))?;
-        let store = SqliteStore::open(&self.store).with_context(|| format!("cannot open the store {}", self.store.display()))?;
-        // Records are printed as zone files write them: lowercase.
-        Ok((store, zone.to_canonical_name()))
+        Ok(zone.to_canonical_name())
+    }
+
+    fn open_store(&self) -> anyhow::Result<Box<dyn Store>> {
+        let store_config = match (&self.config, &self.store) {
+            (Some(path), _) => Config::from_file(path)?.store,
+            (None, path) => StoreConfig { path: path.clone(), url: None },
+        };
+        if store_config.path.is_none() && store_config.url.is_none() {
+            bail!("the configuration names no store ([store] path or url): keys kept in memory would be lost");
+        }
+        open_store(&store_config)
+    }
+
+    /// Where the keys are, for messages (never the url, which may hold a password).
+    fn where_kept(&self) -> String {
+        match (&self.config, &self.store) {
+            (Some(config), _) => format!("the store of {}", config.display()),
+            (None, store) => store.iter().map(|path| path.display().to_string()).collect(),
+        }
     }
 }
 
@@ -71,10 +95,11 @@ pub fn run(args: KeyArgs) -> anyhow::Result<()> {
     match args.command {
         KeyCommand::Generate { target, algorithm, ksk_zsk, .. } => {
             let algorithm = Algorithm::from_name(&algorithm)?;
-            let (mut store, zone) = target.open()?;
+            let zone = target.zone()?;
+            let mut store = target.open_store()?;
             let setting = ZoneKeys::setting_name(&zone);
             if store.setting(&setting)?.is_some() {
-                bail!("zone {} already has keys in {}; rolling them over is not supported yet", target.zone, target.store.display());
+                bail!("zone {} already has keys in {}; rolling them over is not supported yet", target.zone, target.where_kept());
             }
             let roles: &[Role] = if ksk_zsk { &[Role::Ksk, Role::Zsk] } else { &[Role::Csk] };
             let keys = ZoneKeys { keys: roles.iter().map(|role| ZoneKey::generate(algorithm, *role, &random)).collect::<Result<_, _>>()? };
@@ -82,9 +107,10 @@ pub fn run(args: KeyArgs) -> anyhow::Result<()> {
             print_records(&keys, &zone);
         }
         KeyCommand::Show { target } => {
-            let (mut store, zone) = target.open()?;
+            let zone = target.zone()?;
+            let mut store = target.open_store()?;
             let Some(text) = store.setting(&ZoneKeys::setting_name(&zone))? else {
-                bail!("zone {} has no keys in {}: run `pharos key generate` first", target.zone, target.store.display());
+                bail!("zone {} has no keys in {}: run `pharos key generate` first", target.zone, target.where_kept());
             };
             print_records(&ZoneKeys::from_setting(&text, &random)?, &zone);
         }

@@ -1,4 +1,5 @@
-//! `pharos key` through the binary: keys generated into a store file, their
+//! `pharos key` through the binary: keys generated into a store (a file, or
+//! the one a server configuration names), their
 //! DNSKEY and DS records shown again from it, each DS checked against BIND's
 //! `dnssec-dsfromkey` computing it from our DNSKEY, and each bad input
 //! refused with a message that says what is wrong.
@@ -6,15 +7,11 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+/// `pharos key ARGS` on the SQLite file `store`, or with the server
+/// configuration `store` when it ends in `.toml`.
 fn key(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pharos"))
-        .arg("key")
-        .args(args)
-        .arg("--store")
-        .arg(store)
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .unwrap()
+    let flag = if store.extension().is_some_and(|extension| extension == "toml") { "--config" } else { "--store" };
+    Command::new(env!("CARGO_BIN_EXE_pharos")).arg("key").args(args).arg(flag).arg(store).env_remove("RUST_BACKTRACE").output().unwrap()
 }
 
 fn printed(store: &Path, args: &[&str]) -> String {
@@ -97,4 +94,18 @@ fn bad_inputs_say_what_is_wrong() {
     printed(&store, &["generate", "example.test"]);
     assert!(refused(&store, &["generate", "example.test"]).contains("already has keys"));
     assert!(refused(&dir.path().join("missing/state.db"), &["show", "example.test"]).contains("cannot open the store"));
+
+    let storeless = dir.path().join("storeless.toml");
+    std::fs::write(&storeless, "[server]\n").unwrap();
+    assert!(refused(&storeless, &["generate", "example.test"]).contains("names no store"));
+}
+
+#[test]
+fn the_servers_configuration_names_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("pharos.toml");
+    // A relative path is the config file's neighbour, as for the server.
+    std::fs::write(&config, "[store]\npath = \"state.db\"\n").unwrap();
+    let generated = printed(&config, &["generate", "example.test"]);
+    assert_eq!(printed(&dir.path().join("state.db"), &["show", "example.test"]), generated);
 }

@@ -42,7 +42,8 @@ use crate::split::SplitWindow;
 
 /// The store the config names: a PostgreSQL database, a SQLite file, or
 /// else an in-memory SQLite. (The config has checked it names one.)
-fn open_store(config: &StoreConfig) -> anyhow::Result<Box<dyn Store>> {
+/// `pharos key` opens it too.
+pub fn open_store(config: &StoreConfig) -> anyhow::Result<Box<dyn Store>> {
     Ok(match (&config.url, &config.path) {
         // The url may hold a password: it is not repeated in the error.
         (Some(url), _) => Box::new(PostgresStore::open(url).context("cannot open the PostgreSQL store (store.url)")?),
