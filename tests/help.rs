@@ -11,12 +11,17 @@ fn help(path: &[String]) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
+/// How far clap indents a description it puts on the line below its
+/// entry, when the two do not fit on one line.
+const NEXT_LINE_INDENT: usize = 10;
+
 /// The entries of the "Commands:", "Arguments:" and "Options:" sections:
-/// (section, name, description). An entry is indented; its description
-/// follows the name after two or more spaces.
+/// (section, name, description). An entry is indented by 2 or 6; its
+/// description follows the name after two or more spaces, or is the line
+/// below, indented by [`NEXT_LINE_INDENT`].
 fn entries(text: &str) -> Vec<(String, String, String)> {
     let mut section = String::new();
-    let mut found = Vec::new();
+    let mut found: Vec<(String, String, String)> = Vec::new();
     for line in text.lines() {
         if !line.starts_with(' ') {
             section = line.trim_end_matches(':').to_string();
@@ -25,9 +30,15 @@ fn entries(text: &str) -> Vec<(String, String, String)> {
         if !["Commands", "Arguments", "Options"].contains(&section.as_str()) {
             continue;
         }
+        let indent = line.len() - line.trim_start().len();
         let entry = line.trim();
-        let (name, description) = entry.split_once("  ").unwrap_or((entry, ""));
-        found.push((section.clone(), name.trim().to_string(), description.trim().to_string()));
+        match found.last_mut() {
+            Some((_, _, description)) if indent >= NEXT_LINE_INDENT && description.is_empty() => *description = entry.to_string(),
+            _ => {
+                let (name, description) = entry.split_once("  ").unwrap_or((entry, ""));
+                found.push((section.clone(), name.trim().to_string(), description.trim().to_string()));
+            }
+        }
     }
     found
 }
