@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 use pharos_bgp::OriginRules;
 use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use pharos_transport::config::{HttpConfig, TcpConfig, TlsConfig};
+use pharos_transport::dnstap;
 use pharos_transport::limit::{RateLimit, SourceLimiter};
 use serde::{Deserialize, Serialize};
 
@@ -54,6 +55,8 @@ pub struct Config {
     pub fastpath: FastPathConfig,
     #[serde(default)]
     pub metrics: MetricsConfig,
+    /// The dnstap query log: off unless the section is there.
+    pub dnstap: Option<DnstapConfig>,
     /// Zones given on the command line; kept across reloads of the file.
     #[serde(skip)]
     pub flag_zones: Vec<ZoneConfig>,
@@ -240,6 +243,39 @@ impl MetricsConfig {
             );
         }
         Ok(())
+    }
+}
+
+/// The dnstap query log: where the reader listens (a Unix socket or a TCP
+/// address, exactly one), the share of queries logged, and how the server
+/// names itself in each message.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DnstapConfig {
+    pub socket: Option<PathBuf>,
+    pub tcp: Option<SocketAddr>,
+    /// One query in `sample` is logged (counted per thread); 1 logs all.
+    #[serde(default = "every_query")]
+    pub sample: u64,
+    pub identity: Option<String>,
+    pub version: Option<String>,
+}
+
+fn every_query() -> u64 {
+    1
+}
+
+impl DnstapConfig {
+    pub fn settings(&self) -> anyhow::Result<dnstap::Settings> {
+        let destination = match (&self.socket, self.tcp) {
+            (Some(path), None) => dnstap::Destination::Unix(path.clone()),
+            (None, Some(address)) => dnstap::Destination::Tcp(address),
+            _ => bail!("dnstap: give exactly one of socket = \"PATH\" (a Unix socket) or tcp = \"ADDRESS:PORT\""),
+        };
+        if self.sample == 0 {
+            bail!("dnstap.sample must be at least 1 (1 logs every query, N one in N)");
+        }
+        Ok(dnstap::Settings { destination, sample: self.sample, identity: self.identity.clone(), version: self.version.clone() })
     }
 }
 
@@ -481,6 +517,9 @@ impl Config {
         self.bgp.validate()?;
         self.fastpath.validate()?;
         self.metrics.validate(&self.control, &self.server)?;
+        if let Some(dnstap) = &self.dnstap {
+            dnstap.settings()?;
+        }
         self.http.validate()
     }
 
@@ -599,6 +638,36 @@ mod tests {
         with_store("path = \"state.db\"").validate().unwrap();
         let error = with_store(&format!("path = \"state.db\"\n{url}")).validate().unwrap_err().to_string();
         assert!(error.contains("store.path (SQLite) and store.url (PostgreSQL)"), "{error}");
+    }
+
+    #[test]
+    fn reads_the_dnstap_section_and_names_its_bad_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pharos.toml");
+        let with_dnstap = |dnstap: &str| {
+            std::fs::write(
+                &path,
+                format!("[server]\nlisten = [\"127.0.0.1:5300\"]\n[[zone]]\norigin = \"t\"\nfile = \"z\"\n[dnstap]\n{dnstap}\n"),
+            )
+            .unwrap();
+            Config::from_file(&path).and_then(|config| config.validate().map(|()| config))
+        };
+        let config = with_dnstap("socket = \"/run/dnstap.sock\"\nsample = 10\nidentity = \"ns1\"").unwrap();
+        let settings = config.dnstap.unwrap().settings().unwrap();
+        assert_eq!(settings.destination, dnstap::Destination::Unix("/run/dnstap.sock".into()));
+        assert_eq!((settings.sample, settings.identity.as_deref(), settings.version), (10, Some("ns1"), None));
+        let config = with_dnstap("tcp = \"127.0.0.1:6000\"").unwrap();
+        assert_eq!(config.dnstap.unwrap().settings().unwrap().sample, 1, "every query unless sampled");
+        for (dnstap, expected) in [
+            ("", "give exactly one of socket"),
+            ("socket = \"/s\"\ntcp = \"127.0.0.1:6000\"", "give exactly one of socket"),
+            ("socket = \"/s\"\nsample = 0", "dnstap.sample must be at least 1"),
+            ("tcp = \"localhost:6000\"", "invalid socket address syntax"),
+            ("unix = \"/s\"", "unknown field `unix`"),
+        ] {
+            let error = format!("{:#}", with_dnstap(dnstap).unwrap_err());
+            assert!(error.contains(expected), "{dnstap}: {error}");
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! snapshot ([`fastpath`], the one module that calls `pharos-xdp`), its
 //! HTTP API (`api`) with its Prometheus metrics ([`metrics`]) and the
 //! split delivered against the configured one ([`split`]), and [`run`], which starts the
-//! control plane, the API and the transports of `pharos_transport` over
+//! control plane, the API, the dnstap query log and the transports of `pharos_transport` over
 //! one shared snapshot, and reloads and stops them on signals.
 
 mod api;

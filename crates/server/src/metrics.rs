@@ -113,6 +113,7 @@ fn replica_labels(service: &str, replica: &str) -> ReplicaLabels {
 struct Scrape {
     totals: Totals,
     connections: counts::Connections,
+    dnstap_dropped: u64,
     /// Region names by id, for the decisions' labels.
     regions: Vec<(u32, String)>,
     health: Vec<ReplicaHealth>,
@@ -131,6 +132,7 @@ pub async fn render(control: &ControlHandle) -> Result<String, ControlError> {
     let scrape = Scrape {
         totals: counts::totals(),
         connections: counts::connections(),
+        dnstap_dropped: pharos_transport::dnstap::dropped(),
         regions: state.regions.iter().map(|region| (region.id, region.name.clone())).collect(),
         health: control.health().await?,
         fastpath: control.fastpath_now().await?,
@@ -267,7 +269,10 @@ impl Scrape {
         family(encoder, "pharos_connections_open", "TCP, TLS, HTTPS and QUIC connections open", None, MetricType::Gauge, open)?;
         let shed = [(vec![], counter(connections.shed))];
         let help = "Connections closed to make room for others or for being idle";
-        family(encoder, "pharos_connections_shed", help, None, MetricType::Counter, shed)
+        family(encoder, "pharos_connections_shed", help, None, MetricType::Counter, shed)?;
+        let dropped = [(vec![], counter(self.dnstap_dropped))];
+        let help = "Sampled queries the dnstap log dropped: its writer was behind, or had no reader";
+        family(encoder, "pharos_dnstap_dropped", help, None, MetricType::Counter, dropped)
     }
 
     fn encode_health(&self, encoder: &mut DescriptorEncoder) -> std::fmt::Result {

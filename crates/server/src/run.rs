@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use pharos_answer::SharedSnapshot;
-use pharos_transport::Transports;
+use pharos_transport::{Transports, dnstap};
 
 use crate::api::{self, ApiThread};
 use crate::config::Config;
@@ -17,6 +17,7 @@ pub struct Server {
     pub snapshot: SharedSnapshot,
     pub transports: Transports,
     api: Option<ApiThread>,
+    dnstap: Option<dnstap::Running>,
 }
 
 impl Server {
@@ -42,8 +43,10 @@ impl Server {
         let control = ControlHandle::start(control, window).context("cannot start the control thread")?;
         let listeners = api::Listeners { api: config.control.listen.zip(token), metrics: config.metrics.listen };
         let api = api::start(listeners, control.clone(), udp_rate_limit.clone())?;
+        // Logging before the first query can arrive.
+        let dnstap = config.dnstap.as_ref().map(|dnstap| dnstap::start(dnstap.settings()?)).transpose()?;
         let transports = Transports::start(&config.transport(udp_rate_limit), &snapshot).await?;
-        Ok(Server { config, control, snapshot, transports, api })
+        Ok(Server { config, control, snapshot, transports, api, dnstap })
     }
 
     /// Re-reads the config and zone files and swaps the result in whole.
@@ -53,12 +56,16 @@ impl Server {
         Ok(self.control.reload().await?)
     }
 
-    /// Stops the control API and the UDP workers, and waits for the workers.
+    /// Stops the control API and the UDP workers, and waits for the
+    /// workers; then hands the query log's last exchanges to its reader.
     pub fn stop(self) {
         if let Some(api) = self.api {
             api.stop();
         }
         self.transports.stop();
+        if let Some(dnstap) = self.dnstap {
+            dnstap.stop();
+        }
     }
 }
 

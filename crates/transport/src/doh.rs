@@ -9,8 +9,9 @@
 //! section 5.1). A request that carries no query gets an HTTP error whose
 //! body says what was wrong.
 
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use base64::Engine;
 use base64::alphabet::URL_SAFE;
@@ -25,6 +26,7 @@ use rand::rngs::SmallRng;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use crate::dnstap;
 use crate::metrics::{self, Mechanism};
 use crate::registry::{Admission, Registry};
 use crate::{http, tcp, tls};
@@ -48,9 +50,11 @@ pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, snapshot: Share
     tcp::accept_each(listener, registry, rng, move |stream, peer, admission, rng| {
         let (acceptor, snapshot) = (acceptor.clone(), snapshot.clone());
         async move {
+            // Unknown only for a socket already gone, whose requests are moot.
+            let server = stream.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
             let Some(stream) = tls::handshake(&acceptor, stream, &admission).await else { return };
             let client = Client { address: peer.ip(), transport: Transport::Stream };
-            let connection = Arc::new(Connection { client, snapshot, rng: Mutex::new(rng), admission });
+            let connection = Arc::new(Connection { client, peer, server, snapshot, rng: Mutex::new(rng), admission });
             let answerer = connection.clone();
             http::serve_connection(stream, &connection.admission, "DNS over HTTPS", move |request| {
                 let answerer = answerer.clone();
@@ -65,6 +69,9 @@ pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, snapshot: Share
 /// One HTTPS connection: who is on it, and what answers its requests.
 struct Connection {
     client: Client,
+    /// Both ends, for the query log.
+    peer: SocketAddr,
+    server: SocketAddr,
     snapshot: SharedSnapshot,
     /// Shared by the connection's concurrent requests, each holding it only
     /// for the moment of answering.
@@ -85,6 +92,7 @@ impl Connection {
     /// read to the answer ready to send.
     fn respond(&self, query: &[u8]) -> Result<Response<Full<Bytes>>, Rejection> {
         let arrived = Instant::now();
+        let received = SystemTime::now();
         let mut message = Vec::new();
         let current = self.snapshot.load();
         let answered = {
@@ -96,6 +104,15 @@ impl Connection {
             return Err(Rejection::new(StatusCode::BAD_REQUEST, "the message is not a DNS query"));
         };
         metrics::count_answered(Mechanism::Https, &answered, arrived.elapsed());
+        dnstap::log(&dnstap::Exchange {
+            mechanism: Mechanism::Https,
+            client: self.peer,
+            server: self.server,
+            query,
+            response: &message,
+            received,
+            routed: answered.routed,
+        });
         self.admission.touch();
         Ok(dns_response(message, answered.smallest_ttl))
     }

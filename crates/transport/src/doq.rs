@@ -11,7 +11,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use anyhow::Context;
 use pharos_answer::{Client, ResponseOptions, SharedSnapshot, Transport, respond_parsed};
@@ -23,6 +23,7 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
 use crate::config::TcpConfig;
+use crate::dnstap;
 use crate::metrics::{self, Mechanism};
 use crate::registry::{Admission, Registry};
 
@@ -57,8 +58,10 @@ pub fn endpoint(address: SocketAddr, tls: Arc<rustls::ServerConfig>, limits: &Tc
 /// Serves DNS over QUIC on `endpoint` forever, one task per connection and
 /// one per stream.
 pub async fn serve(endpoint: Endpoint, snapshot: SharedSnapshot, registry: Arc<Registry>, mut rng: SmallRng) {
+    // Unknown only for an endpoint already gone, whose queries are moot.
+    let server = endpoint.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     while let Some(incoming) = endpoint.accept().await {
-        tokio::spawn(serve_connection(incoming, snapshot.clone(), registry.clone(), SmallRng::from_rng(&mut rng)));
+        tokio::spawn(serve_connection(incoming, server, snapshot.clone(), registry.clone(), SmallRng::from_rng(&mut rng)));
     }
 }
 
@@ -66,13 +69,15 @@ pub async fn serve(endpoint: Endpoint, snapshot: SharedSnapshot, registry: Arc<R
 struct Connection {
     quic: quinn::Connection,
     client: Client,
+    /// The endpoint's address, for the query log.
+    server: SocketAddr,
     snapshot: SharedSnapshot,
     admission: Admission,
 }
 
 /// Completes the handshake, then answers each stream the client opens until
 /// it closes the connection or the connection is shed.
-async fn serve_connection(incoming: Incoming, snapshot: SharedSnapshot, registry: Arc<Registry>, mut rng: SmallRng) {
+async fn serve_connection(incoming: Incoming, server: SocketAddr, snapshot: SharedSnapshot, registry: Arc<Registry>, mut rng: SmallRng) {
     let quic = match incoming.await {
         Ok(quic) => quic,
         Err(error) => return tracing::debug!(%error, "QUIC handshake failed"),
@@ -82,7 +87,7 @@ async fn serve_connection(incoming: Incoming, snapshot: SharedSnapshot, registry
     // idle timeout bounds a handshake that stalls.
     let admission = registry.admit(quic.remote_address().ip());
     let client = Client { address: quic.remote_address().ip(), transport: Transport::Stream };
-    let connection = Arc::new(Connection { quic, client, snapshot, admission });
+    let connection = Arc::new(Connection { client, server, snapshot, admission, quic });
     loop {
         match connection.admission.unless_shed(connection.quic.accept_bi()).await {
             Some(Ok((send, receive))) => {
@@ -106,11 +111,11 @@ async fn answer_stream(connection: Arc<Connection>, mut send: SendStream, mut re
         // The client cancelled the query, or the connection is gone.
         Err(ReadToEndError::Read(_)) => return,
     };
-    let parsed = match query_of_stream(&stream) {
-        Ok((_, parsed)) => parsed,
+    let (query, parsed) = match query_of_stream(&stream) {
+        Ok(read) => read,
         Err(violation) => return connection.protocol_error(violation),
     };
-    let Some(response) = answer_counted(parsed, &connection.client, &connection.snapshot, &mut rng) else {
+    let Some(response) = answer_counted(query, parsed, &connection, &mut rng) else {
         // Not a DNS query: over UDP or TCP it would get no answer; here its
         // stream ends without one.
         let _ = send.reset(DOQ_PROTOCOL_ERROR);
@@ -131,18 +136,25 @@ async fn answer_stream(connection: Arc<Connection>, mut send: SendStream, mut re
 /// The framed answer to `parsed`, if it deserves one, counted. Its
 /// latency runs from the query read to the answer ready to send: the send
 /// then waits on the client's flow control.
-fn answer_counted(
-    parsed: Result<Query<'_>, Reject<'_>>,
-    client: &Client,
-    snapshot: &SharedSnapshot,
-    rng: &mut SmallRng,
-) -> Option<Vec<u8>> {
+fn answer_counted(query: &[u8], parsed: Result<Query<'_>, Reject<'_>>, connection: &Connection, rng: &mut SmallRng) -> Option<Vec<u8>> {
     let arrived = Instant::now();
-    let current = snapshot.load();
+    let received = SystemTime::now();
+    let current = connection.snapshot.load();
     let mut response = Vec::new();
-    let answered = push_framed_with(&mut response, |response| respond_parsed(parsed, client, &OPTIONS, &current, rng, response));
+    let answered =
+        push_framed_with(&mut response, |response| respond_parsed(parsed, &connection.client, &OPTIONS, &current, rng, response));
     metrics::count_received(Mechanism::Quic, 1);
-    metrics::count_answered(Mechanism::Quic, &answered?, arrived.elapsed());
+    let answered = answered?;
+    metrics::count_answered(Mechanism::Quic, &answered, arrived.elapsed());
+    dnstap::log(&dnstap::Exchange {
+        mechanism: Mechanism::Quic,
+        client: connection.quic.remote_address(),
+        server: connection.server,
+        query,
+        response: &response[LENGTH_LEN..],
+        received,
+        routed: answered.routed,
+    });
     Some(response)
 }
 

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use pharos_answer::{Client, ResponseOptions, SharedSnapshot, Transport};
+use pharos_answer::{ResponseOptions, SharedSnapshot};
 use rand::rngs::SmallRng;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -20,9 +20,8 @@ pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, snapshot: Share
     tcp::accept_each(listener, registry, rng, move |stream, peer, admission, rng| {
         let (acceptor, snapshot) = (acceptor.clone(), snapshot.clone());
         async move {
+            let connection = tcp::Stream::new(peer, &stream, options, Mechanism::Tls);
             let Some(stream) = tls::handshake(&acceptor, stream, &admission).await else { return };
-            let client = Client { address: peer.ip(), transport: Transport::Stream };
-            let connection = tcp::Stream { client, options, mechanism: Mechanism::Tls };
             tcp::serve_connection(stream, connection, snapshot, admission, rng).await;
         }
     })

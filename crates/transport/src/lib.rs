@@ -9,7 +9,8 @@
 //! (`descriptors`), the certificate and TLS setup the encrypted ones share
 //! (`certificate`, `tls`), what the HTTP ones share (`http`), the
 //! per-source rate limit of DNS over UDP ([`limit`]), the per-thread
-//! counts of what they answer ([`metrics`]), and their settings
+//! counts of what they answer ([`metrics`]), the dnstap query log
+//! ([`dnstap`]), and their settings
 //! ([`config`]). [`Transports::start`] starts them all. Nothing
 //! here knows the control plane: it reads the snapshot the control plane
 //! publishes, and takes [`Settings`] of its own.
@@ -17,6 +18,7 @@
 mod certificate;
 pub mod config;
 mod descriptors;
+pub mod dnstap;
 mod doh;
 mod doq;
 mod dot;

@@ -10,16 +10,17 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 use pharos_answer::{Client, ResponseOptions, SharedSnapshot, Transport, respond_with};
-use pharos_wire::framing::{push_framed_with, split_frame};
+use pharos_wire::framing::{LENGTH_LEN, push_framed_with, split_frame};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::dnstap;
 use crate::metrics::{self, Mechanism};
 use crate::registry::{Admission, Registry};
 
@@ -49,8 +50,7 @@ pub(crate) async fn bind(address: SocketAddr, transport: &str) -> anyhow::Result
 pub async fn serve(listener: TcpListener, snapshot: SharedSnapshot, registry: Arc<Registry>, rng: SmallRng) {
     let options = ResponseOptions { keepalive: Some(registry.limits().keepalive_timeout()), pad: false };
     accept_each(listener, registry, rng, move |stream, peer, admission, rng| {
-        let client = Client { address: peer.ip(), transport: Transport::Stream };
-        let connection = Stream { client, options, mechanism: Mechanism::Tcp };
+        let connection = Stream::new(peer, &stream, options, Mechanism::Tcp);
         serve_connection(stream, connection, snapshot.clone(), admission, rng)
     })
     .await
@@ -149,6 +149,18 @@ pub(crate) struct Stream {
     pub options: ResponseOptions,
     /// What the answers count as: TCP or TLS.
     pub mechanism: Mechanism,
+    /// Both ends, for the query log.
+    pub peer: SocketAddr,
+    pub server: SocketAddr,
+}
+
+impl Stream {
+    pub(crate) fn new(peer: SocketAddr, stream: &TcpStream, options: ResponseOptions, mechanism: Mechanism) -> Stream {
+        let client = Client { address: peer.ip(), transport: Transport::Stream };
+        // Unknown only for a socket already gone, whose queries are moot.
+        let server = stream.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        Stream { client, options, mechanism, peer, server }
+    }
 }
 
 /// Reads framed queries from `stream` and writes framed answers until the
@@ -215,14 +227,25 @@ async fn write_answers(stream: &mut (impl AsyncWrite + Unpin), output: &[u8], ti
 /// write: how long the write then takes is the client's reading.
 fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, rng: &mut SmallRng, output: &mut Vec<u8>) -> usize {
     let arrived = Instant::now();
+    let received = SystemTime::now();
     let current = snapshot.load();
     let mut unread = input;
     while let Ok((message, rest)) = split_frame(unread) {
+        let start = output.len();
         let answered =
             push_framed_with(output, |output| respond_with(message, &connection.client, &connection.options, &current, rng, output));
         metrics::count_received(connection.mechanism, 1);
         if let Some(answered) = answered {
             metrics::count_answered(connection.mechanism, &answered, arrived.elapsed());
+            dnstap::log(&dnstap::Exchange {
+                mechanism: connection.mechanism,
+                client: connection.peer,
+                server: connection.server,
+                query: message,
+                response: &output[start + LENGTH_LEN..],
+                received,
+                routed: answered.routed,
+            });
         }
         unread = rest;
     }

@@ -12,7 +12,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use pharos_answer::{
     Answered, Client, Query, Reject, ResponseOptions, SharedSnapshot, Transport, parse_query, prefetch_batch, respond_oversized,
@@ -21,6 +21,7 @@ use pharos_answer::{
 use rand::rngs::SmallRng;
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::dnstap;
 use crate::limit::SourceLimiter;
 use crate::metrics::{self, Mechanism};
 
@@ -64,6 +65,8 @@ struct Batch {
 /// are set.
 struct Answers<'s> {
     said: [Option<Answered<'s>>; BATCH],
+    /// The datagram each response answers, by its index in the batch.
+    datagram: [usize; BATCH],
     ready: usize,
 }
 
@@ -129,7 +132,7 @@ impl Batch {
             if index >= received {
                 return None;
             }
-            let address = peer_address(&self.peers[index])?;
+            let address = peer_address(&self.peers[index])?.ip();
             if limiter.is_some_and(|limiter| !limiter.allows(address)) {
                 return None;
             }
@@ -147,7 +150,7 @@ impl Batch {
             _ => None,
         });
         prefetch_batch(queries, snapshot);
-        let mut answers = Answers { said: [None; BATCH], ready: 0 };
+        let mut answers = Answers { said: [None; BATCH], datagram: [0; BATCH], ready: 0 };
         for (index, decoded) in datagrams.into_iter().enumerate() {
             let Some((client, datagram)) = decoded else { continue };
             let response = &mut self.responses[index];
@@ -159,6 +162,7 @@ impl Batch {
             if let Some(answered) = answered {
                 let ready = answers.ready;
                 answers.said[ready] = Some(answered);
+                answers.datagram[ready] = index;
                 self.write_iov[ready] = libc::iovec { iov_base: response.as_mut_ptr().cast(), iov_len: response.len() };
                 let write = &mut self.write_headers[ready].msg_hdr;
                 write.msg_name = (&mut self.peers[index] as *mut libc::sockaddr_storage).cast();
@@ -190,20 +194,38 @@ impl Batch {
             }
         }
     }
+
+    /// Offers the batch's exchanges to the dnstap log, which picks its
+    /// sample and never blocks.
+    fn log(&self, answers: &Answers<'_>, server: SocketAddr, received: SystemTime) {
+        for (answered, &index) in answers.said.iter().zip(&answers.datagram).take(answers.ready) {
+            let Some(client) = peer_address(&self.peers[index]) else { continue };
+            let query = &self.queries[index][..(self.read_headers[index].msg_len as usize).min(MAX_QUERY)];
+            dnstap::log(&dnstap::Exchange {
+                mechanism: Mechanism::Udp,
+                client,
+                server,
+                query,
+                response: &self.responses[index],
+                received,
+                routed: answered.and_then(|answered| answered.routed),
+            });
+        }
+    }
 }
 
 /// Reads the peer address the kernel wrote into a `sockaddr_storage`.
-fn peer_address(storage: &libc::sockaddr_storage) -> Option<IpAddr> {
+fn peer_address(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
     match storage.ss_family as i32 {
         libc::AF_INET => {
             // SAFETY: the family says this storage holds a sockaddr_in.
             let v4 = unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-            Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr))))
+            Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr))), u16::from_be(v4.sin_port)))
         }
         libc::AF_INET6 => {
             // SAFETY: the family says this storage holds a sockaddr_in6.
             let v6 = unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
-            Some(IpAddr::V6(Ipv6Addr::from(v6.sin6_addr.s6_addr)))
+            Some(SocketAddr::new(IpAddr::V6(Ipv6Addr::from(v6.sin6_addr.s6_addr)), u16::from_be(v6.sin6_port)))
         }
         _ => None,
     }
@@ -213,6 +235,7 @@ fn peer_address(storage: &libc::sockaddr_storage) -> Option<IpAddr> {
 /// `limiter`'s limit if there is one.
 pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, limiter: Option<Arc<SourceLimiter>>, stop: Arc<AtomicBool>) {
     let fd = socket.as_raw_fd();
+    let server = socket.local_addr().ok().and_then(|address| address.as_socket()).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
     let mut batch = Batch::new();
     while !stop.load(Ordering::Relaxed) {
         let received = match batch.receive(fd) {
@@ -226,6 +249,7 @@ pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, limite
             }
         };
         let arrived = Instant::now();
+        let received_at = SystemTime::now();
         let current = snapshot.load();
         let answers = batch.answer(received, &current, &mut rng, limiter.as_deref());
         batch.send(fd, answers.ready);
@@ -235,5 +259,6 @@ pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, limite
         for answered in answers.said.iter().flatten() {
             metrics::count_answered(Mechanism::Udp, answered, elapsed);
         }
+        batch.log(&answers, server, received_at);
     }
 }
