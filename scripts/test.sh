@@ -22,6 +22,7 @@ declare -A needed=(
   [ip]=iproute2           # network namespaces, veth pairs, VXLAN (tests/fastpath.rs, tests/artemis_netns.rs)
   [promtool]=prometheus   # checks a scrape, and a real Prometheus scrapes the server (tests/metrics.rs)
   [/usr/lib/postgresql/15/bin/initdb]=postgresql  # the PostgreSQL store's tests run a real server (tests/common/postgres.rs)
+  [fstrm_capture]=fstrm-bin  # reads the dnstap query log (tests/dnstap.rs; dnstap-read is in bind9-dnsutils)
 )
 missing=()
 for command in "${!needed[@]}"; do
