@@ -1,10 +1,11 @@
 //! The dnstap query log read back by real consumers: `fstrm_capture`
 //! (Debian fstrm-bin) takes the Frame Streams from the server over a Unix
-//! socket and `dnstap-read` (Debian bind9-dnsutils) decodes what it wrote.
-//! Every query of a run, over UDP (dig), TCP, TLS, HTTPS and QUIC (kdig), is there with its
-//! RCODE; 1-in-N sampling logs exactly one query in N; a reader that goes
-//! away stops no answer, the drops show in /metrics, and the writer finds
-//! the next reader. Loopback only; every wait has a deadline.
+//! socket or TCP, and `dnstap-read` (Debian bind9-dnsutils) decodes what
+//! it wrote. Every query of a run, over UDP (dig), TCP, TLS, HTTPS and
+//! QUIC (kdig), is there with its RCODE; 1-in-N sampling logs exactly one
+//! query in N; a reader that goes away stops no answer, the drops show in
+//! /metrics, and the writer finds the next reader. Loopback only; every
+//! wait has a deadline.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -47,18 +48,31 @@ struct Capture {
 impl Capture {
     fn start(socket: &Path, output: PathBuf) -> Capture {
         let _ = std::fs::remove_file(socket);
+        let capture = Capture::spawn(&["-u".as_ref(), socket.as_os_str()], output);
+        wait_until("fstrm_capture listens", || socket.exists());
+        capture
+    }
+
+    fn start_tcp(address: SocketAddr, output: PathBuf) -> Capture {
+        let port = address.port().to_string();
+        let capture = Capture::spawn(&["-a".as_ref(), address.ip().to_string().as_ref(), "-p".as_ref(), port.as_ref()], output);
+        // A connection that says nothing: the reader drops it.
+        wait_until("fstrm_capture listens", || std::net::TcpStream::connect(address).is_ok());
+        capture
+    }
+
+    fn spawn(listen: &[&std::ffi::OsStr], output: PathBuf) -> Capture {
         let log = output.with_extension("log");
         let child = Command::new("fstrm_capture")
             // Debug level 3 reports each connection accepted.
-            .args(["-d", "-d", "-d", "-t", "protobuf:dnstap.Dnstap", "-u"])
-            .arg(socket)
+            .args(["-d", "-d", "-d", "-t", "protobuf:dnstap.Dnstap"])
+            .args(listen)
             .arg("-w")
             .arg(&output)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        wait_until("fstrm_capture listens", || socket.exists());
         Capture { child, output, log }
     }
 
@@ -193,14 +207,14 @@ fn every_query_over_every_transport_is_logged_with_its_rcode() {
 }
 
 #[test]
-fn one_query_in_n_is_logged() {
+fn one_query_in_n_is_logged_to_a_tcp_reader() {
     if !tools_present() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("dnstap.sock");
-    let capture = Capture::start(&socket, dir.path().join("sampled.dnstap"));
-    let mut pharos = start(&dnstap_section(&socket, "sample = 7\n"));
+    let reader = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let capture = Capture::start_tcp(reader, dir.path().join("sampled.dnstap"));
+    let mut pharos = start(&format!("[dnstap]\ntcp = \"{reader}\"\nsample = 7\n"));
     // The UDP worker counts every query, the start-up probes too: of any 7
     // in a row it logs exactly one.
     for _ in 0..7 * 9 {
