@@ -364,7 +364,11 @@ fn content_types(mut fields: &[u8]) -> impl Iterator<Item = &[u8]> {
 /// written together.
 fn forward(stream: &mut dyn Stream, drained: &Receiver<Vec<u8>>) -> io::Result<()> {
     for frames in drained {
-        stream.write_all(&frames)?;
+        if let Err(error) = stream.write_all(&frames) {
+            // Lost with the connection: a drop like any other.
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+            return Err(error);
+        }
     }
     Ok(())
 }
