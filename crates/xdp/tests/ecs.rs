@@ -9,19 +9,18 @@
 
 mod common;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use common::*;
-use pharos_answer::{Client, Snapshot, Transport, respond};
+use pharos_answer::Snapshot;
 use pharos_route::locate::locate;
 use pharos_route::model::Answering;
 use pharos_route::prefix::prefix_set;
 use pharos_route::{Asker, Policy, ProbabilityTable, RegionRow, Regions, Replica, Routes, Service};
 use pharos_xdp::FastPath;
 use pharos_xdp::routed::routed_question;
-use rand::SeedableRng;
 
 const ZONE: &str =
     "@ 3600 IN SOA ns1 hostmaster 1 7200 3600 1209600 300\n@ 3600 IN NS ns1\nns1 3600 IN A 192.0.2.53\nhost 3600 IN A 192.0.2.80\n";
@@ -123,27 +122,6 @@ fn variants_for(snapshot: &Snapshot, name: &str, qtype: u16, asker: &Asker) -> u
     let routed = routed_question(service, &wire_name(name), qtype).unwrap();
     let region = locate(asker, &snapshot.routes.regions, None).region;
     routed.classes.iter().find(|(class, _)| *class == region).or_else(|| routed.classes.last()).unwrap().1.len()
-}
-
-/// Every reply user space gives: drawn with seeds 0, 1, ... until `variants` distinct ones.
-fn user_space_replies(snapshot: &Snapshot, sender: IpAddr, message: &[u8], variants: usize) -> HashSet<Vec<u8>> {
-    let client = Client { address: sender, transport: Transport::Udp };
-    let mut seen = HashSet::new();
-    for seed in 0..10_000 {
-        let mut out = Vec::new();
-        respond(message, &client, snapshot, &mut rand::rngs::SmallRng::seed_from_u64(seed), &mut out).expect("user space answers");
-        seen.insert(out);
-        if seen.len() == variants {
-            return seen;
-        }
-    }
-    panic!("user space gave {} distinct replies in 10,000 draws, the kernel lists {variants}", seen.len());
-}
-
-fn kernel_reply(fast_path: &FastPath, sender: IpAddr, message: &[u8]) -> Vec<u8> {
-    let (action, frame) = run(fast_path, &frame_from(sender, message));
-    assert_eq!(action, XDP_TX, "answered in the kernel");
-    frame[if sender.is_ipv4() { 42 } else { 62 }..].to_vec()
 }
 
 fn loaded(snapshot: &Snapshot) -> Option<FastPath> {

@@ -9,17 +9,16 @@
 
 mod common;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use common::*;
-use pharos_answer::{Client, Snapshot, Transport, respond};
+use pharos_answer::Snapshot;
 use pharos_route::model::Answering;
 use pharos_route::{Policy, ProbabilityTable, RegionRow, Regions, Replica, Routes, Service};
 use pharos_xdp::routed::routed_question;
 use pharos_xdp::{FastPath, KernelPath, kernel_path};
-use rand::SeedableRng;
 
 const ZONE: &str = "@ 3600 IN SOA ns1 hostmaster 1 7200 3600 1209600 300\n@ 3600 IN NS ns1\nns1 3600 IN A 192.0.2.53\n";
 const RUNS: usize = 20_000;
@@ -81,30 +80,6 @@ fn clients() -> Vec<IpAddr> {
 
 fn query(name: &str, qtype: u16) -> Vec<u8> {
     [&[0xAB, 0xCD, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0][..], &wire_name(name), &qtype.to_be_bytes(), &[0, 1]].concat()
-}
-
-/// Every reply user space gives `client`: drawn with seeds 0, 1, ... until
-/// as many distinct replies as the route function lists for the class.
-fn user_space_replies(snapshot: &Snapshot, client: IpAddr, message: &[u8], variants: usize) -> HashSet<Vec<u8>> {
-    let asker = Client { address: client, transport: Transport::Udp };
-    let mut seen = HashSet::new();
-    for seed in 0..10_000 {
-        let mut out = Vec::new();
-        respond(message, &asker, snapshot, &mut rand::rngs::SmallRng::seed_from_u64(seed), &mut out).expect("user space answers");
-        seen.insert(out);
-        if seen.len() == variants {
-            return seen;
-        }
-    }
-    panic!("user space gave {} distinct replies in 10,000 draws, the route function lists {variants}", seen.len());
-}
-
-/// The kernel's DNS reply to `message` from `client`.
-fn kernel_reply(fast_path: &FastPath, client: IpAddr, message: &[u8]) -> Vec<u8> {
-    let (action, frame) = run(fast_path, &frame_from(client, message));
-    assert_eq!(action, XDP_TX, "answered in the kernel");
-    let headers = if client.is_ipv4() { 42 } else { 62 };
-    frame[headers..].to_vec()
 }
 
 /// The variants' probabilities for the class `client` is in: from the

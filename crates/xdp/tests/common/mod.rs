@@ -4,14 +4,16 @@
 // Each test binary uses its own part of these.
 #![allow(dead_code)]
 
+use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use aya::programs::{TestRun, TestRunOptions};
-use pharos_answer::{Settings, Snapshot};
+use pharos_answer::{Client, Settings, Snapshot, Transport, respond};
 use pharos_route::Routes;
 use pharos_xdp::maps::ones_complement_sum;
 use pharos_xdp::{FastPath, Settings as FastPathSettings};
 use pharos_zone::{ZoneSet, parse_zone_text};
+use rand::SeedableRng;
 
 pub const PORT: u16 = 53;
 pub const CLIENT_PORT: u16 = 40000;
@@ -146,4 +148,29 @@ pub fn run(fast_path: &FastPath, frame: &[u8]) -> (u32, Vec<u8>) {
 pub fn snapshot_of(zone: &str, routes: Routes) -> Snapshot {
     let zone = parse_zone_text("example.test", zone, "test.zone").expect("test zone loads");
     Snapshot { zones: ZoneSet::new(vec![zone]).unwrap().into(), routes, settings: Settings::default() }
+}
+
+/// Every reply user space gives `client` for `message`: drawn with seeds
+/// 0, 1, ... until `variants` distinct ones (as many as the kernel lists
+/// for the client's class).
+pub fn user_space_replies(snapshot: &Snapshot, client: IpAddr, message: &[u8], variants: usize) -> HashSet<Vec<u8>> {
+    let asker = Client { address: client, transport: Transport::Udp };
+    let mut seen = HashSet::new();
+    for seed in 0..10_000 {
+        let mut out = Vec::new();
+        respond(message, &asker, snapshot, &mut rand::rngs::SmallRng::seed_from_u64(seed), &mut out).expect("user space answers");
+        seen.insert(out);
+        if seen.len() == variants {
+            return seen;
+        }
+    }
+    panic!("user space gave {} distinct replies in 10,000 draws, the kernel lists {variants}", seen.len());
+}
+
+/// The kernel's DNS reply to `message` from `client`, past the headers.
+pub fn kernel_reply(fast_path: &FastPath, client: IpAddr, message: &[u8]) -> Vec<u8> {
+    let (action, frame) = run(fast_path, &frame_from(client, message));
+    assert_eq!(action, XDP_TX, "answered in the kernel");
+    let headers = if client.is_ipv4() { 42 } else { 62 };
+    frame[headers..].to_vec()
 }
