@@ -24,14 +24,7 @@ fn start_with_service() -> (Pharos, String) {
 
 /// [`start_with_service`] keeping its state in the `store` TOML section.
 fn start_with_service_in(store: &str) -> (Pharos, String) {
-    let declarations = Declarations::new()
-        .region(1, "europe", &["198.51.100.0/24"])
-        .service("svc.example.test")
-        .policy("region-probabilities")
-        .replica("fra", "192.0.2.10")
-        .replica("sin", "192.0.2.20")
-        .probabilities("europe", &[("fra", 1.0, 60)])
-        .toml();
+    let declarations = Declarations::europe_service().toml();
     start_with_api(TOKEN, &format!("{store}\n{declarations}"))
 }
 

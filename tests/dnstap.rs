@@ -143,14 +143,7 @@ fn every_query_over_every_transport_is_logged_with_its_rcode() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("dnstap.sock");
     let capture = Capture::start(&socket, dir.path().join("run.dnstap"));
-    let declarations = Declarations::new()
-        .region(1, "europe", &["198.51.100.0/24"])
-        .service("svc.example.test")
-        .policy("region-probabilities")
-        .replica("fra", "192.0.2.10")
-        .replica("sin", "192.0.2.20")
-        .probabilities("europe", &[("fra", 1.0, 60)])
-        .toml();
+    let declarations = Declarations::europe_service().toml();
     let (encrypted, https) = (free_port(), free_port());
     assert_ne!(encrypted, https);
     let tls = format!(

@@ -39,14 +39,7 @@ fn start_metered() -> Metered {
 fn start_metered_with(config_extra: &str) -> Metered {
     let ports: Vec<u16> = distinct_free_ports(3);
     let (metrics, encrypted_port, https_port) = (ports[0], ports[1], ports[2]);
-    let declarations = Declarations::new()
-        .region(1, "europe", &["198.51.100.0/24"])
-        .service("svc.example.test")
-        .policy("region-probabilities")
-        .replica("fra", "192.0.2.10")
-        .replica("sin", "192.0.2.20")
-        .probabilities("europe", &[("fra", 1.0, 60)])
-        .toml();
+    let declarations = Declarations::europe_service().toml();
     let tls = format!(
         "[tls]\nlisten = [\"127.0.0.1:{encrypted_port}\"]\nhttps_listen = [\"127.0.0.1:{https_port}\"]\nquic_listen = [\"127.0.0.1:{encrypted_port}\"]\n"
     );

@@ -15,6 +15,19 @@ impl Declarations {
         Declarations::default()
     }
 
+    /// The service several tests route: svc.example.test on replicas fra
+    /// (192.0.2.10) and sin (192.0.2.20), by region probabilities that send
+    /// clients in europe (198.51.100.0/24) to fra with TTL 60.
+    pub fn europe_service() -> Declarations {
+        Declarations::new()
+            .region(1, "europe", &["198.51.100.0/24"])
+            .service("svc.example.test")
+            .policy("region-probabilities")
+            .replica("fra", "192.0.2.10")
+            .replica("sin", "192.0.2.20")
+            .probabilities("europe", &[("fra", 1.0, 60)])
+    }
+
     /// A region of client subnets.
     pub fn region(self, id: u32, name: &str, prefixes: &[&str]) -> Declarations {
         let quoted: Vec<String> = prefixes.iter().map(|prefix| format!("{prefix:?}")).collect();
