@@ -47,6 +47,11 @@ struct Args {
     /// UDP sockets.
     #[arg(long, default_value_t = 4)]
     sockets: usize,
+    /// Source address of the UDP sockets (repeatable: socket i binds to
+    /// the i-th mod N), so a server that routes by client address sees
+    /// several clients; default: whatever the kernel picks.
+    #[arg(long = "source")]
+    sources: Vec<IpAddr>,
     /// TCP connections.
     #[arg(long, default_value_t = 4)]
     connections: usize,
@@ -114,6 +119,12 @@ fn real_main() -> Result<()> {
         bail!("--threads must be at least 1");
     }
     let threads = args.threads.min(endpoints);
+    if args.tcp && !args.sources.is_empty() {
+        bail!("--source applies to UDP sockets only");
+    }
+    if let Some(bad) = args.sources.iter().find(|source| source.is_ipv4() != args.server.is_ipv4()) {
+        bail!("--source {bad} is not of the server's address family");
+    }
 
     // Open all sockets / connections up front so that errors surface here.
     let mut udp: Vec<Vec<std::net::UdpSocket>> = (0..threads).map(|_| Vec::new()).collect();
@@ -123,7 +134,9 @@ fn real_main() -> Result<()> {
             let s = run::tcp_connect(args.server).with_context(|| format!("connecting to {} over TCP", args.server))?;
             tcp[i % threads].push(s);
         } else {
-            let s = run::udp_socket(args.server).with_context(|| format!("opening UDP socket to {}", args.server))?;
+            let source = (!args.sources.is_empty()).then(|| args.sources[i % args.sources.len()]);
+            let s =
+                run::udp_socket(args.server, source).with_context(|| format!("opening UDP socket to {} from {source:?}", args.server))?;
             udp[i % threads].push(s);
         }
     }

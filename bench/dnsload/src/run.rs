@@ -4,7 +4,7 @@
 //! socket/connection; open loop (`rate`) paces sends by the clock.
 
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
@@ -193,16 +193,16 @@ fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
-/// Creates a non-blocking UDP socket bound to an ephemeral port and
-/// connected to `server`.
-pub fn udp_socket(server: SocketAddr) -> io::Result<UdpSocket> {
+/// Creates a non-blocking UDP socket bound to an ephemeral port (of
+/// `source` when given) and connected to `server`.
+pub fn udp_socket(server: SocketAddr, source: Option<IpAddr>) -> io::Result<UdpSocket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let s = Socket::new(Domain::for_address(server), Type::DGRAM, Some(Protocol::UDP))?;
     // Large buffers absorb bursts of answers; failures here are harmless.
     let _ = s.set_recv_buffer_size(4 << 20);
     let _ = s.set_send_buffer_size(4 << 20);
-    let any: SocketAddr = if server.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().unwrap();
-    s.bind(&any.into())?;
+    let any: IpAddr = if server.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
+    s.bind(&SocketAddr::new(source.unwrap_or(any), 0).into())?;
     s.connect(&server.into())?;
     s.set_nonblocking(true)?;
     Ok(s.into())
@@ -589,6 +589,18 @@ mod tests {
         assert_eq!(p.skipped, 1011 - 11 - 64);
         p.scheduled += 64;
         assert_eq!(p.due(1_010_000_000), 0);
+    }
+
+    #[test]
+    fn udp_socket_sends_from_the_source_asked() {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let source: IpAddr = "127.0.0.2".parse().unwrap();
+        let client = udp_socket(server.local_addr().unwrap(), Some(source)).unwrap();
+        client.send(b"q").unwrap();
+        let mut buf = [0u8; 4];
+        let (_, from) = server.recv_from(&mut buf).unwrap();
+        assert_eq!(from, client.local_addr().unwrap());
+        assert_eq!(from.ip(), source);
     }
 
     #[test]
