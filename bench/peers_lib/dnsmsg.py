@@ -91,6 +91,8 @@ def check_reply(r, check):
             return "answer starts with %s, expected %s" % (r["answer"][0], check["answer_type"])
         if not r["aa"]:
             return "AA bit not set"
+        if check.get("answers") and len(r["answer"]) != check["answers"]:
+            return "%d answer records, expected %d" % (len(r["answer"]), check["answers"])
     elif kind == "negative":
         if r["answer"]:
             return "answer not empty: %s" % r["answer"]

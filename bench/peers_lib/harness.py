@@ -25,6 +25,10 @@ class LoadError(RuntimeError):
     pass
 
 
+class SetupError(RuntimeError):
+    """Something the benchmark needs is missing and could not be installed."""
+
+
 def logger(tag):
     def log(msg):
         print("[%s %s] %s" % (tag, time.strftime("%H:%M:%S"), msg), file=sys.stderr, flush=True)
@@ -62,6 +66,11 @@ class Running:
         self.argv = argv
 
     @property
+    def host(self):
+        """The server's address: loopback unless it says otherwise."""
+        return getattr(self.srv, "host", "127.0.0.1")
+
+    @property
     def pid(self):
         return self.proc.pid
 
@@ -86,7 +95,7 @@ class Running:
                                    % (self.srv.name, self.proc.returncode, self.log_tail()))
             if not dns_ok:
                 try:
-                    r = dnsmsg.query_udp("127.0.0.1", self.srv.port, "bench.test", "SOA", timeout=0.2)
+                    r = dnsmsg.query_udp(self.host, self.srv.port, "bench.test", "SOA", timeout=0.2)
                     if r["rcode"] == "NOERROR" and "SOA" in r["answer"]:
                         dns_ok = True
                     else:
@@ -164,11 +173,14 @@ def _children_cpu():
 
 
 def dnsload(binary, cpu, port, queries, duration, rate=None, ecs=None, outstanding=None,
-            sockets=None, timeout_ms=None):
-    """Run target/release/dnsload pinned to `cpu`; return the peers-style dict
-    (sent, completed, lost, qps, mean_us, p50_us, p99_us, rcodes, loadgen_cpu_*)."""
-    argv = ["taskset", "-c", str(cpu), binary, "--server", "127.0.0.1:%d" % port,
-            "--queries", queries, "--duration", "%g" % duration]
+            sockets=None, timeout_ms=None, host="127.0.0.1", sources=(), wrap=()):
+    """Run target/release/dnsload pinned to `cpu` (inside `wrap`, e.g. `ip
+    netns exec NS`); return the peers-style dict (sent, completed, lost, qps,
+    mean_us, p50_us, p99_us, rcodes, loadgen_cpu_*)."""
+    argv = ["taskset", "-c", str(cpu)] + list(wrap) + [binary, "--server", "%s:%d" % (host, port),
+                                                        "--queries", queries, "--duration", "%g" % duration]
+    for source in sources:
+        argv += ["--source", source]
     if rate is not None:
         argv += ["--rate", str(int(rate))]
     if ecs:
@@ -334,6 +346,47 @@ def ns_per_query_growth(base, other, thread, log, label, top=15):
     log("%s: thread %s, %.0f -> %.0f ns/q; grew most:" % (label, thread, sum(before.values()), sum(after.values())))
     for grew, (dso, symbol) in growth[:top]:
         log("  %+6.0f ns/q  %-14s %s" % (grew, dso[:14], symbol[:100]))
+
+
+VENV = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "out", "venv")
+
+
+def ensure_matplotlib(script, argv, log):
+    """Re-runs `script` with `argv` under bench/out/venv (made, with
+    matplotlib from PyPI, if missing) when this Python has no matplotlib."""
+    try:
+        import matplotlib  # noqa: F401
+        return
+    except ImportError:
+        pass
+    py = os.path.join(VENV, "bin", "python")
+    if os.path.abspath(sys.executable) == os.path.abspath(py):
+        raise SetupError("matplotlib missing even in %s" % VENV)
+    if not os.access(py, os.X_OK):
+        log("making %s for matplotlib" % VENV)
+        subprocess.run([sys.executable, "-m", "venv", VENV], check=True)
+    if subprocess.run([py, "-c", "import matplotlib"], capture_output=True).returncode != 0:
+        log("pip install matplotlib into %s" % VENV)
+        subprocess.run([py, "-m", "pip", "install", "-q", "matplotlib"], check=True)
+    os.execv(py, [py, script] + argv)
+
+
+def apt_install(packages, allow, log):
+    """Installs Debian packages (root, unless `allow` is false: then fails
+    naming them), trying `apt-get update` once if the first try fails."""
+    packages = sorted(set(packages))
+    if not packages:
+        return
+    if not allow or os.geteuid() != 0:
+        raise SetupError("missing; install with: apt-get install -y %s" % " ".join(packages))
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    cmd = ["apt-get", "install", "-y", "--no-install-recommends"] + packages
+    log("running %s" % " ".join(cmd))
+    if subprocess.run(cmd, env=env).returncode != 0:
+        log("apt-get install failed; trying apt-get update first")
+        subprocess.run(["apt-get", "update"], env=env)
+        if subprocess.run(cmd, env=env).returncode != 0:
+            raise SetupError("apt-get install -y %s failed" % " ".join(packages))
 
 
 def binary_identity(path):

@@ -57,6 +57,26 @@ def cpu_seconds_between(before, after):
     return ticks / CLK_TCK
 
 
+def cpu_ticks(pid):
+    """CPU ticks (user + system) of one process or thread so far; 0 if gone."""
+    st = _stat(pid)
+    return st[1] if st else 0
+
+
+def core_cpu(cpu):
+    """{'busy': s, 'irq': s} of one CPU from /proc/stat: busy is user, nice,
+    system, irq and softirq; irq is hard and soft interrupt time alone."""
+    tag = "cpu%d" % cpu
+    with open("/proc/stat") as f:
+        for line in f:
+            fields = line.split()
+            if fields and fields[0] == tag:
+                user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[1:8])
+                return {"busy": (user + nice + system + irq + softirq) / CLK_TCK,
+                        "irq": (irq + softirq) / CLK_TCK}
+    raise ValueError("no %s in /proc/stat" % tag)
+
+
 def system_cpu():
     """{'busy': s, 'softirq': s, 'steal': s} summed over all CPUs, from /proc/stat."""
     with open("/proc/stat") as f:

@@ -204,9 +204,9 @@ def _toml_table(table):
 
 
 def pharos_config(port, zonefile, api_port=None, token="bench", store=None, seed=None,
-                  max_answers=None):
+                  max_answers=None, host="127.0.0.1"):
     """TOML for `pharos serve --config`: the routed service plus the zone."""
-    parts = ["[server]", 'listen = ["127.0.0.1:%d"]' % port, "threads = 1"]
+    parts = ["[server]", 'listen = ["%s:%d"]' % (host, port), "threads = 1"]
     if seed is not None:
         parts.append("random_seed = %d" % seed)
     if api_port is not None:
@@ -252,7 +252,7 @@ class PharosRouted(servers.Pharos):
         conf = os.path.join(self.dir, "pharos.toml")
         with open(conf, "w") as f:
             f.write(pharos_config(self.port, self.zonefile, self.api_port, store=store,
-                                  seed=self.seed, max_answers=self.max_answers))
+                                  seed=self.seed, max_answers=self.max_answers, host=self.host))
         exe = getattr(self, "copy", None) or self.binary
         return [exe, "serve", "--config", conf]
 

@@ -23,6 +23,7 @@ class Server:
     extra_files = ()     # other files the package must provide
     packages = ()        # Debian packages that provide binary + extra_files
     threads = ""         # human-readable note on the worker configuration
+    host = "127.0.0.1"   # the address it listens on
 
     def __init__(self, port, outdir, zonefile, repo):
         self.port = port
@@ -98,7 +99,7 @@ class Knot(Server):
 server:
     rundir: "{d}/run"
     pidfile: "{d}/run/knot.pid"
-    listen: 127.0.0.1@{self.port}
+    listen: {self.host}@{self.port}
     udp-workers: 1
     tcp-workers: 1
     background-workers: 1
@@ -123,8 +124,12 @@ template:
 zone:
   - domain: {ZONE}
     file: "{self.zonefile}"
-""")
+{self.extra_conf()}""")
         return ["knotd", "-c", conf]
+
+    def extra_conf(self):
+        """More of knot.conf, for subclasses."""
+        return ""
 
 
 class Nsd(Server):
