@@ -1,0 +1,359 @@
+"""bench/fastpath's parts: the zone and query mixes, the servers run in the
+server's namespace, the check of their answers, the search for the rate
+at which a server saturates, and the CPU accounting of one core.
+
+Mixes: a share of queries the kernel path can answer (static names of the
+zone, A or AAAA, installed in its map) and the rest queries it passes up:
+names the zone answers NXDOMAIN for (a map miss; user space answers them
+from the zone's negative answer, as cheap as a hit there). Besides those,
+`routed` asks for svc.bench.test (a region-probabilities service, 3
+replicas: routed.py) and `static` for static.bench.test (3 A in the zone):
+the same number of names and the same answer size.
+"""
+
+import math
+import os
+import random
+import subprocess
+
+from . import dnsmsg, harness, netns, procs, routed, servers
+
+HIT_PERCENTS = (0, 25, 50, 75, 100)
+ROUTED_MIXES = ("routed", "static")
+HIT_NAMES = 200
+PORT = 53
+# One client address unclassified and one in each of routed.py's 8 regions
+# (100.65.0.0/16 ... 100.72.0.0/16), so routed answers take every class.
+SOURCES = ["100.64.0.2"] + ["100.%d.0.2" % (64 + region) for region in range(1, routed.NREGIONS + 1)]
+SAMPLE = 24
+
+
+def mix_label(mix):
+    return "%d %%" % mix if isinstance(mix, int) else mix
+
+
+def mix_key(text):
+    """A mix from its command-line or JSON name: '25' -> 25, 'routed'."""
+    if text in ROUTED_MIXES:
+        return text
+    value = int(text)
+    if not 0 <= value <= 100:
+        raise ValueError("hit share %d is not a percentage" % value)
+    return value
+
+
+# --------------------------------------------------------------------------- zone and mixes
+
+def write_inputs(outdir, seed, lines):
+    """The zone and one query file per mix; returns {'zone': path,
+    'mixes': {mix: {'queries': path, 'sample': [(name, type, check)],
+    'noerror': expected NOERROR share}}}."""
+    rng = random.Random(seed)
+    os.makedirs(outdir, exist_ok=True)
+    hits = ["h%03d.%s" % (i, routed.ZONE) for i in range(HIT_NAMES)]
+    records = []
+    for i in range(HIT_NAMES):
+        records.append("h%03d 300 IN A 192.0.2.%d" % (i, 10 + i % 240))
+        records.append("h%03d 300 IN AAAA 2001:db8::%x" % (i, 0x100 + i))
+    zone = os.path.join(outdir, "bench.test.zone")
+    with open(zone, "w") as f:
+        f.write(routed.zone_text("\n".join(records) + "\n"))
+    hit_check = {"rcode": "NOERROR", "kind": "answer", "answers": 1}
+    miss_check = {"rcode": "NXDOMAIN", "kind": "negative"}
+    mixes = {}
+    for percent in HIT_PERCENTS:
+        count = round(lines * percent / 100)
+        queries = [(rng.choice(hits), rng.choice(("A", "AAAA")), "hit") for _ in range(count)]
+        queries += [("nx%05d-%d.%s" % (i, rng.randrange(10 ** 6), routed.ZONE), "A", "miss")
+                    for i in range(lines - count)]
+        rng.shuffle(queries)
+        checked = [(name, qtype, dict(hit_check, answer_type=qtype) if kind == "hit" else miss_check)
+                   for name, qtype, kind in queries]
+        mixes[percent] = _mix_file(outdir, percent, checked, count / lines, rng)
+    for mix, name in (("routed", routed.SERVICE), ("static", routed.STATIC)):
+        check = {"rcode": "NOERROR", "kind": "answer", "answer_type": "A", "answers": len(routed.REPLICAS)}
+        mixes[mix] = _mix_file(outdir, mix, [(name, "A", check)], 1.0, rng)
+    return {"zone": zone, "mixes": mixes}
+
+
+def _mix_file(outdir, mix, checked, noerror, rng):
+    path = os.path.join(outdir, "queries-%s.txt" % mix)
+    with open(path, "w") as f:
+        for name, qtype, _ in checked:
+            f.write("%s %s\n" % (name, qtype))
+    sample = rng.sample(checked, min(SAMPLE, len(checked)))
+    return {"queries": path, "sample": sample, "noerror": noerror, "lines": len(checked)}
+
+
+# --------------------------------------------------------------------------- servers
+
+class InNamespace:
+    """Runs the server inside the benchmark's server namespace, on its
+    address and port 53. Set `namespace` and `interface` before prepare()."""
+    namespace = None
+    interface = None
+    host = netns.SERVER_ADDRESS
+    xdp = False
+    label = ""
+
+    def prepare(self):
+        return ["ip", "netns", "exec", self.namespace] + super().prepare()
+
+
+class PharosSocket(InNamespace, routed.PharosRouted):
+    name = "pharos"
+    label = "Pharos socket"
+    threads = "[server] threads = 1"
+
+
+class PharosXdp(PharosSocket):
+    name = "pharos-xdp"
+    label = "Pharos XDP"
+    xdp = True
+
+    def prepare(self):
+        return super().prepare() + ["--xdp", self.interface]
+
+
+class KnotSocket(InNamespace, servers.Knot):
+    name = "knot"
+    label = "Knot socket"
+
+
+class KnotXdp(KnotSocket):
+    name = "knot-xdp"
+    label = "Knot XDP"
+    threads = "udp-workers 1 (one XDP worker per queue; the veth has one), tcp-workers 1"
+    xdp = True
+
+    def extra_conf(self):
+        return "xdp:\n    listen: %s@%d\n    udp: on\n" % (self.interface, PORT)
+
+
+ALL = [PharosSocket, PharosXdp, KnotSocket, KnotXdp]
+BY_NAME = {c.name: c for c in ALL}
+
+
+def make_server(cls, outdir, zone, repo, pair, seed):
+    if issubclass(cls, routed.PharosRouted):
+        srv = cls(PORT, outdir, zone, repo, seed=seed)
+    else:
+        srv = cls(PORT, outdir, zone, repo)
+    srv.namespace = pair.ns["server"]
+    srv.interface = pair.iface["server"]
+    return srv
+
+
+def serves_mix(srv, mix):
+    """Knot has no routed service: it runs the hit mixes only."""
+    return isinstance(mix, int) or isinstance(srv, PharosSocket)
+
+
+def xdp_attached(pair):
+    """'native', 'generic' or None: the XDP program on the server's end."""
+    link = pair.ip("server", "-d", "link", "show", "dev", pair.iface["server"])
+    if "prog/xdp " in link:
+        return "native"
+    if "prog/xdpgeneric " in link:
+        return "generic"
+    return None
+
+
+def detach_leftover(pair, log):
+    """Removes an XDP program a stopped server left on the server's end
+    (Knot's stays after it exits), so the next server starts clean."""
+    if xdp_attached(pair):
+        log("  removing the XDP program left on %s" % pair.iface["server"])
+        pair.ip("server", "link", "set", "dev", pair.iface["server"], "xdp", "off")
+
+
+def check_attachment(srv, pair):
+    """Raises ServerFailed unless an XDP server has its program on the
+    interface in native mode and a socket server has none (a Pharos that
+    could not attach serves from user space and says so only in its log)."""
+    mode = xdp_attached(pair)
+    if srv.xdp and mode != "native":
+        raise harness.ServerFailed("%s: no native XDP program on %s (%s)"
+                                   % (srv.name, pair.iface["server"], mode or "none attached"))
+    if not srv.xdp and mode:
+        raise harness.ServerFailed("%s: an XDP program (%s) is still on %s" % (srv.name, mode, pair.iface["server"]))
+
+
+def has_xdp_flag(binary):
+    p = subprocess.run([binary, "serve", "--help"], capture_output=True, text=True)
+    return "--xdp" in p.stdout + p.stderr
+
+
+# --------------------------------------------------------------------------- checking answers
+
+def verify_sample(pair, mix_info):
+    """Asks the mix's sample over UDP from the client's namespace; returns
+    the problems (rcode, answer count and type, AA, SOA on negatives)."""
+    problems = []
+    with pair.inside("client"):
+        for name, qtype, check in mix_info["sample"]:
+            try:
+                r = dnsmsg.query_udp(netns.SERVER_ADDRESS, PORT, name, qtype, timeout=1.0)
+            except (OSError, ValueError) as e:
+                problems.append("%s %s: %s" % (name, qtype, e))
+                continue
+            why = dnsmsg.check_reply(r, check)
+            if why:
+                problems.append("%s %s: %s" % (name, qtype, why))
+    return problems
+
+
+def bulk_problems(run, mix_info, tolerance=0.01):
+    """What is wrong with a measured run's answers as a whole: an unexpected
+    share of NOERROR, other response codes, answers to other questions, TC."""
+    rc = run["rcodes"]
+    answered = run["completed"] or 0
+    problems = []
+    if not answered:
+        return ["no answers"]
+    share = rc.get("NOERROR", 0) / answered
+    if abs(share - mix_info["noerror"]) > tolerance:
+        problems.append("NOERROR %.2f %% of answers, expected %.2f %%" % (100 * share, 100 * mix_info["noerror"]))
+    odd = {k: v for k, v in rc.items() if k not in ("NOERROR", "NXDOMAIN") and v}
+    if odd:
+        problems.append("unexpected response codes %s" % odd)
+    raw = run["raw"]
+    for key in ("unexpected", "truncated"):
+        if raw.get(key):
+            problems.append("%d %s answers" % (raw[key], key))
+    return problems
+
+
+# --------------------------------------------------------------------------- load and CPU
+
+class Load:
+    """dnsload from the client's namespace, on the client's CPU, one UDP
+    socket per source address, open loop at a given rate."""
+
+    def __init__(self, binary, pair, timeout_ms):
+        self.binary, self.pair, self.timeout_ms = binary, pair, timeout_ms
+
+    def run(self, queries, rate, duration):
+        return harness.dnsload(self.binary, self.pair.cpu["client"], PORT, queries, duration, rate=rate,
+                               sockets=len(SOURCES), timeout_ms=self.timeout_ms, host=netns.SERVER_ADDRESS,
+                               sources=SOURCES, wrap=self.pair.argv("client", []))
+
+
+def sustained(run, rate, duration, share=0.97):
+    """The rate was sent for the duration, and answered, within `share`
+    (counted, not divided by dnsload's elapsed time, which a late answer
+    stretches)."""
+    sent = run["sent"] or 0
+    return sent >= share * rate * duration and (run["completed"] or 0) >= share * sent
+
+
+def find_saturation(probe, start, first_step, tolerance=1.05, max_probes=12, floor=1000):
+    """The highest rate `probe(rate)` sustains, within `tolerance`: steps
+    up (or down) from `start` by `first_step`, squaring the step each time,
+    until a rate holds and one above it fails, then bisects geometrically.
+    Returns (rate, [(rate, held)]); rate None if nothing held."""
+    tried = []
+    low = high = None
+    rate, step = float(start), first_step
+    while len(tried) < max_probes and rate >= floor:
+        held = probe(rate)
+        tried.append((round(rate), held))
+        if held:
+            low = rate
+        else:
+            high = rate
+        if low and high:
+            if high / low <= tolerance:
+                break
+            rate = math.sqrt(low * high)
+        else:
+            rate = rate * step if held else rate / step
+            step *= step
+    return (round(low) if low else None), tried
+
+
+class CoreMeter:
+    """CPU of the server's core and the client's core over one run, from
+    /proc/stat: everything that ran there (processes, NAPI threads,
+    interrupts and softirqs, where XDP runs), and of it the server's process
+    tree and the server end's NAPI thread: the rest is other processes
+    (noise). The kernel here samples interrupt time by tick
+    (no IRQ_TIME_ACCOUNTING), so only the core's total is free of overlap."""
+
+    def __init__(self, pair, server_pid):
+        self.pair, self.server_pid = pair, server_pid
+
+    def _read(self):
+        napi = self.pair.napi_threads("server")
+        return {"server": procs.core_cpu(self.pair.cpu["server"]),
+                "client": procs.core_cpu(self.pair.cpu["client"]),
+                "ours": sum(procs.snapshot(self.server_pid).values()) + sum(procs.cpu_ticks(p) for p in napi)}
+
+    def around(self, fn):
+        before = self._read()
+        res = fn()
+        after = self._read()
+        wall = res.get("run_s") or 1e-9
+        server = after["server"]["busy"] - before["server"]["busy"]
+        ours = (after["ours"] - before["ours"]) / procs.CLK_TCK
+        res["server_cpu_s"] = server
+        res["server_core_pct"] = 100.0 * server / wall
+        res["server_irq_pct"] = 100.0 * (after["server"]["irq"] - before["server"]["irq"]) / wall
+        res["other_pct"] = 100.0 * max(0.0, server - ours) / wall
+        res["client_core_pct"] = 100.0 * (after["client"]["busy"] - before["client"]["busy"]) / wall
+        completed = res.get("completed") or 0
+        res["cpu_us_per_query"] = 1e6 * server / completed if completed else None
+        res["per_cpu_s"] = completed / server if server > 0 else None
+        return res
+
+
+def generator_bound(run):
+    """The client's core was full while the server's was not: the rate is
+    the generator's ceiling, not the server's."""
+    return (run.get("client_core_pct") or 0) >= 95 and (run.get("server_core_pct") or 0) < 90
+
+
+# --------------------------------------------------------------------------- plot
+
+def plot(doc, path, log):
+    """Figure 3: q/s at saturation and queries per CPU-second against the
+    share of kernel-path hits, one curve per server; routed and static
+    points at 100 %."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = doc["summary"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    panels = (("qps", "queries/s at saturation (k)"), ("per_cpu_s", "queries per CPU-second of the server core (k)"))
+    styles = {"pharos": ("tab:blue", "--"), "pharos-xdp": ("tab:blue", "-"),
+              "knot": ("tab:orange", "--"), "knot-xdp": ("tab:orange", "-")}
+    for ax, (key, title) in zip(axes, panels):
+        for name in doc["args"]["server_names"]:
+            xs, ys = [], []
+            for percent in HIT_PERCENTS:
+                cell = summary.get(name, {}).get(str(percent))
+                if cell and cell.get(key):
+                    xs.append(percent)
+                    ys.append(cell[key] / 1000)
+            if xs:
+                color, line = styles.get(name, ("gray", "-"))
+                ax.plot(xs, ys, line, marker="o", color=color, label=BY_NAME[name].label)
+            for mix, marker in (("routed", "^"), ("static", "s")):
+                cell = summary.get(name, {}).get(mix)
+                if cell and cell.get(key):
+                    ax.plot([100], [cell[key] / 1000], marker, color=styles.get(name, ("gray",))[0],
+                            fillstyle="none", markersize=9, label="%s, %s" % (BY_NAME[name].label, mix))
+        ax.set_xlabel("queries answerable in the kernel path (%)")
+        ax.set_title(title, fontsize=10)
+        ax.set_xticks(list(HIT_PERCENTS))
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=7, loc="upper left")
+    fig.suptitle("Kernel fast path (issue 14), Santa's Figure 3 on a veth pair: %s, %d round(s), medians"
+                 % (doc["host"]["node"] or "?", doc["args"]["rounds"]), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    log("plot: %s" % path)
+    return path
