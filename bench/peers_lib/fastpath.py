@@ -11,10 +11,13 @@ replicas: routed.py) and `static` for static.bench.test (3 A in the zone):
 the same number of names and the same answer size.
 """
 
+import json
 import math
 import os
 import random
 import subprocess
+import time
+import urllib.request
 
 from . import dnsmsg, harness, netns, procs, routed, servers
 
@@ -22,6 +25,8 @@ HIT_PERCENTS = (0, 25, 50, 75, 100)
 ROUTED_MIXES = ("routed", "static")
 HIT_NAMES = 200
 PORT = 53
+API_PORT = 5380
+TOKEN = "bench"
 # One client address unclassified and one in each of routed.py's 8 regions
 # (100.65.0.0/16 ... 100.72.0.0/16), so routed answers take every class.
 SOURCES = ["100.64.0.2"] + ["100.%d.0.2" % (64 + region) for region in range(1, routed.NREGIONS + 1)]
@@ -89,11 +94,14 @@ def _mix_file(outdir, mix, checked, noerror, rng):
 
 class InNamespace:
     """Runs the server inside the benchmark's server namespace, on its
-    address and port 53. Set `namespace` and `interface` before prepare()."""
+    address and port 53. Set `namespace` and `interface` before prepare().
+    `xdp`: it puts an XDP program on the interface; `xdp_tx`: that program
+    answers with XDP_TX (the client's end then needs one too: netns)."""
     namespace = None
     interface = None
     host = netns.SERVER_ADDRESS
     xdp = False
+    xdp_tx = False
     label = ""
 
     def prepare(self):
@@ -110,6 +118,7 @@ class PharosXdp(PharosSocket):
     name = "pharos-xdp"
     label = "Pharos XDP"
     xdp = True
+    xdp_tx = True
 
     def prepare(self):
         return super().prepare() + ["--xdp", self.interface]
@@ -136,7 +145,8 @@ BY_NAME = {c.name: c for c in ALL}
 
 def make_server(cls, outdir, zone, repo, pair, seed):
     if issubclass(cls, routed.PharosRouted):
-        srv = cls(PORT, outdir, zone, repo, seed=seed)
+        # The control API (on the namespace's loopback) reports the kernel's counters.
+        srv = cls(PORT, outdir, zone, repo, api_port=API_PORT, seed=seed)
     else:
         srv = cls(PORT, outdir, zone, repo)
     srv.namespace = pair.ns["server"]
@@ -182,6 +192,29 @@ def check_attachment(srv, pair):
 def has_xdp_flag(binary):
     p = subprocess.run([binary, "serve", "--help"], capture_output=True, text=True)
     return "--xdp" in p.stdout + p.stderr
+
+
+def kernel_counters(pair):
+    """Pharos's fast-path counters on the server's end (GET /v1/fastpath):
+    {'answered': n, 'passed_up': n, 'misses': {reason: n}}."""
+    request = urllib.request.Request("http://127.0.0.1:%d/v1/fastpath" % API_PORT,
+                                     headers={"Authorization": "Bearer %s" % TOKEN})
+    with pair.inside("server"):
+        with urllib.request.urlopen(request, timeout=5) as response:
+            doc = json.load(response)
+    for interface in doc["interfaces"]:
+        if interface["name"] == pair.iface["server"]:
+            traffic = interface["traffic"]
+            return {"answered": traffic["answered_static"] + traffic["answered_routed"],
+                    "passed_up": traffic["passed_up"], "misses": traffic["misses"]}
+    raise harness.ServerFailed("/v1/fastpath has no interface %s: %s" % (pair.iface["server"], doc))
+
+
+def kernel_share(before, after, answered):
+    """Share of the answers the kernel gave between two kernel_counters(),
+    and the pass-up reasons that grew, as {reason: count}."""
+    grew = {k: v - before["misses"].get(k, 0) for k, v in after["misses"].items() if v > before["misses"].get(k, 0)}
+    return (after["answered"] - before["answered"]) / answered if answered else None, grew
 
 
 # --------------------------------------------------------------------------- checking answers
@@ -290,10 +323,9 @@ class CoreMeter:
                 "ours": sum(procs.snapshot(self.server_pid).values()) + sum(procs.cpu_ticks(p) for p in napi)}
 
     def around(self, fn):
-        before = self._read()
+        before, t0 = self._read(), time.monotonic()
         res = fn()
-        after = self._read()
-        wall = res.get("run_s") or 1e-9
+        after, wall = self._read(), time.monotonic() - t0
         server = after["server"]["busy"] - before["server"]["busy"]
         ours = (after["ours"] - before["ours"]) / procs.CLK_TCK
         res["server_cpu_s"] = server
@@ -343,7 +375,8 @@ def plot(doc, path, log):
                 cell = summary.get(name, {}).get(mix)
                 if cell and cell.get(key):
                     ax.plot([100], [cell[key] / 1000], marker, color=styles.get(name, ("gray",))[0],
-                            fillstyle="none", markersize=9, label="%s, %s" % (BY_NAME[name].label, mix))
+                            fillstyle="full" if BY_NAME[name].xdp else "none", markersize=9,
+                            label="%s, %s" % (BY_NAME[name].label, mix))
         ax.set_xlabel("queries answerable in the kernel path (%)")
         ax.set_title(title, fontsize=10)
         ax.set_xticks(list(HIT_PERCENTS))

@@ -1,11 +1,16 @@
 """Two network namespaces joined by a veth pair, for benchmarks that need a
 real interface where loopback will not do (native XDP).
 
-The server's end and the client's end each get GRO (so each end has a
-NAPI instance even without an XDP program: XDP_TX on veth needs one on the
-peer) and threaded NAPI, whose kernel thread is pinned to that side's CPU:
-receive processing, XDP included, then runs on the CPU of the side that
-receives, where it can be accounted. Everything made here is removed by
+The server's end and the client's end each get GRO (so each end keeps a
+NAPI instance while XDP programs come and go) and threaded NAPI, whose
+kernel thread is pinned to that side's CPU: receive processing, XDP
+included, then runs on the CPU of the side that receives, where it can be
+accounted. For a server that answers with XDP_TX, the client's end needs
+an XDP program that passes everything (attach_pass_program): frames sent
+back with XDP_TX wait in the client end's ring until its NAPI runs, and
+the kernel (6.18, veth_xdp_flush) wakes it for them only when that end has
+an XDP program; without one they sat there until the next ordinary packet
+came. Everything made here is removed by
 close(), also after an error; namespaces left by a run that was killed
 are removed by the next one (their names carry the creating process's id).
 """
@@ -14,12 +19,17 @@ import ctypes
 import os
 import re
 import subprocess
+import tempfile
 
 PREFIX = "pharos-bench-"
 SERVER_ADDRESS = "198.51.100.1"
 CLIENT_ADDRESS = "198.51.100.2"
 PREFIX_LEN = 24
 CLONE_NEWNET = 0x40000000
+PASS_PROGRAM = """\
+__attribute__((section("xdp"), used)) int pass_up(void *ctx) { return 2; /* XDP_PASS */ }
+char _license[] __attribute__((section("license"), used)) = "GPL";
+"""
 
 
 class NetnsError(RuntimeError):
@@ -87,6 +97,18 @@ class VethPair:
             self.close()
             raise
         return self
+
+    def attach_pass_program(self, side):
+        """Compiles PASS_PROGRAM with clang and attaches it to the side's end."""
+        with tempfile.TemporaryDirectory() as scratch:
+            source, obj = os.path.join(scratch, "pass.c"), os.path.join(scratch, "pass.o")
+            with open(source, "w") as f:
+                f.write(PASS_PROGRAM)
+            run(["clang", "-O2", "-target", "bpf", "-c", source, "-o", obj])
+            self.ip(side, "link", "set", "dev", self.iface[side], "xdp", "obj", obj, "sec", "xdp")
+
+    def detach_program(self, side):
+        self.ip(side, "link", "set", "dev", self.iface[side], "xdp", "off")
 
     def close(self):
         while self.made:
