@@ -87,8 +87,12 @@ class VethPair:
                 self.ip(side, "link", "set", "lo", "up")
                 self.ip(side, "link", "set", self.iface[side], "up")
                 # GRO first: it gives the end its NAPI instance, which
-                # threaded mode needs to exist.
-                run(self.argv(side, ["ethtool", "-K", self.iface[side], "gro", "on"]))
+                # threaded mode needs to exist. TSO off: veth hands a TSO
+                # sender's UDP packets to the peer's NAPI only if the peer
+                # aggregates UDP (GRO forwarding or fraglist); else they
+                # take netif_rx and the receive work runs on the sender's
+                # CPU, charged to the wrong side.
+                run(self.argv(side, ["ethtool", "-K", self.iface[side], "gro", "on", "tso", "off"]))
                 run(self.argv(side, ["sh", "-c", "echo 1 > /sys/class/net/%s/threaded" % self.iface[side]]))
             for source in self.client_sources:
                 self.ip("server", "route", "add", source + "/32", "via", CLIENT_ADDRESS)
