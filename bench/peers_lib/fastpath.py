@@ -210,11 +210,13 @@ def kernel_counters(pair):
     raise harness.ServerFailed("/v1/fastpath has no interface %s: %s" % (pair.iface["server"], doc))
 
 
-def kernel_share(before, after, answered):
-    """Share of the answers the kernel gave between two kernel_counters(),
-    and the pass-up reasons that grew, as {reason: count}."""
+def kernel_share(before, after, sent):
+    """Share of the queries sent that the kernel answered between two
+    kernel_counters() (not of the answers received: one lost on the way
+    back counts in the kernel but not at the client), and the pass-up
+    reasons that grew, as {reason: count}."""
     grew = {k: v - before["misses"].get(k, 0) for k, v in after["misses"].items() if v > before["misses"].get(k, 0)}
-    return (after["answered"] - before["answered"]) / answered if answered else None, grew
+    return (after["answered"] - before["answered"]) / sent if sent else None, grew
 
 
 # --------------------------------------------------------------------------- checking answers
