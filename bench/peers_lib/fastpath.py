@@ -15,6 +15,7 @@ import json
 import math
 import os
 import random
+import re
 import subprocess
 import time
 import urllib.request
@@ -283,6 +284,53 @@ class Load:
         return harness.dnsload(self.binary, self.pair.cpu["client"], PORT, queries, duration, rate=rate,
                                sockets=len(SOURCES), timeout_ms=self.timeout_ms, host=netns.SERVER_ADDRESS,
                                sources=SOURCES, wrap=self.pair.argv("client", []))
+
+
+class Flood:
+    """kxdpgun (Knot's AF_XDP generator) from the client's end at the
+    highest rate it reaches: for servers that answer everything in XDP,
+    where an overload costs no receive livelock (an excess is dropped at a
+    ring), to find their q/s beyond what dnsload can send. It attaches its
+    own XDP program to the client's end (which also wakes that end for
+    XDP_TX frames) and leaves it there: run() removes it. Every query
+    carries EDNS, as dnsload's do. It sleeps about a second before sending
+    and waits one after, so the cores' busy shares of its run mean little:
+    compare CPU per query."""
+
+    RATE = 10_000_000
+
+    def __init__(self, pair):
+        self.pair = pair
+
+    def run(self, queries, duration):
+        path = queries + ".kxdpgun"
+        with open(queries) as src, open(path, "w") as dst:
+            for line in src:
+                dst.write("%s E\n" % line.strip())
+        cpu = self.pair.cpu["client"]
+        argv = ["taskset", "-c", str(cpu)] + self.pair.argv("client", [
+            "kxdpgun", "-t", "%g" % duration, "-Q", str(self.RATE), "-F", str(cpu), "-I", self.pair.iface["client"],
+            "-i", path, netns.SERVER_ADDRESS])
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 30)
+        finally:
+            self.pair.detach_program("client")
+        if p.returncode != 0:
+            raise harness.LoadError("kxdpgun failed (rc=%d): %s\n%s" % (p.returncode, " ".join(argv),
+                                                                       (p.stdout + p.stderr)[-1500:]))
+        return self.parse(p.stdout, duration)
+
+    @staticmethod
+    def parse(out, duration):
+        sent = re.search(r"total queries:\s+(\d+)", out)
+        replies = re.search(r"total replies:\s+(\d+)", out)
+        if not sent or not replies:
+            raise harness.LoadError("kxdpgun printed no totals:\n%s" % out[-1500:])
+        rcodes = {name: int(n) for name, n in re.findall(r"responded (\w+):\s+(\d+)", out)}
+        sent, replies = int(sent.group(1)), int(replies.group(1))
+        # Answered (nearly) all it sent: the server kept up with kxdpgun.
+        return {"sent": sent, "completed": replies, "qps": replies / duration, "run_s": duration,
+                "rcodes": rcodes, "raw": {}, "generator_bound": replies >= 0.99 * sent}
 
 
 def sustained(run, rate, duration, share=0.97):
