@@ -410,8 +410,8 @@ def generator_bound(run):
 
 def plot(doc, path, log):
     """Figure 3: q/s at saturation and queries per CPU-second against the
-    share of kernel-path hits, one curve per server; routed and static
-    points at 100 %."""
+    share of kernel-path hits, one curve per server; routed, static and
+    kxdpgun points at 100 %."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -432,6 +432,10 @@ def plot(doc, path, log):
             if xs:
                 color, line = styles.get(name, ("gray", "-"))
                 ax.plot(xs, ys, line, marker="o", color=color, label=BY_NAME[name].label)
+            flood = (doc.get("flood") or {}).get(name, {}).get("100")
+            if flood and flood.get(key):
+                ax.plot([100], [flood[key] / 1000], "*", color=styles.get(name, ("gray",))[0], markersize=12,
+                        label="%s, kxdpgun at its highest rate" % BY_NAME[name].label)
             for mix, marker in (("routed", "^"), ("static", "s")):
                 cell = summary.get(name, {}).get(mix)
                 if cell and cell.get(key):
