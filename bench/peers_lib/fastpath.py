@@ -1,6 +1,8 @@
 """bench/fastpath's parts: the zone and query mixes, the servers run in the
-server's namespace, the check of their answers, the search for the rate
-at which a server saturates, and the CPU accounting of one core.
+server's namespace, the check of their answers (and Pharos's own count of
+what its kernel path answered), the two load generators (dnsload at a
+rate, kxdpgun flat out), the search for the rate at which a server
+saturates, the CPU accounting of one core, and the plot.
 
 Mixes: a share of queries the kernel path can answer (static names of the
 zone, A or AAAA, installed in its map) and the rest queries it passes up:
