@@ -402,6 +402,15 @@ class CoreMeter:
         return res
 
 
+def client_limited(run, rate, duration, dropped_toward_client):
+    """Whether a failed probe failed on the client's side: dnsload could
+    not send the rate, or most of what was lost was dropped on the way
+    back because the client's end did not take it (its NAPI thread shares
+    the client's core with dnsload; the veth's ring holds 256 frames)."""
+    lost = max(0, (run["sent"] or 0) - (run["completed"] or 0))
+    return (run["sent"] or 0) < 0.97 * rate * duration or dropped_toward_client * 2 > lost
+
+
 def generator_bound(run):
     """The client's core was full while the server's was not: the rate is
     the generator's ceiling, not the server's."""

@@ -131,6 +131,18 @@ class VethPair:
         """argv run inside the side's namespace."""
         return ["ip", "netns", "exec", self.ns[side]] + list(argv)
 
+    def drops_toward_client(self):
+        """Packets the server's end could not hand to the client's end so
+        far (its ring full: the client did not keep up): sent ones dropped
+        and XDP_TX frames that failed."""
+        link = self.ip("server", "-s", "link", "show", "dev", self.iface["server"])
+        m = re.search(r"TX:.*\n\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)", link)
+        stats = run(self.argv("server", ["ethtool", "-S", self.iface["server"]]))
+        xdp = re.findall(r"xdp_tx_errors:\s*(\d+)", stats)
+        if not m:
+            raise NetnsError("no TX counters on %s: %s" % (self.iface["server"], link))
+        return int(m.group(4)) + sum(int(n) for n in xdp)
+
     def napi_threads(self, side):
         """PIDs of the NAPI kernel threads of the side's end."""
         comm = ("napi/%s-" % self.iface[side])[:15]
