@@ -24,7 +24,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -83,6 +83,9 @@ struct Logger {
 /// The running log, if any: the query threads look here, so that no
 /// transport needs telling.
 static LOGGER: ArcSwapOption<Logger> = ArcSwapOption::const_empty();
+/// Whether LOGGER holds a log: one relaxed load tells a query path with
+/// no log to go on, cheaper than loading LOGGER for every query.
+static LOGGING: AtomicBool = AtomicBool::new(false);
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
@@ -109,6 +112,7 @@ pub fn start(settings: Settings) -> anyhow::Result<Running> {
     let writer = std::thread::Builder::new().name("dnstap".into()).spawn(move || write_forever(&settings.destination, &drained))?;
     let replaced = LOGGER.compare_and_swap(&None::<Arc<Logger>>, Some(Arc::new(logger)));
     anyhow::ensure!(replaced.is_none(), "a dnstap log is already running in this process");
+    LOGGING.store(true, Ordering::Relaxed);
     Ok(Running { writer })
 }
 
@@ -117,6 +121,7 @@ impl Running {
     /// queued and close the stream cleanly (STOP, then the reader's
     /// FINISH), or to give up on a reader that is gone.
     pub fn stop(self) {
+        LOGGING.store(false, Ordering::Relaxed);
         LOGGER.store(None);
         let _ = self.writer.join();
     }
@@ -129,6 +134,9 @@ pub fn dropped() -> u64 {
 
 /// Logs `exchange` if logging is on and this thread's counter picks it.
 pub fn log(exchange: &Exchange<'_>) {
+    if !LOGGING.load(Ordering::Relaxed) {
+        return;
+    }
     let logger = LOGGER.load();
     let Some(logger) = logger.as_deref() else { return };
     let picked = SEEN.with(|seen| {

@@ -173,20 +173,32 @@ pub fn count_received(mechanism: Mechanism, queries: u64) {
     SHARD.with(|shard| shard.received[mechanism as usize].add(queries));
 }
 
-/// Counts a response sent over `mechanism`, `elapsed` after its query was
-/// received, and the decision behind it if it was routed.
-pub fn count_answered(mechanism: Mechanism, answered: &Answered<'_>, elapsed: Duration) {
+/// Counts a response sent over `mechanism`, and the decision behind it if
+/// it was routed. Its latency is counted apart, with [`count_latency`].
+pub fn count_answered(mechanism: Mechanism, answered: &Answered<'_>) {
     SHARD.with(|shard| {
         let rcode = usize::from(answered.rcode).min(RCODE_NAMES.len() - 1);
         shard.responses[mechanism as usize][rcode][qtype_class(answered.qtype)].add(1);
-        let elapsed_ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        let bucket = LATENCY_BOUNDS_NS.iter().position(|&bound| elapsed_ns <= bound).unwrap_or(LATENCY_BOUNDS_NS.len());
-        shard.latency[mechanism as usize][bucket].add(1);
-        shard.latency_sum_ns[mechanism as usize].add(elapsed_ns);
         if let Some(routed) = answered.routed {
             let replica = &routed.service.replicas[routed.first_replica].id;
             count_decision(&mut lock(&shard.decisions), &routed.service.name, replica, routed.region);
         }
+    });
+}
+
+/// Counts `answers` responses over `mechanism`, each `elapsed` after its
+/// query was received: once per batch, so a stream of pipelined queries
+/// reads the clock once per read, not once per query (measured: a clock
+/// read per query cost pipelined TCP a third of its rate).
+pub fn count_latency(mechanism: Mechanism, answers: u64, elapsed: Duration) {
+    if answers == 0 {
+        return;
+    }
+    let elapsed_ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+    let bucket = LATENCY_BOUNDS_NS.iter().position(|&bound| elapsed_ns <= bound).unwrap_or(LATENCY_BOUNDS_NS.len());
+    SHARD.with(|shard| {
+        shard.latency[mechanism as usize][bucket].add(answers);
+        shard.latency_sum_ns[mechanism as usize].add(elapsed_ns.saturating_mul(answers));
     });
 }
 
@@ -306,8 +318,10 @@ mod tests {
             .map(|_| {
                 std::thread::spawn(move || {
                     count_received(Mechanism::Tls, 2);
-                    count_answered(Mechanism::Tls, &counted(3, Some(types::AAAA)), Duration::from_micros(30));
-                    count_answered(Mechanism::Tls, &counted(23, None), Duration::from_secs(2));
+                    count_answered(Mechanism::Tls, &counted(3, Some(types::AAAA)));
+                    count_latency(Mechanism::Tls, 1, Duration::from_micros(30));
+                    count_answered(Mechanism::Tls, &counted(23, None));
+                    count_latency(Mechanism::Tls, 1, Duration::from_secs(2));
                 })
             })
             .collect();
@@ -322,6 +336,23 @@ mod tests {
         assert_eq!(bucket(&after, 2) - bucket(&before, 2), 3, "30 us falls at or under 50 us");
         assert_eq!(bucket(&after, LATENCY_BUCKETS - 1) - bucket(&before, LATENCY_BUCKETS - 1), 3, "2 s is past every bound");
         assert_eq!(after.latency[tls].sum_ns - before.latency[tls].sum_ns, 3 * (30_000 + 2_000_000_000));
+    }
+
+    #[test]
+    fn a_batch_counts_its_latency_once_for_every_answer_and_an_empty_batch_nothing() {
+        let before = totals();
+        std::thread::spawn(|| {
+            count_latency(Mechanism::Https, 4, Duration::from_micros(100));
+            count_latency(Mechanism::Https, 0, Duration::from_secs(9));
+        })
+        .join()
+        .unwrap();
+        let after = totals();
+        let https = Mechanism::Https as usize;
+        let answers = |totals: &Totals| totals.latency[https].buckets.iter().sum::<u64>();
+        assert_eq!(answers(&after) - answers(&before), 4);
+        assert_eq!(after.latency[https].buckets[3] - before.latency[https].buckets[3], 4, "100 us falls at or under 100 us");
+        assert_eq!(after.latency[https].sum_ns - before.latency[https].sum_ns, 4 * 100_000);
     }
 
     #[test]

@@ -223,20 +223,23 @@ async fn write_answers(stream: &mut (impl AsyncWrite + Unpin), output: &[u8], ti
 
 /// Answers every complete frame at the start of `input`, appending framed
 /// responses to `output`, and counts them; returns how many input octets
-/// were used. A stream's latency runs from the read to the answer ready to
-/// write: how long the write then takes is the client's reading.
+/// were used. A stream's latency runs from the read to the answers ready to
+/// write (the whole read's, as for a UDP batch): how long the write then
+/// takes is the client's reading.
 fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, rng: &mut SmallRng, output: &mut Vec<u8>) -> usize {
     let arrived = Instant::now();
     let received = SystemTime::now();
     let current = snapshot.load();
     let mut unread = input;
+    let (mut received_count, mut answered_count) = (0, 0);
     while let Ok((message, rest)) = split_frame(unread) {
         let start = output.len();
         let answered =
             push_framed_with(output, |output| respond_with(message, &connection.client, &connection.options, &current, rng, output));
-        metrics::count_received(connection.mechanism, 1);
+        received_count += 1;
         if let Some(answered) = answered {
-            metrics::count_answered(connection.mechanism, &answered, arrived.elapsed());
+            answered_count += 1;
+            metrics::count_answered(connection.mechanism, &answered);
             dnstap::log(&dnstap::Exchange {
                 mechanism: connection.mechanism,
                 client: connection.peer,
@@ -249,5 +252,7 @@ fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, r
         }
         unread = rest;
     }
+    metrics::count_received(connection.mechanism, received_count);
+    metrics::count_latency(connection.mechanism, answered_count, arrived.elapsed());
     input.len() - unread.len()
 }

@@ -256,9 +256,12 @@ pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, limite
         // Every query of the batch waited for the whole batch.
         let elapsed = arrived.elapsed();
         metrics::count_received(Mechanism::Udp, received as u64);
+        let mut answered_count = 0;
         for answered in answers.said.iter().flatten() {
-            metrics::count_answered(Mechanism::Udp, answered, elapsed);
+            metrics::count_answered(Mechanism::Udp, answered);
+            answered_count += 1;
         }
+        metrics::count_latency(Mechanism::Udp, answered_count, elapsed);
         batch.log(&answers, server, received_at);
     }
 }
