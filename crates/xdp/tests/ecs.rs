@@ -19,7 +19,6 @@ use pharos_route::locate::locate;
 use pharos_route::model::Answering;
 use pharos_route::prefix::prefix_set;
 use pharos_route::{Asker, Policy, ProbabilityTable, RegionRow, Regions, Replica, Routes, Service};
-use pharos_xdp::FastPath;
 use pharos_xdp::routed::routed_question;
 
 const ZONE: &str =
@@ -122,15 +121,6 @@ fn variants_for(snapshot: &Snapshot, name: &str, qtype: u16, asker: &Asker) -> u
     let routed = routed_question(service, &wire_name(name), qtype).unwrap();
     let region = locate(asker, &snapshot.routes.regions, None).region;
     routed.classes.iter().find(|(class, _)| *class == region).or_else(|| routed.classes.last()).unwrap().1.len()
-}
-
-fn loaded(snapshot: &Snapshot) -> Option<FastPath> {
-    if !may_load_bpf() {
-        return None;
-    }
-    let mut fast_path = FastPath::load(&settings()).expect("the program loads");
-    fast_path.sync(snapshot).expect("the maps fill");
-    Some(fast_path)
 }
 
 fn ip(text: &str) -> IpAddr {

@@ -18,7 +18,7 @@ use pharos_answer::Snapshot;
 use pharos_route::model::Answering;
 use pharos_route::{Policy, ProbabilityTable, RegionRow, Regions, Replica, Routes, Service};
 use pharos_xdp::routed::routed_question;
-use pharos_xdp::{FastPath, KernelPath, kernel_path};
+use pharos_xdp::{KernelPath, kernel_path};
 
 const ZONE: &str = "@ 3600 IN SOA ns1 hostmaster 1 7200 3600 1209600 300\n@ 3600 IN NS ns1\nns1 3600 IN A 192.0.2.53\n";
 const RUNS: usize = 20_000;
@@ -99,15 +99,6 @@ fn class_shares(snapshot: &Snapshot, name: &str, qtype: u16, client: IpAddr) -> 
             (answer.body().to_vec(), share)
         })
         .collect()
-}
-
-fn loaded(snapshot: &Snapshot) -> Option<FastPath> {
-    if !may_load_bpf() {
-        return None;
-    }
-    let mut fast_path = FastPath::load(&settings()).expect("the program loads");
-    fast_path.sync(snapshot).expect("the maps fill");
-    Some(fast_path)
 }
 
 const ROUTED: [(&str, u16); 5] = [

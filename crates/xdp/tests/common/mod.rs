@@ -174,3 +174,14 @@ pub fn kernel_reply(fast_path: &FastPath, client: IpAddr, message: &[u8]) -> Vec
     let headers = if client.is_ipv4() { 42 } else { 62 };
     frame[headers..].to_vec()
 }
+
+/// The program loaded with the default [`settings`] and filled from
+/// `snapshot`, or `None` (after a loud SKIP) where BPF may not be loaded.
+pub fn loaded(snapshot: &Snapshot) -> Option<FastPath> {
+    if !may_load_bpf() {
+        return None;
+    }
+    let mut fast_path = FastPath::load(&settings()).expect("the program loads");
+    fast_path.sync(snapshot).expect("the maps fill");
+    Some(fast_path)
+}
