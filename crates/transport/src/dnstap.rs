@@ -127,6 +127,12 @@ impl Running {
     }
 }
 
+/// Whether a log runs: a batch of queries asks once, and skips the wall
+/// clock and the walk over its exchanges when none does.
+pub fn logging() -> bool {
+    LOGGING.load(Ordering::Relaxed)
+}
+
 /// Exchanges dropped because the writer was behind or had no reader.
 pub fn dropped() -> u64 {
     DROPPED.load(Ordering::Relaxed)
@@ -134,7 +140,7 @@ pub fn dropped() -> u64 {
 
 /// Logs `exchange` if logging is on and this thread's counter picks it.
 pub fn log(exchange: &Exchange<'_>) {
-    if !LOGGING.load(Ordering::Relaxed) {
+    if !logging() {
         return;
     }
     let logger = LOGGER.load();

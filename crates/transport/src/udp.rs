@@ -249,7 +249,7 @@ pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, limite
             }
         };
         let arrived = Instant::now();
-        let received_at = SystemTime::now();
+        let received_at = dnstap::logging().then(SystemTime::now);
         let current = snapshot.load();
         let answers = batch.answer(received, &current, &mut rng, limiter.as_deref());
         batch.send(fd, answers.ready);
@@ -262,6 +262,8 @@ pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, limite
             answered_count += 1;
         }
         metrics::count_latency(Mechanism::Udp, answered_count, elapsed);
-        batch.log(&answers, server, received_at);
+        if let Some(received_at) = received_at {
+            batch.log(&answers, server, received_at);
+        }
     }
 }
