@@ -273,12 +273,19 @@ fn dns_over_quic_answers_hickory_a_client_of_another_implementation() {
 /// client sends the broken streams some tests need. The endpoint is kept
 /// with the connection, which needs it.
 async fn doq_connect(server: &Encrypted) -> (quinn::Connection, quinn::Endpoint) {
+    let endpoint = doq_endpoint(server);
+    let connection = endpoint.connect(server.doq, "127.0.0.1").unwrap().await.unwrap();
+    (connection, endpoint)
+}
+
+/// A quinn client endpoint for `server`'s DNS over QUIC, which resumes its
+/// sessions with it (rustls keeps them in memory).
+fn doq_endpoint(server: &Encrypted) -> quinn::Endpoint {
     let tls = tls_client(&server.pharos, TLS_13, &[b"doq"]);
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
     let mut endpoint = quinn::Endpoint::client(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).unwrap();
     endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
-    let connection = endpoint.connect(server.doq, "127.0.0.1").unwrap().await.unwrap();
-    (connection, endpoint)
+    endpoint
 }
 
 /// Sends `stream` as the whole of a new stream and reads what comes back.
@@ -442,6 +449,37 @@ fn tls_sessions_resume_from_tickets() {
             .collect();
         assert_eq!(kinds, [HandshakeKind::Full, HandshakeKind::Resumed], "{versions:?}, HTTPS: {doh}");
     }
+}
+
+#[test]
+fn handshakes_are_counted_full_or_resumed_per_transport() {
+    let metrics = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let server = start_encrypted(&format!("[metrics]\nlisten = \"{metrics}\"\n"));
+    let config = tls_client(&server.pharos, TLS_13, &[]);
+    for id in 0..2 {
+        // TLS 1.3 tickets come after the handshake: read an answer first.
+        ask(&mut tls_connect(server.dot, &config), &query_bytes(id, "www.example.test", Rtype::A));
+    }
+    block_on(async {
+        let endpoint = doq_endpoint(&server);
+        for _ in 0..2 {
+            let connection = endpoint.connect(server.doq, "127.0.0.1").unwrap().await.unwrap();
+            doq_exchange(&connection, &framed(&query_bytes(0, "www.example.test", Rtype::A))).await.unwrap();
+            connection.close(quinn::VarInt::from_u32(0), b"");
+        }
+        endpoint.wait_idle().await;
+    });
+    let (status, scrape) = request("GET", &format!("http://{metrics}/metrics"), None, None);
+    assert_eq!(status, 200, "{scrape}");
+    let scrape = scrape.as_str().expect("the text format").to_string();
+    for transport in ["tls", "quic"] {
+        for kind in ["full", "resumed"] {
+            let sample = format!("pharos_tls_handshakes_total{{transport=\"{transport}\",kind=\"{kind}\"}} 1\n");
+            assert!(scrape.contains(&sample), "{sample} in:\n{scrape}");
+        }
+    }
+    let untouched = "pharos_tls_handshakes_total{transport=\"https\",kind=\"full\"} 0\n";
+    assert!(scrape.contains(untouched), "{scrape}");
 }
 
 #[test]

@@ -113,6 +113,7 @@ fn replica_labels(service: &str, replica: &str) -> ReplicaLabels {
 struct Scrape {
     totals: Totals,
     connections: counts::Connections,
+    handshakes: [counts::Handshakes; 4],
     dnstap_dropped: u64,
     /// Region names by id, for the decisions' labels.
     regions: Vec<(u32, String)>,
@@ -132,6 +133,7 @@ pub async fn render(control: &ControlHandle) -> Result<String, ControlError> {
     let scrape = Scrape {
         totals: counts::totals(),
         connections: counts::connections(),
+        handshakes: counts::handshakes(),
         dnstap_dropped: pharos_transport::dnstap::dropped(),
         regions: state.regions.iter().map(|region| (region.id, region.name.clone())).collect(),
         health: control.health().await?,
@@ -270,6 +272,12 @@ impl Scrape {
         let shed = [(vec![], counter(connections.shed))];
         let help = "Connections closed to make room for others or for being idle";
         family(encoder, "pharos_connections_shed", help, None, MetricType::Counter, shed)?;
+        let handshakes = self.handshakes.iter().flat_map(|counted| {
+            let labels = |kind: &str| vec![("transport", counted.over.name().to_string()), ("kind", kind.to_string())];
+            [(labels("full"), counter(counted.full)), (labels("resumed"), counter(counted.resumed))]
+        });
+        let help = "TLS handshakes completed, full or resuming a session (QUIC: as its ticket key accepted tickets)";
+        family(encoder, "pharos_tls_handshakes", help, None, MetricType::Counter, handshakes)?;
         let dropped = [(vec![], counter(self.dnstap_dropped))];
         let help = "Sampled queries the dnstap log dropped: its writer was behind, or had no reader";
         family(encoder, "pharos_dnstap_dropped", help, None, MetricType::Counter, dropped)

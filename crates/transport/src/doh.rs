@@ -27,7 +27,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::dnstap;
-use crate::metrics::{self, Mechanism};
+use crate::metrics::{self, Mechanism, Secured};
 use crate::registry::{Admission, Registry};
 use crate::{http, tcp, tls};
 
@@ -52,7 +52,7 @@ pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, snapshot: Share
         async move {
             // Unknown only for a socket already gone, whose requests are moot.
             let server = stream.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-            let Some(stream) = tls::handshake(&acceptor, stream, &admission).await else { return };
+            let Some(stream) = tls::handshake(&acceptor, stream, &admission, Secured::Https).await else { return };
             let client = Client { address: peer.ip(), transport: Transport::Stream };
             let connection = Arc::new(Connection { client, peer, server, snapshot, rng: Mutex::new(rng), admission });
             let answerer = connection.clone();

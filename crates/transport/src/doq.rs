@@ -82,6 +82,7 @@ async fn serve_connection(incoming: Incoming, server: SocketAddr, snapshot: Shar
         Ok(quic) => quic,
         Err(error) => return tracing::debug!(%error, "QUIC handshake failed"),
     };
+    metrics::count_quic_handshake();
     // Admitted only now that the handshake has proved the client's address,
     // so that Initial packets from forged addresses shed no one. QUIC's own
     // idle timeout bounds a handshake that stalls.

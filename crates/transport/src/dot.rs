@@ -8,7 +8,7 @@ use rand::rngs::SmallRng;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use crate::metrics::Mechanism;
+use crate::metrics::{Mechanism, Secured};
 use crate::registry::Registry;
 use crate::{tcp, tls};
 
@@ -21,7 +21,7 @@ pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, snapshot: Share
         let (acceptor, snapshot) = (acceptor.clone(), snapshot.clone());
         async move {
             let connection = tcp::Stream::new(peer, &stream, options, Mechanism::Tls);
-            let Some(stream) = tls::handshake(&acceptor, stream, &admission).await else { return };
+            let Some(stream) = tls::handshake(&acceptor, stream, &admission, Secured::Tls).await else { return };
             tcp::serve_connection(stream, connection, snapshot, admission, rng).await;
         }
     })

@@ -10,8 +10,10 @@
 //! responses by RCODE and question type class, answer latency per
 //! mechanism (server side), and the routing core's decisions by service,
 //! first replica and region; and, by the connection registry as it admits
-//! and sheds, the stream connections ([`connections`]). Every label is fixed here or defined by the
-//! operator (services, replicas, regions): nothing is keyed by client.
+//! and sheds, the stream connections ([`connections`]); and TLS handshakes,
+//! full or resumed, per secured mechanism ([`handshakes`]). Every label is
+//! fixed here or defined by the operator (services, replicas, regions):
+//! nothing is keyed by client.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -304,6 +306,71 @@ pub(crate) fn connection_closed() {
 
 pub(crate) fn connection_shed() {
     SHED_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Where a TLS handshake is made: the DNS mechanisms over TLS, and HTTP
+/// redirection over HTTPS (the `transport` label of handshakes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Secured {
+    Tls,
+    Https,
+    Quic,
+    Redirect,
+}
+
+impl Secured {
+    pub const ALL: [Secured; 4] = [Secured::Tls, Secured::Https, Secured::Quic, Secured::Redirect];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Secured::Redirect => "https-redirect",
+            Secured::Tls => Mechanism::Tls.name(),
+            Secured::Https => Mechanism::Https.name(),
+            Secured::Quic => Mechanism::Quic.name(),
+        }
+    }
+}
+
+/// Handshakes completed, by [`Secured::ALL`] index: full, then resumed.
+/// Once per connection, so shared atomics cost nothing measurable.
+static HANDSHAKES: [[AtomicU64; 2]; 4] = [const { [const { AtomicU64::new(0) }; 2] }; 4];
+
+/// One secured mechanism's handshakes so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Handshakes {
+    pub over: Secured,
+    pub full: u64,
+    /// From a session ticket or (TLS 1.2) a session ID.
+    pub resumed: u64,
+}
+
+pub fn handshakes() -> [Handshakes; 4] {
+    Secured::ALL.map(|over| {
+        let [completed, resumed] = HANDSHAKES[over as usize].each_ref().map(|count| count.load(Ordering::Relaxed));
+        // QUIC counts its resumptions apart from its handshakes (see
+        // count_quic_resumption): every completed one is in `completed`.
+        let full = if over == Secured::Quic { completed.saturating_sub(resumed) } else { completed };
+        Handshakes { over, full, resumed }
+    })
+}
+
+/// A TLS handshake over TCP completed, of the kind rustls reports.
+pub(crate) fn count_handshake(over: Secured, resumed: bool) {
+    HANDSHAKES[over as usize][usize::from(resumed)].fetch_add(1, Ordering::Relaxed);
+}
+
+/// A QUIC handshake completed. quinn does not tell whether it resumed a
+/// session: its resumptions are counted as the ticket key accepts a
+/// ticket ([`count_quic_resumption`]).
+pub(crate) fn count_quic_handshake() {
+    HANDSHAKES[Secured::Quic as usize][0].fetch_add(1, Ordering::Relaxed);
+}
+
+/// A QUIC client presented a session ticket the ticket key decrypted. A
+/// handshake that then fails anyway would still count as resumed: rare,
+/// since the client's address is proven before the ticket is read.
+pub(crate) fn count_quic_resumption() {
+    HANDSHAKES[Secured::Quic as usize][1].fetch_add(1, Ordering::Relaxed);
 }
 
 #[cfg(test)]

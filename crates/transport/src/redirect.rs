@@ -43,6 +43,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::Settings;
+use crate::metrics::Secured;
 use crate::registry::{Admission, Registry};
 use crate::tls::Tls;
 use crate::{http, tcp, tls};
@@ -138,7 +139,7 @@ impl Site {
         let answer = move |request: Request<Incoming>| ready(answerer.redirect(&request));
         match &self.tls {
             Some(acceptor) => {
-                let Some(stream) = tls::handshake(acceptor, stream, &connection.admission).await else { return };
+                let Some(stream) = tls::handshake(acceptor, stream, &connection.admission, Secured::Redirect).await else { return };
                 http::serve_connection(stream, &connection.admission, self.mechanism(), answer).await
             }
             None => http::serve_connection(stream, &connection.admission, self.mechanism(), answer).await,

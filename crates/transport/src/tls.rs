@@ -10,13 +10,15 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use rustls::crypto::CryptoProvider;
+use rustls::server::ProducesTickets;
 use rustls::sign::{CertifiedKey, SingleCertAndKey};
-use rustls::{ServerConfig, SupportedProtocolVersion};
+use rustls::{HandshakeKind, ServerConfig, SupportedProtocolVersion};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
 use crate::config::Settings;
+use crate::metrics::{self, Secured};
 use crate::registry::Admission;
 use crate::{certificate, doq, http};
 
@@ -53,8 +55,12 @@ impl Tls {
     }
 
     /// The TLS side of DNS over QUIC: TLS 1.3 and the "doq" protocol only.
+    /// Its resumptions are counted as its ticket key accepts tickets.
     pub fn quic_config(&self) -> anyhow::Result<Arc<ServerConfig>> {
-        self.server_config(TLS_13, &[doq::ALPN])
+        let mut config = self.server_config(TLS_13, &[doq::ALPN])?;
+        let counted = Arc::new(CountingTicketer(config.ticketer.clone()));
+        Arc::get_mut(&mut config).expect("a configuration just made has no other owner").ticketer = counted;
+        Ok(config)
     }
 
     /// A rustls server configuration presenting the certificate, offering the
@@ -72,14 +78,45 @@ impl Tls {
     }
 }
 
-/// The server side of a TLS handshake. A client that stalls in it is
-/// dropped like any idle connection, by the registry.
-pub async fn handshake<Stream>(acceptor: &TlsAcceptor, stream: Stream, admission: &Admission) -> Option<TlsStream<Stream>>
+/// A ticket key that counts the QUIC sessions it resumes, since quinn does
+/// not say which handshakes resumed one.
+#[derive(Debug)]
+struct CountingTicketer(Arc<dyn ProducesTickets>);
+
+impl ProducesTickets for CountingTicketer {
+    fn enabled(&self) -> bool {
+        self.0.enabled()
+    }
+
+    fn lifetime(&self) -> u32 {
+        self.0.lifetime()
+    }
+
+    fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
+        self.0.encrypt(plain)
+    }
+
+    fn decrypt(&self, cipher: &[u8]) -> Option<Vec<u8>> {
+        let plain = self.0.decrypt(cipher);
+        if plain.is_some() {
+            metrics::count_quic_resumption();
+        }
+        plain
+    }
+}
+
+/// The server side of a TLS handshake over TCP, counted as `over`'s. A
+/// client that stalls in it is dropped like any idle connection, by the
+/// registry.
+pub async fn handshake<Stream>(acceptor: &TlsAcceptor, stream: Stream, admission: &Admission, over: Secured) -> Option<TlsStream<Stream>>
 where
     Stream: AsyncRead + AsyncWrite + Unpin,
 {
     match admission.unless_shed(acceptor.accept(stream)).await? {
-        Ok(stream) => Some(stream),
+        Ok(stream) => {
+            metrics::count_handshake(over, stream.get_ref().1.handshake_kind() == Some(HandshakeKind::Resumed));
+            Some(stream)
+        }
         Err(error) => {
             tracing::debug!(%error, "TLS handshake failed");
             None
