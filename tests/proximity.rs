@@ -175,6 +175,39 @@ fn measurements_steer_answers_are_checked_age_out_and_survive_kill_9() {
     assert_eq!(first(&pharos, "fast.example.test", ("10.3.0.0", 24)), "192.0.2.30", "too old on arrival: ignored");
 }
 
+/// The value of the one sample of `family` in a scrape.
+fn scraped(api: &str, family: &str) -> Option<f64> {
+    let (status, text) = call("GET", &format!("{api}/metrics"), None);
+    assert_eq!(status, 200, "{text}");
+    let text = text.as_str().expect("the text format").to_string();
+    text.lines().find_map(|line| line.strip_prefix(family)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn every_data_source_says_how_old_its_data_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let rib = dir.path().join("rib.txt");
+    std::fs::write(&rib, RIB).unwrap();
+    let (_pharos, api) = start_proximity(&rib);
+    let geo = call("GET", &format!("{api}/v1/data"), None).1["geo"].clone();
+    assert_eq!(geo["file"], city_database().display().to_string());
+    let (made_at, loaded_at) = (geo["made_at"].as_u64().unwrap(), geo["loaded_at"].as_u64().unwrap());
+    assert!(made_at > 1_000_000_000 && made_at < loaded_at, "the test database's build time: {geo}");
+    let age = scraped(&api, "pharos_geo_database_age_seconds").expect("a MaxMind DB is in use");
+    let expected = (unix_now() - made_at) as f64;
+    assert!((expected - 10.0..=expected).contains(&age), "{age} s old, built at {made_at}");
+
+    assert_eq!(scraped(&api, "pharos_latency_oldest_measurement_age_seconds"), None, "no measurement yet");
+    let measured = json!([
+        { "subnet": "10.2.0.0/16", "datacenter": "sea", "rtt_ms": 1.0, "measured_at": unix_now() - 20 },
+        { "subnet": "10.3.0.0/16", "datacenter": "sea", "rtt_ms": 1.0, "measured_at": unix_now() - 5 },
+    ]);
+    assert_eq!(call("POST", &format!("{api}/v1/measurements"), Some(measured)).0, 200);
+    let oldest = scraped(&api, "pharos_latency_oldest_measurement_age_seconds").expect("measurements are in use");
+    // Whole seconds on both sides: a second either way.
+    assert!((19.0..30.0).contains(&oldest), "the oldest was measured 20 s before it was posted: {oldest}");
+}
+
 #[test]
 fn nearest_uses_the_city_coordinates_of_the_client() {
     let dir = tempfile::tempdir().unwrap();

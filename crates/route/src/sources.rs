@@ -171,6 +171,11 @@ impl GeoDatabase {
         self.places_v4.as_ref().map(|table| (table.ranges.range_count(), table.points.len()))
     }
 
+    /// When the database was built (Unix seconds), as its metadata says.
+    pub fn built_at(&self) -> u64 {
+        self.reader.metadata().build_epoch
+    }
+
     pub fn has_place_index(&self) -> bool {
         self.places_v4.is_some()
     }

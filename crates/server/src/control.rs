@@ -35,7 +35,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::config::{Config, StoreConfig};
-use crate::data::{BgpStatus, BgpSummary, DataStatus, LatencyStatus};
+use crate::data::{BgpStatus, BgpSummary, DataFile, DataStatus, LatencyStatus};
 use crate::fastpath::{FastPathStatus, KernelFastPath};
 use crate::metrics::ControlActivity;
 use crate::split::SplitWindow;
@@ -100,11 +100,11 @@ impl Control {
         let mut store = open_store(&config.store)?;
         let snapshots = SnapshotBuilder::new(load_zones(&config)?, settings(&config).map_err(anyhow::Error::msg)?);
         let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(snapshots.without_services()?));
-        let mut sources = load_sources(&config)?;
+        let (mut sources, (geo, asn_table)) = load_sources(&config, now)?;
         sources.external = external;
         // Until the BGP tables load, shortest-as-path services fall back.
         sources.as_paths = config.bgp.table.as_ref().map(|_| Arc::new(AsPaths::new(None)));
-        let data = DataStatus { bgp: BgpStatus::configured(&config), ..DataStatus::default() };
+        let data = DataStatus { bgp: BgpStatus::configured(&config), geo, asn_table, ..DataStatus::default() };
         let published = Arc::new(Published {
             state: ArcSwap::default(),
             data: ArcSwap::default(),
@@ -184,7 +184,7 @@ impl Control {
     pub fn reload(&mut self, now: u64) -> Result<(), ControlError> {
         let fresh = self.config.reread().map_err(zones_error)?;
         let loaded = load_zones(&fresh).map_err(zones_error)?;
-        let mut sources = load_sources(&fresh).map_err(zones_error)?;
+        let (mut sources, (geo, asn_table)) = load_sources(&fresh, now).map_err(zones_error)?;
         // The classifier keeps running; its answers are asked for afresh.
         let serving = self.plane.sources();
         sources.external = serving.external.clone();
@@ -205,8 +205,9 @@ impl Control {
         self.remember_declarations(&changed)?;
         if self.config.bgp.table.is_none() {
             self.data.bgp = BgpStatus::configured(&self.config);
-            self.publish_data();
         }
+        (self.data.geo, self.data.asn_table) = (geo, asn_table);
+        self.publish_data();
         Ok(())
     }
 
@@ -436,8 +437,12 @@ fn settings(config: &Config) -> Result<Settings, String> {
     Ok(Settings { nsid: server.nsid.as_ref().map(|nsid| nsid.as_bytes().into()), udp_payload: server.udp_payload, trusted_subnet_senders })
 }
 
-/// Reads the MaxMind DB and IP-to-AS table the config names, if any.
-fn load_sources(config: &Config) -> anyhow::Result<DataSources> {
+/// What an operator sees of the MaxMind DB and the IP-to-AS table.
+type SourceFiles = (Option<DataFile>, Option<DataFile>);
+
+/// Reads the MaxMind DB and IP-to-AS table the config names, if any, at
+/// `now` (Unix ms).
+fn load_sources(config: &Config, now: u64) -> anyhow::Result<(DataSources, SourceFiles)> {
     let geo = match &config.geo.database {
         Some(path) => {
             let started = std::time::Instant::now();
@@ -450,6 +455,8 @@ fn load_sources(config: &Config) -> anyhow::Result<DataSources> {
         }
         None => None,
     };
+    let geo_file = config.geo.database.as_ref().zip(geo.as_ref());
+    let geo_file = geo_file.map(|(path, geo)| DataFile { file: path.clone(), made_at: geo.built_at(), loaded_at: now / 1000 });
     let asn_table = match &config.geo.asn_table {
         Some(path) => {
             let text = read_maybe_gzipped(path).with_context(|| format!("cannot read the IP-to-AS table {}", path.display()))?;
@@ -459,7 +466,9 @@ fn load_sources(config: &Config) -> anyhow::Result<DataSources> {
         }
         None => None,
     };
-    Ok(DataSources { asn_table, geo, ..DataSources::default() })
+    let asn_file = config.geo.asn_table.as_ref().map(|path| DataFile::modified(path, now)).transpose();
+    let asn_file = asn_file.with_context(|| "cannot read the IP-to-AS table's modification time")?;
+    Ok((DataSources { asn_table, geo, ..DataSources::default() }, (geo_file, asn_file)))
 }
 
 fn read_maybe_gzipped(path: &std::path::Path) -> std::io::Result<String> {

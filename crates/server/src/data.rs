@@ -19,6 +19,30 @@ pub fn unix_millis() -> u64 {
 pub struct DataStatus {
     pub bgp: BgpStatus,
     pub latency: LatencyStatus,
+    /// The MaxMind DB in use, if one is configured.
+    pub geo: Option<DataFile>,
+    /// The IP-to-AS table in use, if one is configured.
+    pub asn_table: Option<DataFile>,
+}
+
+/// A data file read at start or reload.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DataFile {
+    pub file: PathBuf,
+    /// When the data was made (Unix seconds): a MaxMind DB's build time,
+    /// else the file's modification time.
+    pub made_at: u64,
+    /// When this server read it (Unix seconds).
+    pub loaded_at: u64,
+}
+
+impl DataFile {
+    /// `file`, made when its modification time says, loaded at `now` (ms).
+    pub fn modified(file: &std::path::Path, now: u64) -> std::io::Result<DataFile> {
+        let modified = std::fs::metadata(file)?.modified()?;
+        let made_at = modified.duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs());
+        Ok(DataFile { file: file.to_path_buf(), made_at, loaded_at: now / 1000 })
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -111,4 +135,34 @@ pub struct LatencyStatus {
     pub max_age_seconds: u64,
     /// When the oldest one in use stops counting (Unix seconds).
     pub next_expiry: Option<u64>,
+}
+
+impl LatencyStatus {
+    /// How old the oldest measurement in use is at `now` (Unix seconds).
+    pub fn oldest_age(&self, now: u64) -> Option<u64> {
+        let measured_at = self.next_expiry?.saturating_sub(self.max_age_seconds);
+        Some(now.saturating_sub(measured_at))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_data_file_was_made_when_it_was_last_modified() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let made = UNIX_EPOCH + std::time::Duration::from_secs(1_400_000_000);
+        file.as_file().set_modified(made).unwrap();
+        let status = DataFile::modified(file.path(), 1_800_000_000_500).unwrap();
+        assert_eq!(status, DataFile { file: file.path().to_path_buf(), made_at: 1_400_000_000, loaded_at: 1_800_000_000 });
+        assert!(DataFile::modified(&file.path().with_extension("gone"), 0).is_err(), "a missing file is an error");
+    }
+
+    #[test]
+    fn the_oldest_measurement_was_taken_its_maximum_age_before_it_expires() {
+        let latency = LatencyStatus { measurements: 2, max_age_seconds: 30, next_expiry: Some(1_000_010) };
+        assert_eq!(latency.oldest_age(1_000_000), Some(20));
+        assert_eq!(LatencyStatus::default().oldest_age(1_000_000), None, "no measurement, no age");
+    }
 }

@@ -20,7 +20,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::data::DataStatus;
+use crate::data::{DataFile, DataStatus};
 use crate::fastpath::FastPathStatus;
 use crate::plane::ControlHandle;
 use crate::split::{ReplicaShare, Split, Splits};
@@ -353,6 +353,16 @@ impl Scrape {
         let bgp = self.data.bgp.loaded.iter().map(|loaded| (vec![], gauge(self.now.saturating_sub(loaded.loaded_at) as i64)));
         let help = "Age of the BGP table serving now";
         family(encoder, "pharos_bgp_table_age", help, Some(&Unit::Seconds), MetricType::Gauge, bgp)?;
+        let made = |file: &Option<DataFile>| {
+            file.iter().map(|file| (vec![], gauge(self.now.saturating_sub(file.made_at) as i64))).collect::<Vec<_>>()
+        };
+        let help = "Age of the MaxMind DB in use, from its build time";
+        family(encoder, "pharos_geo_database_age", help, Some(&Unit::Seconds), MetricType::Gauge, made(&self.data.geo))?;
+        let help = "Age of the IP-to-AS table in use, from its file's modification time";
+        family(encoder, "pharos_asn_table_age", help, Some(&Unit::Seconds), MetricType::Gauge, made(&self.data.asn_table))?;
+        let oldest = self.data.latency.oldest_age(self.now).map(|age| (vec![], gauge(age as i64)));
+        let help = "Age of the oldest latency measurement in use";
+        family(encoder, "pharos_latency_oldest_measurement_age", help, Some(&Unit::Seconds), MetricType::Gauge, oldest)?;
         let measurements = [(vec![], gauge(self.data.latency.measurements as i64))];
         let help = "Fresh latency measurements in use";
         family(encoder, "pharos_latency_measurements", help, None, MetricType::Gauge, measurements)?;
