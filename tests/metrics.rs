@@ -37,13 +37,18 @@ fn start_metered() -> Metered {
 
 /// [`start_metered`] with `config_extra` first in the file.
 fn start_metered_with(config_extra: &str) -> Metered {
+    start_metered_with_metrics(config_extra, "")
+}
+
+/// [`start_metered_with`], with `metrics_extra` in `[metrics]`.
+fn start_metered_with_metrics(config_extra: &str, metrics_extra: &str) -> Metered {
     let ports: Vec<u16> = distinct_free_ports(3);
     let (metrics, encrypted_port, https_port) = (ports[0], ports[1], ports[2]);
     let declarations = Declarations::europe_service().toml();
     let tls = format!(
         "[tls]\nlisten = [\"127.0.0.1:{encrypted_port}\"]\nhttps_listen = [\"127.0.0.1:{https_port}\"]\nquic_listen = [\"127.0.0.1:{encrypted_port}\"]\n"
     );
-    let extra = format!("{config_extra}{tls}[metrics]\nlisten = \"127.0.0.1:{metrics}\"\n{declarations}");
+    let extra = format!("{config_extra}{tls}[metrics]\nlisten = \"127.0.0.1:{metrics}\"\n{metrics_extra}{declarations}");
     let (pharos, api) = start_with_api(TOKEN, &extra);
     Metered { pharos, api, metrics: format!("http://127.0.0.1:{metrics}"), encrypted_port, https_port }
 }
@@ -100,7 +105,12 @@ fn query_from_europe(id: u16, name: &str) -> Vec<u8> {
 
 /// Sends `packet` and returns the answer.
 fn udp_exchange(server: SocketAddr, packet: &[u8]) -> domain::base::Message<Vec<u8>> {
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp_exchange_from(Ipv4Addr::LOCALHOST, server, packet)
+}
+
+/// Sends `packet` from `source` (a loopback address) and returns the answer.
+fn udp_exchange_from(source: Ipv4Addr, server: SocketAddr, packet: &[u8]) -> domain::base::Message<Vec<u8>> {
+    let socket = UdpSocket::bind((source, 0)).unwrap();
     socket.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     socket.send_to(packet, server).unwrap();
     let mut buffer = [0; 2048];
@@ -307,6 +317,57 @@ fn the_realized_split_is_what_was_answered_beside_what_is_configured() {
     assert_eq!(scraped[series], realized);
     let series = "pharos_split_configured_share{service=\"split.example.test\",region=\"europe\",replica=\"sin\"}";
     assert_eq!(scraped[series], 0.25);
+}
+
+/// One resolver asking 200 times beside 20 asking once each: the
+/// realized split follows the busy one's many draws, the cached split
+/// weighs it as one resolver of 21. Both are recomputed here from the
+/// answers each resolver got.
+#[test]
+fn a_busy_resolver_shows_in_the_caching_skew() {
+    let declarations = Declarations::new()
+        .service("skew.example.test")
+        .policy("region-probabilities")
+        .replica("fra", "192.0.2.10")
+        .replica("sin", "192.0.2.20")
+        .probabilities("default", &[("fra", 0.5, 60), ("sin", 0.5, 60)])
+        .toml();
+    let server = start_metered_with_metrics(&declarations, "resolver_view = true\n");
+    let fra: IpAddr = "192.0.2.10".parse().unwrap();
+    let to_fra = |source: Ipv4Addr, id: u16| {
+        let answer = udp_exchange_from(source, server.pharos.address, &query_bytes(id, "skew.example.test", Rtype::A));
+        first_address_and_ttl(&answer).0 == fra
+    };
+    let busy_to_fra = (0..200).filter(|&id| to_fra(Ipv4Addr::new(127, 0, 9, 1), id)).count() as f64;
+    let light_to_fra = (1..=20).filter(|&host| to_fra(Ipv4Addr::new(127, 0, 10, host), 0)).count() as f64;
+    let (status, reported) = request("GET", &format!("{}/v1/split", server.api), Some(TOKEN), None);
+    assert_eq!(status, 200, "{reported}");
+    let split = reported["splits"].as_array().unwrap().iter().find(|split| split["service"] == "skew.example.test").unwrap().clone();
+    let view = &split["resolvers"];
+    assert_eq!(view["resolvers"], 21, "{split}");
+    assert!((view["top_resolver_share"].as_f64().unwrap() - 200.0 / 220.0).abs() < 1e-9, "{split}");
+    let fra_share = |field: &str| {
+        split["replicas"].as_array().unwrap().iter().find(|share| share["replica"] == "fra").unwrap()[field].as_f64().unwrap()
+    };
+    let realized = (busy_to_fra + light_to_fra) / 220.0;
+    // Every answer has the same TTL: each resolver's cache time splits as its answers do.
+    let cached = (busy_to_fra / 200.0 + light_to_fra) / 21.0;
+    assert!((fra_share("realized") - realized).abs() < 1e-9, "{split}");
+    assert!((fra_share("cached") - cached).abs() < 1e-9, "{split}: {cached} expected");
+    // Two replicas: the distance is the difference on either.
+    assert!((view["caching_skew"].as_f64().unwrap() - (realized - cached).abs()).abs() < 1e-9, "{split}");
+    assert_eq!(reported["untallied_answers"], 0);
+    let scraped = samples(&scrape_text(&server.metrics, None));
+    let series = "pharos_split_resolvers{service=\"skew.example.test\",region=\"unclassified\"}";
+    assert_eq!(scraped[series], 21.0, "the window keeps the tallies a reading drained");
+}
+
+#[test]
+fn without_the_resolver_view_nothing_is_tallied() {
+    let server = start_metered();
+    let (status, reported) = request("GET", &format!("{}/v1/split", server.api), Some(TOKEN), None);
+    assert_eq!(status, 200, "{reported}");
+    assert_eq!(reported["untallied_answers"], serde_json::Value::Null);
 }
 
 #[test]

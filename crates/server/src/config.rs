@@ -225,6 +225,10 @@ impl Default for ControlConfig {
 pub struct MetricsConfig {
     /// Address of a listener serving `/metrics` only; unset, there is none.
     pub listen: Option<SocketAddr>,
+    /// Tally routed answers per resolver, to show how resolvers' caches
+    /// skew each split (a map lookup per routed answer: off by default).
+    #[serde(default)]
+    pub resolver_view: bool,
 }
 
 impl MetricsConfig {

@@ -345,6 +345,19 @@ impl Scrape {
         });
         let help = "Total variation distance between the realized and the configured split";
         family(encoder, "pharos_split_total_variation", help, None, MetricType::Gauge, distances)?;
+        let cached = shares().filter_map(|(split, share)| Some((share_labels(split, share), ConstGauge::new(share.cached?))));
+        let help = "Share of resolvers' cache time each replica holds, every resolver weighing the same ([metrics] resolver_view)";
+        family(encoder, "pharos_split_cached_share", help, None, MetricType::Gauge, cached)?;
+        let views = || self.splits.splits.iter().filter_map(|split| Some((split, split.resolvers.as_ref()?)));
+        let labels = |split: &Split| vec![("service", split.service.clone()), ("region", split.region.clone())];
+        let skews = views().map(|(split, view)| (labels(split), ConstGauge::new(view.caching_skew)));
+        let help = "Total variation distance between the realized split and the resolvers' cached one";
+        family(encoder, "pharos_split_caching_skew", help, None, MetricType::Gauge, skews)?;
+        let tops = views().map(|(split, view)| (labels(split), ConstGauge::new(view.top_resolver_share)));
+        let help = "Share of the window's answers the busiest resolver got";
+        family(encoder, "pharos_split_top_resolver_share", help, None, MetricType::Gauge, tops)?;
+        let resolvers = views().map(|(split, view)| (labels(split), gauge(view.resolvers as i64)));
+        family(encoder, "pharos_split_resolvers", "Distinct resolvers answered in the window", None, MetricType::Gauge, resolvers)?;
         let window = [(vec![], ConstGauge::new(self.splits.window_seconds))];
         family(encoder, "pharos_split_window", "Span the realized split was measured over", Some(&Unit::Seconds), MetricType::Gauge, window)
     }

@@ -24,6 +24,7 @@ use pharos_control::health::{ProbeResult, ReplicaHealth};
 use pharos_control::load::LoadStatus;
 use pharos_control::{Change, ControlError, State};
 use pharos_route::latency::MeasurementSpec;
+use pharos_transport::metrics;
 use tokio::sync::oneshot;
 
 use crate::config::{BgpConfig, Config};
@@ -135,7 +136,8 @@ impl ControlHandle {
     /// The split delivered since the sliding window's start, against the
     /// configured one.
     pub fn split(&self) -> Splits {
-        self.published.split.measure(pharos_transport::metrics::totals().decisions, &self.state())
+        let drained = metrics::tallying_resolvers().then(metrics::drain_resolvers);
+        self.published.split.measure(metrics::totals().decisions, drained, &self.state())
     }
 
     /// Whether the state is kept in a file, not in memory only.

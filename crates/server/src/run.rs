@@ -45,6 +45,7 @@ impl Server {
         let api = api::start(listeners, control.clone(), udp_rate_limit.clone())?;
         // Logging before the first query can arrive.
         let dnstap = config.dnstap.as_ref().map(|dnstap| dnstap::start(dnstap.settings()?)).transpose()?;
+        pharos_transport::metrics::tally_resolvers(config.metrics.resolver_view);
         let transports = Transports::start(&config.transport(udp_rate_limit), &snapshot).await?;
         Ok(Server { config, control, snapshot, transports, api, dnstap })
     }

@@ -103,7 +103,7 @@ impl Connection {
         let Some(answered) = answered else {
             return Err(Rejection::new(StatusCode::BAD_REQUEST, "the message is not a DNS query"));
         };
-        metrics::count_answered(Mechanism::Https, &answered);
+        metrics::count_answered(Mechanism::Https, &answered, || Some(self.client.address));
         metrics::count_latency(Mechanism::Https, 1, arrived.elapsed());
         dnstap::log(&dnstap::Exchange {
             mechanism: Mechanism::Https,

@@ -146,7 +146,7 @@ fn answer_counted(query: &[u8], parsed: Result<Query<'_>, Reject<'_>>, connectio
         push_framed_with(&mut response, |response| respond_parsed(parsed, &connection.client, &OPTIONS, &current, rng, response));
     metrics::count_received(Mechanism::Quic, 1);
     let answered = answered?;
-    metrics::count_answered(Mechanism::Quic, &answered);
+    metrics::count_answered(Mechanism::Quic, &answered, || Some(connection.client.address));
     metrics::count_latency(Mechanism::Quic, 1, arrived.elapsed());
     dnstap::log(&dnstap::Exchange {
         mechanism: Mechanism::Quic,

@@ -13,10 +13,14 @@
 //! and sheds, the stream connections ([`connections`]); and TLS handshakes,
 //! full or resumed, per secured mechanism ([`handshakes`]). Every label is
 //! fixed here or defined by the operator (services, replicas, regions):
-//! nothing is keyed by client.
+//! nothing is keyed by client. Apart from the labels, and only when asked
+//! ([`tally_resolvers`]), each thread also tallies routed answers per
+//! resolver, bounded, for the control plane to drain
+//! ([`drain_resolvers`]): how resolvers' caches skew the split.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -151,6 +155,8 @@ struct Shard {
     /// names, so a map rather than fixed cells. Lookups borrow the names:
     /// only the first decision of a kind allocates.
     decisions: Mutex<Decisions>,
+    /// Only a drain contends for it, and only while resolvers are tallied.
+    resolvers: Mutex<Resolvers>,
 }
 
 /// Every shard there has been: a thread's counts outlive the thread.
@@ -176,14 +182,22 @@ pub fn count_received(mechanism: Mechanism, queries: u64) {
 }
 
 /// Counts a response sent over `mechanism`, and the decision behind it if
-/// it was routed. Its latency is counted apart, with [`count_latency`].
-pub fn count_answered(mechanism: Mechanism, answered: &Answered<'_>) {
+/// it was routed: for `resolver` (asked only then, and only while
+/// resolvers are tallied), the client that will cache it. Its latency is
+/// counted apart, with [`count_latency`].
+pub fn count_answered(mechanism: Mechanism, answered: &Answered<'_>, resolver: impl FnOnce() -> Option<IpAddr>) {
     SHARD.with(|shard| {
         let rcode = usize::from(answered.rcode).min(RCODE_NAMES.len() - 1);
         shard.responses[mechanism as usize][rcode][qtype_class(answered.qtype)].add(1);
         if let Some(routed) = answered.routed {
             let replica = &routed.service.replicas[routed.first_replica].id;
             count_decision(&mut lock(&shard.decisions), &routed.service.name, replica, routed.region);
+            if TALLYING_RESOLVERS.load(Ordering::Relaxed)
+                && let Some(resolver) = resolver()
+            {
+                let key = (routed.service.name.as_str(), routed.region);
+                lock(&shard.resolvers).tally(key, resolver, replica, answered.smallest_ttl.unwrap_or(0));
+            }
         }
     });
 }
@@ -221,6 +235,93 @@ fn qtype_class(qtype: Option<u16>) -> usize {
         None => NO_QTYPE,
         Some(qtype) => COUNTED_QTYPES.iter().position(|&(counted, _)| counted == qtype).unwrap_or(OTHER_QTYPE),
     }
+}
+
+/// Whether routed answers are tallied per resolver: off unless the
+/// operator asks (`[metrics] resolver_view`), as it costs a map lookup per
+/// routed answer.
+static TALLYING_RESOLVERS: AtomicBool = AtomicBool::new(false);
+
+/// Turns the per-resolver tally of routed answers on or off.
+pub fn tally_resolvers(on: bool) {
+    TALLYING_RESOLVERS.store(on, Ordering::Relaxed);
+}
+
+pub fn tallying_resolvers() -> bool {
+    TALLYING_RESOLVERS.load(Ordering::Relaxed)
+}
+
+/// Most resolvers one thread tallies between two drains; answers to more
+/// are counted as untallied.
+const RESOLVERS_PER_SHARD: usize = 16_384;
+
+/// Routed answers by service and client region, then by resolver.
+pub type ResolverTally = FxHashMap<(Box<str>, RegionId), FxHashMap<IpAddr, ResolverAnswers>>;
+
+/// What one resolver was answered for one service and region.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResolverAnswers {
+    pub answers: u64,
+    /// The seconds of caching its answers granted each first replica: the
+    /// sum of their TTLs (a TTL of 0 counts as 1: the answer serves at
+    /// least the query that asked).
+    pub cached_seconds: BTreeMap<Box<str>, u64>,
+}
+
+/// A thread's tally since the last drain.
+#[derive(Debug, Default)]
+pub struct Resolvers {
+    pub tally: ResolverTally,
+    tracked: usize,
+    /// Answers to resolvers beyond [`RESOLVERS_PER_SHARD`].
+    pub untallied: u64,
+}
+
+impl Resolvers {
+    fn tally(&mut self, (service, region): (&str, RegionId), resolver: IpAddr, replica: &str, ttl: u32) {
+        let resolvers = match self.tally.get_mut(&(service.into(), region)) {
+            Some(resolvers) => resolvers,
+            None => self.tally.entry((service.into(), region)).or_default(),
+        };
+        let answers = match resolvers.get_mut(&resolver) {
+            Some(answers) => answers,
+            None if self.tracked >= RESOLVERS_PER_SHARD => return self.untallied += 1,
+            None => {
+                self.tracked += 1;
+                resolvers.entry(resolver).or_default()
+            }
+        };
+        answers.answers += 1;
+        let seconds = u64::from(ttl.max(1));
+        match answers.cached_seconds.get_mut(replica) {
+            Some(cached) => *cached += seconds,
+            None => drop(answers.cached_seconds.insert(replica.into(), seconds)),
+        }
+    }
+
+    fn absorb(&mut self, other: Resolvers) {
+        self.untallied += other.untallied;
+        for (key, resolvers) in other.tally {
+            let into = self.tally.entry(key).or_default();
+            for (resolver, answers) in resolvers {
+                let merged = into.entry(resolver).or_default();
+                merged.answers += answers.answers;
+                for (replica, seconds) in answers.cached_seconds {
+                    *merged.cached_seconds.entry(replica).or_default() += seconds;
+                }
+            }
+        }
+    }
+}
+
+/// Every thread's per-resolver tally since the last drain, merged; each
+/// thread starts afresh.
+pub fn drain_resolvers() -> Resolvers {
+    let mut drained = Resolvers::default();
+    for shard in lock(&SHARDS).iter() {
+        drained.absorb(std::mem::take(&mut *lock(&shard.resolvers)));
+    }
+    drained
 }
 
 /// The counts of every thread, merged.
@@ -378,6 +479,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_thread_tallies_a_bounded_number_of_resolvers_and_ttl_0_as_a_second() {
+        let mut resolvers = Resolvers::default();
+        for host in 0..=RESOLVERS_PER_SHARD as u32 {
+            resolvers.tally(("svc", 0), IpAddr::from(host.to_be_bytes()), "fra", 0);
+        }
+        resolvers.tally(("svc", 0), IpAddr::from([0, 0, 0, 0]), "sin", 30);
+        assert_eq!(resolvers.untallied, 1, "one resolver too many; one already known is still tallied");
+        let first = &resolvers.tally[&("svc".into(), 0)][&IpAddr::from([0, 0, 0, 0])];
+        assert_eq!(first, &ResolverAnswers { answers: 2, cached_seconds: BTreeMap::from([("fra".into(), 1), ("sin".into(), 30)]) });
+    }
+
+    #[test]
     fn every_thread_counts_apart_and_the_totals_merge_them() {
         let before = totals();
         let counted = |rcode: u16, qtype: Option<u16>| Answered { rcode, smallest_ttl: None, len: 12, qtype, routed: None };
@@ -385,9 +498,9 @@ mod tests {
             .map(|_| {
                 std::thread::spawn(move || {
                     count_received(Mechanism::Tls, 2);
-                    count_answered(Mechanism::Tls, &counted(3, Some(types::AAAA)));
+                    count_answered(Mechanism::Tls, &counted(3, Some(types::AAAA)), || None);
                     count_latency(Mechanism::Tls, 1, Duration::from_micros(30));
-                    count_answered(Mechanism::Tls, &counted(23, None));
+                    count_answered(Mechanism::Tls, &counted(23, None), || None);
                     count_latency(Mechanism::Tls, 1, Duration::from_secs(2));
                 })
             })

@@ -239,7 +239,7 @@ fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, r
         received_count += 1;
         if let Some(answered) = answered {
             answered_count += 1;
-            metrics::count_answered(connection.mechanism, &answered);
+            metrics::count_answered(connection.mechanism, &answered, || Some(connection.peer.ip()));
             dnstap::log(&dnstap::Exchange {
                 mechanism: connection.mechanism,
                 client: connection.peer,

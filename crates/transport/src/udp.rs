@@ -257,8 +257,9 @@ pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, limite
         let elapsed = arrived.elapsed();
         metrics::count_received(Mechanism::Udp, received as u64);
         let mut answered_count = 0;
-        for answered in answers.said.iter().flatten() {
-            metrics::count_answered(Mechanism::Udp, answered);
+        for (answered, &index) in answers.said.iter().zip(&answers.datagram).take(answers.ready) {
+            let Some(answered) = answered else { continue };
+            metrics::count_answered(Mechanism::Udp, answered, || peer_address(&batch.peers[index]).map(|peer| peer.ip()));
             answered_count += 1;
         }
         metrics::count_latency(Mechanism::Udp, answered_count, elapsed);
