@@ -12,7 +12,8 @@ TCP). Every seed starts with the selector byte the `respond` target reads
 as queries with full answer sections.
 
 OUT_DIR/zone/ gets the fuzzing zones, the repository's demo zones, and a few
-small variations of them.
+small variations of them. OUT_DIR/initial/ gets scripts of sealed
+ClientHellos, whole and split, for the `initial` target.
 """
 
 import glob
@@ -220,6 +221,37 @@ def zone_seeds():
     return texts
 
 
+def client_hello(name, alpn_count):
+    """A TLS 1.3 ClientHello handshake message with SNI and ALPN."""
+    sni_entry = b"\x00" + struct.pack(">H", len(name)) + name
+    sni = struct.pack(">H", len(sni_entry)) + sni_entry
+    protocols = b"".join(bytes([len(p)]) + p for p in (b"h3-%03d" % i for i in range(alpn_count)))
+    alpn = struct.pack(">H", len(protocols)) + protocols
+    extensions = b"".join(struct.pack(">HH", kind, len(body)) + body for kind, body in ((0, sni), (16, alpn)))
+    body = b"\x03\x03" + bytes(32) + b"\x00" + b"\x00\x02\x13\x01" + b"\x01\x00" + struct.pack(">H", len(extensions)) + extensions
+    return b"\x01" + struct.pack(">I", len(body))[1:] + body
+
+
+def crypto_op(header, offset, data):
+    """An `initial` script operation: a sealed CRYPTO frame (fuzz/src/initial.rs)."""
+    return bytes([header | 2]) + struct.pack(">HH", offset, len(data)) + data
+
+
+def initial_seeds():
+    """Scripts for `initial`: whole and split ClientHellos, both versions, in and out of order."""
+    seeds = []
+    for alpn_count in (1, 120):
+        hello = client_hello(b"svc.example.test", alpn_count)
+        half = len(hello) // 2
+        for version in (0, 0x10):
+            seeds.append(crypto_op(version, 0, hello))
+            first, second = crypto_op(version, 0, hello[:half]), crypto_op(version, half, hello[half:])
+            seeds += [first + second, second + first, first + bytes([0x3 | 30 << 2]) + second]
+    seeds.append(bytes([0x10]) + struct.pack(">H", 5) + b"\xc0\x0a\x0a\x0a\x0a")  # an unknown version
+    seeds.append(bytes([0x01]) + struct.pack(">H", 6) + b"\x02\x00\x00\x00\x00\x01")  # an ACK, PING
+    return seeds
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -235,7 +267,11 @@ def main():
             print(f"gen_seeds: {path} not found, skipped", file=sys.stderr)
     count = write_corpus(os.path.join(out, "respond"), respond)
     zones = write_corpus(os.path.join(out, "zone"), zone_seeds())
-    print(f"gen_seeds: {count} respond seeds ({captured} payloads from {len(captures)} captures), {zones} zone seeds in {out}")
+    initials = write_corpus(os.path.join(out, "initial"), initial_seeds())
+    print(
+        f"gen_seeds: {count} respond seeds ({captured} payloads from {len(captures)} captures), "
+        f"{zones} zone seeds, {initials} initial seeds in {out}"
+    )
 
 
 if __name__ == "__main__":

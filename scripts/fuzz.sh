@@ -3,13 +3,13 @@
 # stable toolchain (no sanitizer: the fuzzed crates have no unsafe code, so
 # panics, overflow checks and the targets' own invariants are the oracles).
 #
-#   scripts/fuzz.sh [SECONDS]     default 60: 3/4 to `respond`, 1/4 to `zone`
+#   scripts/fuzz.sh [SECONDS]     default 60: 1/2 to `respond`, 1/4 each to `zone` and `initial`
 #
 # Run from anywhere; CI runs it from the repository root. Installs
 # cargo-fuzz if missing, regenerates the seeds (fuzz/seeds, from
 # fuzz/gen_seeds.py and the captures in ../shared/data/dns), keeps the
 # growing corpus in fuzz/corpus and crash inputs in fuzz/artifacts (both
-# ignored by git). Exits non-zero if either target finds a crash, an
+# ignored by git). Exits non-zero if any target finds a crash, an
 # invariant failure, a timeout or an out-of-memory input, and prints the
 # input's path and hex. See fuzz/README.md.
 set -euo pipefail
@@ -73,11 +73,13 @@ fuzz_target() {
     fi
 }
 
-respond_seconds=$((total * 3 / 4))
-zone_seconds=$((total - respond_seconds))
+respond_seconds=$((total / 2))
+zone_seconds=$((total / 4))
+initial_seconds=$((total - respond_seconds - zone_seconds))
 failed=()
 fuzz_target respond "$respond_seconds" || failed+=(respond)
 fuzz_target zone "$zone_seconds" || failed+=(zone)
+fuzz_target initial "$initial_seconds" || failed+=(initial)
 if ((${#failed[@]})); then
     echo "fuzz.sh: failures in: ${failed[*]}"
     exit 1

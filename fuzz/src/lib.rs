@@ -1,8 +1,11 @@
 //! Shared code of the Pharos fuzz targets: the snapshot they answer from,
-//! and the invariants every response must keep.
+//! and the invariants every response must keep; [`initial`] is the
+//! Artemis dispatcher's Initial decoder target.
 //!
 //! The invariants are checked with code written here, independently of
 //! `pharos-wire`, so that a bug there cannot hide itself.
+
+pub mod initial;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::OnceLock;

@@ -115,7 +115,7 @@ impl QuicVersion {
         }
     }
 
-    fn rustls(self) -> Version {
+    pub(crate) fn rustls(self) -> Version {
         match self {
             Self::V1 => Version::V1,
             Self::V2 => Version::V2,

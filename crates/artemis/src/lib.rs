@@ -15,6 +15,8 @@
 //!   split over Initials, in any order, and reads its SNI and ALPN.
 //! - [`replica_cid`]: connection IDs that name their replica (QUIC-LB
 //!   style, plaintext), so later packets need no per-connection state.
+//! - [`seal`]: Initials sealed as a client seals them, for the tests, the
+//!   fuzz target and the benchmark.
 //! - [`dispatcher`]: the Service Dispatcher's decision per datagram:
 //!   forward to the replica the routing core chose (or to its data
 //!   center's dispatcher), Version Negotiation, wait, or drop.
@@ -25,4 +27,5 @@ pub mod client_hello;
 pub mod dispatcher;
 pub mod initial;
 pub mod replica_cid;
+pub mod seal;
 pub mod service_id;

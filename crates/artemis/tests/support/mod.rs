@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use pharos_artemis::client_hello::{ClientHelloTable, Decoded, Limits};
 use pharos_artemis::initial::QuicVersion;
-use rustls::Side;
-use rustls::quic::{Keys, Version};
+pub use pharos_artemis::seal::{Sealed, crypto_frame};
 
 pub const SERVER_NAME: &str = "svc.example.test";
 
@@ -89,79 +88,6 @@ fn tempdir() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("artemis-aioquic-{}-{:?}", std::process::id(), std::thread::current().id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-/// How a hand-sealed Initial is built; the defaults are a valid one.
-#[derive(Clone)]
-pub struct Sealed {
-    pub version: u32,
-    pub first_byte: u8,
-    pub dcid: Vec<u8>,
-    pub scid: Vec<u8>,
-    pub packet_number: u32,
-    pub frames: Vec<u8>,
-    /// The datagram is padded with PADDING frames up to this size.
-    pub datagram_size: usize,
-}
-
-impl Sealed {
-    pub fn new(frames: Vec<u8>) -> Self {
-        Self {
-            version: 1,
-            first_byte: 0xc3, // long header, fixed bit, Initial (v1), 4-byte packet number
-            dcid: vec![0x83, 0x94, 0xc8, 0xf0, 0x3e, 0x51, 0x57, 0x08],
-            scid: vec![0xaa; 8],
-            packet_number: 0,
-            frames,
-            datagram_size: 1200,
-        }
-    }
-
-    /// The protected packet, encrypted with the client's Initial keys.
-    pub fn seal(&self) -> Vec<u8> {
-        let version = QuicVersion::from_wire(self.version).expect("sealing needs v1 or v2");
-        let mut header = vec![self.first_byte];
-        header.extend_from_slice(&self.version.to_be_bytes());
-        for id in [&self.dcid, &self.scid] {
-            header.push(id.len() as u8);
-            header.extend_from_slice(id);
-        }
-        header.push(0); // no token
-        let overhead = header.len() + 2 + 4 + 16;
-        let mut payload = self.frames.clone();
-        payload.resize(payload.len().max(self.datagram_size.saturating_sub(overhead)), 0);
-        let length = 4 + payload.len() + 16;
-        header.extend_from_slice(&(0x4000 | length as u16).to_be_bytes());
-        let number_offset = header.len();
-        header.extend_from_slice(&self.packet_number.to_be_bytes());
-        let keys = client_keys(version, &self.dcid);
-        let tag = keys.packet.encrypt_in_place(self.packet_number.into(), &header, &mut payload).unwrap();
-        let mut packet = header;
-        packet.extend_from_slice(&payload);
-        packet.extend_from_slice(tag.as_ref());
-        let sample: [u8; 16] = packet[number_offset + 4..number_offset + 20].try_into().unwrap();
-        let (first, rest) = packet.split_at_mut(number_offset);
-        keys.header.encrypt_in_place(&sample, &mut first[0], &mut rest[..4]).unwrap();
-        packet
-    }
-}
-
-fn client_keys(version: QuicVersion, dcid: &[u8]) -> rustls::quic::DirectionalKeys {
-    let suite = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256.tls13().unwrap().quic_suite().unwrap();
-    let version = match version {
-        QuicVersion::V1 => Version::V1,
-        QuicVersion::V2 => Version::V2,
-    };
-    Keys::initial(version, suite.suite, suite.quic, dcid, Side::Client).local
-}
-
-/// A CRYPTO frame carrying `data` at `offset` (8-byte varints, always valid).
-pub fn crypto_frame(offset: u64, data: &[u8]) -> Vec<u8> {
-    let mut frame = vec![0x06];
-    frame.extend_from_slice(&(0xc000_0000_0000_0000 | offset).to_be_bytes());
-    frame.extend_from_slice(&(0xc000_0000_0000_0000 | data.len() as u64).to_be_bytes());
-    frame.extend_from_slice(data);
-    frame
 }
 
 pub fn client() -> SocketAddr {
