@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use pharos_artemis::client_hello::Limits;
 use pharos_artemis::dispatcher::{Action, Dispatcher, RecentLimits, ReplicaAt, Target, Topology};
-use pharos_artemis::service_id::{ConflictList, ServiceIdMap, ServicePrefix};
+use pharos_artemis::service_id::{CanonicalName, ConflictList, ServiceIdMap, ServicePrefix};
 use pharos_route::model::Answering;
 use pharos_route::{Policy, Replica, Routes, Service};
 use quinn::udp::{RecvMeta, Transmit, UdpSocketState};
@@ -91,6 +91,21 @@ impl DispatcherConfig {
         Ok(toml::from_str(text)?)
     }
 
+    /// The sans-IO dispatcher this configuration describes, its random
+    /// source seeded with `seed`.
+    pub fn dispatcher(&self, seed: u64) -> Result<Dispatcher, ConfigError> {
+        let topology = Topology {
+            replicas: self.replicas()?.into_iter().map(|(id, (address, _))| (id, ReplicaAt { address, datacenter: None })).collect(),
+            ..Topology::default()
+        };
+        Ok(Dispatcher::new(Arc::new(self.routes()?), self.addresses()?, topology, Limits::default(), RecentLimits::default(), seed))
+    }
+
+    /// The service address of `name` under this configuration's prefix and conflicts.
+    pub fn service_address(&self, name: &CanonicalName) -> Result<IpAddr, ConfigError> {
+        Ok(self.addresses()?.address_of(name))
+    }
+
     fn prefix(&self) -> Result<ServicePrefix, ConfigError> {
         self.prefix.parse().map_err(|e: pharos_artemis::service_id::PrefixError| ConfigError::Prefix(e.to_string()))
     }
@@ -105,8 +120,7 @@ impl DispatcherConfig {
     fn routes(&self) -> Result<Routes, ConfigError> {
         let mut routes = Routes::default();
         for service in &self.services {
-            let name = pharos_artemis::service_id::CanonicalName::new(&service.name)
-                .map_err(|e| ConfigError::Name(service.name.clone(), e.to_string()))?;
+            let name = CanonicalName::new(&service.name).map_err(|e| ConfigError::Name(service.name.clone(), e.to_string()))?;
             let replicas = service
                 .replicas
                 .iter()
@@ -135,7 +149,7 @@ impl DispatcherConfig {
 }
 
 /// A lowercase presentation name in DNS wire format, as `Routes` keys it.
-fn wire_name(name: &pharos_artemis::service_id::CanonicalName) -> Vec<u8> {
+fn wire_name(name: &CanonicalName) -> Vec<u8> {
     let mut wire: Vec<u8> = name.as_str().split('.').flat_map(|label| [&[label.len() as u8][..], label.as_bytes()].concat()).collect();
     wire.push(0);
     wire
@@ -170,18 +184,7 @@ impl SocketDispatcher {
     /// addresses are local, on `lo` or any interface) and a tunnel socket.
     pub fn bind(config: &DispatcherConfig) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let replicas = config.replicas()?;
-        let topology = Topology {
-            replicas: replicas.iter().map(|(&id, &(address, _))| (id, ReplicaAt { address, datacenter: None })).collect(),
-            ..Topology::default()
-        };
-        let dispatcher = Dispatcher::new(
-            Arc::new(config.routes()?),
-            config.addresses()?,
-            topology,
-            Limits::default(),
-            RecentLimits::default(),
-            std::process::id().into(),
-        );
+        let dispatcher = config.dispatcher(std::process::id().into())?;
         let any: IpAddr = match config.prefix()?.network() {
             IpAddr::V4(_) => Ipv4Addr::UNSPECIFIED.into(),
             IpAddr::V6(_) => Ipv6Addr::UNSPECIFIED.into(),
@@ -299,7 +302,7 @@ mod tests {
         assert_eq!(address, "10.77.21.2".parse::<IpAddr>().unwrap());
         assert_eq!((vtep.address, vtep.mac), ("10.77.11.2:4789".parse().unwrap(), [2, 0, 0, 0, 0, 1]));
         assert_eq!(
-            config.addresses().unwrap().address_of(&pharos_artemis::service_id::CanonicalName::new("svc.example.test").unwrap()),
+            config.addresses().unwrap().address_of(&CanonicalName::new("svc.example.test").unwrap()),
             "10.99.0.5".parse::<IpAddr>().unwrap()
         );
     }
