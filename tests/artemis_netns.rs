@@ -1,16 +1,21 @@
 //! The Artemis dispatcher on sockets, in network namespaces this test
-//! creates and removes: a client, a dispatcher, and two replica hosts,
-//! each replica host with a VXLAN interface holding the service address.
+//! creates and removes: a client, two data centers each with a dispatcher
+//! and one replica host, each replica host with a VXLAN interface holding
+//! the service address. The client's route to SA leads to data center 1
+//! (anycast, emulated by routing).
 //!
 //! ```text
-//!   client 10.77.1.2 ── 10.77.1.1 dispatcher (SA on lo) ── 10.77.1i.1 ─ VXLAN ─ 10.77.1i.2 replica i (SA on vx0)
-//!      └──────────── 10.77.2i.1 ── direct link ──────────────────────── 10.77.2i.2 = replica i's own address (PA)
+//!   client 10.77.1.2 ── 10.77.1.1 dispatcher 1 (SA on lo) ── 10.77.11.1 ─ VXLAN ─ 10.77.11.2 replica 1 (SA on vx0)
+//!      │                            10.77.3.1 ── tunnel ── 10.77.3.2 dispatcher 2 ── 10.77.12.1 ─ VXLAN ─ 10.77.12.2 replica 2
+//!      └──────────── 10.77.2i.1 ── direct link ──────────────────────────────────────────── 10.77.2i.2 = replica i's own address (PA)
 //! ```
 //!
 //! The handshake reaches the replica the routing core chose (weights 1:0,
-//! then 0:1); the replica answers the client directly, from SA; after the
-//! move to PA, nothing more reaches the dispatcher. Root only: skips
-//! loudly without it, fails under CI=true.
+//! then 0:1): replica 1 by dispatcher 1's VXLAN, replica 2 through
+//! dispatcher 2, which delivers the tunnelled datagrams by its own; the
+//! replica answers the client directly, from SA; after the move to PA,
+//! nothing more reaches the dispatcher. Root only: skips loudly without
+//! it, fails under CI=true.
 
 use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
@@ -29,6 +34,8 @@ const NAME: &str = "svc.example.test";
 const SERVICE_ADDRESS: &str = "10.99.0.5";
 const PORT: u16 = 4433;
 const VNI: u32 = 42;
+const TUNNEL_PORT: u16 = 4790;
+const ROLES: [&str; 5] = ["c", "d", "d2", "r1", "r2"];
 
 fn may_run() -> bool {
     if unsafe { libc::geteuid() } == 0 {
@@ -62,7 +69,7 @@ impl Network {
     fn build() -> Network {
         let network = Network { prefix: format!("art{}", std::process::id()) };
         let (client, dispatcher) = (network.ns("c"), network.ns("d"));
-        for role in ["c", "d", "r1", "r2"] {
+        for role in ROLES {
             let ns = network.ns(role);
             run(None, &format!("ip netns add {ns}"));
             run(Some(&ns), "ip link set lo up");
@@ -70,11 +77,13 @@ impl Network {
             run(Some(&ns), "sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0");
         }
         network.veth(&client, "cd", "10.77.1.2/24", &dispatcher, "dc", "10.77.1.1/24");
+        network.veth(&dispatcher, "dx", "10.77.3.1/24", &network.ns("d2"), "xd", "10.77.3.2/24");
         run(Some(&dispatcher), &format!("ip addr add {SERVICE_ADDRESS}/32 dev lo"));
         run(Some(&client), &format!("ip route add {SERVICE_ADDRESS}/32 via 10.77.1.1"));
         for i in [1, 2] {
             let replica = network.ns(&format!("r{i}"));
-            network.veth(&dispatcher, &format!("d{i}"), &format!("10.77.1{i}.1/24"), &replica, "rd", &format!("10.77.1{i}.2/24"));
+            let its_dispatcher = network.ns(["d", "d2"][i - 1]);
+            network.veth(&its_dispatcher, &format!("d{i}"), &format!("10.77.1{i}.1/24"), &replica, "rd", &format!("10.77.1{i}.2/24"));
             network.veth(&client, &format!("c{i}"), &format!("10.77.2{i}.1/24"), &replica, "rc", &format!("10.77.2{i}.2/24"));
             run(Some(&replica), &format!("ip link add vx0 type vxlan id {VNI} dstport 4789 local 10.77.1{i}.2 dev rd"));
             run(Some(&replica), &format!("ip link set vx0 address 02:00:00:00:00:0{i} up"));
@@ -95,7 +104,7 @@ impl Network {
 
 impl Drop for Network {
     fn drop(&mut self) {
-        for role in ["c", "d", "r1", "r2"] {
+        for role in ROLES {
             Command::new("ip").args(["netns", "del", &self.ns(role)]).status().ok();
         }
     }
@@ -132,20 +141,25 @@ impl Drop for Process {
     }
 }
 
-fn dispatcher_config(dir: &Path, weights: [u32; 2]) -> PathBuf {
+/// The configuration of data center `datacenter`'s dispatcher (1 or 2):
+/// replica i is in data center i, the other dispatcher is its peer.
+fn dispatcher_config(dir: &Path, datacenter: usize, weights: [u32; 2]) -> PathBuf {
     let replicas: String = [1, 2]
         .iter()
         .zip(weights)
         .map(|(i, weight)| {
             format!(
-                "[[service.replica]]\nid = {i}\naddress = \"10.77.2{i}.2\"\nvtep = \"10.77.1{i}.2\"\nmac = \"02:00:00:00:00:0{i}\"\nweight = {weight}\n"
+                "[[service.replica]]\nid = {i}\ndatacenter = \"dc{i}\"\naddress = \"10.77.2{i}.2\"\nvtep = \"10.77.1{i}.2\"\nmac = \"02:00:00:00:00:0{i}\"\nweight = {weight}\n"
             )
         })
         .collect();
+    let peer = 3 - datacenter;
     let text = format!(
-        "port = {PORT}\nprefix = \"10.99.0.0/24\"\nconflicts = \"{NAME} {SERVICE_ADDRESS}\"\nvni = {VNI}\n[[service]]\nname = \"{NAME}\"\n{replicas}"
+        "port = {PORT}\nprefix = \"10.99.0.0/24\"\nconflicts = \"{NAME} {SERVICE_ADDRESS}\"\nvni = {VNI}\n\
+         datacenter = \"dc{datacenter}\"\ntunnel_port = {TUNNEL_PORT}\n[[peer]]\ndatacenter = \"dc{peer}\"\naddress = \"10.77.3.{peer}\"\n\
+         [[service]]\nname = \"{NAME}\"\n{replicas}"
     );
-    let path = dir.join(format!("dispatcher-{}{}.toml", weights[0], weights[1]));
+    let path = dir.join(format!("dispatcher{datacenter}-{}{}.toml", weights[0], weights[1]));
     std::fs::write(&path, text).unwrap();
     path
 }
@@ -159,6 +173,17 @@ fn inside<T: Send + 'static>(namespace: &str, work: impl FnOnce() -> T + Send + 
     })
     .join()
     .unwrap()
+}
+
+/// Reads `process`'s log until a line ends with `wanted`, for at most 10 s.
+fn wait_for_line(process: &Process, wanted: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let line = process.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the log line comes within 10 s");
+        if line.ends_with(wanted) {
+            return line;
+        }
+    }
 }
 
 /// The dispatcher's log lines up to a marker datagram sent now from the
@@ -196,7 +221,7 @@ fn connect_with_the_cli(network: &Network, dir: &Path) -> String {
 }
 
 #[test]
-fn the_dispatcher_routes_the_handshake_by_vxlan_and_steps_aside_after_the_move() {
+fn the_dispatcher_routes_the_handshake_by_vxlan_or_through_the_other_data_center_and_steps_aside() {
     if !may_run() {
         return;
     }
@@ -226,19 +251,24 @@ fn the_dispatcher_routes_the_handshake_by_vxlan_and_steps_aside_after_the_move()
         })
         .collect();
 
-    for (weights, chosen) in [([1, 0], 1), ([0, 1], 2)] {
-        let config = dispatcher_config(dir.path(), weights);
+    let far_config = dispatcher_config(dir.path(), 2, [1, 1]);
+    let far_dispatcher = Process::start(&network.ns("d2"), &["dispatcher", "--config", far_config.to_str().unwrap()]);
+    for (weights, chosen, route) in [([1, 0], 1, ""), ([0, 1], 2, " through data center dc2 (10.77.3.2)")] {
+        let config = dispatcher_config(dir.path(), 1, weights);
         let dispatcher = Process::start(&network.ns("d"), &["dispatcher", "--config", config.to_str().unwrap()]);
         assert_eq!(dispatcher.first_line.trim(), PORT.to_string());
         let printed = connect_with_the_cli(&network, dir.path());
         let expected = format!("via {SERVICE_ADDRESS}:{PORT} moved to 10.77.2{chosen}.2:{PORT} ttl 60: hello from replica {chosen}\n");
         assert_eq!(printed, expected, "weights {weights:?}");
         let handled = lines_until_marker(&network, &dispatcher);
-        assert!(handled.iter().any(|line| line.ends_with(&format!("forward 1 to 10.77.2{chosen}.2"))), "{handled:#?}");
+        assert!(handled.iter().any(|line| line.ends_with(&format!("forward 1 to 10.77.2{chosen}.2{route}"))), "{handled:#?}");
     }
+    let delivered = wait_for_line(&far_dispatcher, "tunnelled from 10.77.3.1: forward 1 to 10.77.22.2");
+    assert!(delivered.starts_with("10.77.1.2:"), "the tunnel carried the client's own address: {delivered}");
 
     // Within one connection: greetings after the move never reach the dispatcher.
-    let dispatcher = Process::start(&network.ns("d"), &["dispatcher", "--config", dir.path().join("dispatcher-10.toml").to_str().unwrap()]);
+    let dispatcher =
+        Process::start(&network.ns("d"), &["dispatcher", "--config", dir.path().join("dispatcher1-10.toml").to_str().unwrap()]);
     let certificates = [std::fs::read(dir.path().join("r1.der")).unwrap(), std::fs::read(dir.path().join("r2.der")).unwrap()];
     let (client_tx, client_rx) = channel::<()>();
     let (report_tx, report_rx) = channel();

@@ -3,12 +3,15 @@
 //! [`pharos_artemis::dispatcher::Dispatcher`], and tunnels each datagram
 //! unmodified to the chosen replica's host by VXLAN ([`crate::vxlan`]),
 //! which delivers it with the client's source address; the replica then
-//! answers the client itself.
+//! answers the client itself. A replica in another data center gets it
+//! through that data center's dispatcher ([`crate::interdc`]), which
+//! listens on its tunnel port on a thread of its own and delivers what
+//! its peers send to its own replicas.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use pharos_artemis::client_hello::Limits;
@@ -19,6 +22,7 @@ use pharos_route::{Policy, Replica, Routes, Service};
 use quinn::udp::{RecvMeta, Transmit, UdpSocketState};
 use serde::Deserialize;
 
+use crate::interdc::{self, Tunnelled};
 use crate::vxlan::{self, VXLAN_PORT};
 
 /// The configuration file, TOML.
@@ -34,8 +38,25 @@ pub struct DispatcherConfig {
     pub conflicts: String,
     /// The VXLAN network identifier the replica hosts' interfaces use.
     pub vni: u32,
+    /// This dispatcher's data center, as replicas name theirs.
+    #[serde(default)]
+    pub datacenter: Option<String>,
+    /// The UDP port every dispatcher receives its peers' tunnel on
+    /// ([`crate::interdc`]); required with peers.
+    #[serde(default)]
+    pub tunnel_port: Option<u16>,
+    /// The other data centers' dispatchers.
+    #[serde(default, rename = "peer")]
+    pub peers: Vec<PeerConfig>,
     #[serde(rename = "service")]
     pub services: Vec<ServiceConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerConfig {
+    pub datacenter: String,
+    pub address: IpAddr,
 }
 
 #[derive(Debug, Deserialize)]
@@ -53,12 +74,21 @@ pub struct ReplicaHost {
     pub id: u16,
     /// Its own unicast address (its preferred address).
     pub address: IpAddr,
-    /// Its host's VXLAN endpoint.
-    pub vtep: IpAddr,
+    /// Its data center; absent: this dispatcher's.
+    #[serde(default)]
+    pub datacenter: Option<String>,
+    /// Its host's VXLAN endpoint; required in this data center.
+    pub vtep: Option<IpAddr>,
     /// The MAC address of that host's VXLAN interface, "02:00:00:00:00:01".
-    pub mac: String,
+    pub mac: Option<String>,
     /// Its share of new connections (the routing core's weighted policy).
     pub weight: u32,
+}
+
+impl ReplicaHost {
+    fn is_local(&self, datacenter: Option<&str>) -> bool {
+        self.datacenter.is_none() || self.datacenter.as_deref() == datacenter
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +107,12 @@ pub enum ConfigError {
     DispatcherMac(u16),
     #[error("replica id {0} appears twice")]
     DuplicateId(u16),
+    #[error("replica {0} is in this data center: it needs a vtep and a mac")]
+    NoVtep(u16),
+    #[error("replica {id} is in data center {datacenter}, which has no [[peer]] dispatcher")]
+    NoPeer { id: u16, datacenter: String },
+    #[error("[[peer]] dispatchers need a tunnel_port")]
+    NoTunnelPort,
 }
 
 /// Where a replica's datagrams are tunnelled.
@@ -95,8 +131,9 @@ impl DispatcherConfig {
     /// source seeded with `seed`.
     pub fn dispatcher(&self, seed: u64) -> Result<Dispatcher, ConfigError> {
         let topology = Topology {
-            replicas: self.replicas()?.into_iter().map(|(id, (address, _))| (id, ReplicaAt { address, datacenter: None })).collect(),
-            ..Topology::default()
+            datacenter: self.datacenter.clone().unwrap_or_default(),
+            dispatchers: self.peers.iter().map(|peer| (peer.datacenter.clone(), peer.address)).collect(),
+            replicas: self.replicas()?,
         };
         Ok(Dispatcher::new(Arc::new(self.routes()?), self.addresses()?, topology, Limits::default(), RecentLimits::default(), seed))
     }
@@ -124,7 +161,11 @@ impl DispatcherConfig {
             let replicas = service
                 .replicas
                 .iter()
-                .map(|replica| Replica { weight: replica.weight, ..Replica::new(replica.id.to_string(), replica.address) })
+                .map(|replica| Replica {
+                    weight: replica.weight,
+                    datacenter: replica.datacenter.clone(),
+                    ..Replica::new(replica.id.to_string(), replica.address)
+                })
                 .collect();
             let service = Service::new(format!("{name}."), replicas, Policy::Weighted, Answering::plain(60, 0));
             routes.services.insert(wire_name(&name).into(), service);
@@ -132,19 +173,40 @@ impl DispatcherConfig {
         Ok(routes)
     }
 
-    fn replicas(&self) -> Result<HashMap<u16, (IpAddr, Vtep)>, ConfigError> {
+    /// Every replica by the id its connection IDs carry, and where it is.
+    fn replicas(&self) -> Result<HashMap<u16, ReplicaAt>, ConfigError> {
+        if !self.peers.is_empty() && self.tunnel_port.is_none() {
+            return Err(ConfigError::NoTunnelPort);
+        }
+        let own = self.datacenter.as_deref();
         let mut replicas = HashMap::new();
         for replica in self.services.iter().flat_map(|service| &service.replicas) {
-            let mac = parse_mac(&replica.mac).ok_or_else(|| ConfigError::Mac { id: replica.id, mac: replica.mac.clone() })?;
-            if mac == vxlan::DISPATCHER_MAC {
-                return Err(ConfigError::DispatcherMac(replica.id));
+            let datacenter = replica.datacenter.clone().filter(|_| !replica.is_local(own));
+            if let Some(datacenter) = &datacenter
+                && !self.peers.iter().any(|peer| &peer.datacenter == datacenter)
+            {
+                return Err(ConfigError::NoPeer { id: replica.id, datacenter: datacenter.clone() });
             }
-            let vtep = Vtep { address: SocketAddr::new(replica.vtep, VXLAN_PORT), mac };
-            if replicas.insert(replica.id, (replica.address, vtep)).is_some() {
+            if replicas.insert(replica.id, ReplicaAt { address: replica.address, datacenter }).is_some() {
                 return Err(ConfigError::DuplicateId(replica.id));
             }
         }
         Ok(replicas)
+    }
+
+    /// The VXLAN endpoints of this data center's replicas, by replica address.
+    fn vteps(&self) -> Result<HashMap<IpAddr, Vtep>, ConfigError> {
+        let own = self.datacenter.as_deref();
+        let mut vteps = HashMap::new();
+        for replica in self.services.iter().flat_map(|service| &service.replicas).filter(|replica| replica.is_local(own)) {
+            let (Some(vtep), Some(mac)) = (replica.vtep, &replica.mac) else { return Err(ConfigError::NoVtep(replica.id)) };
+            let mac = parse_mac(mac).ok_or_else(|| ConfigError::Mac { id: replica.id, mac: mac.clone() })?;
+            if mac == vxlan::DISPATCHER_MAC {
+                return Err(ConfigError::DispatcherMac(replica.id));
+            }
+            vteps.insert(replica.address, Vtep { address: SocketAddr::new(vtep, VXLAN_PORT), mac });
+        }
+        Ok(vteps)
     }
 }
 
@@ -172,18 +234,26 @@ pub struct Handled {
 pub struct SocketDispatcher {
     socket: UdpSocket,
     state: UdpSocketState,
-    tunnel: UdpSocket,
     dispatcher: Dispatcher,
+    delivery: Arc<Delivery>,
+    port: u16,
+}
+
+/// The sending side, shared with the thread that serves the peers' tunnel.
+struct Delivery {
+    /// Sends VXLAN to replica hosts and the tunnel to peers; receives the peers' tunnel.
+    tunnel: UdpSocket,
     vteps: HashMap<IpAddr, Vtep>,
     vni: u32,
-    port: u16,
+    tunnel_port: u16,
+    /// The peer dispatchers' addresses: the only senders believed on the tunnel.
+    peers: HashSet<IpAddr>,
 }
 
 impl SocketDispatcher {
     /// Binds the service port on every local address (the service
     /// addresses are local, on `lo` or any interface) and a tunnel socket.
     pub fn bind(config: &DispatcherConfig) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
-        let replicas = config.replicas()?;
         let dispatcher = config.dispatcher(std::process::id().into())?;
         let any: IpAddr = match config.prefix()?.network() {
             IpAddr::V4(_) => Ipv4Addr::UNSPECIFIED.into(),
@@ -193,24 +263,40 @@ impl SocketDispatcher {
         let state = UdpSocketState::new((&socket).into())?;
         // quinn-udp leaves it non-blocking; this loop has nothing else to do.
         socket.set_nonblocking(false)?;
-        let tunnel = UdpSocket::bind((Ipv6Addr::UNSPECIFIED, 0))?;
-        let vteps = replicas.into_values().collect();
-        Ok(Self { socket, state, tunnel, dispatcher, vteps, vni: config.vni, port: config.port })
+        let tunnel = UdpSocket::bind((Ipv6Addr::UNSPECIFIED, config.tunnel_port.unwrap_or(0)))?;
+        let delivery = Delivery {
+            tunnel,
+            vteps: config.vteps()?,
+            vni: config.vni,
+            tunnel_port: config.tunnel_port.unwrap_or(0),
+            peers: config.peers.iter().map(|peer| peer.address).collect(),
+        };
+        Ok(Self { socket, state, dispatcher, delivery: Arc::new(delivery), port: config.port })
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.socket.local_addr()
     }
 
-    /// Handles datagrams until the socket fails, telling `log` of each.
-    pub fn run(&mut self, mut log: impl FnMut(&Handled)) -> io::Result<()> {
+    /// Handles datagrams until the service socket fails, telling `log` of
+    /// each; with peers, a thread delivers what they tunnel here.
+    pub fn run(&mut self, log: impl FnMut(&Handled) + Send + 'static) -> io::Result<()> {
+        let log = Arc::new(Mutex::new(log));
+        if !self.delivery.peers.is_empty() {
+            let (delivery, log) = (self.delivery.clone(), log.clone());
+            std::thread::spawn(move || {
+                if let Err(error) = delivery.serve_tunnel(|handled| log_one(&log, handled)) {
+                    tracing::error!("the peers' tunnel stopped: {error}");
+                }
+            });
+        }
         let mut buffer = vec![0u8; 64 * 1024];
         loop {
             let mut meta = [RecvMeta::default()];
             self.state.recv((&self.socket).into(), &mut [IoSliceMut::new(&mut buffer)], &mut meta)?;
             let meta = meta[0];
             for datagram in buffer[..meta.len].chunks(meta.stride.max(1)) {
-                log(&self.handle(meta.addr, meta.dst_ip, datagram));
+                log_one(&log, &self.handle(meta.addr, meta.dst_ip, datagram));
             }
         }
     }
@@ -218,7 +304,9 @@ impl SocketDispatcher {
     fn handle(&mut self, client: SocketAddr, service_address: Option<IpAddr>, datagram: &[u8]) -> Handled {
         let outcome = match service_address {
             Some(service_address) => match self.dispatcher.on_datagram(client, service_address, datagram, Instant::now()) {
-                Action::Forward { target, datagrams, .. } => self.forward(client, service_address, &target, &datagrams),
+                Action::Forward { target, datagrams, .. } => {
+                    self.delivery.forward(client, SocketAddr::new(service_address, self.port), &target, &datagrams)
+                }
                 Action::SendVersionNegotiation(packet) => {
                     let transmit =
                         Transmit { destination: client, ecn: None, contents: &packet, segment_size: None, src_ip: Some(service_address) };
@@ -234,16 +322,33 @@ impl SocketDispatcher {
         };
         Handled { client, service_address, outcome }
     }
+}
 
-    fn forward(&self, client: SocketAddr, service_address: IpAddr, target: &Target, datagrams: &[Vec<u8>]) -> String {
-        let replica = match target {
-            Target::Replica(replica) => *replica,
-            Target::Dispatcher { datacenter, .. } => return format!("drop: forwarding to data center {datacenter} is not built"),
-        };
+impl Delivery {
+    fn forward(&self, client: SocketAddr, service: SocketAddr, target: &Target, datagrams: &[Vec<u8>]) -> String {
+        match target {
+            Target::Replica(replica) => self.to_replica(client, service, *replica, datagrams),
+            Target::Dispatcher { datacenter, address, replica } => {
+                let peer = SocketAddr::new(*address, self.tunnel_port);
+                for datagram in datagrams {
+                    let sent = Tunnelled { client, service, replica: *replica, datagram }
+                        .encode()
+                        .map_err(|error| error.to_string())
+                        .and_then(|bytes| self.tunnel.send_to(&bytes, mapped(peer)).map_err(|error| error.to_string()));
+                    if let Err(error) = sent {
+                        return format!("drop: tunnel to data center {datacenter} ({peer}): {error}");
+                    }
+                }
+                format!("forward {} to {replica} through data center {datacenter} ({address})", datagrams.len())
+            }
+        }
+    }
+
+    /// VXLAN to the host of `replica`, one of this data center's.
+    fn to_replica(&self, client: SocketAddr, service: SocketAddr, replica: IpAddr, datagrams: &[impl AsRef<[u8]>]) -> String {
         let Some(vtep) = self.vteps.get(&replica) else { return format!("drop: no VXLAN endpoint for {replica}") };
-        let service = SocketAddr::new(service_address, self.port);
         for datagram in datagrams {
-            let sent = vxlan::encapsulate(self.vni, vtep.mac, client, service, datagram)
+            let sent = vxlan::encapsulate(self.vni, vtep.mac, client, service, datagram.as_ref())
                 .map_err(|error| error.to_string())
                 .and_then(|frame| self.tunnel.send_to(&frame, mapped(vtep.address)).map_err(|error| error.to_string()));
             if let Err(error) = sent {
@@ -252,6 +357,35 @@ impl SocketDispatcher {
         }
         format!("forward {} to {replica}", datagrams.len())
     }
+
+    /// Delivers what peer dispatchers tunnel here until the socket fails.
+    fn serve_tunnel(&self, mut log: impl FnMut(&Handled)) -> io::Result<()> {
+        let mut buffer = vec![0u8; 64 * 1024];
+        loop {
+            let (len, from) = self.tunnel.recv_from(&mut buffer)?;
+            log(&self.deliver_tunnelled(from.ip().to_canonical(), &buffer[..len]));
+        }
+    }
+
+    fn deliver_tunnelled(&self, peer: IpAddr, bytes: &[u8]) -> Handled {
+        let unknown = |outcome: String| Handled { client: SocketAddr::new(peer, 0), service_address: None, outcome };
+        if !self.peers.contains(&peer) {
+            return unknown(format!("drop: a tunnel datagram from {peer}, not a peer dispatcher"));
+        }
+        match interdc::decode(bytes) {
+            Ok(tunnelled) => {
+                let delivered = self.to_replica(tunnelled.client, tunnelled.service, tunnelled.replica, &[tunnelled.datagram]);
+                let outcome = format!("tunnelled from {peer}: {delivered}");
+                Handled { client: tunnelled.client, service_address: Some(tunnelled.service.ip()), outcome }
+            }
+            Err(error) => unknown(format!("drop: tunnel from {peer}: {error}")),
+        }
+    }
+}
+
+/// One line to the log the service loop and the tunnel thread share.
+fn log_one(log: &Mutex<impl FnMut(&Handled)>, handled: &Handled) {
+    (log.lock().expect("the log panicked on another thread"))(handled);
 }
 
 /// The tunnel socket is IPv6 dual-stack: IPv4 VTEPs go mapped.
@@ -286,10 +420,8 @@ mod tests {
             Ok(config) => config,
             Err(error) => return error.to_string(),
         };
-        match (config.routes(), config.replicas(), config.addresses()) {
-            (Err(error), _, _) | (_, Err(error), _) | (_, _, Err(error)) => error.to_string(),
-            _ => panic!("accepted {text}"),
-        }
+        let checks = [config.routes().err(), config.replicas().err(), config.vteps().err(), config.addresses().err()];
+        checks.into_iter().flatten().next().unwrap_or_else(|| panic!("accepted {text}")).to_string()
     }
 
     #[test]
@@ -298,8 +430,9 @@ mod tests {
         let routes = config.routes().unwrap();
         assert!(routes.services.contains_key(&b"\x03svc\x07example\x04test\x00"[..]));
         let replicas = config.replicas().unwrap();
-        let (address, vtep) = replicas[&1];
-        assert_eq!(address, "10.77.21.2".parse::<IpAddr>().unwrap());
+        let address: IpAddr = "10.77.21.2".parse().unwrap();
+        assert_eq!(replicas[&1], ReplicaAt { address, datacenter: None });
+        let vtep = config.vteps().unwrap()[&address];
         assert_eq!((vtep.address, vtep.mac), ("10.77.11.2:4789".parse().unwrap(), [2, 0, 0, 0, 0, 1]));
         assert_eq!(
             config.addresses().unwrap().address_of(&CanonicalName::new("svc.example.test").unwrap()),
@@ -321,5 +454,27 @@ mod tests {
             "{GOOD}\n[[service]]\nname = \"b.example\"\n[[service.replica]]\nid = 1\naddress = \"10.0.0.1\"\nvtep = \"10.0.0.1\"\nmac = \"02:00:00:00:00:09\"\nweight = 1\n"
         );
         assert!(error_of(&twice).contains("replica id 1 appears twice"));
+        assert!(error_of(&GOOD.replace("vtep = \"10.77.11.2\"\n", "")).contains("needs a vtep and a mac"));
+        let far = GOOD.replace("weight = 1", "weight = 1\ndatacenter = \"dc2\"");
+        assert!(error_of(&far).contains("in data center dc2, which has no [[peer]]"));
+        let peered = far.replace("vni = 42\n", "vni = 42\n[[peer]]\ndatacenter = \"dc2\"\naddress = \"10.77.3.2\"\n");
+        assert!(error_of(&peered).contains("need a tunnel_port"));
+    }
+
+    #[test]
+    fn replicas_of_other_data_centers_are_reached_through_their_dispatcher_and_need_no_vtep() {
+        let text = GOOD
+            .replace(
+                "vni = 42\n",
+                "vni = 42\ndatacenter = \"dc1\"\ntunnel_port = 4790\n[[peer]]\ndatacenter = \"dc2\"\naddress = \"10.77.3.2\"\n",
+            )
+            .replace("vtep = \"10.77.11.2\"", "datacenter = \"dc2\"")
+            .replace("mac = \"02:00:00:00:00:01\"", "");
+        let config = DispatcherConfig::parse(&text).unwrap();
+        let address: IpAddr = "10.77.21.2".parse().unwrap();
+        assert_eq!(config.replicas().unwrap()[&1], ReplicaAt { address, datacenter: Some("dc2".into()) });
+        assert!(config.vteps().unwrap().is_empty());
+        let service = &config.routes().unwrap().services[&b"\x03svc\x07example\x04test\x00"[..]];
+        assert_eq!(service.replicas[0].datacenter.as_deref(), Some("dc2"));
     }
 }

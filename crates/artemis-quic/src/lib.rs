@@ -16,14 +16,17 @@
 //!   the replica, and [`cache`]: name -> replica for the service_ttl.
 //! - [`vxlan`]: the frame that carries a client's datagram, whole, to a
 //!   replica's host.
+//! - [`interdc`]: the tunnel that carries a client's datagram, whole, to
+//!   another data center's dispatcher.
 //! - [`dispatcher`]: the Service Dispatcher on sockets (`pharos
 //!   dispatcher`): its configuration, and the loop that asks the sans-IO
-//!   dispatcher and tunnels by VXLAN.
+//!   dispatcher and tunnels by VXLAN, or to a peer dispatcher.
 //! - `retry`: the Retry integrity tag a client checks.
 pub mod cache;
 pub mod cid;
 pub mod client;
 pub mod dispatcher;
+pub mod interdc;
 pub mod params;
 pub mod replica;
 mod retry;
