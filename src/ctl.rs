@@ -87,9 +87,10 @@ enum CtlCommand {
         #[arg(long)]
         priority: Option<u32>,
     },
-    /// Why CLIENT (an address, or address/prefix) gets what it gets for NAME.
+    /// Why CLIENT (an address, or address/prefix) gets what it gets for NAME;
+    /// for an Artemis service address, also where the dispatcher sends its handshake.
     Explain {
-        /// The service's host name.
+        /// The service's host name, or one of its Artemis service addresses.
         name: String,
         /// The client's address, or address/prefix as EDNS Client Subnet carries it.
         client: String,
@@ -110,6 +111,8 @@ enum CtlCommand {
     Data,
     /// Show the kernel fast path: per interface, hits, misses and pass-ups, and what the last sync changed.
     Fastpath,
+    /// Show the Artemis service addresses ([artemis]) and what the Address Manager says to fix.
+    Artemis,
 }
 
 pub fn run(args: CtlArgs) -> anyhow::Result<()> {
@@ -152,13 +155,19 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         }
         CtlCommand::Explain { name, client: asker, aaaa } => {
             let qtype = if *aaaa { "AAAA" } else { "A" };
-            client.call("GET", &format!("/v1/explain?name={}&client={}&qtype={qtype}", encode(name), encode(asker)), None)?
+            let path = match name.parse::<std::net::IpAddr>() {
+                Ok(_) if *aaaa => bail!("with a service address, its family chooses the question: drop --aaaa"),
+                Ok(address) => format!("/v1/explain?address={address}&client={}", encode(asker)),
+                Err(_) => format!("/v1/explain?name={}&client={}&qtype={qtype}", encode(name), encode(asker)),
+            };
+            client.call("GET", &path, None)?
         }
         CtlCommand::Export => return client.text("/v1/export").map(|text| print!("{text}")),
         CtlCommand::Reload => client.call("POST", "/v1/reload", None)?,
         CtlCommand::Measurements { file } => client.call("POST", "/v1/measurements", Some(read_measurements(file)?))?,
         CtlCommand::Data => client.call("GET", "/v1/data", None)?,
         CtlCommand::Fastpath => client.call("GET", "/v1/fastpath", None)?,
+        CtlCommand::Artemis => client.call("GET", "/v1/artemis", None)?,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&reply)?);
@@ -298,11 +307,42 @@ fn print_human(command: &CtlCommand, reply: &Value) {
                 println!("{}. {}", number + 1, step.as_str().unwrap_or(""));
             }
             println!("{}", reply["fast_path"].as_str().unwrap_or(""));
+            if let Some(pick) = reply.get("artemis") {
+                print_dispatcher_pick(pick);
+            }
         }
+        CtlCommand::Artemis => print_artemis(reply),
         CtlCommand::Measurements { .. } => println!("{} measurements kept", reply["accepted"]),
         CtlCommand::Data => print_data(reply),
         CtlCommand::Fastpath => print_fastpath(reply),
         _ => println!("ok"),
+    }
+}
+
+fn print_dispatcher_pick(pick: &Value) {
+    let (service_address, service) = (pick["service_address"].as_str().unwrap_or(""), pick["service"].as_str().unwrap_or(""));
+    println!("{service_address} is the Artemis service address of {service}");
+    match pick["replica"].as_str() {
+        Some(replica) => {
+            let datacenter = pick["datacenter"].as_str().map_or("no declared data center".to_owned(), |name| format!("data center {name}"));
+            println!(
+                "the dispatcher sends the handshake to replica {replica} ({}) in {datacenter}",
+                pick["replica_address"].as_str().unwrap_or("")
+            );
+        }
+        None => println!("the dispatcher drops the handshake: the routing core chose no replica"),
+    }
+}
+
+fn print_artemis(reply: &Value) {
+    println!("service prefix {}", reply["prefix"].as_str().unwrap_or(""));
+    println!("  {:<40} {:<40} FROM", "SERVICE", "ADDRESS");
+    for service in reply["services"].as_array().into_iter().flatten() {
+        let from = if service["from_conflict_list"].as_bool() == Some(true) { "conflict list" } else { "hash" };
+        println!("  {:<40} {:<40} {from}", service["name"].as_str().unwrap_or(""), service["address"].as_str().unwrap_or(""));
+    }
+    for problem in reply["problems"].as_array().into_iter().flatten() {
+        println!("problem: {}", problem.as_str().unwrap_or(""));
     }
 }
 

@@ -7,7 +7,7 @@
 //! id), Remove_Region -> `DELETE /v1/regions/{name}`, Update_Prob ->
 //! `PUT /v1/services/{name}/probabilities` (the whole table at once).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::oneshot;
 
+use crate::artemis::{AddressView, ArtemisConfig};
 use crate::control::Control;
 use crate::plane::ControlHandle;
 
@@ -45,6 +46,7 @@ struct Api {
     token: Arc<str>,
     /// The UDP rate limit, for how many queries it refused.
     udp_rate_limit: Option<Arc<SourceLimiter>>,
+    artemis: Option<Arc<ArtemisConfig>>,
 }
 
 /// An error reply: a status and `{"error": ..., "field": ...}`.
@@ -119,11 +121,15 @@ pub fn start(
     listeners: Listeners,
     control: ControlHandle,
     udp_rate_limit: Option<Arc<SourceLimiter>>,
+    artemis: Option<ArtemisConfig>,
 ) -> anyhow::Result<Option<ApiThread>> {
     let mut served = Vec::new();
     if let Some((address, token)) = listeners.api {
         let listener = bind(address, "the control API")?;
-        served.push((listener, router(Api { control: control.clone(), token: token.into(), udp_rate_limit })));
+        served.push((
+            listener,
+            router(Api { control: control.clone(), token: token.into(), udp_rate_limit, artemis: artemis.map(Arc::new) }),
+        ));
     }
     if let Some(address) = listeners.metrics {
         served.push((bind(address, "metrics")?, metrics_router(control)));
@@ -217,6 +223,7 @@ fn router(api: Api) -> Router {
         .route("/v1/services/{name}/probabilities", put(put_probabilities))
         .route("/v1/services/{name}/replicas/{id}", axum::routing::patch(patch_replica))
         .route("/v1/explain", get(explain))
+        .route("/v1/artemis", get(artemis_addresses))
         .route("/v1/export", get(export))
         .route("/v1/reload", post(reload))
         .route("/v1/measurements", post(post_measurements))
@@ -370,7 +377,13 @@ async fn patch_replica(
 
 #[derive(Deserialize)]
 struct ExplainQuery {
-    name: String,
+    /// The service's name, or
+    #[serde(default)]
+    name: Option<String>,
+    /// one of its Artemis service addresses: then the reply also says
+    /// where the dispatcher would send this client's handshake.
+    #[serde(default)]
+    address: Option<IpAddr>,
     client: String,
     #[serde(default)]
     qtype: Option<String>,
@@ -383,21 +396,66 @@ struct ExplainReply {
     explained: crate::control::Explained,
     /// Whether the kernel fast path answers the question, and if not why.
     fast_path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    artemis: Option<DispatcherPick>,
+}
+
+/// What the Artemis dispatcher would do with the client's handshake: the
+/// first replica of the routing core's decision, as the dispatcher takes it.
+#[derive(Serialize)]
+struct DispatcherPick {
+    service_address: IpAddr,
+    service: String,
+    /// None: the routing core chose no replica, and the dispatcher drops.
+    replica: Option<String>,
+    replica_address: Option<String>,
+    datacenter: Option<String>,
 }
 
 async fn explain(State(api): State<Api>, Query(query): Query<ExplainQuery>) -> Reply<Json<ExplainReply>> {
-    let (family, qtype) = match query.qtype.as_deref().unwrap_or("A") {
-        "A" | "a" => (Family::V4, types::A),
-        "AAAA" | "aaaa" => (Family::V6, types::AAAA),
+    let (name, qtype) = match (query.name, query.address) {
+        (Some(name), None) => (name, query.qtype.as_deref().unwrap_or("A").to_ascii_uppercase()),
+        (None, Some(address)) if query.qtype.is_none() => {
+            let artemis = api.artemis.as_ref().ok_or_else(|| bad_request("address", "no [artemis] section: no service addresses"))?;
+            let service =
+                artemis.service_at(address).ok_or_else(|| ControlError::NotFound(format!("Artemis service address {address}")))?;
+            (service.to_string(), if address.is_ipv4() { "A" } else { "AAAA" }.to_owned())
+        }
+        (None, Some(_)) => return Err(bad_request("qtype", "with an address, its family chooses the question")),
+        _ => return Err(bad_request("name", "give a service name or an Artemis service address, one of them")),
+    };
+    let (family, qtype) = match qtype.as_str() {
+        "A" => (Family::V4, types::A),
+        "AAAA" => (Family::V6, types::AAAA),
         other => return Err(bad_request("qtype", format!("{other:?}: explain answers A or AAAA"))),
     };
     // A fixed seed: the explanation shows one draw, reproducibly.
     let mut rng = SmallRng::seed_from_u64(0);
     let snapshot = api.control.snapshot().load();
-    let explained = crate::control::explain(&snapshot, &query.name, &query.client, family, &mut rng)?;
-    let name = service_name(&explained.service).map_err(|message| bad_request("name", message))?;
-    let fast_path = crate::fastpath::explain(&api.control.fastpath(), &snapshot, &name, qtype);
-    Ok(Json(ExplainReply { explained, fast_path }))
+    let explained = crate::control::explain(&snapshot, &name, &query.client, family, &mut rng)?;
+    let wire = service_name(&explained.service).map_err(|message| bad_request("name", message))?;
+    let fast_path = crate::fastpath::explain(&api.control.fastpath(), &snapshot, &wire, qtype);
+    let artemis = query.address.map(|service_address| {
+        let chosen = explained.answer.first();
+        let datacenter = chosen.and_then(|(id, _)| {
+            let replicas = &snapshot.routes.service(&wire)?.replicas;
+            replicas.iter().find(|replica| &replica.id == id)?.datacenter.clone()
+        });
+        DispatcherPick {
+            service_address,
+            service: name,
+            replica: chosen.map(|(id, _)| id.clone()),
+            replica_address: chosen.map(|(_, address)| address.clone()),
+            datacenter,
+        }
+    });
+    Ok(Json(ExplainReply { explained, fast_path, artemis }))
+}
+
+/// The Address Manager's allocation of the `[artemis]` services' addresses.
+async fn artemis_addresses(State(api): State<Api>) -> Reply<Json<AddressView>> {
+    let artemis = api.artemis.as_ref().ok_or_else(|| ControlError::NotFound("an [artemis] section in the config".into()))?;
+    Ok(Json(artemis.view()))
 }
 
 /// The live regions and services in the config file's format: arrays of

@@ -57,6 +57,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// The dnstap query log: off unless the section is there.
     pub dnstap: Option<DnstapConfig>,
+    /// Artemis service addresses, for the API and `explain` (read at start).
+    pub artemis: Option<crate::artemis::ArtemisConfig>,
     /// Zones given on the command line; kept across reloads of the file.
     #[serde(skip)]
     pub flag_zones: Vec<ZoneConfig>,

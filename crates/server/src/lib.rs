@@ -5,12 +5,14 @@
 //! classifier in `classifier`, and their thread priorities in
 //! `scheduling`), the kernel fast path it keeps in step with every
 //! snapshot ([`fastpath`], the one module that calls `pharos-xdp`), its
-//! HTTP API (`api`) with its Prometheus metrics ([`metrics`]) and the
+//! HTTP API (`api`) with its Prometheus metrics ([`metrics`]), Artemis's
+//! service addresses ([`artemis`]) and the
 //! split delivered against the configured one ([`split`]), and [`run`], which starts the
 //! control plane, the API, the dnstap query log and the transports of `pharos_transport` over
 //! one shared snapshot, and reloads and stops them on signals.
 
 mod api;
+pub mod artemis;
 mod classifier;
 pub mod config;
 pub mod control;

@@ -42,7 +42,7 @@ impl Server {
         let udp_rate_limit = config.udp_rate_limiter();
         let control = ControlHandle::start(control, window).context("cannot start the control thread")?;
         let listeners = api::Listeners { api: config.control.listen.zip(token), metrics: config.metrics.listen };
-        let api = api::start(listeners, control.clone(), udp_rate_limit.clone())?;
+        let api = api::start(listeners, control.clone(), udp_rate_limit.clone(), config.artemis.clone())?;
         // Logging before the first query can arrive.
         let dnstap = config.dnstap.as_ref().map(|dnstap| dnstap::start(dnstap.settings()?)).transpose()?;
         pharos_transport::metrics::tally_resolvers(config.metrics.resolver_view);
