@@ -35,6 +35,7 @@ use tokio::sync::oneshot;
 
 use crate::artemis::{AddressView, ArtemisConfig};
 use crate::control::Control;
+use crate::history::QueryHistory;
 use crate::plane::ControlHandle;
 
 const OPENAPI: &str = include_str!("openapi.json");
@@ -47,6 +48,8 @@ struct Api {
     /// The UDP rate limit, for how many queries it refused.
     udp_rate_limit: Option<Arc<SourceLimiter>>,
     artemis: Option<Arc<ArtemisConfig>>,
+    /// Queries per minute over the last hour.
+    queries: Arc<QueryHistory>,
 }
 
 /// An error reply: a status and `{"error": ..., "field": ...}`.
@@ -124,12 +127,13 @@ pub fn start(
     artemis: Option<ArtemisConfig>,
 ) -> anyhow::Result<Option<ApiThread>> {
     let mut served = Vec::new();
+    // Marked before any request can ask for it.
+    let queries = Arc::new(QueryHistory::starting_now(queries_received()));
     if let Some((address, token)) = listeners.api {
         let listener = bind(address, "the control API")?;
-        served.push((
-            listener,
-            router(Api { control: control.clone(), token: token.into(), udp_rate_limit, artemis: artemis.map(Arc::new) }),
-        ));
+        let artemis = artemis.map(Arc::new);
+        let api = Api { control: control.clone(), token: token.into(), udp_rate_limit, artemis, queries: queries.clone() };
+        served.push((listener, router(api)));
     }
     if let Some(address) = listeners.metrics {
         served.push((bind(address, "metrics")?, metrics_router(control)));
@@ -149,6 +153,7 @@ pub fn start(
                 Err(error) => return drop(started.send(Err(error))),
             };
             let _ = started.send(Ok(()));
+            runtime.spawn(async move { queries.mark_every_minute(queries_received).await });
             runtime.block_on(serve_until(served, stop_asked));
             let _ = stopped_sender.send(());
         })
@@ -232,13 +237,24 @@ fn router(api: Api) -> Router {
         .route("/v1/load", get(load_status))
         .route("/v1/fastpath", get(fastpath_status))
         .route("/v1/split", get(|State(api): State<Api>| async move { Json(api.control.split()) }))
+        .route(
+            "/v1/queries",
+            get(|State(api): State<Api>| async move { Json(json!({ "minutes": api.queries.per_minute(queries_received()) })) }),
+        )
+        .route("/v1/events", get(|State(api): State<Api>| async move { Json(api.control.events()) }))
         .route("/v1/services/{name}/replicas/{id}/load", put(put_load))
         .route("/metrics", get(|State(api): State<Api>, headers: HeaderMap| metrics(api.control, headers)))
         .layer(middleware::from_fn_with_state(api.clone(), require_token));
     Router::new()
         .route("/openapi.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }))
+        .merge(crate::dashboard::routes())
         .merge(protected)
         .with_state(api)
+}
+
+/// DNS queries received so far, over every transport.
+fn queries_received() -> u64 {
+    pharos_transport::metrics::totals().received.iter().sum()
 }
 
 /// The metrics listener's routes: `/metrics` and nothing else, without a token.

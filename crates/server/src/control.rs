@@ -37,6 +37,7 @@ use tokio::sync::watch;
 use crate::config::{Config, StoreConfig};
 use crate::data::{BgpStatus, BgpSummary, DataFile, DataStatus, LatencyStatus};
 use crate::fastpath::{FastPathStatus, KernelFastPath};
+use crate::history::EventLog;
 use crate::metrics::ControlActivity;
 use crate::split::SplitWindow;
 
@@ -77,6 +78,8 @@ pub struct Published {
     pub activity: ControlActivity,
     /// The readings the realized split is measured from.
     pub split: SplitWindow,
+    /// The last health transitions and changes, for the dashboard.
+    pub events: EventLog,
 }
 
 /// Why a client gets what it gets (the `explain` API).
@@ -111,6 +114,7 @@ impl Control {
             fastpath: ArcSwap::default(),
             activity: ControlActivity::default(),
             split: SplitWindow::default(),
+            events: EventLog::default(),
         });
         let (probe_plan, _) = watch::channel(Arc::new(Vec::new()));
         let load = LoadSettings { max_age_seconds: config.load.max_age_seconds, smoothing: config.load.smoothing };
@@ -302,6 +306,7 @@ impl Control {
         let prepared = self.plane.prepare(next, snapshots, now)?;
         if !changes.is_empty() {
             self.store.apply(changes)?;
+            self.published.events.changed(now, changes);
         }
         if let Some(config) = config {
             self.config = config;
@@ -334,10 +339,13 @@ impl Control {
         match self.plane.record_probe(result, now)? {
             AfterProbe::Flipped => {
                 self.published.activity.health_flipped(service, replica);
+                let probe = describe(&result.target);
                 match &result.outcome {
-                    Ok(_) => tracing::info!(service = %service, replica = %replica, "replica up: {}", describe(&result.target)),
-                    Err(why) => tracing::warn!(service = %service, replica = %replica, "replica down: {}: {why}", describe(&result.target)),
+                    Ok(_) => tracing::info!(service = %service, replica = %replica, "replica up: {probe}"),
+                    Err(why) => tracing::warn!(service = %service, replica = %replica, "replica down: {probe}: {why}"),
                 }
+                let why = result.outcome.as_ref().err().map_or(probe.clone(), |why| format!("{probe}: {why}"));
+                self.published.events.health(now, service, replica, result.outcome.is_ok(), &why);
                 self.republish(now)
             }
             AfterProbe::Republish => self.republish(now),

@@ -6,8 +6,10 @@
 //! `scheduling`), the kernel fast path it keeps in step with every
 //! snapshot ([`fastpath`], the one module that calls `pharos-xdp`), its
 //! HTTP API (`api`) with its Prometheus metrics ([`metrics`]), Artemis's
-//! service addresses ([`artemis`]) and the
-//! split delivered against the configured one ([`split`]), and [`run`], which starts the
+//! service addresses ([`artemis`]), the split delivered against the
+//! configured one ([`split`]), the recent query rate and events
+//! ([`history`]) and the operator's web page that shows them all
+//! (`dashboard`), and [`run`], which starts the
 //! control plane, the API, the dnstap query log and the transports of `pharos_transport` over
 //! one shared snapshot, and reloads and stops them on signals.
 
@@ -16,8 +18,10 @@ pub mod artemis;
 mod classifier;
 pub mod config;
 pub mod control;
+mod dashboard;
 pub mod data;
 pub mod fastpath;
+pub mod history;
 pub mod metrics;
 pub mod plane;
 mod prober;

@@ -31,6 +31,7 @@ use crate::config::{BgpConfig, Config};
 use crate::control::{Control, Published};
 use crate::data::{DataStatus, unix_millis};
 use crate::fastpath::FastPathStatus;
+use crate::history::Event;
 use crate::metrics::ControlActivity;
 use crate::prober;
 use crate::split::Splits;
@@ -138,6 +139,11 @@ impl ControlHandle {
     pub fn split(&self) -> Splits {
         let drained = metrics::tallying_resolvers().then(metrics::drain_resolvers);
         self.published.split.measure(metrics::totals().decisions, drained, &self.state())
+    }
+
+    /// The last health transitions and changes.
+    pub fn events(&self) -> Vec<Event> {
+        self.published.events.recent()
     }
 
     /// Whether the state is kept in a file, not in memory only.
