@@ -40,7 +40,8 @@ fn config(listener: &TcpListener) -> String {
     let port = listener.local_addr().unwrap().port();
     let mmdb = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/geoip/maxmind-test-GeoIP2-Country-Test.mmdb");
     assert!(mmdb.is_file(), "the shared test data is expected at {}", mmdb.display());
-    let geo = format!("[geo]\ndatabase = {:?}\n", mmdb.display().to_string());
+    // Resolvers tallied: the split says how their caches skew it.
+    let geo = format!("[metrics]\nresolver_view = true\n[geo]\ndatabase = {:?}\n", mmdb.display().to_string());
     let datacenters = [("fra", 50.1, 8.7), ("iad", 38.9, -77.4), ("sin", 1.35, 103.8)]
         .map(|(id, latitude, longitude)| format!("[[datacenter]]\nid = {id:?}\nlatitude = {latitude}\nlongitude = {longitude}\n"))
         .concat();
@@ -206,11 +207,14 @@ fn the_dashboard_shows_in_chromium_what_the_api_knows_and_refuses_a_wrong_token(
     let europe = split["splits"].as_array().unwrap().iter().find(|entry| entry["region"] == "europe").unwrap();
     assert_eq!(europe["answers"], u64::from(EUROPE_QUERIES));
     let shown = ".split[data-service='app.example.test'][data-region='europe']";
-    assert!(text_of(&tab, shown).contains(&format!("{EUROPE_QUERIES} answers")));
+    let heading = text_of(&tab, &format!("{shown} h3"));
+    assert!(heading.contains(&format!("{EUROPE_QUERIES} answers")), "{heading}");
+    assert!(heading.contains("1 resolvers, the busiest with 100.0 % of the answers"), "one socket asked: {heading}");
     for share in europe["replicas"].as_array().unwrap() {
         let row = format!("{shown} .bar-row[data-replica={}]", share["replica"]);
         assert_eq!(text_of(&tab, &format!("{row} .configured-share")), percent(share["configured"].as_f64().unwrap()));
         assert_eq!(text_of(&tab, &format!("{row} .realized-share")), percent(share["realized"].as_f64().unwrap()));
+        assert_eq!(text_of(&tab, &format!("{row} .cached-share")), percent(share["cached"].as_f64().unwrap()));
     }
     assert_eq!(text_of(&tab, &format!("{shown} .bar-row[data-replica='fra'] .configured-share")), "80.0 %");
 

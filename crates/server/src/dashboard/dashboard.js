@@ -98,18 +98,23 @@ function replicaState(replica, probed) {
 function drawSplit(split) {
   $("split-window").textContent =
     `First answers over the last ${Math.round(split.window_seconds)} s. ` +
-    "Each bar: configured share (light, above) and realized share (dark, below).";
+    "Each bar: configured share (light, above) and realized share (dark, below); with resolvers tallied, " +
+    "their share of resolvers' cache time (orange, the traffic caching sends).";
   const blocks = split.splits.map((entry) => {
     const distance = entry.total_variation === null ? "" : `, total variation ${entry.total_variation.toFixed(3)}`;
+    const resolvers = entry.resolvers ? `; ${entry.resolvers.resolvers} resolvers, the busiest with ` +
+      `${percent(entry.resolvers.top_resolver_share)} of the answers, caching skew ${entry.resolvers.caching_skew.toFixed(3)}` : "";
     const rows = entry.replicas.map((share) => el("div", { class: "bar-row", "data-replica": share.replica },
       el("span", {}, share.replica),
-      el("div", { class: "bars" }, bar("configured", share.configured || 0), bar("realized", share.realized)),
+      el("div", { class: "bars" }, bar("configured", share.configured || 0), bar("realized", share.realized),
+        ...(share.cached === null ? [] : [bar("cached", share.cached)])),
       el("span", {},
         el("span", { class: "legend-configured configured-share" }, percent(share.configured)), " / ",
-        el("span", { class: "legend-realized realized-share" }, percent(share.realized)))));
+        el("span", { class: "legend-realized realized-share" }, percent(share.realized)),
+        ...(share.cached === null ? [] : [" / ", el("span", { class: "legend-cached cached-share" }, percent(share.cached))]))));
     return el("div", { class: "split", "data-service": entry.service, "data-region": entry.region },
       el("h3", {}, `${entry.service}, region ${entry.region}`, " ",
-        el("span", { class: "note" }, `${entry.answers} answers${distance}`)),
+        el("span", { class: "note" }, `${entry.answers} answers${distance}${resolvers}`)),
       ...rows);
   });
   $("split").replaceChildren(...(blocks.length ? blocks : [el("p", { class: "note" }, "No routed answers in the window yet.")]));
