@@ -26,6 +26,7 @@ use pharos_control::{Change, ControlError};
 use pharos_route::Family;
 use pharos_route::latency::MeasurementSpec;
 use pharos_transport::limit::SourceLimiter;
+use pharos_transport::rrl::ResponseLimit;
 use pharos_wire::types;
 use rand::rngs::SmallRng;
 use rand::{SeedableRng, TryRngCore};
@@ -45,11 +46,21 @@ const TOKEN_SETTING: &str = "api_token";
 struct Api {
     control: ControlHandle,
     token: Arc<str>,
-    /// The UDP rate limit, for how many queries it refused.
-    udp_rate_limit: Option<Arc<SourceLimiter>>,
+    /// The UDP rate limits, for what they refused.
+    limits: UdpLimits,
     artemis: Option<Arc<ArtemisConfig>>,
     /// Queries per minute over the last hour.
     queries: Arc<QueryHistory>,
+}
+
+/// The rate limits of DNS over UDP that are configured, for the API and
+/// the metrics to report what they refused.
+#[derive(Debug, Clone, Default)]
+pub struct UdpLimits {
+    /// Per source address, on queries (`[fastpath.rate_limit]`).
+    pub queries: Option<Arc<SourceLimiter>>,
+    /// Per source network and response class (`[rrl]`).
+    pub responses: Option<Arc<ResponseLimit>>,
 }
 
 /// An error reply: a status and `{"error": ..., "field": ...}`.
@@ -123,7 +134,7 @@ pub struct Listeners {
 pub fn start(
     listeners: Listeners,
     control: ControlHandle,
-    udp_rate_limit: Option<Arc<SourceLimiter>>,
+    limits: UdpLimits,
     artemis: Option<ArtemisConfig>,
 ) -> anyhow::Result<Option<ApiThread>> {
     let mut served = Vec::new();
@@ -132,11 +143,11 @@ pub fn start(
     if let Some((address, token)) = listeners.api {
         let listener = bind(address, "the control API")?;
         let artemis = artemis.map(Arc::new);
-        let api = Api { control: control.clone(), token: token.into(), udp_rate_limit, artemis, queries: queries.clone() };
+        let api = Api { control: control.clone(), token: token.into(), limits: limits.clone(), artemis, queries: queries.clone() };
         served.push((listener, router(api)));
     }
     if let Some(address) = listeners.metrics {
-        served.push((bind(address, "metrics")?, metrics_router(control)));
+        served.push((bind(address, "metrics")?, metrics_router(control, limits)));
     }
     if served.is_empty() {
         return Ok(None);
@@ -243,7 +254,8 @@ fn router(api: Api) -> Router {
         )
         .route("/v1/events", get(|State(api): State<Api>| async move { Json(api.control.events()) }))
         .route("/v1/services/{name}/replicas/{id}/load", put(put_load))
-        .route("/metrics", get(|State(api): State<Api>, headers: HeaderMap| metrics(api.control, headers)))
+        .route("/v1/rrl", get(rrl_status))
+        .route("/metrics", get(|State(api): State<Api>, headers: HeaderMap| metrics(api.control, api.limits, headers)))
         .layer(middleware::from_fn_with_state(api.clone(), require_token));
     Router::new()
         .route("/openapi.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }))
@@ -258,14 +270,14 @@ fn queries_received() -> u64 {
 }
 
 /// The metrics listener's routes: `/metrics` and nothing else, without a token.
-fn metrics_router(control: ControlHandle) -> Router {
-    Router::new().route("/metrics", get(move |headers: HeaderMap| metrics(control.clone(), headers)))
+fn metrics_router(control: ControlHandle, limits: UdpLimits) -> Router {
+    Router::new().route("/metrics", get(move |headers: HeaderMap| metrics(control.clone(), limits.clone(), headers)))
 }
 
 /// One scrape: OpenMetrics to those that accept it (Prometheus asks for
 /// it), the text format 0.0.4 to everyone else.
-async fn metrics(control: ControlHandle, headers: HeaderMap) -> Reply<Response> {
-    let openmetrics = crate::metrics::render(&control).await?;
+async fn metrics(control: ControlHandle, limits: UdpLimits, headers: HeaderMap) -> Reply<Response> {
+    let openmetrics = crate::metrics::render(&control, &limits).await?;
     let accepted = headers.get_all(header::ACCEPT).iter().filter_map(|value| value.to_str().ok());
     if accepted.into_iter().any(|value| value.contains("application/openmetrics-text")) {
         return Ok(([(header::CONTENT_TYPE, crate::metrics::OPENMETRICS)], openmetrics).into_response());
@@ -535,8 +547,19 @@ async fn data_status(State(api): State<Api>) -> Json<crate::data::DataStatus> {
 /// changed, how full its map is, and why it is off or suspended if it is.
 async fn fastpath_status(State(api): State<Api>) -> Reply<Json<crate::fastpath::FastPathStatus>> {
     let mut status = api.control.fastpath_now().await?;
-    status.user_space_rate_limited = api.udp_rate_limit.as_ref().map(|limiter| limiter.refused());
+    status.user_space_rate_limited = api.limits.queries.as_ref().map(|limiter| limiter.refused());
     Ok(Json(status))
+}
+
+/// Response rate limiting: whether it is on, and the UDP responses it
+/// slipped (sent truncated) and dropped since the start.
+async fn rrl_status(State(api): State<Api>) -> Json<serde_json::Value> {
+    let counters = api.limits.responses.as_ref().map(|limit| limit.counters());
+    Json(json!({
+        "enabled": counters.is_some(),
+        "slipped": counters.map_or(0, |counters| counters.slipped),
+        "dropped": counters.map_or(0, |counters| counters.dropped),
+    }))
 }
 
 async fn reload(State(api): State<Api>) -> Reply<StatusCode> {

@@ -11,6 +11,7 @@ use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use pharos_transport::config::{HttpConfig, TcpConfig, TlsConfig};
 use pharos_transport::dnstap;
 use pharos_transport::limit::{RateLimit, SourceLimiter};
+use pharos_transport::rrl::ResponseLimit;
 use serde::{Deserialize, Serialize};
 
 /// Everything `pharos serve` needs to know.
@@ -53,6 +54,8 @@ pub struct Config {
     /// The kernel fast path (XDP): off unless it names interfaces.
     #[serde(default)]
     pub fastpath: FastPathConfig,
+    /// Response rate limiting on DNS over UDP: off unless the section is there.
+    pub rrl: Option<RrlConfig>,
     #[serde(default)]
     pub metrics: MetricsConfig,
     /// The dnstap query log: off unless the section is there.
@@ -384,6 +387,55 @@ impl FastPathConfig {
     }
 }
 
+/// Response rate limiting (as Knot DNS's `rrl` module and BIND's
+/// `rate-limit` have it): alike UDP responses per second to one source
+/// network (/24, /56), the rest dropped or slipped.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RrlConfig {
+    /// Alike responses per second to one source network.
+    pub rate: u32,
+    /// Every `slip`th limited response goes out empty with TC=1, so that
+    /// real clients retry over TCP; 0 drops them all.
+    #[serde(default = "RrlConfig::default_slip")]
+    pub slip: u32,
+    /// Buckets kept at most (each 24 octets).
+    #[serde(default = "RrlConfig::default_table_size")]
+    pub table_size: u32,
+    /// Sources (CIDR prefixes) never limited.
+    #[serde(default)]
+    pub whitelist: Vec<String>,
+}
+
+/// Most slip BIND allows; more is hardly different from dropping.
+const MAX_SLIP: u32 = 10;
+
+impl RrlConfig {
+    /// Knot DNS's and BIND's default: every other limited response slips.
+    fn default_slip() -> u32 {
+        2
+    }
+
+    fn default_table_size() -> u32 {
+        1 << 18
+    }
+
+    /// The limits this section asks for, or why it is wrong.
+    pub fn limits(&self) -> anyhow::Result<pharos_rrl::Limits> {
+        let Some(rate) = NonZeroU32::new(self.rate) else {
+            bail!("rrl.rate must be at least 1 (responses per second to one source network)");
+        };
+        if self.slip > MAX_SLIP {
+            bail!("rrl.slip = {}: must be 0 (drop every limited response) to {MAX_SLIP}", self.slip);
+        }
+        let Some(table_size) = NonZeroU32::new(self.table_size) else {
+            bail!("rrl.table_size must be at least 1");
+        };
+        let whitelist = pharos_route::prefix::prefix_set("rrl.whitelist", &self.whitelist).map_err(anyhow::Error::msg)?;
+        Ok(pharos_rrl::Limits { rate, slip: self.slip, table_size, whitelist })
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
@@ -522,6 +574,9 @@ impl Config {
         }
         self.bgp.validate()?;
         self.fastpath.validate()?;
+        if let Some(rrl) = &self.rrl {
+            rrl.limits()?;
+        }
         self.metrics.validate(&self.control, &self.server)?;
         if let Some(dnstap) = &self.dnstap {
             dnstap.settings()?;
@@ -544,6 +599,16 @@ impl Config {
         Some(Arc::new(SourceLimiter::new(limit)))
     }
 
+    /// The response rate limit that `[rrl]` asks for, with buckets keyed by
+    /// a random hash, so that no one can aim keys at one bucket.
+    pub fn response_rate_limit(&self) -> anyhow::Result<Option<Arc<ResponseLimit>>> {
+        let Some(rrl) = &self.rrl else { return Ok(None) };
+        use rand::TryRngCore;
+        let random = || rand::rngs::OsRng.try_next_u64().context("no random numbers from the operating system");
+        let limiter = pharos_rrl::Limiter::new(rrl.limits()?, (random()?, random()?));
+        Ok(Some(Arc::new(ResponseLimit::new(limiter))))
+    }
+
     /// Worker threads to run: the configured number, or one per core.
     pub fn threads(&self) -> usize {
         match self.server.threads {
@@ -553,8 +618,13 @@ impl Config {
     }
 
     /// What the transports take of this configuration, with the UDP
-    /// rate limiter made from it (see [`Config::udp_rate_limiter`]).
-    pub fn transport(&self, udp_rate_limit: Option<Arc<SourceLimiter>>) -> pharos_transport::Settings {
+    /// rate limiters made from it (see [`Config::udp_rate_limiter`] and
+    /// [`Config::response_rate_limit`]).
+    pub fn transport(
+        &self,
+        udp_rate_limit: Option<Arc<SourceLimiter>>,
+        response_rate_limit: Option<Arc<ResponseLimit>>,
+    ) -> pharos_transport::Settings {
         pharos_transport::Settings {
             listen: self.server.listen.clone(),
             udp_threads: self.threads(),
@@ -565,6 +635,7 @@ impl Config {
             random_seed: self.server.random_seed,
             other_listeners: usize::from(self.control.listen.is_some()),
             udp_rate_limit,
+            response_rate_limit,
         }
     }
 }
@@ -695,6 +766,40 @@ mod tests {
         ] {
             let error = format!("{:#}", with_http(http).unwrap_err());
             assert!(error.contains(expected), "{http}: {error}");
+        }
+    }
+
+    #[test]
+    fn reads_the_rrl_section_and_names_its_bad_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pharos.toml");
+        let with_rrl = |rrl: &str| {
+            std::fs::write(
+                &path,
+                format!("[server]\nlisten = [\"127.0.0.1:5300\"]\n[[zone]]\norigin = \"t\"\nfile = \"z\"\n[rrl]\n{rrl}\n"),
+            )
+            .unwrap();
+            Config::from_file(&path).and_then(|config| config.validate().map(|()| config))
+        };
+        let config = with_rrl("rate = 20\nwhitelist = [\"192.0.2.0/24\", \"2001:db8::/32\"]").unwrap();
+        let limits = config.rrl.as_ref().unwrap().limits().unwrap();
+        assert_eq!((limits.rate.get(), limits.slip, limits.table_size.get()), (20, 2, 1 << 18), "Knot's slip by default");
+        assert!(limits.whitelist.lookup("192.0.2.77".parse().unwrap()).value.is_some());
+        assert!(config.response_rate_limit().unwrap().is_some());
+        let config = with_rrl("rate = 5\nslip = 0\ntable_size = 100").unwrap();
+        assert_eq!(config.rrl.unwrap().limits().unwrap().slip, 0);
+        let off = Config::default();
+        assert!(off.rrl.is_none() && off.response_rate_limit().unwrap().is_none(), "off unless configured");
+        for (rrl, expected) in [
+            ("rate = 0", "rrl.rate must be at least 1"),
+            ("rate = 1\nslip = 11", "rrl.slip = 11: must be 0 (drop every limited response) to 10"),
+            ("rate = 1\ntable_size = 0", "rrl.table_size must be at least 1"),
+            ("rate = 1\nwhitelist = [\"192.0.2.0/33\"]", "rrl.whitelist"),
+            ("slip = 1", "missing field `rate`"),
+            ("rate = 1\nwindow = 2", "unknown field `window`"),
+        ] {
+            let error = format!("{:#}", with_rrl(rrl).unwrap_err());
+            assert!(error.contains(expected), "{rrl}: {error}");
         }
     }
 

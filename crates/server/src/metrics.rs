@@ -4,7 +4,8 @@
 //! it works ([`ControlActivity`], metrics of `prometheus-client` kept for
 //! the process's life), and what is read afresh (a [`Scrape`]): the
 //! transports' per-thread counts merged (`pharos_transport::metrics`), the
-//! health of every probed replica, the kernel fast path's counters, the
+//! health of every probed replica, the kernel fast path's counters, what
+//! response rate limiting limited, the
 //! age of the proximity data and the store. Every label is a name the
 //! operator chose or one fixed here: nothing is keyed by client.
 
@@ -20,6 +21,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
+use crate::api::UdpLimits;
 use crate::data::{DataFile, DataStatus};
 use crate::fastpath::FastPathStatus;
 use crate::plane::ControlHandle;
@@ -119,6 +121,8 @@ struct Scrape {
     regions: Vec<(u32, String)>,
     health: Vec<ReplicaHealth>,
     fastpath: FastPathStatus,
+    /// What response rate limiting limited; `None` when it is off.
+    rrl: Option<pharos_rrl::Counters>,
     data: DataStatus,
     /// Whether the state is kept in a file.
     store_persistent: bool,
@@ -128,7 +132,7 @@ struct Scrape {
 }
 
 /// The text of one scrape, in OpenMetrics.
-pub async fn render(control: &ControlHandle) -> Result<String, ControlError> {
+pub async fn render(control: &ControlHandle, limits: &UdpLimits) -> Result<String, ControlError> {
     let state = control.state();
     let scrape = Scrape {
         totals: counts::totals(),
@@ -138,6 +142,7 @@ pub async fn render(control: &ControlHandle) -> Result<String, ControlError> {
         regions: state.regions.iter().map(|region| (region.id, region.name.clone())).collect(),
         health: control.health().await?,
         fastpath: control.fastpath_now().await?,
+        rrl: limits.responses.as_ref().map(|limit| limit.counters()),
         data: control.data().as_ref().clone(),
         store_persistent: control.store_persistent(),
         now: crate::data::unix_millis() / 1000,
@@ -207,6 +212,7 @@ impl Collector for Scrape {
         self.encode_connections(&mut encoder)?;
         self.encode_health(&mut encoder)?;
         self.encode_fastpath(&mut encoder)?;
+        self.encode_rrl(&mut encoder)?;
         self.encode_data(&mut encoder)?;
         self.encode_splits(&mut encoder)
     }
@@ -326,6 +332,14 @@ impl Scrape {
         });
         let help = "DNS packets the kernel fast path saw, by interface and what it did: answered, rate-limited or missed (and why)";
         family(encoder, "pharos_fastpath_packets", help, None, MetricType::Counter, packets)
+    }
+
+    fn encode_rrl(&self, encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+        let Some(counters) = self.rrl else { return Ok(()) };
+        let limited = [("slipped", counters.slipped), ("dropped", counters.dropped)]
+            .map(|(action, count)| (vec![("action", action.to_string())], counter(count)));
+        let help = "UDP responses over their response rate limit ([rrl]), by what was done: sent empty with TC=1, or dropped";
+        family(encoder, "pharos_rrl_limited", help, None, MetricType::Counter, limited)
     }
 
     fn encode_splits(&self, encoder: &mut DescriptorEncoder) -> std::fmt::Result {

@@ -39,14 +39,14 @@ impl Server {
         control.start_fast_path();
         let snapshot = control.snapshot().clone();
         let window = Duration::from_millis(config.control.commit_window_ms);
-        let udp_rate_limit = config.udp_rate_limiter();
+        let limits = api::UdpLimits { queries: config.udp_rate_limiter(), responses: config.response_rate_limit()? };
         let control = ControlHandle::start(control, window).context("cannot start the control thread")?;
         let listeners = api::Listeners { api: config.control.listen.zip(token), metrics: config.metrics.listen };
-        let api = api::start(listeners, control.clone(), udp_rate_limit.clone(), config.artemis.clone())?;
+        let api = api::start(listeners, control.clone(), limits.clone(), config.artemis.clone())?;
         // Logging before the first query can arrive.
         let dnstap = config.dnstap.as_ref().map(|dnstap| dnstap::start(dnstap.settings()?)).transpose()?;
         pharos_transport::metrics::tally_resolvers(config.metrics.resolver_view);
-        let transports = Transports::start(&config.transport(udp_rate_limit), &snapshot).await?;
+        let transports = Transports::start(&config.transport(limits.queries, limits.responses), &snapshot).await?;
         Ok(Server { config, control, snapshot, transports, api, dnstap })
     }
 

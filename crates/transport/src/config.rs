@@ -14,6 +14,7 @@ use rand::rngs::SmallRng;
 use serde::Deserialize;
 
 use crate::limit::SourceLimiter;
+use crate::rrl::ResponseLimit;
 
 /// Everything the transports need to start, taken from the server's
 /// configuration.
@@ -38,6 +39,9 @@ pub struct Settings {
     /// The per-source limit on DNS over UDP, if one is configured; shared
     /// with whoever reports how many queries it refused.
     pub udp_rate_limit: Option<Arc<SourceLimiter>>,
+    /// Response rate limiting of DNS over UDP, if configured; shared with
+    /// whoever reports what it limited.
+    pub response_rate_limit: Option<Arc<ResponseLimit>>,
 }
 
 impl Settings {

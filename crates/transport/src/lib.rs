@@ -8,7 +8,8 @@
 //! caps, idle timeout, shedding), the descriptor limit it is fitted under
 //! (`descriptors`), the certificate and TLS setup the encrypted ones share
 //! (`certificate`, `tls`), what the HTTP ones share (`http`), the
-//! per-source rate limit of DNS over UDP ([`limit`]), the per-thread
+//! per-source rate limit of DNS over UDP ([`limit`]) and its response
+//! rate limit ([`rrl`]), the per-thread
 //! counts of what they answer ([`metrics`]), the dnstap query log
 //! ([`dnstap`]), and their settings
 //! ([`config`]). [`Transports::start`] starts them all. Nothing
@@ -27,6 +28,7 @@ pub mod limit;
 pub mod metrics;
 mod redirect;
 mod registry;
+pub mod rrl;
 mod start;
 mod tcp;
 mod tls;

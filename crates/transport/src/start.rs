@@ -102,11 +102,12 @@ fn start_udp(
     (0..threads)
         .map(|index| {
             let socket = udp::bind_socket(address).with_context(|| format!("cannot listen on UDP {address}"))?;
-            let (snapshot, stop, limiter) = (snapshot.clone(), stop.clone(), settings.udp_rate_limit.clone());
+            let (snapshot, stop) = (snapshot.clone(), stop.clone());
+            let limits = (settings.udp_rate_limit.clone(), settings.response_rate_limit.clone());
             let rng = settings.worker_rng((listen_index * threads + index) as u64);
             std::thread::Builder::new()
                 .name(format!("udp-{index}"))
-                .spawn(move || udp::serve(socket, snapshot, rng, limiter, stop))
+                .spawn(move || udp::serve(socket, snapshot, rng, limits, stop))
                 .context("cannot start a UDP worker thread")
         })
         .collect()

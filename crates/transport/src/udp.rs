@@ -18,12 +18,14 @@ use pharos_answer::{
     Answered, Client, Query, Reject, ResponseOptions, SharedSnapshot, Transport, parse_query, prefetch_batch, respond_oversized,
     respond_parsed,
 };
+use pharos_rrl::Verdict;
 use rand::rngs::SmallRng;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::dnstap;
 use crate::limit::SourceLimiter;
 use crate::metrics::{self, Mechanism};
+use crate::rrl::{self, ResponseLimit};
 
 /// Datagrams moved per system call.
 const BATCH: usize = 32;
@@ -119,13 +121,14 @@ impl Batch {
     /// Answers each received datagram into its response buffer; returns
     /// what the responses say, as many as there are, in the order they are
     /// queued at the front of the write headers. Datagrams from a source
-    /// over `limiter`'s limit get no response.
+    /// over its query limit get no response, and responses over their
+    /// response limit are dropped or slipped.
     fn answer<'s>(
         &mut self,
         received: usize,
         snapshot: &'s pharos_answer::Snapshot,
         rng: &mut SmallRng,
-        limiter: Option<&SourceLimiter>,
+        limits: Limits<'_>,
     ) -> Answers<'s> {
         // Each datagram is parsed once, for the prefetch and the answer.
         let datagrams: [Option<(Client, Datagram<'_>)>; BATCH] = std::array::from_fn(|index| {
@@ -133,7 +136,7 @@ impl Batch {
                 return None;
             }
             let address = peer_address(&self.peers[index])?.ip();
-            if limiter.is_some_and(|limiter| !limiter.allows(address)) {
+            if limits.queries.is_some_and(|limiter| !limiter.allows(address)) {
                 return None;
             }
             let header = &self.read_headers[index];
@@ -155,9 +158,16 @@ impl Batch {
             let Some((client, datagram)) = decoded else { continue };
             let response = &mut self.responses[index];
             response.clear();
-            let answered = match datagram {
-                Datagram::Oversized(packet) => respond_oversized(packet, response),
-                Datagram::Parsed(parsed) => respond_parsed(parsed, &client, &ResponseOptions::default(), snapshot, rng, response),
+            let (answered, query) = match datagram {
+                Datagram::Oversized(packet) => (respond_oversized(packet, response), None),
+                Datagram::Parsed(parsed) => {
+                    let query = parsed.ok();
+                    (respond_parsed(parsed, &client, &ResponseOptions::default(), snapshot, rng, response), query)
+                }
+            };
+            let answered = match (answered, limits.responses) {
+                (Some(answered), Some(limit)) => limit_response(limit, client.address, query.as_ref(), answered, response, snapshot),
+                (answered, _) => answered,
             };
             if let Some(answered) = answered {
                 let ready = answers.ready;
@@ -214,6 +224,34 @@ impl Batch {
     }
 }
 
+/// The limits a worker applies: on queries per source address, and on
+/// alike responses per source prefix.
+#[derive(Clone, Copy)]
+struct Limits<'a> {
+    queries: Option<&'a SourceLimiter>,
+    responses: Option<&'a ResponseLimit>,
+}
+
+/// `answered` as the response limit lets it go out: whole, slipped (then
+/// `response` is cut down to a truncated one) or not at all.
+fn limit_response<'s>(
+    limit: &ResponseLimit,
+    source: IpAddr,
+    query: Option<&Query<'_>>,
+    answered: Answered<'s>,
+    response: &mut Vec<u8>,
+    snapshot: &pharos_answer::Snapshot,
+) -> Option<Answered<'s>> {
+    match limit.check(source, query, &answered, response, snapshot) {
+        Verdict::Send => Some(answered),
+        Verdict::Slip => {
+            rrl::slip(response, query);
+            Some(Answered { smallest_ttl: None, len: response.len(), routed: None, ..answered })
+        }
+        Verdict::Drop => None,
+    }
+}
+
 /// Reads the peer address the kernel wrote into a `sockaddr_storage`.
 fn peer_address(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
     match storage.ss_family as i32 {
@@ -231,9 +269,16 @@ fn peer_address(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
     }
 }
 
-/// Serves DNS on `socket` until `stop` is set, to sources within
-/// `limiter`'s limit if there is one.
-pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, limiter: Option<Arc<SourceLimiter>>, stop: Arc<AtomicBool>) {
+/// Serves DNS on `socket` until `stop` is set, within the per-source
+/// query limit and the response rate limit where they are configured.
+pub fn serve(
+    socket: Socket,
+    snapshot: SharedSnapshot,
+    mut rng: SmallRng,
+    (query_limit, response_limit): (Option<Arc<SourceLimiter>>, Option<Arc<ResponseLimit>>),
+    stop: Arc<AtomicBool>,
+) {
+    let limits = Limits { queries: query_limit.as_deref(), responses: response_limit.as_deref() };
     let fd = socket.as_raw_fd();
     let server = socket.local_addr().ok().and_then(|address| address.as_socket()).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
     let mut batch = Batch::new();
@@ -251,7 +296,7 @@ pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, limite
         let arrived = Instant::now();
         let received_at = dnstap::logging().then(SystemTime::now);
         let current = snapshot.load();
-        let answers = batch.answer(received, &current, &mut rng, limiter.as_deref());
+        let answers = batch.answer(received, &current, &mut rng, limits);
         batch.send(fd, answers.ready);
         // Every query of the batch waited for the whole batch.
         let elapsed = arrived.elapsed();
