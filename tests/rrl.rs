@@ -3,12 +3,14 @@
 //! 127.66.0.x, one /24 standing for the victim whose address a forger
 //! would write into its queries. What reaches them, measured in octets
 //! against what was sent, is the amplification a forger gets; a client in
-//! another prefix keeps being answered throughout.
+//! another prefix keeps being answered throughout. And dig, in a network
+//! whose bucket is empty, gets its answer through the slip and TCP.
 
 mod common;
 
 use std::collections::HashSet;
 use std::net::{SocketAddr, UdpSocket};
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use common::{ecs_query, free_port, request, start_at, wait_until};
@@ -154,4 +156,44 @@ fn without_rrl_the_api_says_it_is_off_and_every_query_is_answered() {
         let len = socket.recv(&mut buffer).expect("an answer");
         assert!(!truncated(&buffer[..len]) && len > 900);
     }
+}
+
+/// A real client (dig, from BIND) in a network whose bucket is empty gets
+/// the slipped TC=1 response, retries over TCP, which is never limited,
+/// and has its answer.
+#[test]
+fn dig_in_a_limited_network_gets_its_answer_over_tcp() {
+    let installed = Command::new("dig").arg("-v").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    if !installed {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "`dig` is not installed (Debian package `bind9-dnsutils`); CI is set, so this is a failure"
+        );
+        eprintln!("\n*** SKIP: `dig` is not installed (Debian package `bind9-dnsutils`). ***\n");
+        return;
+    }
+    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let _pharos = start_at(address, "[rrl]\nrate = 1\nslip = 1\n", &zone());
+    let forged = UdpSocket::bind("127.66.2.1:0").unwrap();
+    forged.set_read_timeout(Some(std::time::Duration::from_secs(2))).unwrap();
+    let query = common::query_bytes(1, "www.example.test", Rtype::A);
+    let mut buffer = [0u8; 4096];
+    // The bucket holds one response and refills in a second: a round in
+    // which that second passed before dig asked proves nothing, so there
+    // are a few rounds, and one must show the retry.
+    let retried = (0..5).any(|_| {
+        for _ in 0..3 {
+            forged.send_to(&query, address).unwrap();
+            forged.recv(&mut buffer).expect("a response or a slip");
+        }
+        assert!(truncated(&buffer), "the third response in a row to one network slips");
+        let output = Command::new("dig")
+            .args(["-b", "127.66.2.9", "@127.0.0.1", "-p", &address.port().to_string(), "+tries=1", "+time=5", "www.example.test", "A"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success() && text.contains("192.0.2.2"), "dig has its answer either way: {text}");
+        text.contains("Truncated, retrying in TCP mode")
+    });
+    assert!(retried, "dig never saw a slipped response");
 }
