@@ -35,26 +35,28 @@ impl ResponseLimit {
         self.limiter.counters()
     }
 
-    /// Counts `response` (to `query`, which is `None` when it could not
-    /// be read) against its bucket and says whether it goes out.
-    pub(crate) fn check(
-        &self,
-        source: IpAddr,
-        query: Option<&Query<'_>>,
-        answered: &Answered<'_>,
-        response: &[u8],
-        snapshot: &Snapshot,
-    ) -> Verdict {
+    /// Counts `response` against its bucket and says whether it goes out.
+    pub(crate) fn check(&self, sent: &Sent<'_, '_, '_>, response: &[u8], snapshot: &Snapshot) -> Verdict {
         let mut lowercase = [0u8; MAX_NAME_LEN];
-        let qname = query.map_or(&[][..], |query| {
+        let qname = sent.query.map_or(&[][..], |query| {
             let name = query.qname();
             lowercase_into(name, &mut lowercase[..name.len()]);
             &lowercase[..name.len()]
         });
-        let class = classify(qname, answered, response, snapshot);
-        let now = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.limiter.check(source, class, now)
+        let class = classify(qname, &sent.answered, response, snapshot);
+        let since_start = u64::try_from(sent.at.saturating_duration_since(self.started).as_nanos()).unwrap_or(u64::MAX);
+        self.limiter.check(sent.to, class, since_start)
     }
+}
+
+/// A response about to be sent: when (the time its batch arrived: one
+/// clock read per batch), to whom, and answering what.
+pub(crate) struct Sent<'q, 'p, 's> {
+    pub at: Instant,
+    pub to: IpAddr,
+    /// `None` when the query could not be read.
+    pub query: Option<&'q Query<'p>>,
+    pub answered: Answered<'s>,
 }
 
 /// The class of a response to a question for `qname` (lowercase; empty

@@ -25,7 +25,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use crate::dnstap;
 use crate::limit::SourceLimiter;
 use crate::metrics::{self, Mechanism};
-use crate::rrl::{self, ResponseLimit};
+use crate::rrl::{self, ResponseLimit, Sent};
 
 /// Datagrams moved per system call.
 const BATCH: usize = 32;
@@ -122,13 +122,15 @@ impl Batch {
     /// what the responses say, as many as there are, in the order they are
     /// queued at the front of the write headers. Datagrams from a source
     /// over its query limit get no response, and responses over their
-    /// response limit are dropped or slipped.
+    /// response limit (counted as of `arrived`, once for the batch) are
+    /// dropped or slipped.
     fn answer<'s>(
         &mut self,
         received: usize,
         snapshot: &'s pharos_answer::Snapshot,
         rng: &mut SmallRng,
         limits: Limits<'_>,
+        arrived: Instant,
     ) -> Answers<'s> {
         // Each datagram is parsed once, for the prefetch and the answer.
         let datagrams: [Option<(Client, Datagram<'_>)>; BATCH] = std::array::from_fn(|index| {
@@ -166,7 +168,10 @@ impl Batch {
                 }
             };
             let answered = match (answered, limits.responses) {
-                (Some(answered), Some(limit)) => limit_response(limit, client.address, query.as_ref(), answered, response, snapshot),
+                (Some(answered), Some(limit)) => {
+                    let sent = Sent { at: arrived, to: client.address, query: query.as_ref(), answered };
+                    limit_response(limit, &sent, response, snapshot)
+                }
                 (answered, _) => answered,
             };
             if let Some(answered) = answered {
@@ -232,21 +237,19 @@ struct Limits<'a> {
     responses: Option<&'a ResponseLimit>,
 }
 
-/// `answered` as the response limit lets it go out: whole, slipped (then
+/// A response as the response limit lets it go out: whole, slipped (then
 /// `response` is cut down to a truncated one) or not at all.
 fn limit_response<'s>(
     limit: &ResponseLimit,
-    source: IpAddr,
-    query: Option<&Query<'_>>,
-    answered: Answered<'s>,
+    sent: &Sent<'_, '_, 's>,
     response: &mut Vec<u8>,
     snapshot: &pharos_answer::Snapshot,
 ) -> Option<Answered<'s>> {
-    match limit.check(source, query, &answered, response, snapshot) {
-        Verdict::Send => Some(answered),
+    match limit.check(sent, response, snapshot) {
+        Verdict::Send => Some(sent.answered),
         Verdict::Slip => {
-            rrl::slip(response, query);
-            Some(Answered { smallest_ttl: None, len: response.len(), routed: None, ..answered })
+            rrl::slip(response, sent.query);
+            Some(Answered { smallest_ttl: None, len: response.len(), routed: None, ..sent.answered })
         }
         Verdict::Drop => None,
     }
@@ -296,7 +299,7 @@ pub fn serve(
         let arrived = Instant::now();
         let received_at = dnstap::logging().then(SystemTime::now);
         let current = snapshot.load();
-        let answers = batch.answer(received, &current, &mut rng, limits);
+        let answers = batch.answer(received, &current, &mut rng, limits, arrived);
         batch.send(fd, answers.ready);
         // Every query of the batch waited for the whole batch.
         let elapsed = arrived.elapsed();
