@@ -14,7 +14,9 @@ use std::net::IpAddr;
 
 use pharos_route::Routes;
 use pharos_route::prefix::PrefixMap;
-use pharos_wire::edns::{ExtendedError, MAX_PADDING_OPTION_LEN, OPTION_NSID, write_keepalive, write_padding};
+use pharos_wire::edns::{
+    CLIENT_COOKIE_LEN, ExtendedError, MAX_PADDING_OPTION_LEN, OPTION_COOKIE, OPTION_NSID, write_keepalive, write_padding,
+};
 use pharos_wire::query::Question;
 use pharos_wire::{Edns, HEADER_LEN, MAX_STREAM_MESSAGE, MIN_UDP_PAYLOAD, MessageWriter, flags, rcode, types};
 pub use pharos_wire::{Query, Reject, parse_query};
@@ -85,7 +87,29 @@ pub struct ResponseOptions {
     /// (RFC 7830 section 4, RFC 8467 section 4.1). Only where the transport
     /// is encrypted: padding in the clear hides nothing (RFC 7830 section 6).
     pub pad: bool,
+    /// The server's side of a COOKIE option (RFC 7873), for a query that
+    /// carried one, as its transport made it (it holds the secret and the
+    /// clock).
+    pub cookie: Option<CookieReply>,
 }
+
+/// What a server says to a query's COOKIE option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CookieReply {
+    /// A fresh server cookie (RFC 9018: version, reserved, time, hash).
+    pub server: [u8; SERVER_COOKIE_LEN],
+    /// The query echoed a server cookie that is not ours, or too old: it
+    /// is answered BADCOOKIE (RFC 7873 section 5.2.4), with the fresh one.
+    pub bad: bool,
+}
+
+/// The length of the server cookies Pharos makes (RFC 9018 section 4).
+pub const SERVER_COOKIE_LEN: usize = 16;
+/// RFC 7873 section 8: the extended RCODE of a bad server cookie.
+const BADCOOKIE: u16 = 23;
+/// Why, for clients that read Extended DNS Errors (RFC 8914 has no code
+/// of its own for it).
+const BAD_SERVER_COOKIE: ExtendedError = ExtendedError::other("bad or expired server cookie");
 
 /// What a response says, for its transport to act on without reading it
 /// back: DNS over HTTPS makes the cache lifetime of its HTTP response from
@@ -155,6 +179,9 @@ pub fn respond_parsed<'s>(
 ) -> Option<Answered<'s>> {
     let opt = OptSource { settings: &snapshot.settings, options };
     match parsed {
+        Ok(query) if options.cookie.is_some_and(|cookie| cookie.bad) => {
+            Some(write_refusal(&query, BADCOOKIE, Some(BAD_SERVER_COOKIE), opt, out))
+        }
         Ok(query) => Some(answer_query(&query, client, opt, snapshot, rng, out)),
         Err(Reject::Drop) => None,
         Err(Reject::Respond { query, rcode }) => Some(write_refusal(&query, rcode, None, opt, out)),
@@ -344,13 +371,20 @@ fn opt_room(edns: Option<Edns>, opt: OptSource<'_>) -> usize {
             let subnet = edns.client_subnet.map_or(0, |subnet| 4 + subnet.echo_len());
             let keepalive = keepalive_for(&edns, opt.options).map_or(0, |_| 6);
             let padding = if pads(&edns, opt.options) { MAX_PADDING_OPTION_LEN } else { 0 };
-            11 + nsid + subnet + keepalive + padding
+            let cookie = cookie_for(&edns, opt.options).map_or(0, |_| 4 + CLIENT_COOKIE_LEN + SERVER_COOKIE_LEN);
+            11 + nsid + subnet + keepalive + padding + cookie
         }
     }
 }
 
 fn nsid_for<'s>(edns: &Edns, settings: &'s Settings) -> Option<&'s [u8]> {
     settings.nsid.as_deref().filter(|_| edns.wants_nsid)
+}
+
+/// The client cookie to echo and the server cookie to give, when the
+/// query carried a COOKIE option and its transport made a reply.
+fn cookie_for(edns: &Edns, options: &ResponseOptions) -> Option<([u8; CLIENT_COOKIE_LEN], [u8; SERVER_COOKIE_LEN])> {
+    Some((edns.cookie?.client, options.cookie?.server))
 }
 
 fn keepalive_for(edns: &Edns, options: &ResponseOptions) -> Option<u16> {
@@ -369,7 +403,8 @@ fn pads(edns: &Edns, options: &ResponseOptions) -> bool {
 /// the upper RCODE bits, version 0, the DO bit echoed (RFC 3225), NSID if
 /// asked for, the client subnet echoed with the answer's scope (RFC 7871
 /// section 7.2.1), the Extended DNS Error of an error response (RFC 8914),
-/// then what the connection adds: the keepalive timeout and, last because
+/// the client's cookie with a server cookie (RFC 7873), then what the
+/// connection adds: the keepalive timeout and, last because
 /// it measures the whole message, the padding.
 fn write_opt(writer: &mut MessageWriter<'_>, edns: &Edns, outcome: &Outcome, opt: OptSource<'_>) {
     let settings = opt.settings;
@@ -389,6 +424,12 @@ fn write_opt(writer: &mut MessageWriter<'_>, edns: &Edns, outcome: &Outcome, opt
         }
         if let Some(extended) = outcome.extended {
             extended.write(options);
+        }
+        if let Some((client, server)) = cookie_for(edns, opt.options) {
+            options.u16(OPTION_COOKIE);
+            options.u16((CLIENT_COOKIE_LEN + SERVER_COOKIE_LEN) as u16);
+            options.raw(&client);
+            options.raw(&server);
         }
         if let Some(timeout) = keepalive_for(edns, opt.options) {
             write_keepalive(options, timeout);

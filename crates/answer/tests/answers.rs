@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use domain::base::iana::{Opcode, Rcode, Rtype};
 use domain::base::{Message, ParsedName};
 use domain::rdata::AllRecordData;
-use pharos_answer::{Client, ResponseOptions, Settings, Snapshot, Transport, respond, respond_with};
+use pharos_answer::{Client, CookieReply, ResponseOptions, Settings, Snapshot, Transport, respond, respond_with};
 use pharos_zone::{ZoneSet, parse_zone_text};
 use rand::SeedableRng;
 
@@ -319,7 +319,7 @@ const PADDING_QUERY: &[u8] = &[0, 12, 0, 4, 0, 0, 0, 0];
 
 #[test]
 fn the_keepalive_timeout_goes_to_queries_that_ask_on_connections_that_offer_it() {
-    let offers = ResponseOptions { keepalive: Some(100), pad: false };
+    let offers = ResponseOptions { keepalive: Some(100), pad: false, cookie: None };
     let asks = query("host.example.test", 1, Some((1232, 0, KEEPALIVE_QUERY)));
     assert_eq!(edns_options(&ask_with(&asks, offers)), [(11, vec![0, 100])]);
     assert_eq!(edns_options(&ask_with(&asks, ResponseOptions::default())), []);
@@ -328,8 +328,28 @@ fn the_keepalive_timeout_goes_to_queries_that_ask_on_connections_that_offer_it()
 }
 
 #[test]
+fn a_cookie_is_answered_with_the_server_cookie_made_for_it_and_a_bad_one_with_badcookie() {
+    let client_cookie = [1, 2, 3, 4, 5, 6, 7, 8];
+    let cookie_option = [&[0, 10, 0, 8][..], &client_cookie].concat();
+    let server = [9; 16];
+    let good = ResponseOptions { cookie: Some(CookieReply { server, bad: false }), ..ResponseOptions::default() };
+    let answered = ask_with(&query("host.example.test", 1, Some((1232, 0, &cookie_option))), good);
+    assert_eq!((answered.header().rcode(), answered.header_counts().ancount()), (Rcode::NOERROR, 1));
+    assert_eq!(edns_options(&answered), [(10, [&client_cookie[..], &server].concat())], "client cookie, then server cookie");
+    let bad = ResponseOptions { cookie: Some(CookieReply { server, bad: true }), ..ResponseOptions::default() };
+    let refused = ask_with(&query("host.example.test", 1, Some((1232, 0, &cookie_option))), bad);
+    assert_eq!(refused.opt_rcode(), domain::base::iana::OptRcode::BADCOOKIE);
+    assert_eq!((refused.header_counts().qdcount(), refused.header_counts().ancount()), (1, 0), "the question, no answer");
+    let mut why = vec![0, 0];
+    why.extend(b"bad or expired server cookie");
+    assert_eq!(edns_options(&refused), [(15, why), (10, [&client_cookie[..], &server].concat())], "why, and a fresh server cookie");
+    let no_cookie_asked = ask_with(&query("host.example.test", 1, Some((1232, 0, &[]))), good);
+    assert_eq!(edns_options(&no_cookie_asked), [], "only a query with a COOKIE option gets one");
+}
+
+#[test]
 fn padded_queries_get_responses_padded_to_whole_blocks() {
-    let pads = ResponseOptions { keepalive: Some(100), pad: true };
+    let pads = ResponseOptions { keepalive: Some(100), pad: true, cookie: None };
     // example.org is in no served zone: its refusal says so (EDE, 15) first.
     for (name, qtype, options) in
         [("host.example.test", 1, &[11, 12][..]), ("big.example.test", 16, &[11, 12]), ("example.org", 1, &[15, 11, 12])]

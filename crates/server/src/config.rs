@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 use pharos_bgp::OriginRules;
 use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use pharos_transport::config::{HttpConfig, TcpConfig, TlsConfig};
+use pharos_transport::cookies::CookieSecret;
 use pharos_transport::dnstap;
 use pharos_transport::limit::{RateLimit, SourceLimiter};
 use pharos_transport::rrl::ResponseLimit;
@@ -56,6 +57,8 @@ pub struct Config {
     pub fastpath: FastPathConfig,
     /// Response rate limiting on DNS over UDP: off unless the section is there.
     pub rrl: Option<RrlConfig>,
+    /// DNS cookies on DNS over UDP: off unless the section is there.
+    pub cookies: Option<CookiesConfig>,
     #[serde(default)]
     pub metrics: MetricsConfig,
     /// The dnstap query log: off unless the section is there.
@@ -436,6 +439,65 @@ impl RrlConfig {
     }
 }
 
+/// DNS cookies (RFC 7873, server cookies as RFC 9018 makes them): queries
+/// with a cookie get a server cookie; one echoing a bad server cookie is
+/// answered BADCOOKIE; one echoing a good one is exempt from `[rrl]`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CookiesConfig {
+    /// How long each secret is used: it is derived, per period, from a
+    /// master secret in the store that every node sharing the store uses.
+    #[serde(default = "CookiesConfig::default_rotation_hours")]
+    pub rotation_hours: u32,
+}
+
+/// Longest secret period: a year.
+const MAX_ROTATION_HOURS: u32 = 24 * 366;
+/// The store setting that keeps the master secret of server cookies.
+const COOKIE_SECRET_SETTING: &str = "cookie_secret";
+
+impl CookiesConfig {
+    fn default_rotation_hours() -> u32 {
+        24
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        if !(1..=MAX_ROTATION_HOURS).contains(&self.rotation_hours) {
+            bail!("cookies.rotation_hours = {}: must be 1 (a cookie lives an hour) to {MAX_ROTATION_HOURS}", self.rotation_hours);
+        }
+        Ok(())
+    }
+}
+
+/// The cookie secret the store keeps (made at the first start of the
+/// first node, and read by every other), with `config`'s rotation.
+pub fn cookie_secret(control: &mut crate::control::Control, config: CookiesConfig) -> anyhow::Result<Arc<CookieSecret>> {
+    let master = match control.store().setting(COOKIE_SECRET_SETTING)? {
+        Some(hex) => parse_secret(&hex).with_context(|| format!("the store's {COOKIE_SECRET_SETTING} setting"))?,
+        None => {
+            use rand::TryRngCore;
+            let mut master = [0u8; 16];
+            rand::rngs::OsRng.try_fill_bytes(&mut master).context("no randomness for the cookie secret")?;
+            let hex: String = master.iter().map(|byte| format!("{byte:02x}")).collect();
+            control.store().set_setting(COOKIE_SECRET_SETTING, &hex)?;
+            master
+        }
+    };
+    Ok(Arc::new(CookieSecret::new(master, config.rotation_hours * 3600)))
+}
+
+/// Reads 16 octets written as 32 hexadecimal digits.
+fn parse_secret(hex: &str) -> anyhow::Result<[u8; 16]> {
+    let mut secret = [0u8; 16];
+    if hex.len() != 32 || !hex.is_ascii() {
+        bail!("{hex:?} is not 32 hexadecimal digits");
+    }
+    for (index, byte) in secret.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * index..2 * index + 2], 16).with_context(|| format!("{hex:?} is not hexadecimal"))?;
+    }
+    Ok(secret)
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
@@ -577,6 +639,9 @@ impl Config {
         if let Some(rrl) = &self.rrl {
             rrl.limits()?;
         }
+        if let Some(cookies) = &self.cookies {
+            cookies.validate()?;
+        }
         self.metrics.validate(&self.control, &self.server)?;
         if let Some(dnstap) = &self.dnstap {
             dnstap.settings()?;
@@ -624,6 +689,7 @@ impl Config {
         &self,
         udp_rate_limit: Option<Arc<SourceLimiter>>,
         response_rate_limit: Option<Arc<ResponseLimit>>,
+        cookies: Option<Arc<CookieSecret>>,
     ) -> pharos_transport::Settings {
         pharos_transport::Settings {
             listen: self.server.listen.clone(),
@@ -636,6 +702,7 @@ impl Config {
             other_listeners: usize::from(self.control.listen.is_some()),
             udp_rate_limit,
             response_rate_limit,
+            cookies,
         }
     }
 }
@@ -800,6 +867,33 @@ mod tests {
         ] {
             let error = format!("{:#}", with_rrl(rrl).unwrap_err());
             assert!(error.contains(expected), "{rrl}: {error}");
+        }
+    }
+
+    #[test]
+    fn reads_the_cookies_section_and_names_its_bad_values() {
+        let parse =
+            |text: &str| toml::from_str::<Config>(text).map_err(anyhow::Error::from).and_then(|config| config.validate().map(|()| config));
+        let zone = "[server]\nlisten = [\"127.0.0.1:5300\"]\n[[zone]]\norigin = \"t\"\nfile = \"z\"\n";
+        assert_eq!(parse(&format!("{zone}[cookies]\n")).unwrap().cookies.unwrap().rotation_hours, 24);
+        assert_eq!(parse(&format!("{zone}[cookies]\nrotation_hours = 1\n")).unwrap().cookies.unwrap().rotation_hours, 1);
+        assert!(parse(zone).unwrap().cookies.is_none(), "off unless configured");
+        for (cookies, expected) in [
+            ("rotation_hours = 0", "cookies.rotation_hours = 0: must be 1 (a cookie lives an hour) to 8784"),
+            ("rotation_hours = 9000", "cookies.rotation_hours = 9000"),
+            ("secret = \"x\"", "unknown field `secret`"),
+        ] {
+            let error = format!("{:#}", parse(&format!("{zone}[cookies]\n{cookies}\n")).unwrap_err());
+            assert!(error.contains(expected), "{cookies}: {error}");
+        }
+    }
+
+    #[test]
+    fn reads_a_cookie_secret_as_32_hexadecimal_digits() {
+        assert_eq!(parse_secret("000102030405060708090a0b0c0d0e0f").unwrap(), std::array::from_fn(|index| index as u8));
+        for bad in ["", "0001", "000102030405060708090a0b0c0d0e0g", "000102030405060708090a0b0c0d0e0f00", "é0102030405060708090a0b0c0d0e0"]
+        {
+            assert!(parse_secret(bad).is_err(), "{bad:?}");
         }
     }
 

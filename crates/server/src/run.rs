@@ -29,10 +29,11 @@ impl Server {
         // worker (and a PostgreSQL store's own runtime cannot wait inside
         // this one).
         let opening = config.clone();
-        let (mut control, token) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+        let (mut control, token, cookies) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
             let mut control = plane::open(opening)?;
             let token = control.config().control.listen.map(|_| api::token(&mut control)).transpose()?;
-            Ok((control, token))
+            let cookies = control.config().cookies.map(|cookies| crate::config::cookie_secret(&mut control, cookies)).transpose()?;
+            Ok((control, token, cookies))
         })
         .await
         .context("opening the control plane panicked")??;
@@ -46,7 +47,7 @@ impl Server {
         // Logging before the first query can arrive.
         let dnstap = config.dnstap.as_ref().map(|dnstap| dnstap::start(dnstap.settings()?)).transpose()?;
         pharos_transport::metrics::tally_resolvers(config.metrics.resolver_view);
-        let transports = Transports::start(&config.transport(limits.queries, limits.responses), &snapshot).await?;
+        let transports = Transports::start(&config.transport(limits.queries, limits.responses, cookies), &snapshot).await?;
         Ok(Server { config, control, snapshot, transports, api, dnstap })
     }
 

@@ -13,6 +13,7 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde::Deserialize;
 
+use crate::cookies::CookieSecret;
 use crate::limit::SourceLimiter;
 use crate::rrl::ResponseLimit;
 
@@ -42,6 +43,8 @@ pub struct Settings {
     /// Response rate limiting of DNS over UDP, if configured; shared with
     /// whoever reports what it limited.
     pub response_rate_limit: Option<Arc<ResponseLimit>>,
+    /// DNS cookies on DNS over UDP, if configured: the secret every node shares.
+    pub cookies: Option<Arc<CookieSecret>>,
 }
 
 impl Settings {

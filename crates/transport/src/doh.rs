@@ -37,7 +37,7 @@ const PATH: &str = "/dns-query";
 const DNS_MESSAGE: &str = "application/dns-message";
 /// Responses to padded queries are padded; HTTP has no use for the TCP
 /// keepalive option, managing its connections itself.
-const OPTIONS: ResponseOptions = ResponseOptions { keepalive: None, pad: true };
+const OPTIONS: ResponseOptions = ResponseOptions { keepalive: None, pad: true, cookie: None };
 /// base64url without padding (RFC 8484 section 4.1), though padding is
 /// forgiven.
 const BASE64URL: GeneralPurpose = GeneralPurpose::new(

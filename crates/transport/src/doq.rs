@@ -38,7 +38,7 @@ const DOQ_UNSPECIFIED_ERROR: VarInt = VarInt::from_u32(0x5);
 
 /// Responses to padded queries are padded (RFC 9250 section 5.4); the TCP
 /// keepalive option is forbidden here (section 5.5.2).
-const OPTIONS: ResponseOptions = ResponseOptions { keepalive: None, pad: true };
+const OPTIONS: ResponseOptions = ResponseOptions { keepalive: None, pad: true, cookie: None };
 
 /// A QUIC endpoint on `address` presenting `tls`, which must offer TLS 1.3
 /// and the "doq" protocol only.

@@ -8,8 +8,8 @@
 //! caps, idle timeout, shedding), the descriptor limit it is fitted under
 //! (`descriptors`), the certificate and TLS setup the encrypted ones share
 //! (`certificate`, `tls`), what the HTTP ones share (`http`), the
-//! per-source rate limit of DNS over UDP ([`limit`]) and its response
-//! rate limit ([`rrl`]), the per-thread
+//! per-source rate limit of DNS over UDP ([`limit`]), its DNS cookies
+//! ([`cookies`]) and its response rate limit ([`rrl`]), the per-thread
 //! counts of what they answer ([`metrics`]), the dnstap query log
 //! ([`dnstap`]), and their settings
 //! ([`config`]). [`Transports::start`] starts them all. Nothing
@@ -18,6 +18,7 @@
 
 mod certificate;
 pub mod config;
+pub mod cookies;
 mod descriptors;
 pub mod dnstap;
 mod doh;

@@ -103,11 +103,15 @@ fn start_udp(
         .map(|index| {
             let socket = udp::bind_socket(address).with_context(|| format!("cannot listen on UDP {address}"))?;
             let (snapshot, stop) = (snapshot.clone(), stop.clone());
-            let limits = (settings.udp_rate_limit.clone(), settings.response_rate_limit.clone());
+            let defences = udp::Defences {
+                queries: settings.udp_rate_limit.clone(),
+                cookies: settings.cookies.clone(),
+                responses: settings.response_rate_limit.clone(),
+            };
             let rng = settings.worker_rng((listen_index * threads + index) as u64);
             std::thread::Builder::new()
                 .name(format!("udp-{index}"))
-                .spawn(move || udp::serve(socket, snapshot, rng, limits, stop))
+                .spawn(move || udp::serve(socket, snapshot, rng, defences, stop))
                 .context("cannot start a UDP worker thread")
         })
         .collect()

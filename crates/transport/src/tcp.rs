@@ -48,7 +48,7 @@ pub(crate) async fn bind(address: SocketAddr, transport: &str) -> anyhow::Result
 /// Accepts connections on `listener` forever, one task each. Each
 /// connection's random source is drawn from `rng`.
 pub async fn serve(listener: TcpListener, snapshot: SharedSnapshot, registry: Arc<Registry>, rng: SmallRng) {
-    let options = ResponseOptions { keepalive: Some(registry.limits().keepalive_timeout()), pad: false };
+    let options = ResponseOptions { keepalive: Some(registry.limits().keepalive_timeout()), pad: false, cookie: None };
     accept_each(listener, registry, rng, move |stream, peer, admission, rng| {
         let connection = Stream::new(peer, &stream, options, Mechanism::Tcp);
         serve_connection(stream, connection, snapshot.clone(), admission, rng)

@@ -22,6 +22,7 @@ use pharos_rrl::Verdict;
 use rand::rngs::SmallRng;
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::cookies::CookieSecret;
 use crate::dnstap;
 use crate::limit::SourceLimiter;
 use crate::metrics::{self, Mechanism};
@@ -121,16 +122,17 @@ impl Batch {
     /// Answers each received datagram into its response buffer; returns
     /// what the responses say, as many as there are, in the order they are
     /// queued at the front of the write headers. Datagrams from a source
-    /// over its query limit get no response, and responses over their
-    /// response limit (counted as of `arrived`, once for the batch) are
-    /// dropped or slipped.
+    /// over its query limit get no response; cookies are checked and
+    /// given; and responses over their response limit (counted as of
+    /// `now`, once for the batch) are dropped or slipped, unless their
+    /// query proved its source with a good server cookie.
     fn answer<'s>(
         &mut self,
         received: usize,
         snapshot: &'s pharos_answer::Snapshot,
         rng: &mut SmallRng,
-        limits: Limits<'_>,
-        arrived: Instant,
+        defences: BorrowedDefences<'_>,
+        now: BatchTime,
     ) -> Answers<'s> {
         // Each datagram is parsed once, for the prefetch and the answer.
         let datagrams: [Option<(Client, Datagram<'_>)>; BATCH] = std::array::from_fn(|index| {
@@ -138,7 +140,7 @@ impl Batch {
                 return None;
             }
             let address = peer_address(&self.peers[index])?.ip();
-            if limits.queries.is_some_and(|limiter| !limiter.allows(address)) {
+            if defences.queries.is_some_and(|limiter| !limiter.allows(address)) {
                 return None;
             }
             let header = &self.read_headers[index];
@@ -160,16 +162,21 @@ impl Batch {
             let Some((client, datagram)) = decoded else { continue };
             let response = &mut self.responses[index];
             response.clear();
-            let (answered, query) = match datagram {
-                Datagram::Oversized(packet) => (respond_oversized(packet, response), None),
+            let (answered, query, proven) = match datagram {
+                Datagram::Oversized(packet) => (respond_oversized(packet, response), None, false),
                 Datagram::Parsed(parsed) => {
                     let query = parsed.ok();
-                    (respond_parsed(parsed, &client, &ResponseOptions::default(), snapshot, rng, response), query)
+                    let cookie = query.and_then(|query| query.edns?.cookie);
+                    let checked =
+                        defences.cookies.zip(cookie).map(|(secret, cookie)| secret.check(&cookie, client.address, now.unix_seconds));
+                    let options = ResponseOptions { cookie: checked.map(|checked| checked.reply), ..ResponseOptions::default() };
+                    let answered = respond_parsed(parsed, &client, &options, snapshot, rng, response);
+                    (answered, query, checked.is_some_and(|checked| checked.proven))
                 }
             };
-            let answered = match (answered, limits.responses) {
-                (Some(answered), Some(limit)) => {
-                    let sent = Sent { at: arrived, to: client.address, query: query.as_ref(), answered };
+            let answered = match (answered, defences.responses) {
+                (Some(answered), Some(limit)) if !proven => {
+                    let sent = Sent { at: now.arrived, to: client.address, query: query.as_ref(), answered };
                     limit_response(limit, &sent, response, snapshot)
                 }
                 (answered, _) => answered,
@@ -229,12 +236,31 @@ impl Batch {
     }
 }
 
-/// The limits a worker applies: on queries per source address, and on
-/// alike responses per source prefix.
+/// What a worker defends with, each where it is configured: a limit on
+/// queries per source address, DNS cookies, and a limit on alike
+/// responses per source network.
+#[derive(Debug, Clone, Default)]
+pub struct Defences {
+    pub queries: Option<Arc<SourceLimiter>>,
+    pub cookies: Option<Arc<CookieSecret>>,
+    pub responses: Option<Arc<ResponseLimit>>,
+}
+
+/// [`Defences`], borrowed for a batch.
 #[derive(Clone, Copy)]
-struct Limits<'a> {
+struct BorrowedDefences<'a> {
     queries: Option<&'a SourceLimiter>,
+    cookies: Option<&'a CookieSecret>,
     responses: Option<&'a ResponseLimit>,
+}
+
+/// The time a batch arrived, on the clocks its answers need.
+#[derive(Clone, Copy)]
+struct BatchTime {
+    /// For the response rate limit's buckets.
+    arrived: Instant,
+    /// For cookies' timestamps; read only when cookies are on.
+    unix_seconds: u32,
 }
 
 /// A response as the response limit lets it go out: whole, slipped (then
@@ -255,6 +281,12 @@ fn limit_response<'s>(
     }
 }
 
+/// The time as cookies carry it: Unix seconds, modulo 2^32 (RFC 9018
+/// compares them in serial number arithmetic).
+fn unix_seconds() -> u32 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |since| since.as_secs() as u32)
+}
+
 /// Reads the peer address the kernel wrote into a `sockaddr_storage`.
 fn peer_address(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
     match storage.ss_family as i32 {
@@ -272,16 +304,14 @@ fn peer_address(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
     }
 }
 
-/// Serves DNS on `socket` until `stop` is set, within the per-source
-/// query limit and the response rate limit where they are configured.
-pub fn serve(
-    socket: Socket,
-    snapshot: SharedSnapshot,
-    mut rng: SmallRng,
-    (query_limit, response_limit): (Option<Arc<SourceLimiter>>, Option<Arc<ResponseLimit>>),
-    stop: Arc<AtomicBool>,
-) {
-    let limits = Limits { queries: query_limit.as_deref(), responses: response_limit.as_deref() };
+/// Serves DNS on `socket` until `stop` is set, with the `defences` that
+/// are configured.
+pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, defences: Defences, stop: Arc<AtomicBool>) {
+    let borrowed = BorrowedDefences {
+        queries: defences.queries.as_deref(),
+        cookies: defences.cookies.as_deref(),
+        responses: defences.responses.as_deref(),
+    };
     let fd = socket.as_raw_fd();
     let server = socket.local_addr().ok().and_then(|address| address.as_socket()).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
     let mut batch = Batch::new();
@@ -299,7 +329,8 @@ pub fn serve(
         let arrived = Instant::now();
         let received_at = dnstap::logging().then(SystemTime::now);
         let current = snapshot.load();
-        let answers = batch.answer(received, &current, &mut rng, limits, arrived);
+        let unix_seconds = borrowed.cookies.map_or(0, |_| unix_seconds());
+        let answers = batch.answer(received, &current, &mut rng, borrowed, BatchTime { arrived, unix_seconds });
         batch.send(fd, answers.ready);
         // Every query of the batch waited for the whole batch.
         let elapsed = arrived.elapsed();

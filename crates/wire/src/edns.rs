@@ -1,12 +1,13 @@
 //! EDNS(0) as a query carries it (RFC 6891), with the options Pharos reads:
-//! NSID (RFC 5001), Client Subnet (RFC 7871), TCP keepalive (RFC 7828) and
-//! Padding (RFC 7830); and the options only a response carries, Extended
+//! NSID (RFC 5001), Client Subnet (RFC 7871), TCP keepalive (RFC 7828),
+//! Padding (RFC 7830) and COOKIE (RFC 7873); and the options only a response carries, Extended
 //! DNS Errors (RFC 8914) among them.
 
 use crate::{MessageWriter, read_u16};
 
 pub const OPTION_NSID: u16 = 3;
 pub const OPTION_CLIENT_SUBNET: u16 = 8;
+pub const OPTION_COOKIE: u16 = 10;
 pub const OPTION_KEEPALIVE: u16 = 11;
 pub const OPTION_PADDING: u16 = 12;
 pub const OPTION_EXTENDED_ERROR: u16 = 15;
@@ -61,6 +62,40 @@ pub struct Edns {
     /// The query carried a Padding option: it asks for a padded response.
     pub padded: bool,
     pub client_subnet: Option<ClientSubnet>,
+    pub cookie: Option<Cookie>,
+}
+
+/// A COOKIE option (RFC 7873 section 4): the client's cookie and, if the
+/// client learnt one, the server cookie it echoes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cookie {
+    pub client: [u8; CLIENT_COOKIE_LEN],
+    server: [u8; MAX_SERVER_COOKIE_LEN],
+    server_len: u8,
+}
+
+pub const CLIENT_COOKIE_LEN: usize = 8;
+const MIN_SERVER_COOKIE_LEN: usize = 8;
+const MAX_SERVER_COOKIE_LEN: usize = 32;
+
+impl Cookie {
+    /// Reads the option body. RFC 7873 section 5.2.2: a body of 8 octets
+    /// is a client cookie alone, 16 to 40 one with a server cookie, and
+    /// any other length makes the query malformed.
+    pub fn parse(body: &[u8]) -> Option<Cookie> {
+        let (client, server) = body.split_first_chunk::<CLIENT_COOKIE_LEN>()?;
+        if !server.is_empty() && !(MIN_SERVER_COOKIE_LEN..=MAX_SERVER_COOKIE_LEN).contains(&server.len()) {
+            return None;
+        }
+        let mut cookie = Cookie { client: *client, server: [0; MAX_SERVER_COOKIE_LEN], server_len: server.len() as u8 };
+        cookie.server[..server.len()].copy_from_slice(server);
+        Some(cookie)
+    }
+
+    /// The server cookie the client echoed, if any.
+    pub fn server(&self) -> Option<&[u8]> {
+        (self.server_len > 0).then(|| &self.server[..usize::from(self.server_len)])
+    }
 }
 
 /// An EDNS Client Subnet option (RFC 7871 section 6), validated.
@@ -174,6 +209,8 @@ pub enum EdnsError {
     BadOptionLayout,
     /// A Client Subnet option that RFC 7871 calls malformed.
     BadClientSubnet,
+    /// A COOKIE option of a length RFC 7873 does not allow.
+    BadCookie,
 }
 
 impl Edns {
@@ -187,6 +224,7 @@ impl Edns {
             wants_keepalive: false,
             padded: false,
             client_subnet: None,
+            cookie: None,
         };
         let mut pos = 0;
         while pos < rdata.len() {
@@ -200,6 +238,7 @@ impl Edns {
                 OPTION_CLIENT_SUBNET => {
                     edns.client_subnet = Some(ClientSubnet::parse(body).ok_or(EdnsError::BadClientSubnet)?);
                 }
+                OPTION_COOKIE => edns.cookie = Some(Cookie::parse(body).ok_or(EdnsError::BadCookie)?),
                 _ => {} // RFC 6891 section 6.1.2: unknown options are ignored.
             }
             pos += 4 + len;
@@ -246,6 +285,21 @@ mod tests {
         assert!(ClientSubnet::parse(&ecs(1, 24, 0, &[1, 2, 3, 4])).is_none(), "too many octets");
         assert!(ClientSubnet::parse(&ecs(1, 20, 0, &[10, 1, 0x11])).is_none(), "bits past prefix");
         assert!(ClientSubnet::parse(&[0, 1, 24]).is_none(), "short option");
+    }
+
+    #[test]
+    fn reads_cookies_and_rejects_the_lengths_rfc_7873_does_not_allow() {
+        let client_only = Cookie::parse(&[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        assert_eq!((client_only.client, client_only.server()), ([1, 2, 3, 4, 5, 6, 7, 8], None));
+        let body: Vec<u8> = (0..24).collect();
+        let both = Cookie::parse(&body).unwrap();
+        assert_eq!((&both.client[..], both.server()), (&body[..8], Some(&body[8..])));
+        assert_eq!(Cookie::parse(&[0; 40]).unwrap().server().unwrap().len(), 32);
+        for bad_len in [0, 7, 9, 15, 41] {
+            assert_eq!(Cookie::parse(&vec![0; bad_len]), None, "{bad_len} octets");
+        }
+        let rdata = [0, 10, 0, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+        assert_eq!(Edns::parse(1232, 0, &rdata), Err(EdnsError::BadCookie));
     }
 
     #[test]

@@ -1,0 +1,132 @@
+//! DNS cookies (`[cookies]`, RFC 7873 with RFC 9018 server cookies) with
+//! real clients: dig (BIND) and kdig (Knot) learn a server cookie, echo it
+//! and are answered; a made-up one gets BADCOOKIE, after which dig retries
+//! with the fresh cookie; a cookie outlives a restart, its secret being
+//! in the store; and a client that echoes a good cookie is exempt from
+//! response rate limiting in a network that is over its limit.
+
+mod common;
+
+use std::net::{SocketAddr, UdpSocket};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{free_port, start_at};
+
+/// The cookie and status dig or kdig printed: `(cookie in hex, status)`.
+fn cookie_and_status(output: &str) -> (String, String) {
+    let field =
+        |prefix: &str| output.lines().find_map(|line| line.trim_start_matches(';').trim_start().strip_prefix(prefix).map(str::to_string));
+    let cookie = field("COOKIE: ").unwrap_or_default().split_whitespace().next().unwrap_or_default().to_lowercase();
+    let header = output.lines().find(|line| line.contains("->>HEADER<<-")).unwrap_or_default();
+    let status = header.split("status: ").nth(1).unwrap_or_default().split([',', ';']).next().unwrap_or_default().to_string();
+    (cookie, status)
+}
+
+/// Runs a DNS client against `server`, one try and a 5 s timeout as it
+/// spells them (`limits`); `None` (a loud skip) if it is not installed.
+fn client(program: &str, package: &str, limits: [&str; 2], server: SocketAddr, args: &[&str]) -> Option<String> {
+    if Command::new(program).arg("-v").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+        let message = format!("`{program}` is not installed (Debian package `{package}`)");
+        assert!(std::env::var_os("CI").is_none(), "{message}; CI is set, so this is a failure");
+        eprintln!("\n*** SKIP: {message}. ***\n");
+        return None;
+    }
+    let port = server.port().to_string();
+    let output = Command::new(program).args(["@127.0.0.1", "-p", &port]).args(limits).args(args).output().unwrap();
+    Some(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn dig(server: SocketAddr, args: &[&str]) -> Option<String> {
+    client("dig", "bind9-dnsutils", ["+tries=1", "+time=5"], server, args)
+}
+
+fn kdig(server: SocketAddr, args: &[&str]) -> Option<String> {
+    client("kdig", "knot-dnsutils", ["+retry=0", "+timeout=5"], server, args)
+}
+
+fn start(extra: &str) -> common::Pharos {
+    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    start_at(address, &format!("[store]\npath = \"state.sqlite\"\n[cookies]\n{extra}"), common::ZONE)
+}
+
+#[test]
+fn dig_and_kdig_learn_a_server_cookie_echo_it_and_a_made_up_one_gets_badcookie() {
+    let pharos = start("");
+    let Some(first) = dig(pharos.address, &["+cookie", "www.example.test", "A"]) else { return };
+    let (cookie, status) = cookie_and_status(&first);
+    assert_eq!(status, "NOERROR", "{first}");
+    assert_eq!(cookie.len(), 48, "8 octets of client cookie and 16 of server cookie: {first}");
+    assert_eq!(&cookie[16..24], "01000000", "RFC 9018: version 1, reserved zero");
+    assert!(first.contains("(good)"), "dig found its client cookie echoed: {first}");
+
+    let echoed = dig(pharos.address, &[&format!("+cookie={cookie}"), "www.example.test", "A"]).unwrap();
+    assert_eq!(cookie_and_status(&echoed).1, "NOERROR", "{echoed}");
+    assert!(echoed.contains("192.0.2.2"), "{echoed}");
+    let by_kdig = kdig(pharos.address, &[&format!("+cookie={cookie}"), "www.example.test", "A"]).unwrap();
+    assert_eq!(cookie_and_status(&by_kdig).1, "NOERROR", "kdig echoing dig's cookie from the same address: {by_kdig}");
+
+    let made_up = format!("{}01000000{}", &cookie[..16], "0".repeat(24));
+    let refused = dig(pharos.address, &[&format!("+cookie={made_up}"), "+nobadcookie", "www.example.test", "A"]).unwrap();
+    let (fresh, status) = cookie_and_status(&refused);
+    assert_eq!(status, "BADCOOKIE", "{refused}");
+    assert!(!refused.contains("192.0.2.2"), "no answer with BADCOOKIE: {refused}");
+    assert_eq!(fresh.len(), 48, "BADCOOKIE carries a fresh server cookie: {refused}");
+    let retried = dig(pharos.address, &[&format!("+cookie={made_up}"), "+badcookie", "www.example.test", "A"]).unwrap();
+    assert!(retried.contains("BADCOOKIE, retrying"), "{retried}");
+    assert_eq!(cookie_and_status(&retried).1, "NOERROR", "{retried}");
+    assert!(retried.contains("192.0.2.2"), "{retried}");
+
+    // The secret is the store's: a cookie made before a restart is good after it.
+    let pharos = pharos.kill_and_restart();
+    let after_restart = dig(pharos.address, &[&format!("+cookie={cookie}"), "www.example.test", "A"]).unwrap();
+    assert_eq!(cookie_and_status(&after_restart).1, "NOERROR", "{after_restart}");
+}
+
+/// Reads one response; whether it came truncated (TC=1), and its length.
+fn receive(socket: &UdpSocket) -> (bool, usize) {
+    let mut buffer = [0u8; 4096];
+    let len = socket.recv(&mut buffer).expect("a response");
+    (buffer[2] & 0x02 != 0, len)
+}
+
+/// A query for www.example.test A with a COOKIE option of `cookie`.
+fn query_with_cookie(cookie: &[u8]) -> Vec<u8> {
+    let mut packet = common::query_bytes(1, "www.example.test", domain::base::iana::Rtype::A);
+    packet[11] = 1;
+    packet.extend([0, 0, 41, 4, 0xd0, 0, 0, 0, 0]);
+    packet.extend(((4 + cookie.len()) as u16).to_be_bytes());
+    packet.extend([0, 10]);
+    packet.extend((cookie.len() as u16).to_be_bytes());
+    packet.extend(cookie);
+    packet
+}
+
+#[test]
+fn a_client_that_echoes_a_good_cookie_is_not_rate_limited() {
+    let pharos = start("[rrl]\nrate = 1\nslip = 1\n");
+    let socket = UdpSocket::bind("127.66.3.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let client_cookie = *b"pharos!!";
+    socket.send_to(&query_with_cookie(&client_cookie), pharos.address).unwrap();
+    let mut buffer = [0u8; 4096];
+    let len = socket.recv(&mut buffer).unwrap();
+    // The COOKIE option ends the response: client cookie, then server cookie.
+    let server_cookie = buffer[len - 16..len].to_vec();
+    assert_eq!(&buffer[len - 24..len - 16], &client_cookie);
+    let good = [&client_cookie[..], &server_cookie].concat();
+    for round in 0..20 {
+        socket.send_to(&query_with_cookie(&good), pharos.address).unwrap();
+        assert!(!receive(&socket).0, "query {round} with a good cookie was limited");
+    }
+    // Without it, the same network is over its limit of one a second:
+    // of three queries in a row, one at least slips.
+    let plain = common::query_bytes(2, "www.example.test", domain::base::iana::Rtype::A);
+    let truncated = (0..3)
+        .filter(|_| {
+            socket.send_to(&plain, pharos.address).unwrap();
+            receive(&socket).0
+        })
+        .count();
+    assert!(truncated >= 1, "no query without a cookie was limited");
+}
