@@ -1,8 +1,8 @@
 //! DNS cookies (`[cookies]`, RFC 7873 with RFC 9018 server cookies) with
 //! real clients: dig (BIND) and kdig (Knot) learn a server cookie, echo it
 //! and are answered; a made-up one gets BADCOOKIE, after which dig retries
-//! with the fresh cookie; a cookie outlives a restart, its secret being
-//! in the store; and a client that echoes a good cookie is exempt from
+//! with the fresh cookie, as Knot DNS's cookies module does; a cookie
+//! outlives a restart, its secret being in the store; and a client that echoes a good cookie is exempt from
 //! response rate limiting in a network that is over its limit.
 
 mod common;
@@ -129,4 +129,62 @@ fn a_client_that_echoes_a_good_cookie_is_not_rate_limited() {
         })
         .count();
     assert!(truncated >= 1, "no query without a cookie was limited");
+}
+
+/// What a server says to a UDP query for www.example.test A carrying
+/// `cookie`: its extended RCODE, and the COOKIE option of its response.
+fn cookie_exchange(server: SocketAddr, cookie: &[u8]) -> (u16, Vec<u8>) {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    socket.send_to(&query_with_cookie(cookie), server).unwrap();
+    let mut buffer = [0u8; 4096];
+    let len = socket.recv(&mut buffer).expect("a response");
+    let message = domain::base::Message::from_octets(buffer[..len].to_vec()).unwrap();
+    let opt = message.opt().expect("an OPT record");
+    let option = opt.opt().iter::<domain::base::opt::UnknownOptData<_>>().map(Result::unwrap).find(|option| option.code().to_int() == 10);
+    (message.opt_rcode().to_int(), option.map(|option| option.as_slice().to_vec()).unwrap_or_default())
+}
+
+/// Knot DNS with its cookies module, beside Pharos: the same answers to a
+/// client cookie alone (a 24-octet reply with an RFC 9018 server cookie;
+/// RFC 7873 section 5.2.3 leaves the RCODE to policy: Knot says BADCOOKIE,
+/// Pharos answers, as BIND does), to the server cookie each made
+/// (answered), and to a made-up one (BADCOOKIE with a fresh cookie).
+#[test]
+fn pharos_answers_cookies_as_knot_does() {
+    let Some(knotd) = ["/usr/sbin/knotd", "/usr/bin/knotd"].into_iter().map(std::path::Path::new).find(|path| path.exists()) else {
+        let message = "`knotd` is not installed (Debian package `knot`)";
+        assert!(std::env::var_os("CI").is_none(), "{message}; CI is set, so this is a failure");
+        eprintln!("\n*** SKIP: {message}. ***\n");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    std::fs::write(dir.path().join("example.test.zone"), common::ZONE).unwrap();
+    let d = dir.path().display();
+    let conf = format!(
+        "server:\n  rundir: \"{d}\"\n  listen: 127.0.0.1@{port}\ndatabase:\n  storage: \"{d}/db\"\n\
+         mod-cookies:\n  - id: default\n    badcookie-slip: 1\n\
+         template:\n  - id: default\n    storage: \"{d}\"\n    global-module: mod-cookies/default\n\
+         zone:\n  - domain: example.test\n    file: example.test.zone\n"
+    );
+    std::fs::write(dir.path().join("knot.conf"), conf).unwrap();
+    let mut knot =
+        Command::new(knotd).arg("-c").arg(dir.path().join("knot.conf")).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let knot_address: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    common::wait_until("knotd answers", || common::udp_query(knot_address, "www.example.test", domain::base::iana::Rtype::A).is_some());
+    let pharos = start("");
+
+    let client_cookie = *b"compare!";
+    for (server, rcode_to_client_cookie_alone) in [(knot_address, 23), (pharos.address, 0)] {
+        let (rcode, first) = cookie_exchange(server, &client_cookie);
+        assert_eq!((rcode, first.len()), (rcode_to_client_cookie_alone, 24), "{server}: client + server cookie");
+        assert_eq!((&first[..8], &first[8..12]), (&client_cookie[..], &[1, 0, 0, 0][..]), "{server}: RFC 9018 version 1");
+        assert_eq!(cookie_exchange(server, &first).0, 0, "{server}: its own cookie echoed is good");
+        let made_up = [&client_cookie[..], &[1, 0, 0, 0], &first[12..16], &[0; 8]].concat();
+        let (rcode, fresh) = cookie_exchange(server, &made_up);
+        assert_eq!((rcode, fresh.len()), (23, 24), "{server}: BADCOOKIE with a fresh cookie");
+    }
+    let _ = knot.kill();
+    let _ = knot.wait();
 }
