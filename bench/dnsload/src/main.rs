@@ -7,7 +7,6 @@
 
 mod frame;
 mod inflight;
-mod query;
 mod run;
 mod stats;
 
@@ -18,6 +17,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use dnsload::query;
 
 use run::{Job, Outcome, Shared};
 use stats::{RCODE_NAMES, Stats};

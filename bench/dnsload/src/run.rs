@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use crate::frame::FrameReader;
 use crate::inflight::Inflight;
-use crate::query::{MAX_QUERY_LEN, Query};
 use crate::stats::Stats;
+use dnsload::query::{MAX_QUERY_LEN, Query};
 
 /// Messages per sendmmsg / recvmmsg call.
 const BATCH: usize = 64;

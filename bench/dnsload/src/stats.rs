@@ -3,7 +3,7 @@
 use hdrhistogram::Histogram;
 
 use crate::inflight::Inflight;
-use crate::query::Query;
+use dnsload::query::Query;
 
 pub const RCODE_NAMES: [&str; 6] = ["NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "REFUSED", "other"];
 
