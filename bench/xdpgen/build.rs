@@ -1,0 +1,7 @@
+//! Compiles xdpgen's XDP programs (bpf/xdpgen.bpf.c) with clang into
+//! OUT_DIR, where src/kernel.rs embeds them, and sets `xdpgen_program`
+//! when it did (pharos-bpf-build says why when it did not).
+
+fn main() {
+    pharos_bpf_build::compile("bpf/xdpgen.bpf.c", "xdpgen.bpf.o", "xdpgen_program", "xdpgen: its XDP programs");
+}
