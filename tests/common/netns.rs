@@ -199,15 +199,25 @@ impl Served {
     /// Serves `zone` as example.test with `config_extra` (TOML tables)
     /// and waits until the client gets an answer over the veth pair.
     pub fn start(zone: &str, config_extra: &str) -> Served {
+        Served::start_with(zone, config_extra, true)
+    }
+
+    /// As [`Served::start`], with the fast path on the server's end of the
+    /// pair (`--xdp`) or without (sockets only).
+    pub fn start_with(zone: &str, config_extra: &str, fast_path: bool) -> Served {
         let dir = tempfile::tempdir().unwrap();
         let zone_file = dir.path().join("example.test.zone");
         std::fs::write(&zone_file, zone).unwrap();
-        Served::start_in(dir, &[("example.test", zone_file)], config_extra)
+        Served::start_in_with(dir, &[("example.test", zone_file)], config_extra, fast_path)
     }
 
     /// Serves the zone files `zones` (origin, file; `$INCLUDE`s relative to
     /// the first one's directory), with its state kept in `dir`.
     pub fn start_in(dir: tempfile::TempDir, zones: &[(&str, PathBuf)], config_extra: &str) -> Served {
+        Served::start_in_with(dir, zones, config_extra, true)
+    }
+
+    fn start_in_with(dir: tempfile::TempDir, zones: &[(&str, PathBuf)], config_extra: &str, fast_path: bool) -> Served {
         let link = Link::new();
         let token = "netns-test-token".to_string();
         let listen = [Link::over_veth(false), Link::over_veth(true), Link::over_loopback()].map(|address| format!("\"{address}\""));
@@ -224,7 +234,7 @@ impl Served {
         let child = Link::command(&link.server, env!("CARGO_BIN_EXE_pharos"))
             .args(["serve", "--config"])
             .arg(&config_file)
-            .args(["--xdp", &link.server_interface])
+            .args(if fast_path { vec!["--xdp", &link.server_interface] } else { vec![] })
             .current_dir(zones[0].1.parent().unwrap())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log_file).unwrap())
