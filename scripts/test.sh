@@ -20,6 +20,7 @@ declare -A needed=(
   [clang]=clang           # compiles the XDP programs (crates/xdp/build.rs, tests/common/netns.rs)
   [/usr/include/bpf/bpf_helpers.h]=libbpf-dev  # its BPF helper headers
   [ip]=iproute2           # network namespaces, veth pairs, VXLAN (tests/fastpath.rs, tests/artemis_netns.rs)
+  [ethtool]=ethtool       # GRO on a veth end, and xdpgen's count of frames the veth refused (tests/xdpgen.rs)
   [promtool]=prometheus   # checks a scrape, and a real Prometheus scrapes the server (tests/metrics.rs)
   [/usr/lib/postgresql/15/bin/initdb]=postgresql  # the PostgreSQL store's tests run a real server (tests/common/postgres.rs)
   [fstrm_capture]=fstrm-bin  # reads the dnstap query log (tests/dnstap.rs; dnstap-read is in bind9-dnsutils)
