@@ -130,7 +130,10 @@ impl Generator {
             attrs: TestRunAttrs::new().xdp_live_frames(frames),
             ..TestRunOptions::default()
         };
-        xdp(&mut self.object)?.test_run(options).context("BPF_PROG_TEST_RUN (live frames) of xdpgen's program")?;
+        xdp(&mut self.object)?.test_run(options).context(
+            "BPF_PROG_TEST_RUN (live frames) of xdpgen's program (ENOSPC: the kernel's XDP memory-model IDs are used up, \
+             by the page pools of earlier runs whose frames have not all come back)",
+        )?;
         Ok(())
     }
 
