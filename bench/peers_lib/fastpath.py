@@ -1,7 +1,7 @@
 """bench/fastpath's parts: the zone and query mixes, the servers run in the
 server's namespace, the check of their answers (and Pharos's own count of
-what its kernel path answered), the two load generators (dnsload at a
-rate, kxdpgun flat out), the search for the rate at which a server
+what its kernel path answered), the load generators (xdpgen or dnsload
+at a rate, kxdpgun flat out), the search for the rate at which a server
 saturates, the CPU accounting of one core, and the plot.
 
 Mixes: a share of queries the kernel path can answer (static names of the
@@ -286,6 +286,40 @@ class Load:
         return harness.dnsload(self.binary, self.pair.cpu["client"], PORT, queries, duration, rate=rate,
                                sockets=len(SOURCES), timeout_ms=self.timeout_ms, host=netns.SERVER_ADDRESS,
                                sources=SOURCES, wrap=self.pair.argv("client", []))
+
+
+class XdpLoad:
+    """xdpgen from the client's namespace, on the client's CPU: the mix as
+    XDP frames out of the client's end (BPF_PROG_TEST_RUN in live-frames
+    mode; the server's end receives xdp_frames as from a NIC's driver, no
+    socket's skb and no copy), from the same source addresses in turn,
+    EDNS on every query, open loop at a rate. Its own XDP program on the
+    client's end counts the responses (rcode, TC, answers to questions not
+    asked) and drops them; it replaces the client end's pass program for
+    the run, which is put back after. Adds `refused`: frames the server
+    end's ring had no room for."""
+
+    def __init__(self, binary, pair, timeout_ms):
+        self.binary, self.pair, self.timeout_ms = binary, pair, timeout_ms
+        self.server_mac = pair.mac("server")
+
+    def run(self, queries, rate, duration):
+        argv = [self.binary, "--iface", self.pair.iface["client"], "--server", netns.SERVER_ADDRESS,
+                "--server-mac", self.server_mac, "--port", str(PORT), "--mix", queries, "--rate", str(int(rate)),
+                "--duration", "%g" % duration, "--timeout-ms", str(self.timeout_ms)]
+        for source in SOURCES:
+            argv += ["--source", source]
+        argv = ["taskset", "-c", str(self.pair.cpu["client"])] + self.pair.argv("client", argv)
+        had_program = self.pair.has_program("client")
+        if had_program:
+            self.pair.detach_program("client")
+        try:
+            res = harness.run_generator("xdpgen", argv, duration)
+        finally:
+            if had_program:
+                self.pair.attach_pass_program("client")
+        res["refused"] = res["raw"].get("refused")
+        return res
 
 
 class Flood:

@@ -192,19 +192,25 @@ def dnsload(binary, cpu, port, queries, duration, rate=None, ecs=None, outstandi
     if timeout_ms:
         argv += ["--timeout-ms", str(timeout_ms)]
     argv.append("--json")
+    return run_generator("dnsload", argv, duration)
+
+
+def run_generator(name, argv, duration):
+    """Runs a load generator that prints dnsload's JSON summary line
+    (dnsload, xdpgen) and returns the same dict as dnsload()."""
     cpu0, t0 = _children_cpu(), time.monotonic()
     p = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60)
     wall, used = time.monotonic() - t0, _children_cpu() - cpu0
     if p.returncode != 0:
-        raise LoadError("dnsload failed (rc=%d): %s\n%s" % (p.returncode, " ".join(argv),
-                                                          (p.stdout + p.stderr)[-2000:]))
+        raise LoadError("%s failed (rc=%d): %s\n%s" % (name, p.returncode, " ".join(argv),
+                                                     (p.stdout + p.stderr)[-2000:]))
     doc = loadgen.last_json_object(p.stdout.strip())
     if not isinstance(doc, dict):
-        raise LoadError("dnsload printed no JSON object: %r" % p.stdout[-500:])
+        raise LoadError("%s printed no JSON object: %r" % (name, p.stdout[-500:]))
     missing = [k for k in ("sent", "answered", "lost", "qps", "mean_us", "p50_us", "p99_us")
                if k not in doc]
     if missing:
-        raise LoadError("dnsload JSON lacks %s: %r" % (missing, doc))
+        raise LoadError("%s JSON lacks %s: %r" % (name, missing, doc))
     rcodes = doc.get("rcodes") if isinstance(doc.get("rcodes"), dict) else {}
     return {
         "sent": doc["sent"], "completed": doc["answered"], "lost": doc["lost"],

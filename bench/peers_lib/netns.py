@@ -70,6 +70,7 @@ class VethPair:
         self.cpu = {"server": server_cpu, "client": client_cpu}
         self.client_sources = list(client_sources)
         self.made = []
+        self.scratch = None
 
     def create(self):
         try:
@@ -103,18 +104,35 @@ class VethPair:
         return self
 
     def attach_pass_program(self, side):
-        """Compiles PASS_PROGRAM with clang and attaches it to the side's end."""
-        with tempfile.TemporaryDirectory() as scratch:
-            source, obj = os.path.join(scratch, "pass.c"), os.path.join(scratch, "pass.o")
+        """Attaches PASS_PROGRAM (compiled with clang the first time) to the
+        side's end."""
+        if self.scratch is None:
+            self.scratch = tempfile.TemporaryDirectory()
+            source = os.path.join(self.scratch.name, "pass.c")
             with open(source, "w") as f:
                 f.write(PASS_PROGRAM)
-            run(["clang", "-O2", "-target", "bpf", "-c", source, "-o", obj])
-            self.ip(side, "link", "set", "dev", self.iface[side], "xdp", "obj", obj, "sec", "xdp")
+            run(["clang", "-O2", "-target", "bpf", "-c", source, "-o", os.path.join(self.scratch.name, "pass.o")])
+        obj = os.path.join(self.scratch.name, "pass.o")
+        self.ip(side, "link", "set", "dev", self.iface[side], "xdp", "obj", obj, "sec", "xdp")
+
+    def has_program(self, side):
+        """Whether the side's end has an XDP program attached."""
+        return "prog/xdp" in self.ip(side, "-d", "link", "show", "dev", self.iface[side])
+
+    def mac(self, side):
+        """The MAC address of the side's end."""
+        fields = self.ip(side, "-br", "link", "show", "dev", self.iface[side]).split()
+        if len(fields) < 3:
+            raise NetnsError("no MAC address of %s in %r" % (self.iface[side], fields))
+        return fields[2]
 
     def detach_program(self, side):
         self.ip(side, "link", "set", "dev", self.iface[side], "xdp", "off")
 
     def close(self):
+        if self.scratch is not None:
+            self.scratch.cleanup()
+            self.scratch = None
         while self.made:
             subprocess.run(["ip", "netns", "del", self.made.pop()], capture_output=True)
 
