@@ -1,6 +1,8 @@
 //! The routing state as declared ([`State`]) and the changes made to it
 //! ([`Change`]): what the store keeps and the snapshot is built from.
 
+use serde::{Deserialize, Serialize};
+
 use crate::spec::{DataCenterSpec, Declared, RegionSpec, ServiceSpec};
 
 /// Everything stored, in a stable order (by name).
@@ -12,10 +14,11 @@ pub struct State {
 }
 
 /// One change to the state. A batch of them is applied all or nothing.
+/// Serializable: a shared store logs each batch for the nodes that follow it.
 // A service's declaration is much bigger than the other variants; changes
 // are few and short-lived, so boxing it would only add noise.
 #[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Change {
     PutDataCenter(DataCenterSpec),
     DeleteDataCenter(String),

@@ -5,6 +5,9 @@
 //!
 //! A [`Store`] applies a batch of changes in one transaction and returns
 //! only once it is committed, so an acknowledged update survives a crash.
+//! The same transaction logs the batch under the next sequence number
+//! (sequences commit in order), so what was applied can be read back after
+//! any sequence ([`Store::changes_after`]).
 //! Two engines implement it over one schema (`schema`: a migration list
 //! with each engine's dialect where they differ):
 //! - [`SqliteStore`] (`sqlite`): one embedded file, one node;
@@ -53,8 +56,11 @@ impl From<StoreError> for ControlError {
 pub trait Store: Send {
     /// Reads the whole state.
     fn load(&mut self) -> Result<State, StoreError>;
-    /// Applies `changes` in one transaction; returns once committed.
-    fn apply(&mut self, changes: &[Change]) -> Result<(), StoreError>;
+    /// Applies `changes` and logs them under the next sequence number, in
+    /// one transaction; returns that number once committed.
+    fn apply(&mut self, changes: &[Change]) -> Result<u64, StoreError>;
+    /// Every batch logged after `sequence`, in order, with its number.
+    fn changes_after(&mut self, sequence: u64) -> Result<Vec<(u64, Vec<Change>)>, StoreError>;
     /// A value kept for the server itself (e.g. the API token).
     fn setting(&mut self, key: &str) -> Result<Option<String>, StoreError>;
     fn set_setting(&mut self, key: &str, value: &str) -> Result<(), StoreError>;
@@ -82,6 +88,18 @@ fn declaration_row(change: &Change) -> Option<String> {
 /// one.
 fn read_declaration<T: DeserializeOwned>(what: &'static str, name: String, spec: &str) -> Result<T, StoreError> {
     serde_json::from_str(spec).map_err(|error| StoreError::Corrupt { what, name, error })
+}
+
+/// The change log's row for a batch.
+fn batch_row(changes: &[Change]) -> String {
+    serde_json::to_string(changes).expect("changes serialize")
+}
+
+/// A logged batch read back from its row, named by its sequence if it is
+/// not one.
+fn read_batch(sequence: i64, batch: &str) -> Result<(u64, Vec<Change>), StoreError> {
+    let changes = read_declaration("change batch", sequence.to_string(), batch)?;
+    Ok((sequence.max(0) as u64, changes))
 }
 
 /// How a measurement's client subnet is kept: `network/length`.

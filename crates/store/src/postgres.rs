@@ -20,7 +20,10 @@ use tokio::runtime::Runtime;
 use tokio_postgres::config::TargetSessionAttrs;
 use tokio_postgres::{Config, IsolationLevel, NoTls};
 
-use crate::{Change, Measurement, State, Store, StoreError, add_measurement, declaration_row, read_declaration, schema, subnet_text};
+use crate::{
+    Change, Measurement, State, Store, StoreError, add_measurement, batch_row, declaration_row, read_batch, read_declaration, schema,
+    subnet_text,
+};
 
 /// How long to wait for a connection (to connect, or for a free one in the
 /// pool) before reporting the database unreachable; a connection string's
@@ -30,6 +33,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const POOL_SIZE: usize = 2;
 /// The advisory lock nodes starting together take turns on to migrate.
 const MIGRATION_LOCK: i64 = 0x7068_6172_6f73; // "pharos"
+/// The advisory lock writers of the change log take turns on, so that
+/// sequence numbers commit in order: a reader that has seen sequence n
+/// never later finds an n - 1 it skipped.
+const CHANGE_LOG_LOCK: i64 = 0x0070_6861_726f_736c; // "pharosl"
 
 /// Routing state in a PostgreSQL database.
 pub struct PostgresStore {
@@ -145,10 +152,12 @@ impl Store for PostgresStore {
         })
     }
 
-    fn apply(&mut self, changes: &[Change]) -> Result<(), StoreError> {
+    fn apply(&mut self, changes: &[Change]) -> Result<u64, StoreError> {
         self.runtime.block_on(async {
             let mut client = connection(&self.pool).await?;
             let transaction = client.transaction().await?;
+            // Held until commit (see CHANGE_LOG_LOCK).
+            transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&CHANGE_LOG_LOCK]).await?;
             for change in changes {
                 let (table, name) = change.key();
                 match declaration_row(change) {
@@ -164,8 +173,19 @@ impl Store for PostgresStore {
                     }
                 };
             }
+            let sequence: i64 = transaction.query_one("SELECT COALESCE(MAX(sequence), 0) + 1 FROM changes", &[]).await?.get(0);
+            transaction.execute("INSERT INTO changes (sequence, batch) VALUES ($1, $2)", &[&sequence, &batch_row(changes)]).await?;
             transaction.commit().await?;
-            Ok(())
+            Ok(sequence as u64)
+        })
+    }
+
+    fn changes_after(&mut self, sequence: u64) -> Result<Vec<(u64, Vec<Change>)>, StoreError> {
+        let after = i64::try_from(sequence).unwrap_or(i64::MAX);
+        self.runtime.block_on(async {
+            let client = connection(&self.pool).await?;
+            let rows = client.query("SELECT sequence, batch FROM changes WHERE sequence > $1 ORDER BY sequence", &[&after]).await?;
+            rows.iter().map(|row| read_batch(row.get(0), row.get(1))).collect()
         })
     }
 

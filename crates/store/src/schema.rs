@@ -39,6 +39,10 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
                        subnet TEXT NOT NULL, datacenter TEXT NOT NULL, rtt_ms DOUBLE PRECISION NOT NULL,
                        measured_at BIGINT NOT NULL, PRIMARY KEY (subnet, datacenter));",
     },
+    // 4: the change log: every applied batch under its sequence number, in
+    // commit order, so a node sharing the database can replay what others
+    // applied after the last batch it has.
+    Migration::portable("CREATE TABLE changes (sequence BIGINT PRIMARY KEY, batch TEXT NOT NULL);"),
 ];
 
 /// The migrations a database at `version` still needs, numbered from 1;

@@ -4,10 +4,13 @@ use std::path::Path;
 
 use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use pharos_route::latency::MeasurementBook;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::de::DeserializeOwned;
 
-use crate::{Change, Measurement, State, Store, StoreError, add_measurement, declaration_row, read_declaration, schema, subnet_text};
+use crate::{
+    Change, Measurement, State, Store, StoreError, add_measurement, batch_row, declaration_row, read_batch, read_declaration, schema,
+    subnet_text,
+};
 
 /// Routing state in a SQLite database file.
 pub struct SqliteStore {
@@ -64,8 +67,10 @@ impl Store for SqliteStore {
         Ok(State { datacenters, regions, services })
     }
 
-    fn apply(&mut self, changes: &[Change]) -> Result<(), StoreError> {
-        let transaction = self.connection.transaction()?;
+    fn apply(&mut self, changes: &[Change]) -> Result<u64, StoreError> {
+        // Write-locked from the start: the next sequence read is the one
+        // this transaction logs, whoever else opens the file.
+        let transaction = self.connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
         for change in changes {
             let (table, name) = change.key();
             match declaration_row(change) {
@@ -75,8 +80,21 @@ impl Store for SqliteStore {
                 None => transaction.prepare_cached(&format!("DELETE FROM {table} WHERE name = ?1"))?.execute(params![name])?,
             };
         }
+        let sequence: i64 = transaction.query_row("SELECT COALESCE(MAX(sequence), 0) + 1 FROM changes", [], |row| row.get(0))?;
+        transaction.execute("INSERT INTO changes (sequence, batch) VALUES (?1, ?2)", params![sequence, batch_row(changes)])?;
         transaction.commit()?;
-        Ok(())
+        Ok(sequence as u64)
+    }
+
+    fn changes_after(&mut self, sequence: u64) -> Result<Vec<(u64, Vec<Change>)>, StoreError> {
+        let after = i64::try_from(sequence).unwrap_or(i64::MAX);
+        let mut statement = self.connection.prepare_cached("SELECT sequence, batch FROM changes WHERE sequence > ?1 ORDER BY sequence")?;
+        let rows = statement.query_map(params![after], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))?;
+        rows.map(|row| {
+            let (sequence, batch) = row?;
+            read_batch(sequence, &batch)
+        })
+        .collect()
     }
 
     fn load_measurements(&mut self) -> Result<MeasurementBook, StoreError> {

@@ -96,6 +96,8 @@ on_both_engines!(
     refuses_a_schema_newer_than_it_knows,
     reports_corrupt_rows_by_name,
     the_newest_measurement_per_pair_is_kept_and_old_ones_are_forgotten,
+    every_batch_is_logged_under_the_next_sequence,
+    a_corrupt_logged_batch_is_named_by_its_sequence,
 );
 
 fn region(name: &str, id: u32) -> RegionSpec {
@@ -140,6 +142,27 @@ fn reports_corrupt_rows_by_name(engine: &dyn Engine) {
     engine.execute("INSERT INTO services (name, spec) VALUES ('x.test', '{')");
     let error = engine.open().unwrap().load().unwrap_err().to_string();
     assert!(error.contains("service \"x.test\""), "{error}");
+}
+
+fn every_batch_is_logged_under_the_next_sequence(engine: &dyn Engine) {
+    let mut store = engine.open().unwrap();
+    assert_eq!(store.changes_after(0).unwrap(), []);
+    let first = vec![Change::PutRegion(region("eu", 1)), Change::PutService(service("a.test"))];
+    let second = vec![Change::DeleteService("a.test".into())];
+    assert_eq!(store.apply(&first).unwrap(), 1);
+    assert_eq!(store.apply(&second).unwrap(), 2);
+    drop(store);
+    let mut reopened = engine.open().unwrap();
+    assert_eq!(reopened.changes_after(0).unwrap(), [(1, first), (2, second.clone())]);
+    assert_eq!(reopened.changes_after(1).unwrap(), [(2, second)]);
+    assert_eq!(reopened.changes_after(2).unwrap(), []);
+}
+
+fn a_corrupt_logged_batch_is_named_by_its_sequence(engine: &dyn Engine) {
+    drop(engine.open().unwrap());
+    engine.execute("INSERT INTO changes (sequence, batch) VALUES (7, '[{')");
+    let error = engine.open().unwrap().changes_after(0).unwrap_err().to_string();
+    assert!(error.contains("change batch \"7\""), "{error}");
 }
 
 fn measurement(subnet: &str, datacenter: &str, rtt_ms: f64, at: u64) -> Measurement {
@@ -239,5 +262,36 @@ fn nodes_starting_together_on_a_new_database_migrate_it_once() {
             store.join().unwrap().unwrap();
         }
     });
-    assert_eq!(engine.server.sql("pharos", "SELECT count(*), max(version) FROM pharos_schema"), "1|3\n");
+    assert_eq!(engine.server.sql("pharos", "SELECT count(*), max(version) FROM pharos_schema"), "1|4\n");
+}
+
+#[test]
+fn nodes_writing_at_once_log_every_batch_once_in_the_order_they_committed() {
+    const NODES: usize = 4;
+    const BATCHES: usize = 25;
+    let engine = Postgresql::new();
+    drop(engine.open().unwrap());
+    let starting = std::sync::Barrier::new(NODES);
+    let mut applied: Vec<(u64, Vec<Change>)> = std::thread::scope(|scope| {
+        let nodes: Vec<_> = (0..NODES)
+            .map(|node| {
+                let (engine, starting) = (&engine, &starting);
+                scope.spawn(move || {
+                    let mut store = engine.open().unwrap();
+                    starting.wait();
+                    (0..BATCHES)
+                        .map(|batch| {
+                            let changes = vec![Change::PutService(service(&format!("n{node}-{batch}.test")))];
+                            (store.apply(&changes).unwrap(), changes)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        nodes.into_iter().flat_map(|node| node.join().unwrap()).collect()
+    });
+    applied.sort_by_key(|(sequence, _)| *sequence);
+    let sequences: Vec<u64> = applied.iter().map(|(sequence, _)| *sequence).collect();
+    assert_eq!(sequences, (1..=(NODES * BATCHES) as u64).collect::<Vec<_>>());
+    assert_eq!(engine.open().unwrap().changes_after(0).unwrap(), applied);
 }
