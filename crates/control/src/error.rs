@@ -16,6 +16,11 @@ pub enum ControlError {
     /// The store could not commit: nothing changed, try again later.
     #[error("the store is unavailable: {0}")]
     Store(String),
+    /// A shared store took changes from other nodes after those this
+    /// node's state holds: the change, made from that state, was not
+    /// committed, lest it undo theirs. Catch up and make it again.
+    #[error("{0}")]
+    Behind(String),
     /// Zone files could not be loaded: the old zones keep serving.
     #[error("{0}")]
     Zones(String),

@@ -84,6 +84,10 @@ impl From<ControlError> for ApiError {
             }
             ControlError::NotFound(what) => ApiError { status: StatusCode::NOT_FOUND, message: format!("{what} not found"), field: None },
             ControlError::Conflict { field, message } => ApiError { status: StatusCode::CONFLICT, message, field: Some(field) },
+            ControlError::Behind(why) => {
+                let message = format!("other nodes kept changing the state while this change was being made ({why}); try again");
+                ApiError { status: StatusCode::CONFLICT, message, field: None }
+            }
             ControlError::Store(_) | ControlError::Stopped => {
                 ApiError { status: StatusCode::SERVICE_UNAVAILABLE, message: error.to_string(), field: None }
             }

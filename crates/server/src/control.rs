@@ -66,6 +66,9 @@ pub struct Control {
     probe_plan: watch::Sender<Arc<Vec<ProbeTarget>>>,
     /// The kernel's copy of the answers, once started.
     fast_path: Option<KernelFastPath>,
+    /// The sequence of the last batch of the store's change log that the
+    /// state holds.
+    applied: u64,
 }
 
 /// Copies of the state and the data status for readers that never queue
@@ -119,8 +122,9 @@ impl Control {
         let (probe_plan, _) = watch::channel(Arc::new(Vec::new()));
         let load = LoadSettings { max_age_seconds: config.load.max_age_seconds, smoothing: config.load.smoothing };
         let settings = PlaneSettings { load, latency_max_age_seconds: config.latency.max_age_seconds };
-        let plane = Plane::new(store.load()?, store.load_measurements()?, sources, snapshots, settings, now);
-        let mut control = Control { config, plane, store, snapshot, data, published, probe_plan, fast_path: None };
+        let (state, applied) = store.load()?;
+        let plane = Plane::new(state, store.load_measurements()?, sources, snapshots, settings, now);
+        let mut control = Control { config, plane, store, snapshot, data, published, probe_plan, fast_path: None, applied };
         control.latencies_changed();
         let changed = control.changed_declarations(&control.config.clone())?;
         control.apply(&changed, now).map_err(|error| anyhow::anyhow!("{error}"))?;
@@ -305,7 +309,7 @@ impl Control {
         let (config, snapshots) = files.unzip();
         let prepared = self.plane.prepare(next, snapshots, now)?;
         if !changes.is_empty() {
-            self.store.apply(changes)?;
+            self.applied = self.store.apply(self.applied, changes)?;
             self.published.events.changed(now, changes);
         }
         if let Some(config) = config {

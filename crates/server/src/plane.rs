@@ -426,7 +426,7 @@ mod tests {
         assert_eq!(control.state().services[0].replicas[0].weight, 15);
         assert!(control.snapshot().load().routes.service(b"\x03www\x07example\x04test\x00").is_some());
         drop(control);
-        let reopened = pharos_store::SqliteStore::open(&dir.path().join("state.db")).unwrap().load().unwrap();
+        let (reopened, _) = pharos_store::SqliteStore::open(&dir.path().join("state.db")).unwrap().load().unwrap();
         assert_eq!(reopened.services[0].replicas[0].weight, 15, "committed to the store");
     }
 

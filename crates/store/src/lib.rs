@@ -7,7 +7,11 @@
 //! only once it is committed, so an acknowledged update survives a crash.
 //! The same transaction logs the batch under the next sequence number
 //! (sequences commit in order), so what was applied can be read back after
-//! any sequence ([`Store::changes_after`]).
+//! any sequence ([`Store::changes_after`]). A batch is made from the state
+//! as of some sequence and refused ([`StoreError::Behind`]) if others were
+//! logged since, so that no writer undoes what another wrote unseen.
+//! Nodes sharing a database are woken when one logs a batch
+//! ([`Store::follow`], [`Following`]).
 //! Two engines implement it over one schema (`schema`: a migration list
 //! with each engine's dialect where they differ):
 //! - [`SqliteStore`] (`sqlite`): one embedded file, one node;
@@ -22,7 +26,7 @@ use pharos_route::latency::{Measured, MeasurementBook};
 use pharos_route::prefix::parse_prefix;
 use serde::de::DeserializeOwned;
 
-pub use postgres::PostgresStore;
+pub use postgres::{Following, PostgresStore, Wake};
 pub use sqlite::SqliteStore;
 
 /// Why the store could not do what was asked.
@@ -42,25 +46,37 @@ pub enum StoreError {
     Corrupt { what: &'static str, name: String, error: serde_json::Error },
     #[error("the database schema is version {found}, newer than this Pharos knows ({known}); upgrade Pharos")]
     TooNew { found: i64, known: i64 },
+    /// Batches were logged after the one the changes were made from.
+    #[error("the store has changes up to {latest} that this node has not applied yet (it has up to {applied})")]
+    Behind { applied: u64, latest: u64 },
     #[error("stored measurement subnet {subnet:?} cannot be read back: {message}")]
     CorruptMeasurement { subnet: String, message: String },
 }
 
 impl From<StoreError> for ControlError {
     fn from(error: StoreError) -> ControlError {
-        ControlError::Store(error.to_string())
+        match error {
+            StoreError::Behind { .. } => ControlError::Behind(error.to_string()),
+            _ => ControlError::Store(error.to_string()),
+        }
     }
 }
 
 /// Durable storage of the routing state.
 pub trait Store: Send {
-    /// Reads the whole state.
-    fn load(&mut self) -> Result<State, StoreError>;
-    /// Applies `changes` and logs them under the next sequence number, in
-    /// one transaction; returns that number once committed.
-    fn apply(&mut self, changes: &[Change]) -> Result<u64, StoreError>;
+    /// Reads the whole state, and the sequence of the last batch it holds.
+    fn load(&mut self) -> Result<(State, u64), StoreError>;
+    /// Applies `changes`, made from the state as of sequence `after`, and
+    /// logs them under the next sequence number, in one transaction;
+    /// returns that number once committed. Refused with
+    /// [`StoreError::Behind`] if a batch was logged after `after`: changes
+    /// computed from a state without it could undo it.
+    fn apply(&mut self, after: u64, changes: &[Change]) -> Result<u64, StoreError>;
     /// Every batch logged after `sequence`, in order, with its number.
     fn changes_after(&mut self, sequence: u64) -> Result<Vec<(u64, Vec<Change>)>, StoreError>;
+    /// Calls `wake` from now on whenever other writers may have logged
+    /// batches. An engine that only this process writes never calls it.
+    fn follow(&mut self, _wake: Wake) {}
     /// A value kept for the server itself (e.g. the API token).
     fn setting(&mut self, key: &str) -> Result<Option<String>, StoreError>;
     fn set_setting(&mut self, key: &str, value: &str) -> Result<(), StoreError>;
@@ -88,6 +104,13 @@ fn declaration_row(change: &Change) -> Option<String> {
 /// one.
 fn read_declaration<T: DeserializeOwned>(what: &'static str, name: String, spec: &str) -> Result<T, StoreError> {
     serde_json::from_str(spec).map_err(|error| StoreError::Corrupt { what, name, error })
+}
+
+/// Checks, inside the transaction about to log a batch made from the
+/// state as of `after`, that `latest` is still the last sequence logged.
+fn check_not_behind(after: u64, latest: i64) -> Result<u64, StoreError> {
+    let latest = latest.max(0) as u64;
+    if latest == after { Ok(latest + 1) } else { Err(StoreError::Behind { applied: after, latest }) }
 }
 
 /// The change log's row for a batch.

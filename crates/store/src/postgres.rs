@@ -8,6 +8,12 @@
 //! runtime thread; the control thread that owns the store waits for each
 //! call's transaction to commit, so the answering threads never touch the
 //! database. TLS is not spoken: reach the database over a trusted network.
+//!
+//! Every batch logged is notified on commit (NOTIFY on one channel); a
+//! follower ([`Store::follow`]) LISTENs on a connection of its own, outside
+//! the pool, and wakes its node on each notification, on each (re)connect
+//! and, as a safety net, every [`LOOK_INTERVAL`]; a lost connection is made
+//! again with back-off.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -18,11 +24,11 @@ use pharos_route::latency::MeasurementBook;
 use serde::de::DeserializeOwned;
 use tokio::runtime::Runtime;
 use tokio_postgres::config::TargetSessionAttrs;
-use tokio_postgres::{Config, IsolationLevel, NoTls};
+use tokio_postgres::{AsyncMessage, Config, IsolationLevel, NoTls};
 
 use crate::{
-    Change, Measurement, State, Store, StoreError, add_measurement, batch_row, declaration_row, read_batch, read_declaration, schema,
-    subnet_text,
+    Change, Measurement, State, Store, StoreError, add_measurement, batch_row, check_not_behind, declaration_row, read_batch,
+    read_declaration, schema, subnet_text,
 };
 
 /// How long to wait for a connection (to connect, or for a free one in the
@@ -38,8 +44,37 @@ const MIGRATION_LOCK: i64 = 0x7068_6172_6f73; // "pharos"
 /// never later finds an n - 1 it skipped.
 const CHANGE_LOG_LOCK: i64 = 0x0070_6861_726f_736c; // "pharosl"
 
+/// The channel each logged batch is notified on.
+const CHANGES_CHANNEL: &str = "pharos_changes";
+/// How often a follower looks for batches without being notified: a
+/// notification is lost if it comes while the listening connection is
+/// being made again.
+const LOOK_INTERVAL: Duration = Duration::from_secs(1);
+/// The wait before making a lost listening connection again, doubled at
+/// each failure up to the second.
+const RECONNECT_WAIT: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(5));
+
+/// What a follower tells its node.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Following {
+    /// Listening (again): batches logged from now on will be notified;
+    /// those logged before may have been missed.
+    Listening,
+    /// The batch with this sequence was logged.
+    Notified(u64),
+    /// Time for a look: a notification may have been missed.
+    Look,
+    /// The listening connection is lost (why); it is being made again.
+    Lost(String),
+}
+
+/// Where a follower's news go.
+pub type Wake = Box<dyn Fn(Following) + Send + Sync>;
+
 /// Routing state in a PostgreSQL database.
 pub struct PostgresStore {
+    /// The settings every connection is made with.
+    config: Config,
     pool: Pool,
     /// Runs the pool's connections between calls, and each call.
     runtime: Runtime,
@@ -57,7 +92,7 @@ impl PostgresStore {
             .enable_all()
             .build()
             .map_err(StoreError::Runtime)?;
-        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let manager = Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
             .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -66,7 +101,7 @@ impl PostgresStore {
             .recycle_timeout(Some(CONNECT_TIMEOUT))
             .build()
             .expect("timeouts are allowed: a runtime is given");
-        let store = PostgresStore { pool, runtime };
+        let store = PostgresStore { config, pool, runtime };
         store.runtime.block_on(async {
             let mut client = connection(&store.pool).await?;
             migrate(&mut client).await
@@ -139,7 +174,7 @@ async fn read_all<T: DeserializeOwned>(client: &impl GenericClient, table: &str,
 }
 
 impl Store for PostgresStore {
-    fn load(&mut self) -> Result<State, StoreError> {
+    fn load(&mut self) -> Result<(State, u64), StoreError> {
         self.runtime.block_on(async {
             let mut client = connection(&self.pool).await?;
             // One snapshot of all three tables, not three moments.
@@ -147,17 +182,21 @@ impl Store for PostgresStore {
             let datacenters: Vec<DataCenterSpec> = read_all(&transaction, "datacenters", "data center").await?;
             let regions: Vec<RegionSpec> = read_all(&transaction, "regions", "region").await?;
             let services: Vec<ServiceSpec> = read_all(&transaction, "services", "service").await?;
+            let sequence: i64 = transaction.query_one("SELECT COALESCE(MAX(sequence), 0) FROM changes", &[]).await?.get(0);
             transaction.commit().await?;
-            Ok(State { datacenters, regions, services })
+            Ok((State { datacenters, regions, services }, sequence.max(0) as u64))
         })
     }
 
-    fn apply(&mut self, changes: &[Change]) -> Result<u64, StoreError> {
+    fn apply(&mut self, after: u64, changes: &[Change]) -> Result<u64, StoreError> {
         self.runtime.block_on(async {
             let mut client = connection(&self.pool).await?;
             let transaction = client.transaction().await?;
-            // Held until commit (see CHANGE_LOG_LOCK).
+            // Held until commit (see CHANGE_LOG_LOCK): the last sequence
+            // read stays the last until this transaction logs the next.
             transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&CHANGE_LOG_LOCK]).await?;
+            let latest: i64 = transaction.query_one("SELECT COALESCE(MAX(sequence), 0) FROM changes", &[]).await?.get(0);
+            let sequence = check_not_behind(after, latest)?;
             for change in changes {
                 let (table, name) = change.key();
                 match declaration_row(change) {
@@ -173,10 +212,12 @@ impl Store for PostgresStore {
                     }
                 };
             }
-            let sequence: i64 = transaction.query_one("SELECT COALESCE(MAX(sequence), 0) + 1 FROM changes", &[]).await?.get(0);
-            transaction.execute("INSERT INTO changes (sequence, batch) VALUES ($1, $2)", &[&sequence, &batch_row(changes)]).await?;
+            let logged = sequence as i64;
+            transaction.execute("INSERT INTO changes (sequence, batch) VALUES ($1, $2)", &[&logged, &batch_row(changes)]).await?;
+            // Delivered to the listeners once committed, never before.
+            transaction.execute("SELECT pg_notify($1, $2)", &[&CHANGES_CHANNEL, &logged.to_string()]).await?;
             transaction.commit().await?;
-            Ok(sequence as u64)
+            Ok(sequence)
         })
     }
 
@@ -187,6 +228,13 @@ impl Store for PostgresStore {
             let rows = client.query("SELECT sequence, batch FROM changes WHERE sequence > $1 ORDER BY sequence", &[&after]).await?;
             rows.iter().map(|row| read_batch(row.get(0), row.get(1))).collect()
         })
+    }
+
+    fn follow(&mut self, wake: Wake) {
+        let mut config = self.config.clone();
+        // Named, so an operator (or a test) can tell whose listener it is.
+        config.application_name(format!("pharos-follower-{}", std::process::id()));
+        self.runtime.spawn(follow(config, wake));
     }
 
     fn load_measurements(&mut self) -> Result<MeasurementBook, StoreError> {
@@ -243,5 +291,57 @@ impl Store for PostgresStore {
                 .await?;
             Ok(())
         })
+    }
+}
+
+/// Listens for logged batches for as long as the store's runtime runs,
+/// making the connection again with back-off whenever it is lost.
+async fn follow(config: Config, wake: Wake) {
+    let (first_wait, longest_wait) = RECONNECT_WAIT;
+    let mut wait = first_wait;
+    loop {
+        let lost = listen(&config, &wake, || wait = first_wait).await;
+        wake(Following::Lost(lost));
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(longest_wait);
+    }
+}
+
+/// Listens on one connection until it fails, waking on each notification
+/// and every [`LOOK_INTERVAL`]; calls `listening` once it listens. Returns
+/// why it stopped.
+async fn listen(config: &Config, wake: &Wake, listening: impl FnOnce()) -> String {
+    let (client, mut connection) = match config.connect(NoTls).await {
+        Ok(connected) => connected,
+        Err(error) => return with_causes(&error),
+    };
+    // The connection is driven here; the sequences notified, or how it
+    // ended, go to the loop below.
+    let (notified, mut notifications) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(message) = std::future::poll_fn(|context| connection.poll_message(context)).await {
+            let news = match message {
+                Ok(AsyncMessage::Notification(notification)) => Ok(notification.payload().parse().unwrap_or_default()),
+                Ok(_) => continue, // a notice
+                Err(error) => Err(error),
+            };
+            let ended = news.is_err();
+            if notified.send(news).is_err() || ended {
+                return;
+            }
+        }
+    });
+    if let Err(error) = client.batch_execute(&format!("LISTEN {CHANGES_CHANNEL}")).await {
+        return with_causes(&error);
+    }
+    listening();
+    wake(Following::Listening);
+    loop {
+        match tokio::time::timeout(LOOK_INTERVAL, notifications.recv()).await {
+            Ok(Some(Ok(sequence))) => wake(Following::Notified(sequence)),
+            Err(_) => wake(Following::Look),
+            Ok(Some(Err(error))) => return with_causes(&error),
+            Ok(None) => return "the server closed the connection".into(),
+        }
     }
 }

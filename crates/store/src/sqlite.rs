@@ -8,8 +8,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::de::DeserializeOwned;
 
 use crate::{
-    Change, Measurement, State, Store, StoreError, add_measurement, batch_row, declaration_row, read_batch, read_declaration, schema,
-    subnet_text,
+    Change, Measurement, State, Store, StoreError, add_measurement, batch_row, check_not_behind, declaration_row, read_batch,
+    read_declaration, schema, subnet_text,
 };
 
 /// Routing state in a SQLite database file.
@@ -60,17 +60,24 @@ fn read_all<T: DeserializeOwned>(connection: &Connection, table: &str, what: &'s
 }
 
 impl Store for SqliteStore {
-    fn load(&mut self) -> Result<State, StoreError> {
-        let datacenters: Vec<DataCenterSpec> = read_all(&self.connection, "datacenters", "data center")?;
-        let regions: Vec<RegionSpec> = read_all(&self.connection, "regions", "region")?;
-        let services: Vec<ServiceSpec> = read_all(&self.connection, "services", "service")?;
-        Ok(State { datacenters, regions, services })
+    fn load(&mut self) -> Result<(State, u64), StoreError> {
+        // One read transaction: the sequence is the state's.
+        let transaction = self.connection.transaction()?;
+        let datacenters: Vec<DataCenterSpec> = read_all(&transaction, "datacenters", "data center")?;
+        let regions: Vec<RegionSpec> = read_all(&transaction, "regions", "region")?;
+        let services: Vec<ServiceSpec> = read_all(&transaction, "services", "service")?;
+        let sequence: i64 = transaction.query_row("SELECT COALESCE(MAX(sequence), 0) FROM changes", [], |row| row.get(0))?;
+        transaction.commit()?;
+        Ok((State { datacenters, regions, services }, sequence.max(0) as u64))
     }
 
-    fn apply(&mut self, changes: &[Change]) -> Result<u64, StoreError> {
-        // Write-locked from the start: the next sequence read is the one
-        // this transaction logs, whoever else opens the file.
+    fn apply(&mut self, after: u64, changes: &[Change]) -> Result<u64, StoreError> {
+        // Write-locked from the start: the last sequence read stays the
+        // last until this transaction logs the next, whoever else opens
+        // the file.
         let transaction = self.connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let latest: i64 = transaction.query_row("SELECT COALESCE(MAX(sequence), 0) FROM changes", [], |row| row.get(0))?;
+        let sequence = check_not_behind(after, latest)?;
         for change in changes {
             let (table, name) = change.key();
             match declaration_row(change) {
@@ -80,10 +87,9 @@ impl Store for SqliteStore {
                 None => transaction.prepare_cached(&format!("DELETE FROM {table} WHERE name = ?1"))?.execute(params![name])?,
             };
         }
-        let sequence: i64 = transaction.query_row("SELECT COALESCE(MAX(sequence), 0) + 1 FROM changes", [], |row| row.get(0))?;
-        transaction.execute("INSERT INTO changes (sequence, batch) VALUES (?1, ?2)", params![sequence, batch_row(changes)])?;
+        transaction.execute("INSERT INTO changes (sequence, batch) VALUES (?1, ?2)", params![sequence as i64, batch_row(changes)])?;
         transaction.commit()?;
-        Ok(sequence as u64)
+        Ok(sequence)
     }
 
     fn changes_after(&mut self, sequence: u64) -> Result<Vec<(u64, Vec<Change>)>, StoreError> {

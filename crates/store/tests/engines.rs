@@ -10,7 +10,7 @@ use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use pharos_control::{Change, Measurement, State};
 use pharos_route::latency::Measured;
 use pharos_route::prefix::parse_prefix;
-use pharos_store::{PostgresStore, SqliteStore, Store, StoreError};
+use pharos_store::{Following, PostgresStore, SqliteStore, Store, StoreError};
 use postgres::Postgres;
 
 /// One database, opened as a store as often as a case needs, and written
@@ -97,6 +97,7 @@ on_both_engines!(
     reports_corrupt_rows_by_name,
     the_newest_measurement_per_pair_is_kept_and_old_ones_are_forgotten,
     every_batch_is_logged_under_the_next_sequence,
+    a_batch_made_from_a_state_without_the_last_one_logged_is_refused,
     a_corrupt_logged_batch_is_named_by_its_sequence,
 );
 
@@ -119,13 +120,14 @@ fn changes_are_applied_together_and_read_back_after_reopening(engine: &dyn Engin
         Change::PutService(service("B.test")),
         Change::PutDataCenter(fra),
     ];
-    store.apply(&changes).unwrap();
-    store.apply(&[Change::DeleteService("b.test".into())]).unwrap();
+    store.apply(0, &changes).unwrap();
+    store.apply(1, &[Change::DeleteService("b.test".into())]).unwrap();
     store.set_setting("token", "secret").unwrap();
     store.set_setting("token", "rotated").unwrap();
     drop(store);
     let mut reopened = engine.open().unwrap();
-    let state = reopened.load().unwrap();
+    let (state, sequence) = reopened.load().unwrap();
+    assert_eq!(sequence, 2);
     assert_eq!(state, State::default().with(&changes).with(&[Change::DeleteService("b.test".into())]));
     assert_eq!(reopened.setting("token").unwrap().as_deref(), Some("rotated"));
     assert_eq!(reopened.setting("missing").unwrap(), None);
@@ -149,13 +151,26 @@ fn every_batch_is_logged_under_the_next_sequence(engine: &dyn Engine) {
     assert_eq!(store.changes_after(0).unwrap(), []);
     let first = vec![Change::PutRegion(region("eu", 1)), Change::PutService(service("a.test"))];
     let second = vec![Change::DeleteService("a.test".into())];
-    assert_eq!(store.apply(&first).unwrap(), 1);
-    assert_eq!(store.apply(&second).unwrap(), 2);
+    assert_eq!(store.apply(0, &first).unwrap(), 1);
+    assert_eq!(store.apply(1, &second).unwrap(), 2);
     drop(store);
     let mut reopened = engine.open().unwrap();
     assert_eq!(reopened.changes_after(0).unwrap(), [(1, first), (2, second.clone())]);
     assert_eq!(reopened.changes_after(1).unwrap(), [(2, second)]);
     assert_eq!(reopened.changes_after(2).unwrap(), []);
+}
+
+fn a_batch_made_from_a_state_without_the_last_one_logged_is_refused(engine: &dyn Engine) {
+    let mut store = engine.open().unwrap();
+    store.apply(0, &[Change::PutService(service("a.test"))]).unwrap();
+    let stale = [Change::DeleteService("a.test".into())];
+    let error = store.apply(0, &stale).unwrap_err();
+    assert!(matches!(error, StoreError::Behind { applied: 0, latest: 1 }), "{error}");
+    assert!(error.to_string().contains("changes up to 1 that this node has not applied yet"), "{error}");
+    let error = store.apply(2, &stale).unwrap_err();
+    assert!(matches!(error, StoreError::Behind { applied: 2, latest: 1 }), "ahead of the log is no better: {error}");
+    assert_eq!(store.load().unwrap(), (State::default().with(&[Change::PutService(service("a.test"))]), 1), "nothing written");
+    assert_eq!(store.apply(1, &stale).unwrap(), 2);
 }
 
 fn a_corrupt_logged_batch_is_named_by_its_sequence(engine: &dyn Engine) {
@@ -217,16 +232,16 @@ fn a_database_nobody_listens_for_is_reported_unreachable() {
 fn a_database_that_goes_away_fails_each_call_clearly_and_serves_again_when_back() {
     let engine = Postgresql::new();
     let mut store = engine.open().unwrap();
-    store.apply(&[Change::PutService(service("a.test"))]).unwrap();
+    store.apply(0, &[Change::PutService(service("a.test"))]).unwrap();
     engine.server.stop();
-    let error = store.apply(&[Change::PutService(service("b.test"))]).unwrap_err().to_string();
+    let error = store.apply(1, &[Change::PutService(service("b.test"))]).unwrap_err().to_string();
     assert!(error.starts_with("PostgreSQL"), "{error}");
     let error = store.load().unwrap_err().to_string();
     assert!(error.starts_with("PostgreSQL cannot be reached"), "{error}");
     engine.server.start_server();
     // The pool replaces the dead connections: no reopening needed.
-    store.apply(&[Change::PutService(service("b.test"))]).unwrap();
-    let names: Vec<String> = store.load().unwrap().services.into_iter().map(|service| service.name).collect();
+    store.apply(1, &[Change::PutService(service("b.test"))]).unwrap();
+    let names: Vec<String> = store.load().unwrap().0.services.into_iter().map(|service| service.name).collect();
     assert_eq!(names, ["a.test", "b.test"]);
 }
 
@@ -241,7 +256,7 @@ fn of_several_hosts_the_read_write_one_is_written_to() {
     let primary = Postgresql::new();
     let url = format!("postgres://postgres@127.0.0.1:{},127.0.0.1:{}/pharos", standby.port, primary.server.port);
     let mut store = PostgresStore::open(&url).unwrap();
-    store.apply(&[Change::PutService(service("a.test"))]).unwrap();
+    store.apply(0, &[Change::PutService(service("a.test"))]).unwrap();
     assert_eq!(primary.server.sql("pharos", "SELECT name FROM services"), "a.test\n");
 }
 
@@ -279,10 +294,12 @@ fn nodes_writing_at_once_log_every_batch_once_in_the_order_they_committed() {
                 scope.spawn(move || {
                     let mut store = engine.open().unwrap();
                     starting.wait();
+                    let mut after = 0;
                     (0..BATCHES)
                         .map(|batch| {
                             let changes = vec![Change::PutService(service(&format!("n{node}-{batch}.test")))];
-                            (store.apply(&changes).unwrap(), changes)
+                            after = apply_catching_up(store.as_mut(), after, &changes);
+                            (after, changes)
                         })
                         .collect::<Vec<_>>()
                 })
@@ -294,4 +311,61 @@ fn nodes_writing_at_once_log_every_batch_once_in_the_order_they_committed() {
     let sequences: Vec<u64> = applied.iter().map(|(sequence, _)| *sequence).collect();
     assert_eq!(sequences, (1..=(NODES * BATCHES) as u64).collect::<Vec<_>>());
     assert_eq!(engine.open().unwrap().changes_after(0).unwrap(), applied);
+}
+
+/// Applies `changes` made from the state as of `after`, as a node does:
+/// when others logged first, it reads their batches and tries again.
+/// Returns the sequence its batch was logged under.
+fn apply_catching_up(store: &mut dyn Store, mut after: u64, changes: &[Change]) -> u64 {
+    for _ in 0..1000 {
+        match store.apply(after, changes) {
+            Ok(sequence) => return sequence,
+            Err(StoreError::Behind { latest, .. }) => after = latest,
+            Err(error) => panic!("{error}"),
+        }
+    }
+    panic!("never caught up with the others")
+}
+
+/// A follower's news, waited for with a deadline.
+struct Followed(std::sync::mpsc::Receiver<Following>);
+
+impl Followed {
+    fn start(store: &mut dyn Store) -> Followed {
+        let (wake, news) = std::sync::mpsc::channel();
+        store.follow(Box::new(move |news| drop(wake.send(news))));
+        Followed(news)
+    }
+
+    /// Waits (at most 20 s) for news that `wanted` accepts, skipping others.
+    fn until(&self, wanted: impl Fn(&Following) -> bool) -> Following {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let news = self.0.recv_timeout(left).expect("the follower's news in time");
+            if wanted(&news) {
+                return news;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_follower_is_woken_by_each_batch_another_logs_and_listens_again_when_cut_off() {
+    let engine = Postgresql::new();
+    let mut follower = engine.open().unwrap();
+    let news = Followed::start(follower.as_mut());
+    news.until(|news| *news == Following::Listening);
+    let mut writer = engine.open().unwrap();
+    writer.apply(0, &[Change::PutService(service("a.test"))]).unwrap();
+    writer.apply(1, &[Change::PutService(service("b.test"))]).unwrap();
+    news.until(|news| *news == Following::Notified(1));
+    news.until(|news| *news == Following::Notified(2));
+    assert_eq!(follower.changes_after(0).unwrap().len(), 2);
+    let listener = format!("application_name = 'pharos-follower-{}'", std::process::id());
+    assert_eq!(engine.server.sql("pharos", &format!("SELECT count(*) FROM pg_stat_activity WHERE {listener}")), "1\n");
+    engine.server.sql("pharos", &format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {listener}"));
+    let Following::Lost(why) = news.until(|news| matches!(news, Following::Lost(_))) else { unreachable!() };
+    assert!(why.contains("terminating connection due to administrator command"), "{why}");
+    news.until(|news| *news == Following::Listening);
 }
