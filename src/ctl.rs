@@ -113,6 +113,8 @@ enum CtlCommand {
     Fastpath,
     /// Show the Artemis service addresses ([artemis]) and what the Address Manager says to fix.
     Artemis,
+    /// Show the store: its engine, whether this node follows other nodes' changes, and the last change applied.
+    Status,
 }
 
 pub fn run(args: CtlArgs) -> anyhow::Result<()> {
@@ -168,6 +170,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         CtlCommand::Data => client.call("GET", "/v1/data", None)?,
         CtlCommand::Fastpath => client.call("GET", "/v1/fastpath", None)?,
         CtlCommand::Artemis => client.call("GET", "/v1/artemis", None)?,
+        CtlCommand::Status => client.call("GET", "/v1/store", None)?,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&reply)?);
@@ -315,6 +318,7 @@ fn print_human(command: &CtlCommand, reply: &Value) {
         CtlCommand::Measurements { .. } => println!("{} measurements kept", reply["accepted"]),
         CtlCommand::Data => print_data(reply),
         CtlCommand::Fastpath => print_fastpath(reply),
+        CtlCommand::Status => print_store(reply),
         _ => println!("ok"),
     }
 }
@@ -374,6 +378,17 @@ fn print_data(reply: &Value) {
     }
     let latency = &reply["latency"];
     println!("latency: {} measurements in use (max age {} s)", latency["measurements"], latency["max_age_seconds"]);
+}
+
+fn print_store(reply: &Value) {
+    println!("store: {}, {}", reply["engine"].as_str().unwrap_or("?"), reply["state"].as_str().unwrap_or("?"));
+    if let Some(reason) = reply["reason"].as_str() {
+        println!("  why: {reason}");
+    }
+    println!("  last change applied: sequence {}", reply["last_sequence"]);
+    if let Some(error) = reply["catch_up_error"].as_str() {
+        println!("  the changes after it cannot be applied: {error}");
+    }
 }
 
 fn print_fastpath(reply: &Value) {

@@ -251,6 +251,7 @@ fn router(api: Api) -> Router {
         .route("/v1/health", get(health))
         .route("/v1/load", get(load_status))
         .route("/v1/fastpath", get(fastpath_status))
+        .route("/v1/store", get(|State(api): State<Api>| async move { Json(api.control.store_status()) }))
         .route("/v1/split", get(|State(api): State<Api>| async move { Json(api.control.split()) }))
         .route(
             "/v1/queries",

@@ -7,6 +7,15 @@
 //! from the copy (which validates everything), the change is committed to
 //! the store, and only then is the snapshot swapped in. Anything that
 //! fails on the way leaves the store and the live snapshot as they were.
+//!
+//! A store shared by a fleet logs every committed batch under a sequence
+//! number. The node keeps the last one its state holds; it catches up by
+//! applying the batches logged after it, in order, through the same commit
+//! (without writing them back), whenever the store's follower wakes it. A
+//! change made from a state the store has moved past is refused there, so
+//! the node catches up and makes the change again from the newer state:
+//! concurrent read-modify-writes through different nodes never undo one
+//! another.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -37,6 +46,7 @@ use tokio::sync::watch;
 use crate::config::{Config, StoreConfig};
 use crate::data::{BgpStatus, BgpSummary, DataFile, DataStatus, LatencyStatus};
 use crate::fastpath::{FastPathStatus, KernelFastPath};
+use crate::following::StoreStatus;
 use crate::history::EventLog;
 use crate::metrics::ControlActivity;
 use crate::split::SplitWindow;
@@ -71,6 +81,10 @@ pub struct Control {
     applied: u64,
 }
 
+/// How many times a change refused because other nodes changed the state
+/// first is made again (after catching up) before its caller is told.
+pub const BEHIND_TRIES: usize = 5;
+
 /// Copies of the state and the data status for readers that never queue
 /// behind the control plane; updated before any change is acknowledged.
 pub struct Published {
@@ -83,6 +97,18 @@ pub struct Published {
     pub split: SplitWindow,
     /// The last health transitions and changes, for the dashboard.
     pub events: EventLog,
+    /// Written by the control thread and the store's follower.
+    pub store: std::sync::Mutex<StoreStatus>,
+}
+
+impl Published {
+    pub fn store_status(&self) -> StoreStatus {
+        self.store.lock().expect("no writer panics holding it").clone()
+    }
+
+    pub fn update_store_status(&self, update: impl FnOnce(&mut StoreStatus)) {
+        update(&mut self.store.lock().expect("no writer panics holding it"));
+    }
 }
 
 /// Why a client gets what it gets (the `explain` API).
@@ -118,6 +144,7 @@ impl Control {
             activity: ControlActivity::default(),
             split: SplitWindow::default(),
             events: EventLog::default(),
+            store: std::sync::Mutex::new(StoreStatus::new(&config.store)),
         });
         let (probe_plan, _) = watch::channel(Arc::new(Vec::new()));
         let load = LoadSettings { max_age_seconds: config.load.max_age_seconds, smoothing: config.load.smoothing };
@@ -178,7 +205,57 @@ impl Control {
     /// Applies `changes` all or nothing (see the module comment), at `now`
     /// (Unix ms, as every time the control plane is given).
     pub fn apply(&mut self, changes: &[Change], now: u64) -> Result<(), ControlError> {
-        self.commit(self.plane.state().with(changes), changes, None, now)
+        self.catching_up(now, |control| control.commit(control.plane.state().with(changes), changes, None, now))
+    }
+
+    /// Runs `attempt`; while the store refuses it because other nodes
+    /// changed the state first, catches up and runs it again (at most
+    /// [`BEHIND_TRIES`] times in all).
+    fn catching_up<T>(&mut self, now: u64, attempt: impl Fn(&mut Control) -> Result<T, ControlError>) -> Result<T, ControlError> {
+        for _ in 1..BEHIND_TRIES {
+            match attempt(self) {
+                Err(ControlError::Behind(_)) => self.catch_up(now)?,
+                outcome => return outcome,
+            }
+        }
+        attempt(self)
+    }
+
+    /// Has the store's follower call `wake` whenever other nodes may have
+    /// logged changes (never, for a store no other node writes).
+    pub fn follow_store(&mut self, wake: pharos_store::Wake) {
+        self.store.follow(wake);
+    }
+
+    /// Applies the batches logged after the last one the state holds, in
+    /// order and as one commit (one snapshot), without writing them back.
+    /// If they cannot be applied (this node's zones lack a name another
+    /// node's have, say), nothing is and the status says why.
+    pub fn catch_up(&mut self, now: u64) -> Result<(), ControlError> {
+        let caught_up = self.apply_logged(now);
+        let error = caught_up.as_ref().err().map(ToString::to_string);
+        self.published.update_store_status(|status| status.catch_up_error = error);
+        caught_up
+    }
+
+    fn apply_logged(&mut self, now: u64) -> Result<(), ControlError> {
+        let batches = self.store.changes_after(self.applied)?;
+        let Some(&(last, _)) = batches.last() else {
+            return Ok(());
+        };
+        let changes: Vec<Change> = batches.into_iter().flat_map(|(_, changes)| changes).collect();
+        // Set first: the commit publishes it with the snapshot.
+        let before = std::mem::replace(&mut self.applied, last);
+        self.commit(self.plane.state().with(&changes), &[], None, now).inspect_err(|_| self.applied = before)?;
+        // Listed with this node's own changes: whichever node took them.
+        self.published.events.changed(now, &changes);
+        Ok(())
+    }
+
+    /// The sequence of the last batch of the store's change log that the
+    /// state holds.
+    pub fn applied(&self) -> u64 {
+        self.applied
     }
 
     /// [`Control::apply`] for a caller that has already applied `changes`
@@ -302,8 +379,9 @@ impl Control {
     }
 
     /// Validates `next`, the state after `changes` (with newly read files,
-    /// if any), by building its snapshot, commits the changes, then
-    /// publishes the snapshot and the probe plan.
+    /// if any), by building its snapshot, commits the changes (none, for
+    /// batches the store has logged already), then publishes the snapshot
+    /// and the probe plan.
     fn commit(&mut self, next: State, changes: &[Change], files: Option<(Config, SnapshotBuilder)>, now: u64) -> Result<(), ControlError> {
         let started = Instant::now();
         let (config, snapshots) = files.unzip();
@@ -326,6 +404,7 @@ impl Control {
             self.probe_plan.send_replace(Arc::new(targets));
         }
         self.published.state.store(self.plane.state().clone());
+        self.published.update_store_status(|status| status.last_sequence = self.applied);
         self.publish_data();
         self.published.activity.published(started.elapsed().as_secs_f64());
         Ok(())

@@ -4,7 +4,8 @@
 //! `prober`, address and measurement data in `data`, the external region
 //! classifier in `classifier`, and their thread priorities in
 //! `scheduling`), the kernel fast path it keeps in step with every
-//! snapshot ([`fastpath`], the one module that calls `pharos-xdp`), its
+//! snapshot ([`fastpath`], the one module that calls `pharos-xdp`), what
+//! the node knows of its store and of following it ([`following`]), its
 //! HTTP API (`api`) with its Prometheus metrics ([`metrics`]), Artemis's
 //! service addresses ([`artemis`]), the split delivered against the
 //! configured one ([`split`]), the recent query rate and events
@@ -21,6 +22,7 @@ pub mod control;
 mod dashboard;
 pub mod data;
 pub mod fastpath;
+pub mod following;
 pub mod history;
 pub mod metrics;
 pub mod plane;

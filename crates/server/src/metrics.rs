@@ -124,7 +124,7 @@ struct Scrape {
     /// What response rate limiting limited; `None` when it is off.
     rrl: Option<pharos_rrl::Counters>,
     data: DataStatus,
-    /// Whether the state is kept in a file.
+    /// Whether the state is kept in a file or a database.
     store_persistent: bool,
     /// Unix seconds now, for the age of data.
     now: u64,
@@ -144,7 +144,7 @@ pub async fn render(control: &ControlHandle, limits: &UdpLimits) -> Result<Strin
         fastpath: control.fastpath_now().await?,
         rrl: limits.responses.as_ref().map(|limit| limit.counters()),
         data: control.data().as_ref().clone(),
-        store_persistent: control.store_persistent(),
+        store_persistent: control.store_status().persistent(),
         now: crate::data::unix_millis() / 1000,
         splits: control.split(),
     };
@@ -394,7 +394,7 @@ impl Scrape {
         let help = "Fresh latency measurements in use";
         family(encoder, "pharos_latency_measurements", help, None, MetricType::Gauge, measurements)?;
         let persistent = [(vec![], gauge(i64::from(self.store_persistent)))];
-        let help = "1 when the state is kept in a file (SQLite), 0 when in memory only";
+        let help = "1 when the state is kept in a file (SQLite) or a database (PostgreSQL), 0 when in memory only";
         family(encoder, "pharos_store_persistent", help, None, MetricType::Gauge, persistent)
     }
 }

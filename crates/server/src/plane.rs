@@ -12,8 +12,14 @@
 //! transaction and publishes one snapshot (group commit, as databases do
 //! with their logs). A lone update is committed at once. Readers of the
 //! state never queue: they load the last published copy.
+//!
+//! On a store shared by a fleet, the store's follower queues a catch-up
+//! whenever another node may have logged a change (at most one is queued
+//! at a time); edits the store refused because the state was behind are
+//! made again, after catching up, from the newer state.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::time::{Duration, Instant};
 
@@ -24,13 +30,15 @@ use pharos_control::health::{ProbeResult, ReplicaHealth};
 use pharos_control::load::LoadStatus;
 use pharos_control::{Change, ControlError, State};
 use pharos_route::latency::MeasurementSpec;
+use pharos_store::Following;
 use pharos_transport::metrics;
 use tokio::sync::oneshot;
 
 use crate::config::{BgpConfig, Config};
-use crate::control::{Control, Published};
+use crate::control::{BEHIND_TRIES, Control, Published};
 use crate::data::{DataStatus, unix_millis};
 use crate::fastpath::FastPathStatus;
+use crate::following::StoreStatus;
 use crate::history::Event;
 use crate::metrics::ControlActivity;
 use crate::prober;
@@ -76,6 +84,10 @@ enum Command {
     LoadStatus {
         done: oneshot::Sender<LoadStatus>,
     },
+    /// Apply what other nodes logged; `queued` is set while this is queued.
+    CatchUp {
+        queued: Arc<AtomicBool>,
+    },
 }
 
 /// Opens the control plane now, with the classifier the config asks for
@@ -91,22 +103,20 @@ pub struct ControlHandle {
     requests: Sender<Request>,
     published: Arc<Published>,
     snapshot: SharedSnapshot,
-    /// Whether the state is kept in a file, not in memory only.
-    store_persistent: bool,
 }
 
 impl ControlHandle {
     /// Moves `control` onto its own thread, committing at most once per
     /// `window`, and starts loading its BGP tables if it has any.
-    pub fn start(control: Control, window: Duration) -> std::io::Result<ControlHandle> {
+    pub fn start(mut control: Control, window: Duration) -> std::io::Result<ControlHandle> {
         let (requests, queue) = std::sync::mpsc::channel();
         let published = control.published().clone();
         let snapshot = control.snapshot().clone();
         let bgp = control.config().bgp.clone();
         let probe_plan = control.probe_plan();
-        let store_persistent = control.config().store.path.is_some();
+        control.follow_store(follower_news(requests.clone(), published.clone()));
         std::thread::Builder::new().name("control".into()).spawn(move || serve(control, queue, window))?;
-        let handle = ControlHandle { requests, published, snapshot, store_persistent };
+        let handle = ControlHandle { requests, published, snapshot };
         let results = handle.requests.clone();
         let report = move |result| drop(results.send(Request::Command(Command::ProbeResult(result))));
         tokio::spawn(prober::run(probe_plan, Arc::new(report)));
@@ -146,9 +156,9 @@ impl ControlHandle {
         self.published.events.recent()
     }
 
-    /// Whether the state is kept in a file, not in memory only.
-    pub fn store_persistent(&self) -> bool {
-        self.store_persistent
+    /// The store, and how this node follows it.
+    pub fn store_status(&self) -> StoreStatus {
+        self.published.store_status()
     }
 
     /// The snapshot the transports serve.
@@ -233,6 +243,25 @@ impl ControlHandle {
         self.requests.send(request).map_err(|_| gone())?;
         reply.await.map_err(|_| gone())
     }
+}
+
+/// Where the store's follower sends its news: into the store status, and,
+/// when others may have logged changes, a catch-up on the control thread's
+/// queue unless one is queued already.
+fn follower_news(requests: Sender<Request>, published: Arc<Published>) -> pharos_store::Wake {
+    let queued = Arc::new(AtomicBool::new(false));
+    Box::new(move |news| {
+        published.update_store_status(|status| status.follow(&news));
+        match &news {
+            Following::Lost(why) => tracing::warn!("not following the store's changes, reconnecting: {why}"),
+            Following::Listening => tracing::info!("following the store's changes"),
+            Following::Notified(_) | Following::Look => {}
+        }
+        let wanted = !matches!(news, Following::Lost(_));
+        if wanted && !queued.swap(true, Ordering::AcqRel) {
+            let _ = requests.send(Request::Command(Command::CatchUp { queued: queued.clone() }));
+        }
+    })
 }
 
 /// The control thread: waits for a request (or for a measurement to grow
@@ -321,6 +350,13 @@ fn serve_command(control: &mut Control, command: Command) {
         Command::FastPath { done } => drop(done.send(control.fastpath_now())),
         Command::Load { service, replica, value, done } => drop(done.send(control.record_load(&service, &replica, value, now))),
         Command::LoadStatus { done } => drop(done.send(control.load_status())),
+        Command::CatchUp { queued } => {
+            // Cleared first: a change logged from now on queues another.
+            queued.store(false, Ordering::Release);
+            if let Err(error) = control.catch_up(now) {
+                tracing::error!("cannot apply the changes other nodes made: {error}");
+            }
+        }
     }
 }
 
@@ -330,18 +366,36 @@ type EditReply = oneshot::Sender<Result<Vec<Change>, ControlError>>;
 type Pending = (Edit, EditReply);
 
 /// Commits `edits` as a group (see `pharos_control::group`), now, and
-/// replies to each.
-fn commit_edits(control: &mut Control, edits: Vec<Pending>) {
+/// replies to each. Those the store refused because other nodes changed
+/// the state first are committed again, after catching up (at most
+/// [`BEHIND_TRIES`] times in all).
+fn commit_edits(control: &mut Control, mut edits: Vec<Pending>) {
     if edits.is_empty() {
         return;
     }
     let started = Instant::now();
-    let (edits, replies): (Vec<Edit>, Vec<EditReply>) = edits.into_iter().unzip();
-    let outcomes = group_commit(&mut Now { control, now: unix_millis() }, &edits);
-    control.published().activity.committed(edits.len(), started.elapsed().as_secs_f64());
-    for (done, outcome) in replies.into_iter().zip(outcomes) {
-        let _ = done.send(outcome);
+    let count = edits.len();
+    for tries_left in (0..BEHIND_TRIES).rev() {
+        let now = unix_millis();
+        let (group, replies): (Vec<Edit>, Vec<EditReply>) = edits.into_iter().unzip();
+        let outcomes = group_commit(&mut Now { control, now }, &group);
+        let mut behind = Vec::new();
+        for ((edit, done), outcome) in group.into_iter().zip(replies).zip(outcomes) {
+            match outcome {
+                Err(ControlError::Behind(_)) if tries_left > 0 => behind.push((edit, done)),
+                outcome => drop(done.send(outcome)),
+            }
+        }
+        if behind.is_empty() {
+            break;
+        }
+        if let Err(error) = control.catch_up(now) {
+            behind.into_iter().for_each(|(_, done)| drop(done.send(Err(error.clone()))));
+            break;
+        }
+        edits = behind;
     }
+    control.published().activity.committed(count, started.elapsed().as_secs_f64());
 }
 
 /// The control plane at one moment, as a group commit commits to it.

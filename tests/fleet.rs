@@ -1,0 +1,183 @@
+//! A fleet: three `pharos serve` nodes on loopback keeping their state in
+//! one real PostgreSQL (tests/common/postgres.rs). A change made through
+//! any node is answered by all; changes through alternating nodes, and
+//! read-modify-writes through two nodes at once, leave every node with the
+//! same state and lose none; a node whose listening connection is cut
+//! still follows.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+use domain::base::iana::Rtype;
+use domain::rdata::A;
+use serde_json::{Value, json};
+
+mod common;
+use common::postgres::Postgres;
+use common::*;
+
+const TOKEN: &str = "fleet-token";
+const SERVICE: &str = "svc.example.test";
+/// How long a change may take to reach every node: a notification takes
+/// milliseconds; the bound only keeps a failure from hanging.
+const PROPAGATION: Duration = Duration::from_secs(10);
+
+/// A node of the fleet and its API's base URL.
+struct Node {
+    pharos: Pharos,
+    api: String,
+}
+
+impl Node {
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        request(method, &format!("{}{path}", self.api), Some(TOKEN), body)
+    }
+
+    /// The address the node answers first for the service, if any.
+    fn answer(&self) -> Option<IpAddr> {
+        let response = udp_query(self.pharos.address, SERVICE, Rtype::A)?;
+        let record = response.answer().ok()?.limit_to::<A>().next()?.ok()?;
+        Some(IpAddr::V4(record.data().addr()))
+    }
+
+    fn export(&self) -> String {
+        let (status, export) = self.call("GET", "/v1/export", None);
+        assert_eq!(status, 200, "{export}");
+        export.as_str().unwrap().to_owned()
+    }
+
+    fn store(&self) -> Value {
+        self.call("GET", "/v1/store", None).1
+    }
+}
+
+/// One PostgreSQL and three nodes keeping their state in it.
+fn fleet() -> (Postgres, Vec<Node>) {
+    let database = Postgres::start();
+    let url = database.create_database("pharos");
+    let nodes = (0..3)
+        .map(|_| {
+            let (pharos, api) = start_with_api(TOKEN, &format!("[store]\nurl = \"{url}\""));
+            Node { pharos, api }
+        })
+        .collect();
+    (database, nodes)
+}
+
+fn service_at(address: Ipv4Addr) -> Value {
+    json!({ "name": SERVICE, "policy": "static", "replica": [{ "id": "a", "address": address.to_string() }] })
+}
+
+/// Polls `converged` until it holds, failing after [`PROPAGATION`].
+fn within_propagation(what: &str, mut converged: impl FnMut() -> bool) {
+    let deadline = Instant::now() + PROPAGATION;
+    while !converged() {
+        assert!(Instant::now() < deadline, "not within {PROPAGATION:?}: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Puts the service at `address` through `through` and waits until every
+/// node answers it.
+fn put_and_see_everywhere(nodes: &[Node], through: usize, address: Ipv4Addr) {
+    let (status, reply) = nodes[through].call("PUT", &format!("/v1/services/{SERVICE}"), Some(service_at(address)));
+    assert_eq!(status, 200, "{reply}");
+    for (number, node) in nodes.iter().enumerate() {
+        within_propagation(&format!("node {number} answers {address}"), || node.answer() == Some(IpAddr::V4(address)));
+    }
+}
+
+#[test]
+fn a_change_through_any_node_is_answered_by_all_and_alternating_changes_leave_one_state() {
+    let (database, nodes) = fleet();
+    for (through, last_octet) in [(0, 10), (1, 11), (2, 12)] {
+        put_and_see_everywhere(&nodes, through, Ipv4Addr::new(192, 0, 2, last_octet));
+    }
+    // Read-modify-writes (a replica's weight, in the service as each node
+    // has it), one after another through alternating nodes.
+    const CHANGES: u32 = 200;
+    for weight in 1..=CHANGES {
+        let node = &nodes[weight as usize % nodes.len()];
+        let (status, reply) = node.call("PATCH", &format!("/v1/services/{SERVICE}/replicas/a"), Some(json!({ "weight": weight })));
+        assert_eq!(status, 200, "change {weight}: {reply}");
+    }
+    let logged = database.sql("pharos", "SELECT max(sequence) FROM changes").trim().parse::<u64>().unwrap();
+    for (number, node) in nodes.iter().enumerate() {
+        within_propagation(&format!("node {number} applied every change"), || node.store()["last_sequence"] == logged);
+    }
+    let export = nodes[0].export();
+    assert!(export.contains(&format!("weight = {CHANGES}")), "{export}");
+    for node in &nodes[1..] {
+        assert_eq!(node.export(), export);
+    }
+    for node in &nodes {
+        let store = node.store();
+        assert_eq!((&store["engine"], &store["state"]), (&json!("postgresql"), &json!("following")), "{store}");
+    }
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_pharos"))
+        .args(["ctl", "--api", &nodes[2].api, "--token", TOKEN, "status"])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    assert_eq!(printed, format!("store: postgresql, following\n  last change applied: sequence {logged}\n"));
+}
+
+#[test]
+fn read_modify_writes_through_two_nodes_at_once_lose_nothing() {
+    let (_database, nodes) = fleet();
+    // A new region takes the next free id in the state as its node has it.
+    // A node that other nodes keep getting ahead of answers 409 after a few
+    // tries; its client tries again, as the reply says.
+    const REGIONS: usize = 25;
+    const CLIENT_TRIES: usize = 100;
+    std::thread::scope(|scope| {
+        for ((node, prefix), octet) in nodes[..2].iter().zip(["a", "b"]).zip([10, 11]) {
+            scope.spawn(move || {
+                for number in 0..REGIONS {
+                    let region = json!({ "name": format!("{prefix}{number}"), "prefixes": [format!("{octet}.{number}.0.0/16")] });
+                    let created = (0..CLIENT_TRIES).any(|_| {
+                        let (status, reply) = node.call("POST", "/v1/regions", Some(region.clone()));
+                        assert!(status == 201 || status == 409, "{prefix}{number}: {status} {reply}");
+                        status == 201
+                    });
+                    assert!(created, "{prefix}{number}: 409 {CLIENT_TRIES} times");
+                }
+            });
+        }
+    });
+    let regions_of = |node: &Node| {
+        let mut ids: Vec<(u64, String)> = node
+            .call("GET", "/v1/regions", None)
+            .1
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|region| (region["id"].as_u64().unwrap(), region["name"].as_str().unwrap().to_owned()))
+            .collect();
+        ids.sort();
+        ids
+    };
+    for (number, node) in nodes.iter().enumerate() {
+        within_propagation(&format!("node {number} has as many regions as were created"), || regions_of(node).len() == 2 * REGIONS);
+    }
+    let everywhere = regions_of(&nodes[0]);
+    let ids: Vec<u64> = everywhere.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, (1..=2 * REGIONS as u64).collect::<Vec<_>>(), "every region, each with an id of its own: {everywhere:?}");
+    for node in &nodes[1..] {
+        assert_eq!(regions_of(node), everywhere);
+    }
+}
+
+#[test]
+fn a_node_whose_listening_connection_is_cut_still_follows() {
+    let (database, nodes) = fleet();
+    put_and_see_everywhere(&nodes, 0, Ipv4Addr::new(192, 0, 2, 10));
+    let listener = format!("application_name = 'pharos-follower-{}'", nodes[2].pharos.child.id());
+    let cut = database.sql("pharos", &format!("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE {listener}"));
+    assert_eq!(cut, "1\n", "node 2 had one listening connection");
+    put_and_see_everywhere(&nodes, 0, Ipv4Addr::new(192, 0, 2, 11));
+    within_propagation("node 2 listens again", || nodes[2].store()["state"] == "following");
+    put_and_see_everywhere(&nodes, 1, Ipv4Addr::new(192, 0, 2, 12));
+    assert!(nodes[2].pharos.log().contains("not following the store's changes, reconnecting"), "{}", nodes[2].pharos.log());
+}
