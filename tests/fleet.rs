@@ -3,7 +3,8 @@
 //! any node is answered by all; changes through alternating nodes, and
 //! read-modify-writes through two nodes at once, leave every node with the
 //! same state and lose none; a node whose listening connection is cut
-//! still follows.
+//! still follows; while the database is away, nodes answer, refuse writes
+//! saying why, and catch up once it is back.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -180,4 +181,51 @@ fn a_node_whose_listening_connection_is_cut_still_follows() {
     within_propagation("node 2 listens again", || nodes[2].store()["state"] == "following");
     put_and_see_everywhere(&nodes, 1, Ipv4Addr::new(192, 0, 2, 12));
     assert!(nodes[2].pharos.log().contains("not following the store's changes, reconnecting"), "{}", nodes[2].pharos.log());
+}
+
+/// Asks every node for the service over and over (at most `MAX_ROUNDS`
+/// rounds) until `stop` is set; returns the questions asked and those
+/// left unanswered.
+fn query_throughout(nodes: &[Node], stop: &std::sync::atomic::AtomicBool) -> (usize, usize) {
+    const MAX_ROUNDS: usize = 1_000_000;
+    let (mut asked, mut unanswered) = (0, 0);
+    for _ in 0..MAX_ROUNDS {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        for node in nodes {
+            asked += 1;
+            unanswered += usize::from(node.answer().is_none());
+        }
+    }
+    (asked, unanswered)
+}
+
+#[test]
+fn while_the_database_is_away_nodes_answer_and_refuse_writes_saying_why_then_catch_up() {
+    let (database, nodes) = fleet();
+    put_and_see_everywhere(&nodes, 0, Ipv4Addr::new(192, 0, 2, 10));
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (asked, unanswered) = std::thread::scope(|scope| {
+        let querying = scope.spawn(|| query_throughout(&nodes, &stop));
+        database.stop();
+        for (number, node) in nodes.iter().enumerate() {
+            within_propagation(&format!("node {number} says it lost the store"), || node.store()["state"] == "reconnecting");
+            let (status, reply) = node.call("PUT", &format!("/v1/services/{SERVICE}"), Some(service_at(Ipv4Addr::new(192, 0, 2, 99))));
+            assert_eq!(status, 503, "{reply}");
+            assert!(reply["error"].as_str().unwrap().starts_with("the store is unavailable: PostgreSQL"), "{reply}");
+            assert_eq!(node.answer(), Some(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 10))), "the last snapshot serves");
+        }
+        database.start_server();
+        // At once: the other nodes may still be waiting to reconnect, and
+        // catch up when they do.
+        put_and_see_everywhere(&nodes, 1, Ipv4Addr::new(192, 0, 2, 11));
+        for (number, node) in nodes.iter().enumerate() {
+            within_propagation(&format!("node {number} follows again"), || node.store()["state"] == "following");
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        querying.join().unwrap()
+    });
+    assert!(asked > 0 && unanswered == 0, "{unanswered} of {asked} questions unanswered");
+    put_and_see_everywhere(&nodes, 2, Ipv4Addr::new(192, 0, 2, 12));
 }
