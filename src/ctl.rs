@@ -386,6 +386,9 @@ fn print_store(reply: &Value) {
         println!("  why: {reason}");
     }
     println!("  last change applied: sequence {}", reply["last_sequence"]);
+    if let Some(cache) = reply["serving_cache"].as_str() {
+        println!("  {cache}");
+    }
     if let Some(error) = reply["catch_up_error"].as_str() {
         println!("  the changes after it cannot be applied: {error}");
     }

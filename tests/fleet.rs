@@ -4,7 +4,8 @@
 //! read-modify-writes through two nodes at once, leave every node with the
 //! same state and lose none; a node whose listening connection is cut
 //! still follows; while the database is away, nodes answer, refuse writes
-//! saying why, and catch up once it is back.
+//! saying why, and catch up once it is back; a node started meanwhile
+//! serves the state it cached.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -227,5 +228,29 @@ fn while_the_database_is_away_nodes_answer_and_refuse_writes_saying_why_then_cat
         querying.join().unwrap()
     });
     assert!(asked > 0 && unanswered == 0, "{unanswered} of {asked} questions unanswered");
+    put_and_see_everywhere(&nodes, 2, Ipv4Addr::new(192, 0, 2, 12));
+}
+
+#[test]
+fn a_node_started_while_the_database_is_down_serves_its_cached_state_says_so_and_catches_up() {
+    let (database, mut nodes) = fleet();
+    put_and_see_everywhere(&nodes, 0, Ipv4Addr::new(192, 0, 2, 10));
+    let Node { mut pharos, api } = nodes.pop().unwrap();
+    pharos.child.kill().unwrap();
+    pharos.child.wait().unwrap();
+    // A change the stopped node has not seen.
+    put_and_see_everywhere(&nodes, 0, Ipv4Addr::new(192, 0, 2, 11));
+    database.stop();
+    nodes.push(Node { pharos: pharos.kill_and_restart(), api });
+    let restarted = &nodes[2];
+    assert_eq!(restarted.answer(), Some(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 10))), "the state it cached");
+    let store = restarted.store();
+    assert!(store["serving_cache"].as_str().unwrap_or_default().contains("could not be reached at start"), "{store}");
+    assert!(restarted.pharos.log().contains("serving the state cached in"), "{}", restarted.pharos.log());
+    let (status, reply) = restarted.call("PUT", &format!("/v1/services/{SERVICE}"), Some(service_at(Ipv4Addr::new(192, 0, 2, 99))));
+    assert_eq!(status, 503, "{reply}");
+    database.start_server();
+    within_propagation("the restarted node catches up", || restarted.answer() == Some(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 11))));
+    within_propagation("the restarted node no longer says it serves its cache", || restarted.store()["serving_cache"].is_null());
     put_and_see_everywhere(&nodes, 2, Ipv4Addr::new(192, 0, 2, 12));
 }

@@ -5,8 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::spec::{DataCenterSpec, Declared, RegionSpec, ServiceSpec};
 
-/// Everything stored, in a stable order (by name).
-#[derive(Debug, Clone, Default, PartialEq)]
+/// Everything stored, in a stable order (by name). Serializable: a node
+/// of a fleet keeps a copy of it locally.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct State {
     pub datacenters: Vec<DataCenterSpec>,
     pub regions: Vec<RegionSpec>,

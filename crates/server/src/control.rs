@@ -17,6 +17,7 @@
 //! concurrent read-modify-writes through different nodes never undo one
 //! another.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -33,7 +34,7 @@ use pharos_control::spec::DataSources;
 use pharos_control::{Change, ControlError, State};
 use pharos_route::as_paths::AsPaths;
 use pharos_route::external::ExternalRegions;
-use pharos_route::latency::MeasurementSpec;
+use pharos_route::latency::{MeasurementBook, MeasurementSpec};
 use pharos_route::prefix::prefix_set;
 use pharos_route::sources::{AsnTable, GeoDatabase};
 use pharos_route::{Asker, Explanation, Family, Routed, route};
@@ -50,6 +51,7 @@ use crate::following::StoreStatus;
 use crate::history::EventLog;
 use crate::metrics::ControlActivity;
 use crate::split::SplitWindow;
+use crate::state_cache::{self, Cached};
 
 /// The store the config names: a PostgreSQL database, a SQLite file, or
 /// else an in-memory SQLite. (The config has checked it names one.)
@@ -61,6 +63,23 @@ pub fn open_store(config: &StoreConfig) -> anyhow::Result<Box<dyn Store>> {
         (None, Some(path)) => Box::new(SqliteStore::open(path).with_context(|| format!("cannot open the store {}", path.display()))?),
         (None, None) => Box::new(SqliteStore::open(std::path::Path::new(":memory:"))?),
     })
+}
+
+/// The store `config` names; if it is a shared database that cannot be
+/// reached, and a state cached from it is kept at `cache`: a store that
+/// connects later, and that state.
+fn open_store_or_cache(config: &Config, cache: Option<&Path>) -> anyhow::Result<(Box<dyn Store>, Option<Cached>)> {
+    let error = match open_store(&config.store) {
+        Ok(store) => return Ok((store, None)),
+        Err(error) => error,
+    };
+    let unreachable = matches!(error.downcast_ref::<StoreError>(), Some(StoreError::Unreachable(_)));
+    let (true, Some(url), Some(cache)) = (unreachable, &config.store.url, cache.filter(|path| path.exists())) else {
+        return Err(error);
+    };
+    let cached = state_cache::read(cache)?;
+    tracing::warn!("{error:#}; serving the state cached in {} (sequence {}) until it can be reached", cache.display(), cached.sequence);
+    Ok((Box::new(PostgresStore::open_later(url)?), Some(cached)))
 }
 
 /// Routing state, its store, and the snapshot published from them.
@@ -79,6 +98,10 @@ pub struct Control {
     /// The sequence of the last batch of the store's change log that the
     /// state holds.
     applied: u64,
+    /// Where the state is cached locally (a shared store's nodes only).
+    cache: Option<PathBuf>,
+    /// The sequence of the state cached last, if any.
+    cached: Option<u64>,
 }
 
 /// How many times a change refused because other nodes changed the state
@@ -126,10 +149,13 @@ pub struct Explained {
 impl Control {
     /// Loads the zones, opens the store (an in-memory one if none is
     /// configured), applies the file's declarations and builds the first
-    /// snapshot, at `now` (Unix ms). `external` is the classifier the
-    /// driver started, if one is configured.
+    /// snapshot, at `now` (Unix ms); from the locally cached state instead
+    /// if the store is a shared database that cannot be reached (see
+    /// `state_cache`). `external` is the classifier the driver started, if
+    /// one is configured.
     pub fn open(config: Config, external: Option<Arc<ExternalRegions>>, now: u64) -> anyhow::Result<Control> {
-        let mut store = open_store(&config.store)?;
+        let cache = state_cache::path(&config);
+        let (mut store, cached) = open_store_or_cache(&config, cache.as_deref())?;
         let snapshots = SnapshotBuilder::new(load_zones(&config)?, settings(&config).map_err(anyhow::Error::msg)?);
         let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(snapshots.without_services()?));
         let (mut sources, (geo, asn_table)) = load_sources(&config, now)?;
@@ -149,13 +175,28 @@ impl Control {
         let (probe_plan, _) = watch::channel(Arc::new(Vec::new()));
         let load = LoadSettings { max_age_seconds: config.load.max_age_seconds, smoothing: config.load.smoothing };
         let settings = PlaneSettings { load, latency_max_age_seconds: config.latency.max_age_seconds };
-        let (state, applied) = store.load()?;
-        let plane = Plane::new(state, store.load_measurements()?, sources, snapshots, settings, now);
-        let mut control = Control { config, plane, store, snapshot, data, published, probe_plan, fast_path: None, applied };
+        let from_cache = cached.is_some();
+        let (state, applied, measurements) = match cached {
+            Some(Cached { sequence, state }) => (state, sequence, MeasurementBook::new()),
+            None => {
+                let (state, applied) = store.load()?;
+                (state, applied, store.load_measurements()?)
+            }
+        };
+        let plane = Plane::new(state, measurements, sources, snapshots, settings, now);
+        let cached = from_cache.then_some(applied);
+        let mut control = Control { config, plane, store, snapshot, data, published, probe_plan, fast_path: None, applied, cache, cached };
         control.latencies_changed();
-        let changed = control.changed_declarations(&control.config.clone())?;
-        control.apply(&changed, now).map_err(|error| anyhow::anyhow!("{error}"))?;
-        control.remember_declarations(&changed)?;
+        if from_cache {
+            // The file's declarations wait for the next reload.
+            let why = format!("the database could not be reached at start: serving the state cached at sequence {applied}");
+            control.published.update_store_status(|status| status.serving_cache = Some(why));
+            control.republish(now).map_err(|error| anyhow::anyhow!("{error}"))?;
+        } else {
+            let changed = control.changed_declarations(&control.config.clone())?;
+            control.apply(&changed, now).map_err(|error| anyhow::anyhow!("{error}"))?;
+            control.remember_declarations(&changed)?;
+        }
         control.publish_data();
         Ok(control)
     }
@@ -234,7 +275,13 @@ impl Control {
     pub fn catch_up(&mut self, now: u64) -> Result<(), ControlError> {
         let caught_up = self.apply_logged(now);
         let error = caught_up.as_ref().err().map(ToString::to_string);
-        self.published.update_store_status(|status| status.catch_up_error = error);
+        self.published.update_store_status(|status| {
+            // Reached: the state is the database's from now on.
+            if error.is_none() {
+                status.serving_cache = None;
+            }
+            status.catch_up_error = error;
+        });
         caught_up
     }
 
@@ -405,9 +452,27 @@ impl Control {
         }
         self.published.state.store(self.plane.state().clone());
         self.published.update_store_status(|status| status.last_sequence = self.applied);
+        self.keep_cache();
         self.publish_data();
         self.published.activity.published(started.elapsed().as_secs_f64());
         Ok(())
+    }
+
+    /// Caches the state locally if it moved since it was last cached; a
+    /// failure is logged: the state is the database's, the cache only helps
+    /// a start without it.
+    fn keep_cache(&mut self) {
+        let Some(path) = &self.cache else {
+            return;
+        };
+        if self.cached == Some(self.applied) {
+            return;
+        }
+        let cached = Cached { sequence: self.applied, state: self.plane.state().as_ref().clone() };
+        match state_cache::write(path, &cached) {
+            Ok(()) => self.cached = Some(self.applied),
+            Err(error) => tracing::warn!("cannot cache the state locally: {error:#}"),
+        }
     }
 
     /// The probes to run, as they change.

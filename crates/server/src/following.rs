@@ -24,6 +24,9 @@ pub struct StoreStatus {
     /// Why the batches after `last_sequence` could not be applied, if the
     /// last try failed.
     pub catch_up_error: Option<String>,
+    /// Set while the node serves the state it cached locally, because the
+    /// database could not be reached when it started: says so.
+    pub serving_cache: Option<String>,
 }
 
 impl StoreStatus {
@@ -34,7 +37,7 @@ impl StoreStatus {
             (None, Some(_)) => ("sqlite", "local"),
             (None, None) => ("memory", "local"),
         };
-        StoreStatus { engine, state, reason: None, last_sequence: 0, catch_up_error: None }
+        StoreStatus { engine, state, reason: None, last_sequence: 0, catch_up_error: None, serving_cache: None }
     }
 
     /// Takes the follower's news about its listening connection.

@@ -5,7 +5,8 @@
 //! classifier in `classifier`, and their thread priorities in
 //! `scheduling`), the kernel fast path it keeps in step with every
 //! snapshot ([`fastpath`], the one module that calls `pharos-xdp`), what
-//! the node knows of its store and of following it ([`following`]), its
+//! the node knows of its store and of following it ([`following`]) and
+//! its local copy of a shared store's state (`state_cache`), its
 //! HTTP API (`api`) with its Prometheus metrics ([`metrics`]), Artemis's
 //! service addresses ([`artemis`]), the split delivered against the
 //! configured one ([`split`]), the recent query rate and events
@@ -29,6 +30,7 @@ pub mod plane;
 mod prober;
 mod scheduling;
 pub mod split;
+mod state_cache;
 
 mod run;
 

@@ -16,6 +16,7 @@
 //! again with back-off.
 
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Object, Pool, RecyclingMethod};
@@ -76,6 +77,9 @@ pub struct PostgresStore {
     /// The settings every connection is made with.
     config: Config,
     pool: Pool,
+    /// Whether the schema is up to date (checked at the first call that
+    /// reaches the database).
+    migrated: AtomicBool,
     /// Runs the pool's connections between calls, and each call.
     runtime: Runtime,
 }
@@ -85,29 +89,48 @@ impl PostgresStore {
     /// date; fails if the url is not a connection string or no host listed
     /// gives a read-write session.
     pub fn open(url: &str) -> Result<PostgresStore, StoreError> {
-        let config = connection_config(url)?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("store")
-            .enable_all()
-            .build()
-            .map_err(StoreError::Runtime)?;
-        let manager = Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
-        let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .wait_timeout(Some(CONNECT_TIMEOUT))
-            .create_timeout(Some(CONNECT_TIMEOUT))
-            .recycle_timeout(Some(CONNECT_TIMEOUT))
-            .build()
-            .expect("timeouts are allowed: a runtime is given");
-        let store = PostgresStore { config, pool, runtime };
-        store.runtime.block_on(async {
-            let mut client = connection(&store.pool).await?;
-            migrate(&mut client).await
-        })?;
+        let store = PostgresStore::open_later(url)?;
+        // Reached and migrated; the connection goes back to the pool.
+        drop(store.runtime.block_on(store.connection())?);
         Ok(store)
     }
+
+    /// Like [`PostgresStore::open`], without connecting yet: for a node
+    /// that starts while the database is down. The first call that reaches
+    /// it brings its schema up to date.
+    pub fn open_later(url: &str) -> Result<PostgresStore, StoreError> {
+        let config = connection_config(url)?;
+        let runtime = store_runtime()?;
+        let pool = pool(&config);
+        Ok(PostgresStore { config, pool, runtime, migrated: AtomicBool::new(false) })
+    }
+
+    /// A connection from the pool, to a database migrated by now.
+    async fn connection(&self) -> Result<Object, StoreError> {
+        let mut client = self.pool.get().await.map_err(|error| StoreError::Unreachable(with_causes(&error)))?;
+        if !self.migrated.load(Ordering::Acquire) {
+            migrate(&mut client).await?;
+            self.migrated.store(true, Ordering::Release);
+        }
+        Ok(client)
+    }
+}
+
+/// The runtime thread that drives the store's connections.
+fn store_runtime() -> Result<Runtime, StoreError> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("store").enable_all().build().map_err(StoreError::Runtime)
+}
+
+fn pool(config: &Config) -> Pool {
+    let manager = Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    Pool::builder(manager)
+        .max_size(POOL_SIZE)
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .wait_timeout(Some(CONNECT_TIMEOUT))
+        .create_timeout(Some(CONNECT_TIMEOUT))
+        .recycle_timeout(Some(CONNECT_TIMEOUT))
+        .build()
+        .expect("timeouts are allowed: a runtime is given")
 }
 
 /// The connection settings `url` gives, with a read-write session required
@@ -122,10 +145,6 @@ fn connection_config(url: &str) -> Result<Config, StoreError> {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
     Ok(config)
-}
-
-async fn connection(pool: &Pool) -> Result<Object, StoreError> {
-    pool.get().await.map_err(|error| StoreError::Unreachable(with_causes(&error)))
 }
 
 /// `error` and what caused it: the pool's message alone says only that it
@@ -176,7 +195,7 @@ async fn read_all<T: DeserializeOwned>(client: &impl GenericClient, table: &str,
 impl Store for PostgresStore {
     fn load(&mut self) -> Result<(State, u64), StoreError> {
         self.runtime.block_on(async {
-            let mut client = connection(&self.pool).await?;
+            let mut client = self.connection().await?;
             // One snapshot of all three tables, not three moments.
             let transaction = client.build_transaction().isolation_level(IsolationLevel::RepeatableRead).read_only(true).start().await?;
             let datacenters: Vec<DataCenterSpec> = read_all(&transaction, "datacenters", "data center").await?;
@@ -190,7 +209,7 @@ impl Store for PostgresStore {
 
     fn apply(&mut self, after: u64, changes: &[Change]) -> Result<u64, StoreError> {
         self.runtime.block_on(async {
-            let mut client = connection(&self.pool).await?;
+            let mut client = self.connection().await?;
             let transaction = client.transaction().await?;
             // Held until commit (see CHANGE_LOG_LOCK): the last sequence
             // read stays the last until this transaction logs the next.
@@ -224,7 +243,7 @@ impl Store for PostgresStore {
     fn changes_after(&mut self, sequence: u64) -> Result<Vec<(u64, Vec<Change>)>, StoreError> {
         let after = i64::try_from(sequence).unwrap_or(i64::MAX);
         self.runtime.block_on(async {
-            let client = connection(&self.pool).await?;
+            let client = self.connection().await?;
             let rows = client.query("SELECT sequence, batch FROM changes WHERE sequence > $1 ORDER BY sequence", &[&after]).await?;
             rows.iter().map(|row| read_batch(row.get(0), row.get(1))).collect()
         })
@@ -239,7 +258,7 @@ impl Store for PostgresStore {
 
     fn load_measurements(&mut self) -> Result<MeasurementBook, StoreError> {
         self.runtime.block_on(async {
-            let client = connection(&self.pool).await?;
+            let client = self.connection().await?;
             let rows = client.query("SELECT subnet, datacenter, rtt_ms, measured_at FROM measurements", &[]).await?;
             let mut book = MeasurementBook::new();
             for row in rows {
@@ -251,7 +270,7 @@ impl Store for PostgresStore {
 
     fn record_measurements(&mut self, batch: &[Measurement], older_than: u64) -> Result<(), StoreError> {
         self.runtime.block_on(async {
-            let mut client = connection(&self.pool).await?;
+            let mut client = self.connection().await?;
             let transaction = client.transaction().await?;
             let upsert = transaction
                 .prepare_cached(
@@ -274,7 +293,7 @@ impl Store for PostgresStore {
 
     fn setting(&mut self, key: &str) -> Result<Option<String>, StoreError> {
         self.runtime.block_on(async {
-            let client = connection(&self.pool).await?;
+            let client = self.connection().await?;
             let row = client.query_opt("SELECT value FROM settings WHERE key = $1", &[&key]).await?;
             Ok(row.map(|row| row.get(0)))
         })
@@ -282,7 +301,7 @@ impl Store for PostgresStore {
 
     fn set_setting(&mut self, key: &str, value: &str) -> Result<(), StoreError> {
         self.runtime.block_on(async {
-            let client = connection(&self.pool).await?;
+            let client = self.connection().await?;
             client
                 .execute(
                     "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",

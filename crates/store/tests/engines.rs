@@ -369,3 +369,16 @@ fn a_follower_is_woken_by_each_batch_another_logs_and_listens_again_when_cut_off
     assert!(why.contains("terminating connection due to administrator command"), "{why}");
     news.until(|news| *news == Following::Listening);
 }
+
+#[test]
+fn a_store_opened_while_the_database_is_down_connects_and_migrates_at_its_first_call_that_reaches_it() {
+    let engine = Postgresql::new();
+    engine.server.stop();
+    assert!(PostgresStore::open(&engine.url).is_err(), "open connects at once");
+    let mut store = PostgresStore::open_later(&engine.url).unwrap();
+    let error = store.apply(0, &[Change::PutService(service("a.test"))]).unwrap_err().to_string();
+    assert!(error.starts_with("PostgreSQL cannot be reached"), "{error}");
+    engine.server.start_server();
+    assert_eq!(store.apply(0, &[Change::PutService(service("a.test"))]).unwrap(), 1);
+    assert_eq!(engine.server.sql("pharos", "SELECT max(version) FROM pharos_schema"), "4\n");
+}
