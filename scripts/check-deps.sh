@@ -24,7 +24,7 @@ from fnmatch import fnmatch
 
 # Must exist: the rule is about them, and a renamed crate must not slip
 # out of it unnoticed.
-SANS_IO = ["pharos-wire", "pharos-zone", "pharos-answer", "pharos-route", "pharos-ranges", "pharos-bgp", "pharos-rrl"]
+SANS_IO = ["pharos-wire", "pharos-zone", "pharos-answer", "pharos-route", "pharos-ranges", "pharos-bgp", "pharos-rrl", "pharos-dnssec"]
 # Checked once they exist (being built, or planned in DESIGN.md).
 SANS_IO_LATER = ["pharos-control"]
 MECHANISMS = ["pharos-transport", "pharos-xdp", "pharos-artemis", "pharos-artemis-quic"]

@@ -12,10 +12,10 @@ use std::str::FromStr;
 use anyhow::bail;
 use clap::{Args, Subcommand};
 use domain::base::{Name, ToName};
+use pharos_dnssec::{Algorithm, Role, ZoneKey, ZoneKeys};
 use pharos_server::config::{Config, StoreConfig};
 use pharos_server::control::open_store;
 use pharos_store::Store;
-use pharos_zone::keys::{Algorithm, Role, ZoneKey, ZoneKeys};
 use ring::rand::SystemRandom;
 
 /// The TTL printed on the records (the zone's own TTL applies once signed).

@@ -65,7 +65,7 @@ fn spawn(config: &std::path::Path, log_file: &std::path::Path) -> Child {
 
 /// Spawns `pharos serve` on `config`, logging to `log_file`, with what
 /// `customize` adds to the command.
-fn spawn_with(config: &std::path::Path, log_file: &std::path::Path, customize: impl FnOnce(&mut Command)) -> Child {
+pub fn spawn_with(config: &std::path::Path, log_file: &std::path::Path, customize: impl FnOnce(&mut Command)) -> Child {
     let mut command = Command::new(env!("CARGO_BIN_EXE_pharos"));
     command
         .args(["serve", "--config"])

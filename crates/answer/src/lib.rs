@@ -251,7 +251,8 @@ fn answer_query<'s>(
             return Answered { rcode: rcode::NOERROR, smallest_ttl, len: writer.len(), qtype: Some(question.qtype), routed };
         }
     }
-    let lookup = snapshot.zones.lookup(qname, question.qtype);
+    let dnssec_ok = query.edns.is_some_and(|edns| edns.dnssec_ok);
+    let lookup = snapshot.zones.lookup(qname, question.qtype, dnssec_ok);
     let extended = extended_error(&lookup);
     let room = room - extended.filter(|_| query.edns.is_some()).map_or(0, |extended| extended.option_len());
     let (header_flags, rcode, fitted, smallest_ttl) = match lookup {

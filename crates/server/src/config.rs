@@ -65,6 +65,9 @@ pub struct Config {
     pub dnstap: Option<DnstapConfig>,
     /// Artemis service addresses, for the API and `explain` (read at start).
     pub artemis: Option<crate::artemis::ArtemisConfig>,
+    /// Signatures of the zones with `dnssec = true`.
+    #[serde(default)]
+    pub dnssec: DnssecConfig,
     /// Zones given on the command line; kept across reloads of the file.
     #[serde(skip)]
     pub flag_zones: Vec<ZoneConfig>,
@@ -223,6 +226,28 @@ pub struct ControlConfig {
 impl Default for ControlConfig {
     fn default() -> Self {
         ControlConfig { listen: None, token: None, commit_window_ms: 10 }
+    }
+}
+
+/// When the signatures of signed zones are valid, and how often they are
+/// made again.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DnssecConfig {
+    /// How long a signature is valid after it is made, in seconds (an
+    /// hour before is valid too, for validators whose clock is behind).
+    pub validity_seconds: u32,
+    /// How often the signed zones are signed again with a fresh window (a
+    /// reload, as SIGHUP does), in seconds: less than the validity, so that
+    /// no answer outlives its signatures.
+    pub refresh_seconds: u32,
+}
+
+impl Default for DnssecConfig {
+    /// Two weeks valid, refreshed every week: a validator sees a signature
+    /// valid for at least a week, more than any TTL here.
+    fn default() -> Self {
+        DnssecConfig { validity_seconds: 14 * 86_400, refresh_seconds: 7 * 86_400 }
     }
 }
 
@@ -537,6 +562,10 @@ impl Default for ServerConfig {
 pub struct ZoneConfig {
     pub origin: String,
     pub file: PathBuf,
+    /// Sign the zone's answers to DO=1 queries with the keys `pharos key
+    /// generate` kept in the store.
+    #[serde(default)]
+    pub dnssec: bool,
 }
 
 impl ZoneConfig {
@@ -548,7 +577,7 @@ impl ZoneConfig {
         if origin.is_empty() || file.is_empty() {
             bail!("--zone {flag:?}: both the origin and the file are needed");
         }
-        Ok(ZoneConfig { origin: origin.to_string(), file: PathBuf::from(file) })
+        Ok(ZoneConfig { origin: origin.to_string(), file: PathBuf::from(file), dnssec: false })
     }
 }
 
@@ -612,6 +641,13 @@ impl Config {
         }
         if self.all_zones().next().is_none() {
             bail!("no zones: give --zone ORIGIN=FILE or [[zone]] entries in the config file");
+        }
+        if self.dnssec.refresh_seconds == 0 || self.dnssec.refresh_seconds >= self.dnssec.validity_seconds {
+            bail!(
+                "dnssec.refresh_seconds = {}: must be at least 1 and less than dnssec.validity_seconds ({}), or signatures expire before they are made again",
+                self.dnssec.refresh_seconds,
+                self.dnssec.validity_seconds
+            );
         }
         if self.server.udp_payload < pharos_wire::MIN_UDP_PAYLOAD {
             bail!("server.udp_payload = {}: must be at least 512 (RFC 6891 section 6.2.5)", self.server.udp_payload);
@@ -811,6 +847,29 @@ mod tests {
         ] {
             let error = format!("{:#}", with_dnstap(dnstap).unwrap_err());
             assert!(error.contains(expected), "{dnstap}: {error}");
+        }
+    }
+
+    #[test]
+    fn reads_the_dnssec_settings_and_refuses_a_refresh_after_expiry() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pharos.toml");
+        let with_dnssec = |dnssec: &str| {
+            let zone = "[[zone]]\norigin = \"t\"\nfile = \"z\"\ndnssec = true\n";
+            std::fs::write(&path, format!("[server]\nlisten = [\"127.0.0.1:5300\"]\n[dnssec]\n{dnssec}\n{zone}")).unwrap();
+            Config::from_file(&path).and_then(|config| config.validate().map(|()| config))
+        };
+        let config = with_dnssec("").unwrap();
+        assert!(config.zones[0].dnssec);
+        assert_eq!((config.dnssec.validity_seconds, config.dnssec.refresh_seconds), (1_209_600, 604_800));
+        assert_eq!(with_dnssec("validity_seconds = 7200\nrefresh_seconds = 3600").unwrap().dnssec.refresh_seconds, 3600);
+        for (dnssec, expected) in [
+            ("validity_seconds = 3600\nrefresh_seconds = 3600", "dnssec.refresh_seconds = 3600: must be at least 1 and less than"),
+            ("refresh_seconds = 0", "dnssec.refresh_seconds = 0"),
+            ("validity = 3600", "unknown field `validity`"),
+        ] {
+            let error = format!("{:#}", with_dnssec(dnssec).unwrap_err());
+            assert!(error.contains(expected), "{dnssec}: {error}");
         }
     }
 

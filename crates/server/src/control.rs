@@ -32,6 +32,7 @@ use pharos_control::probe::ProbeTarget;
 use pharos_control::snapshot::{SnapshotBuilder, service_name};
 use pharos_control::spec::DataSources;
 use pharos_control::{Change, ControlError, State};
+use pharos_dnssec::{Signer, Window, ZoneKeys};
 use pharos_route::as_paths::AsPaths;
 use pharos_route::external::ExternalRegions;
 use pharos_route::latency::{MeasurementBook, MeasurementSpec};
@@ -156,7 +157,7 @@ impl Control {
     pub fn open(config: Config, external: Option<Arc<ExternalRegions>>, now: u64) -> anyhow::Result<Control> {
         let cache = state_cache::path(&config);
         let (mut store, cached) = open_store_or_cache(&config, cache.as_deref())?;
-        let snapshots = SnapshotBuilder::new(load_zones(&config)?, settings(&config).map_err(anyhow::Error::msg)?);
+        let snapshots = SnapshotBuilder::new(load_zones(&config, store.as_mut(), now)?, settings(&config).map_err(anyhow::Error::msg)?);
         let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(snapshots.without_services()?));
         let (mut sources, (geo, asn_table)) = load_sources(&config, now)?;
         sources.external = external;
@@ -315,7 +316,7 @@ impl Control {
     /// file's declarations. On any error the old zones and state keep serving.
     pub fn reload(&mut self, now: u64) -> Result<(), ControlError> {
         let fresh = self.config.reread().map_err(zones_error)?;
-        let loaded = load_zones(&fresh).map_err(zones_error)?;
+        let loaded = load_zones(&fresh, self.store.as_mut(), now).map_err(zones_error)?;
         let (mut sources, (geo, asn_table)) = load_sources(&fresh, now).map_err(zones_error)?;
         // The classifier keeps running; its answers are asked for afresh.
         let serving = self.plane.sources();
@@ -644,8 +645,29 @@ fn zones_error(error: anyhow::Error) -> ControlError {
     ControlError::Zones(format!("{error:#}"))
 }
 
-fn load_zones(config: &Config) -> anyhow::Result<Vec<Zone>> {
-    config.all_zones().map(|zone| load_zone_file(&zone.origin, &zone.file).with_context(|| format!("zone {}", zone.origin))).collect()
+/// Loads every zone file; a zone with `dnssec = true` gets a signer with
+/// its keys from `store` and signatures valid from `now` (Unix ms).
+fn load_zones(config: &Config, store: &mut dyn Store, now: u64) -> anyhow::Result<Vec<Zone>> {
+    let window = Window::from_now(now / 1000, config.dnssec.validity_seconds);
+    config
+        .all_zones()
+        .map(|spec| {
+            let mut zone = load_zone_file(&spec.origin, &spec.file).with_context(|| format!("zone {}", spec.origin))?;
+            if spec.dnssec {
+                zone.signer = Some(Arc::new(signer_of(&zone, store, window).with_context(|| format!("zone {}", spec.origin))?));
+            }
+            Ok(zone)
+        })
+        .collect()
+}
+
+/// The signer of `zone`, with the keys the store keeps for it.
+fn signer_of(zone: &Zone, store: &mut dyn Store, window: Window) -> anyhow::Result<Signer> {
+    let Some(text) = store.setting(&ZoneKeys::setting_name_of_wire(&zone.origin)?)? else {
+        anyhow::bail!("dnssec = true but the store has no keys for it: run `pharos key generate` first");
+    };
+    let keys = ZoneKeys::from_setting(&text, &ring::rand::SystemRandom::new())?;
+    Signer::new(&zone.origin, keys, window).map_err(anyhow::Error::msg)
 }
 
 /// Reads "192.0.2.1" or "192.0.2.0/24" as the routing core's asker.

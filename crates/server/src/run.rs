@@ -81,11 +81,19 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let server = Server::start(config).await?;
     let zone_count = server.snapshot.load().zones.zones().len();
     tracing::info!(listen = ?server.config.server.listen, zones = zone_count, threads = server.config.threads(), "pharos serving");
+    // Signed zones are signed again, with a fresh window, by a reload.
+    let refresh = std::time::Duration::from_secs(server.config.dnssec.refresh_seconds.into());
+    let mut resign = tokio::time::interval_at(tokio::time::Instant::now() + refresh, refresh);
+    let signs = server.config.all_zones().any(|zone| zone.dnssec);
     loop {
         tokio::select! {
             _ = hangup.recv() => match server.reload().await {
                 Ok(()) => tracing::info!("zones reloaded"),
                 Err(error) => tracing::error!("reload failed, old zones still serving: {error:#}"),
+            },
+            _ = resign.tick(), if signs => match server.reload().await {
+                Ok(()) => tracing::info!("signed zones signed again"),
+                Err(error) => tracing::error!("signing again failed, old signatures still serving: {error:#}"),
             },
             _ = terminate.recv() => break,
             _ = tokio::signal::ctrl_c() => break,

@@ -78,7 +78,7 @@ fn is_zone_transfer(qtype: u16) -> bool {
 fn entry(snapshot: &Snapshot, name: &[u8], qtype: u16) -> Result<(AnswerKey, Answer), NotBuilt> {
     // Through the lookup the user-space path makes, so whatever it
     // resolves at query time (DS at a served child's apex) stays there.
-    let Lookup::Built(body) = snapshot.zones.lookup(name, qtype) else {
+    let Lookup::Built(body) = snapshot.zones.lookup(name, qtype, false) else {
         return Err(NotBuilt::NotAName);
     };
     if body.rcode > 0xF || body.rcode == rcode::YXDOMAIN {

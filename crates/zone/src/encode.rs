@@ -7,7 +7,7 @@
 
 use pharos_wire::{MessageWriter, flags, types};
 
-use crate::lookup::{Answer, Owner, Records};
+use crate::lookup::{Answer, Owner, Records, Rrsigs};
 
 /// Where an RRset ends in an encoded body, and the section counts so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,27 +49,33 @@ pub fn write_answer(answer: &Answer<'_>, writer: &mut MessageWriter<'_>, cuts: &
     for (section, entries) in answer.sections.iter().enumerate() {
         for entry in entries {
             counts[section] += write_rrset(writer, &entry.owner, entry.rtype, entry.ttl, &entry.records);
+            counts[section] += write_rrsigs(writer, &entry.owner, entry.ttl, &entry.rrsigs);
             cuts.push(Cut { end: (writer.len() - body_start) as u32, counts, required: entry.required, ttl: entry.ttl });
         }
     }
 }
 
 fn write_rrset(writer: &mut MessageWriter<'_>, owner: &Owner<'_>, rtype: u16, ttl: u32, records: &Records<'_>) -> u16 {
-    let mut write_one = |rdata: &[u8]| match owner {
-        Owner::Question => writer.record_at(pharos_wire::HEADER_LEN as u16, rtype, types::CLASS_IN, ttl, rdata),
-        Owner::Stored(name) => writer.record(name, rtype, types::CLASS_IN, ttl, rdata),
-        Owner::Made(name) => writer.record(name, rtype, types::CLASS_IN, ttl, rdata),
-    };
     match records {
-        Records::Stored(rrset) => {
-            rrset.rdatas.iter().for_each(|rdata| write_one(rdata));
-            rrset.rdatas.len() as u16
-        }
-        Records::SynthesizedCname(target) => {
-            write_one(target);
-            1
+        Records::Stored(rrset) => write_records(writer, owner, rtype, ttl, &rrset.rdatas),
+        Records::Made(rdata) => write_records(writer, owner, rtype, ttl, std::slice::from_ref(rdata)),
+    }
+}
+
+/// The RRSIG records over an RRset, right after it, with its owner and TTL.
+fn write_rrsigs(writer: &mut MessageWriter<'_>, owner: &Owner<'_>, ttl: u32, rrsigs: &Rrsigs<'_>) -> u16 {
+    write_records(writer, owner, types::RRSIG, ttl, rrsigs.as_slice())
+}
+
+fn write_records(writer: &mut MessageWriter<'_>, owner: &Owner<'_>, rtype: u16, ttl: u32, rdatas: &[Box<[u8]>]) -> u16 {
+    for rdata in rdatas {
+        match owner {
+            Owner::Question => writer.record_at(pharos_wire::HEADER_LEN as u16, rtype, types::CLASS_IN, ttl, rdata),
+            Owner::Stored(name) => writer.record(name, rtype, types::CLASS_IN, ttl, rdata),
+            Owner::Made(name) => writer.record(name, rtype, types::CLASS_IN, ttl, rdata),
         }
     }
+    rdatas.len() as u16
 }
 
 /// Header flags for an answer: AA when authoritative.

@@ -7,15 +7,16 @@
 //! wildcards, DNAME substitution) are resolved per query by the same code
 //! that built the stored answers.
 //!
-//! [`keys`] holds a zone's DNSSEC keys: generated with `ring`, kept as text
-//! in the store, shown as DNSKEY and DS records.
+//! A zone with a signer ([`Zone::signer`], keys from `pharos_dnssec`) is
+//! signed when it is frozen ([`signed`]); its answers to DO=1 queries are
+//! built beside the unsigned ones and carry RRSIGs and compact denials.
 
 pub mod encode;
-pub mod keys;
 pub mod load;
 pub mod lookup;
 mod presentation;
 pub mod set;
+pub mod signed;
 pub mod zone;
 
 pub use encode::{Body, Fitted};

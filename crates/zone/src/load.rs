@@ -250,7 +250,7 @@ fn build_zone(origin: &Name<Bytes>, records: Vec<ReadRecord>, source: &str) -> R
     for node in nodes.values_mut() {
         node.rrsets.sort_by_key(|rrset| rrset.rtype);
     }
-    Ok(Zone { origin: origin_wire.into(), nodes, negative_ttl })
+    Ok(Zone { origin: origin_wire.into(), nodes, negative_ttl, signer: None })
 }
 
 fn add_record(nodes: &mut FxHashMap<Box<[u8]>, Node>, origin: &[u8], record: ReadRecord) -> Result<(), LoadError> {
@@ -278,7 +278,7 @@ fn add_record(nodes: &mut FxHashMap<Box<[u8]>, Node>, origin: &[u8], record: Rea
         // RFC 2181 section 5: a duplicate record is the same record.
         Some(rrset) if rrset.rdatas.contains(&record.rdata) => {}
         Some(rrset) => rrset.rdatas.push(record.rdata),
-        None => node.rrsets.push(Rrset { rtype: record.rtype, ttl: record.ttl, rdatas: vec![record.rdata] }),
+        None => node.rrsets.push(Rrset { rtype: record.rtype, ttl: record.ttl, rdatas: vec![record.rdata], rrsigs: Vec::new() }),
     }
     Ok(())
 }

@@ -3,7 +3,18 @@
 //! ANY (RFC 8482) and the RCODE of a chain (RFC 6604).
 //!
 //! The result is an [`Answer`]: which RRsets go in which section, owned by
-//! which name. Turning it into bytes is [`crate::encode`]'s job.
+//! which name, with which RRSIGs. Turning it into bytes is
+//! [`crate::encode`]'s job.
+//!
+//! Asked with DNSSEC (DO=1) in a signed zone, the answer carries the
+//! RRSIGs RFC 4035 section 3.1 asks for, in the answer and authority
+//! sections (not over glue or other additional data: RFC 4035 makes those
+//! optional, and they would crowd out what is required). Denial is compact
+//! (RFC 9824, see [`crate::signed`]): NODATA carries the NSEC stored at the
+//! name, a name that does not exist gets NOERROR with an NSEC made and
+//! signed now whose bitmap holds NXNAME, and a wildcard's records are
+//! signed now as if the name asked for existed, so that no proof of the
+//! name's absence is needed beside them.
 
 use std::borrow::Cow;
 
@@ -11,6 +22,7 @@ use pharos_wire::name::{self, MAX_NAME_LEN};
 use pharos_wire::{rcode, types};
 
 use crate::zone::{Node, Rrset, Zone};
+use pharos_dnssec::{NSEC, NXNAME, Signer, nsec_rdata};
 
 /// A CNAME chain longer than this is cut short (and so is a loop).
 const MAX_CHAIN: usize = 16;
@@ -30,8 +42,27 @@ pub enum Owner<'z> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Records<'z> {
     Stored(&'z Rrset),
-    /// A CNAME synthesized from a DNAME (RFC 6672 section 3.1): its target.
-    SynthesizedCname(Box<[u8]>),
+    /// One record made for this answer: a CNAME synthesized from a DNAME
+    /// (RFC 6672 section 3.1), or the NSEC denying a name.
+    Made(Box<[u8]>),
+}
+
+/// The RRSIG records' data over one RRset in an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rrsigs<'z> {
+    /// Made when the zone was signed (none when the answer is unsigned).
+    Stored(&'z [Box<[u8]>]),
+    /// Made for this answer: over a wildcard's records or a denial.
+    Made(Vec<Box<[u8]>>),
+}
+
+impl Rrsigs<'_> {
+    pub fn as_slice(&self) -> &[Box<[u8]>] {
+        match self {
+            Rrsigs::Stored(rrsigs) => rrsigs,
+            Rrsigs::Made(rrsigs) => rrsigs,
+        }
+    }
 }
 
 /// One RRset placed in a section.
@@ -45,6 +76,7 @@ pub struct Entry<'z> {
     /// the answer and authority sections is required; in the additional
     /// section only glue below the delegation (RFC 9471).
     pub required: bool,
+    pub rrsigs: Rrsigs<'z>,
 }
 
 /// Sections in message order.
@@ -53,11 +85,14 @@ pub const AUTHORITY: usize = 1;
 pub const ADDITIONAL: usize = 2;
 
 /// What an authoritative server says to one question.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Answer<'z> {
     pub rcode: u16,
     pub authoritative: bool,
     pub sections: [Vec<Entry<'z>>; 3],
+    /// The signer, when the answer is signed: asked with DO=1, from a
+    /// signed zone.
+    signer: Option<&'z Signer>,
 }
 
 /// Where a name led inside the zone.
@@ -80,12 +115,37 @@ enum Next {
 }
 
 impl<'z> Answer<'z> {
-    fn new() -> Self {
-        Answer { rcode: rcode::NOERROR, authoritative: true, sections: Default::default() }
+    fn new(signer: Option<&'z Signer>) -> Self {
+        Answer { rcode: rcode::NOERROR, authoritative: true, sections: Default::default(), signer }
     }
 
+    /// Adds a stored RRset, with its stored RRSIGs if the answer is signed
+    /// and the section is not the additional one.
     fn push(&mut self, section: usize, owner: Owner<'z>, rrset: &'z Rrset, ttl: u32, required: bool) {
-        self.sections[section].push(Entry { owner, rtype: rrset.rtype, ttl, records: Records::Stored(rrset), required });
+        let rrsigs = if self.signer.is_some() && section != ADDITIONAL { &rrset.rrsigs[..] } else { &[] };
+        let entry = Entry { owner, rtype: rrset.rtype, ttl, records: Records::Stored(rrset), required, rrsigs: Rrsigs::Stored(rrsigs) };
+        self.sections[section].push(entry);
+    }
+
+    /// Adds a stored RRset of a wildcard's node to the answer section,
+    /// owned by the name it stands in for, `expanded` (lowercase), and
+    /// signed now under that name.
+    fn push_expanded(&mut self, owner: Owner<'z>, expanded: &[u8], rrset: &'z Rrset) {
+        self.push(ANSWER, owner, rrset, rrset.ttl, true);
+        if let Some(signer) = self.signer {
+            let entry = self.sections[ANSWER].last_mut().expect("just pushed");
+            entry.rrsigs = Rrsigs::Made(signer.sign(expanded, rrset.rtype, rrset.ttl, &rrset.rdatas));
+        }
+    }
+
+    /// Adds to the authority section an NSEC made for `name` (lowercase)
+    /// listing `present`, signed now.
+    fn push_made_nsec(&mut self, zone: &Zone, owner: Owner<'z>, name: &[u8], present: &[u16]) {
+        let Some(signer) = self.signer else { return };
+        let rdata = nsec_rdata(name, present.iter().copied());
+        let rrsigs = Rrsigs::Made(signer.sign(name, NSEC, zone.negative_ttl, std::slice::from_ref(&rdata)));
+        let entry = Entry { owner, rtype: NSEC, ttl: zone.negative_ttl, records: Records::Made(rdata), required: true, rrsigs };
+        self.sections[AUTHORITY].push(entry);
     }
 
     fn has_additional(&self, owner: &[u8]) -> bool {
@@ -94,24 +154,30 @@ impl<'z> Answer<'z> {
 }
 
 /// Answers `qtype` for `qname` (lowercase wire form, at or below the zone's
-/// origin) from `zone`.
-pub fn resolve<'z>(zone: &'z Zone, qname: &[u8], qtype: u16) -> Answer<'z> {
-    let mut answer = Answer::new();
+/// origin) from `zone`; signed when `dnssec` (the query's DO bit) and the
+/// zone is signed.
+pub fn resolve<'z>(zone: &'z Zone, qname: &[u8], qtype: u16, dnssec: bool) -> Answer<'z> {
+    let mut answer = Answer::new(zone.signer.as_deref().filter(|_| dnssec));
     let mut current: Cow<'_, [u8]> = Cow::Borrowed(qname);
     let mut owner = Owner::Question;
     let mut visited: Vec<Vec<u8>> = Vec::new();
     loop {
         let next = match find(zone, &current, qtype) {
-            Found::Exact(stored, node) => answer_node(&mut answer, zone, owner_or_stored(owner, stored), node, qtype),
-            Found::Wildcard(node) => answer_node(&mut answer, zone, owner, node, qtype),
+            Found::Exact(stored, node) => answer_node(&mut answer, zone, owner_or_stored(owner, stored), node, qtype, None),
+            Found::Wildcard(node) => answer_node(&mut answer, zone, owner, node, qtype, Some(&current)),
             Found::Delegation(cut, node) => {
                 refer(&mut answer, zone, cut, node);
                 Next::Done
             }
             Found::Redirected(dname_owner, node) => redirect(&mut answer, owner, &current, dname_owner, node),
             Found::NoSuchName => {
-                answer.rcode = rcode::NXDOMAIN;
                 add_negative_soa(&mut answer, zone);
+                if answer.signer.is_some() {
+                    // Compact denial: NOERROR, and NXNAME says the name is absent.
+                    answer.push_made_nsec(zone, owner, &current, &[types::RRSIG, NSEC, NXNAME]);
+                } else {
+                    answer.rcode = rcode::NXDOMAIN;
+                }
                 Next::Done
             }
         };
@@ -183,38 +249,51 @@ fn wildcard_at<'z>(zone: &'z Zone, encloser: &[u8]) -> Found<'z> {
     }
 }
 
-/// Answers from a node that matched the name (or a wildcard standing in for it).
-fn answer_node<'z>(answer: &mut Answer<'z>, zone: &'z Zone, owner: Owner<'z>, node: &'z Node, qtype: u16) -> Next {
-    // ANY matches the CNAME itself, so there is nothing to chase.
-    if qtype != types::CNAME
-        && qtype != types::ANY
-        && let Some(cname) = node.get(types::CNAME)
-    {
-        answer.push(ANSWER, owner, cname, cname.ttl, true);
-        return Next::Follow(lowercase(&cname.rdatas[0]));
+/// Answers from a node that matched the name, or from a wildcard's node
+/// standing in for the name `expanded` (lowercase).
+fn answer_node<'z>(answer: &mut Answer<'z>, zone: &'z Zone, owner: Owner<'z>, node: &'z Node, qtype: u16, expanded: Option<&[u8]>) -> Next {
+    // ANY matches the CNAME itself, so there is nothing to chase; RFC 8482
+    // section 4.2 answers it with one RRset of the name, not all of them,
+    // so the query cannot pull large answers: Pharos picks the lowest type.
+    let found = match qtype {
+        types::ANY => node.rrsets.first(),
+        types::CNAME => node.get(types::CNAME),
+        NSEC if answer.signer.is_some() => node.nsec.as_ref(),
+        _ => node.get(types::CNAME).or_else(|| node.get(qtype)),
+    };
+    let Some(rrset) = found else {
+        add_negative_soa(answer, zone);
+        add_nodata_proof(answer, zone, owner, node, expanded);
+        return Next::Done;
+    };
+    match expanded {
+        Some(expanded) => answer.push_expanded(owner, expanded, rrset),
+        None => answer.push(ANSWER, owner, rrset, rrset.ttl, true),
     }
-    if qtype == types::ANY {
-        return answer_any(answer, zone, owner, node);
+    if rrset.rtype == types::CNAME && qtype != types::CNAME && qtype != types::ANY {
+        return Next::Follow(lowercase(&rrset.rdatas[0]));
     }
-    match node.get(qtype) {
-        Some(rrset) => {
-            answer.push(ANSWER, owner, rrset, rrset.ttl, true);
-            add_target_addresses(answer, zone, rrset);
-        }
-        None => add_negative_soa(answer, zone),
+    if qtype != types::ANY {
+        add_target_addresses(answer, zone, rrset);
     }
     Next::Done
 }
 
-/// RFC 8482 section 4.2: answer ANY with one RRset of the name, not all of
-/// them, so the query cannot be used to pull large answers. Pharos picks
-/// the RRset with the lowest type number.
-fn answer_any<'z>(answer: &mut Answer<'z>, zone: &'z Zone, owner: Owner<'z>, node: &'z Node) -> Next {
-    match node.rrsets.first() {
-        Some(rrset) => answer.push(ANSWER, owner, rrset, rrset.ttl, true),
-        None => add_negative_soa(answer, zone),
+/// In a signed answer, the NSEC saying which types the name has: the one
+/// stored at the name, or for a wildcard one made for the name it stands
+/// in for.
+fn add_nodata_proof<'z>(answer: &mut Answer<'z>, zone: &'z Zone, owner: Owner<'z>, node: &'z Node, expanded: Option<&[u8]>) {
+    if answer.signer.is_none() {
+        return;
     }
-    Next::Done
+    match (expanded, &node.nsec) {
+        (Some(expanded), _) => {
+            let present: Vec<u16> = node.rrsets.iter().map(|rrset| rrset.rtype).chain([types::RRSIG, NSEC]).collect();
+            answer.push_made_nsec(zone, owner, expanded, &present);
+        }
+        (None, Some(nsec)) => answer.push(AUTHORITY, owner, nsec, nsec.ttl, true),
+        (None, None) => {}
+    }
 }
 
 /// A referral: not authoritative, the cut's NS in authority, addresses of
@@ -225,6 +304,13 @@ fn refer<'z>(answer: &mut Answer<'z>, zone: &'z Zone, cut: &'z [u8], node: &'z N
         answer.authoritative = false;
     }
     answer.push(AUTHORITY, Owner::Stored(cut), ns, ns.ttl, true);
+    // Signed, the DS of the child, or the NSEC proving it has none
+    // (RFC 4035 section 3.1.4).
+    if answer.signer.is_some()
+        && let Some(proof) = node.get(types::DS).or(node.nsec.as_ref())
+    {
+        answer.push(AUTHORITY, Owner::Stored(cut), proof, proof.ttl, true);
+    }
     for rdata in &ns.rdatas {
         let target = lowercase(rdata);
         let below_cut = name::is_at_or_below(&target, cut);
@@ -249,8 +335,10 @@ fn redirect<'z>(answer: &mut Answer<'z>, owner: Owner<'z>, current: &[u8], dname
         owner,
         rtype: types::CNAME,
         ttl: dname.ttl,
-        records: Records::SynthesizedCname(substituted.clone().into()),
+        records: Records::Made(substituted.clone().into()),
         required: true,
+        // Unsigned: a validator synthesizes it from the signed DNAME (RFC 6672 section 5.3.1).
+        rrsigs: Rrsigs::Stored(&[]),
     };
     answer.sections[ANSWER].push(synthesized);
     Next::Follow(substituted)

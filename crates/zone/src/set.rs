@@ -1,10 +1,14 @@
-//! All zones served, and the answers built for them at load time.
+//! All zones served, and the answers built for them at load time: for a
+//! signed zone, twice (DO=0 answers exactly as unsigned, DO=1 answers with
+//! their RRSIGs and denials), after signing it (see [`crate::signed`]).
 
+use pharos_dnssec::NSEC;
 use pharos_wire::{name, types};
 use rustc_hash::FxHashMap;
 
 use crate::encode::Body;
 use crate::lookup::{Answer, resolve};
+use crate::signed::sign_zone;
 use crate::zone::Zone;
 
 /// Answers stored for one existing name: one per query type whose answer
@@ -27,6 +31,8 @@ pub struct ZoneSet {
     zones: Vec<Zone>,
     by_origin: FxHashMap<Box<[u8]>, usize>,
     built: FxHashMap<Box<[u8]>, NameAnswers>,
+    /// The answers to DO=1 queries for the names of signed zones.
+    built_signed: FxHashMap<Box<[u8]>, NameAnswers>,
 }
 
 /// How a question is answered.
@@ -41,11 +47,14 @@ pub enum Lookup<'s> {
 }
 
 impl ZoneSet {
-    /// Freezes `zones`, building every stored answer. Two zones with the
-    /// same origin are an error.
+    /// Freezes `zones`, signing those with a signer and building every
+    /// stored answer. Two zones with the same origin are an error.
     pub fn new(zones: Vec<Zone>) -> Result<ZoneSet, String> {
         let mut set = ZoneSet::default();
-        for zone in zones {
+        for mut zone in zones {
+            if let Some(signer) = zone.signer.clone() {
+                sign_zone(&mut zone, &signer);
+            }
             let index = set.zones.len();
             if set.by_origin.insert(zone.origin.clone(), index).is_some() {
                 return Err(format!("zone {} is configured twice", name::Display(&zone.origin)));
@@ -63,9 +72,14 @@ impl ZoneSet {
     }
 
     /// The names whose answers were built at load, each with the query
-    /// types answered apart from the name's answer to any other type.
+    /// types answered apart from the name's answer to any other type. The
+    /// names of signed zones are left out: their answers depend on the DO
+    /// bit, which the kernel fast path does not tell apart.
     pub fn built_names(&self) -> impl Iterator<Item = (&[u8], impl Iterator<Item = u16> + '_)> {
-        self.built.iter().map(|(owner, answers)| (&owner[..], answers.by_type.iter().map(|(qtype, _)| *qtype)))
+        self.built
+            .iter()
+            .filter(|(owner, _)| !self.built_signed.contains_key(*owner))
+            .map(|(owner, answers)| (&owner[..], answers.by_type.iter().map(|(qtype, _)| *qtype)))
     }
 
     /// The zone with the longest origin at or above `qname` (lowercase).
@@ -73,18 +87,20 @@ impl ZoneSet {
         name::label_offsets(qname).find_map(|start| self.by_origin.get(&qname[start..])).map(|&index| &self.zones[index])
     }
 
-    /// Answers a question; `qname` is the lowercase wire name.
-    pub fn lookup(&self, qname: &[u8], qtype: u16) -> Lookup<'_> {
+    /// Answers a question; `qname` is the lowercase wire name, `dnssec`
+    /// the query's DO bit.
+    pub fn lookup(&self, qname: &[u8], qtype: u16, dnssec: bool) -> Lookup<'_> {
         if qtype == types::DS
             && let Some(parent) = self.parent_side_of_apex(qname)
         {
-            return Lookup::Resolved(resolve(parent, qname, qtype));
+            return Lookup::Resolved(resolve(parent, qname, qtype, dnssec));
         }
-        if let Some(answers) = self.built.get(qname) {
+        let signed = if dnssec { self.built_signed.get(qname) } else { None };
+        if let Some(answers) = signed.or_else(|| self.built.get(qname)) {
             return Lookup::Built(answers.for_type(qtype));
         }
         match self.zone_for(qname) {
-            Some(zone) => Lookup::Resolved(resolve(zone, qname, qtype)),
+            Some(zone) => Lookup::Resolved(resolve(zone, qname, qtype, dnssec)),
             None => Lookup::NotAuthoritative,
         }
     }
@@ -102,9 +118,19 @@ impl ZoneSet {
     /// Encodes the answers of every name of zone `index` that this zone,
     /// and not a more specific one, is authoritative for.
     fn build_answers(&mut self, index: usize) {
+        let built = self.answers_of(index, false);
+        self.built.extend(built);
+        if self.zones[index].signer.is_some() {
+            let built = self.answers_of(index, true);
+            self.built_signed.extend(built);
+        }
+    }
+
+    /// The answers of zone `index`'s names, signed or not.
+    fn answers_of(&self, index: usize, dnssec: bool) -> Vec<(Box<[u8]>, NameAnswers)> {
         let zone = &self.zones[index];
         let mut asked_types = zone.types_present();
-        asked_types.extend([types::DS, types::ANY, types::CNAME]);
+        asked_types.extend([types::DS, types::ANY, types::CNAME, NSEC]);
         asked_types.sort_unstable();
         asked_types.dedup();
         let absent_type = (1..=u16::MAX).rev().find(|rtype| !asked_types.contains(rtype)).expect("some type is absent");
@@ -113,14 +139,14 @@ impl ZoneSet {
             if !std::ptr::eq(self.zone_for(owner).expect("a zone holds its own names"), zone) {
                 continue;
             }
-            let other_types = Body::build(&resolve(zone, owner, absent_type), owner);
+            let other_types = Body::build(&resolve(zone, owner, absent_type, dnssec), owner);
             let by_type = asked_types
                 .iter()
-                .map(|&qtype| (qtype, Body::build(&resolve(zone, owner, qtype), owner)))
+                .map(|&qtype| (qtype, Body::build(&resolve(zone, owner, qtype, dnssec), owner)))
                 .filter(|(_, body)| *body != other_types)
                 .collect();
             built.push((owner.clone(), NameAnswers { by_type, other_types }));
         }
-        self.built.extend(built);
+        built
     }
 }

@@ -1,5 +1,8 @@
 //! The in-memory zone: names (lowercase wire form) mapped to their RRsets.
 
+use std::sync::Arc;
+
+use pharos_dnssec::Signer;
 use pharos_wire::name;
 use pharos_wire::types;
 use rustc_hash::FxHashMap;
@@ -12,6 +15,9 @@ pub struct Rrset {
     pub rtype: u16,
     pub ttl: u32,
     pub rdatas: Vec<Box<[u8]>>,
+    /// The RRSIG records' data over this RRset, once its zone is signed
+    /// (none for data that is not authoritative: delegation NS, glue).
+    pub rrsigs: Vec<Box<[u8]>>,
 }
 
 /// One name in the zone. A node with no RRsets is an empty non-terminal.
@@ -19,6 +25,10 @@ pub struct Rrset {
 pub struct Node {
     /// Sorted by type.
     pub rrsets: Vec<Rrset>,
+    /// Once the zone is signed: the NSEC (with its RRSIGs) that proves
+    /// which types the name has, for answers that it lacks one (compact
+    /// denial, RFC 9824). Never part of the answers to DO=0 queries.
+    pub nsec: Option<Rrset>,
 }
 
 impl Node {
@@ -39,6 +49,8 @@ pub struct Zone {
     pub nodes: FxHashMap<Box<[u8]>, Node>,
     /// TTL for negative answers: min(SOA TTL, SOA MINIMUM), RFC 2308 section 5.
     pub negative_ttl: u32,
+    /// Signs the zone's answers to DO=1 queries; `None` serves it unsigned.
+    pub signer: Option<Arc<Signer>>,
 }
 
 impl Zone {

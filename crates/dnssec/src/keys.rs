@@ -16,6 +16,9 @@ use domain::utils::{base16, base64};
 use ring::rand::SecureRandom;
 use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, Ed25519KeyPair, KeyPair};
 
+/// The DNSKEY record type (RFC 4034 section 2).
+pub const DNSKEY: u16 = 48;
+
 /// The signature algorithms Pharos signs with (RFC 8624 section 3.1: both MUST be validated).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Algorithm {
@@ -84,7 +87,7 @@ impl Role {
         }
     }
 
-    /// Whether this key signs the DNSKEY RRset (else every other RRset).
+    /// Whether the parent's DS points at this key.
     pub fn signs_keys(self) -> bool {
         self != Role::Zsk
     }
@@ -101,12 +104,19 @@ pub enum KeyError {
     Corrupt { line: usize, problem: String },
 }
 
+/// A private key, parsed once so that signing does not parse it again.
+enum Pair {
+    Ecdsa(EcdsaKeyPair),
+    Ed25519(Ed25519KeyPair),
+}
+
 /// One private key with its algorithm and role.
 pub struct ZoneKey {
     pub algorithm: Algorithm,
     pub role: Role,
     /// The private key as PKCS#8 (what `ring` generates and reads).
     pkcs8: Vec<u8>,
+    pair: Pair,
     public_key: Vec<u8>,
 }
 
@@ -122,20 +132,39 @@ impl ZoneKey {
     }
 
     fn from_pkcs8(algorithm: Algorithm, role: Role, pkcs8: Vec<u8>, random: &dyn SecureRandom) -> Result<ZoneKey, String> {
-        let public_key = match algorithm {
-            // ring gives the uncompressed point 0x04 || x || y; DNSKEY holds x || y (RFC 6605 section 4).
-            Algorithm::EcdsaP256Sha256 => EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &pkcs8, random)
-                .map_err(|error| format!("not an ECDSA P-256 key: {error}"))?
-                .public_key()
-                .as_ref()[1..]
-                .to_vec(),
-            Algorithm::Ed25519 => Ed25519KeyPair::from_pkcs8_maybe_unchecked(&pkcs8)
-                .map_err(|error| format!("not an Ed25519 key: {error}"))?
-                .public_key()
-                .as_ref()
-                .to_vec(),
+        let (pair, public_key) = match algorithm {
+            Algorithm::EcdsaP256Sha256 => {
+                let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &pkcs8, random)
+                    .map_err(|error| format!("not an ECDSA P-256 key: {error}"))?;
+                // ring gives the uncompressed point 0x04 || x || y; DNSKEY holds x || y (RFC 6605 section 4).
+                let public_key = pair.public_key().as_ref()[1..].to_vec();
+                (Pair::Ecdsa(pair), public_key)
+            }
+            Algorithm::Ed25519 => {
+                let pair = Ed25519KeyPair::from_pkcs8_maybe_unchecked(&pkcs8).map_err(|error| format!("not an Ed25519 key: {error}"))?;
+                let public_key = pair.public_key().as_ref().to_vec();
+                (Pair::Ed25519(pair), public_key)
+            }
         };
-        Ok(ZoneKey { algorithm, role, pkcs8, public_key })
+        Ok(ZoneKey { algorithm, role, pkcs8, pair, public_key })
+    }
+
+    /// Whether this key signs RRsets of type `rtype`.
+    pub fn signs(&self, rtype: u16) -> bool {
+        match self.role {
+            Role::Csk => true,
+            Role::Ksk => rtype == DNSKEY,
+            Role::Zsk => rtype != DNSKEY,
+        }
+    }
+
+    /// The signature over `data`, in the form RRSIG records carry: r || s
+    /// for ECDSA (RFC 6605 section 4), R || S for Ed25519 (RFC 8080 section 4).
+    pub fn sign(&self, data: &[u8], random: &dyn SecureRandom) -> Vec<u8> {
+        match &self.pair {
+            Pair::Ecdsa(pair) => pair.sign(random, data).expect("ECDSA signing fails only when the random source does").as_ref().to_vec(),
+            Pair::Ed25519(pair) => pair.sign(data).as_ref().to_vec(),
+        }
     }
 
     /// The DNSKEY record data: flags, protocol 3, algorithm, public key.
@@ -202,6 +231,13 @@ impl ZoneKeys {
         format!("dnssec.keys.{}", zone.to_canonical_name::<Vec<u8>>().fmt_with_dot())
     }
 
+    /// [`ZoneKeys::setting_name`] for a zone named in lowercase wire form.
+    pub fn setting_name_of_wire(origin: &[u8]) -> Result<String, KeyError> {
+        let zone = Name::from_octets(origin.to_vec())
+            .map_err(|error| KeyError::Corrupt { line: 0, problem: format!("bad zone name: {error}") })?;
+        Ok(ZoneKeys::setting_name(&zone))
+    }
+
     /// The text kept in the store: one line per key, `ROLE ALGORITHM PKCS8-BASE64`.
     pub fn to_setting(&self) -> String {
         self.keys
@@ -259,6 +295,7 @@ mod tests {
         assert_eq!(keys.keys[0].dnskey_rdata().len(), 4 + 64);
         assert_eq!(keys.keys[1].dnskey_rdata().len(), 4 + 32);
         assert_eq!(ZoneKeys::setting_name(&zone()), "dnssec.keys.example.test.");
+        assert_eq!(ZoneKeys::setting_name_of_wire(b"\x07example\x04test\x00").unwrap(), "dnssec.keys.example.test.");
     }
 
     #[test]

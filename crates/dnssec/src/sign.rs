@@ -1,0 +1,273 @@
+//! RRSIG records over RRsets, and NSEC records for compact denial.
+//!
+//! Signing follows RFC 4034 section 3.1.8.1: the signed data is the RRSIG
+//! record data without its signature, then every record of the RRset in
+//! canonical form (owner lowercase, names inside the record data of the
+//! types RFC 4034 section 6.2 lists lowercase, as `domain` composes them)
+//! and canonical order (by record data), duplicates once.
+
+use std::fmt;
+
+use domain::base::iana::Rtype;
+use domain::base::name::ParsedName;
+use domain::base::rdata::{ComposeRecordData, ParseRecordData};
+use domain::dep::octseq::Parser;
+use domain::rdata::ZoneRecordData;
+use domain::rdata::dnssec::RtypeBitmap;
+use pharos_wire::name::{self, MAX_NAME_LEN};
+use pharos_wire::types;
+use ring::rand::SystemRandom;
+
+use crate::keys::ZoneKeys;
+
+/// The NSEC record type (RFC 4034 section 4).
+pub const NSEC: u16 = 47;
+/// The NXNAME meta type of compact denial (RFC 9824 section 2): in an
+/// NSEC's type bitmap, it says that the owner name does not exist.
+pub const NXNAME: u16 = 128;
+
+/// How far before now signatures start, so that a validator whose clock
+/// is behind ours still accepts them.
+const INCEPTION_SKEW: u64 = 3600;
+
+/// When signatures are valid, in seconds since the epoch (RFC 4034
+/// section 3.1.5 writes them modulo 2^32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Window {
+    pub inception: u32,
+    pub expiration: u32,
+}
+
+impl Window {
+    /// Valid from an hour before `now` (Unix seconds) until `validity`
+    /// seconds after it.
+    pub fn from_now(now: u64, validity: u32) -> Window {
+        Window { inception: now.saturating_sub(INCEPTION_SKEW) as u32, expiration: (now + u64::from(validity)) as u32 }
+    }
+}
+
+/// The signer of one zone: its keys and the window of the signatures made.
+pub struct Signer {
+    /// Lowercase wire form: the signer's name in every RRSIG.
+    zone: Box<[u8]>,
+    keys: ZoneKeys,
+    window: Window,
+    random: SystemRandom,
+}
+
+impl fmt::Debug for Signer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Signer")
+            .field("zone", &name::Display(&self.zone).to_string())
+            .field("keys", &self.keys)
+            .field("window", &self.window)
+            .finish()
+    }
+}
+
+impl Signer {
+    /// A signer for the zone `origin` (lowercase wire form). A zone needs
+    /// a key for the DNSKEY RRset and one for the rest.
+    pub fn new(origin: &[u8], keys: ZoneKeys, window: Window) -> Result<Signer, String> {
+        let covers = |rtype| keys.keys.iter().any(|key| key.signs(rtype));
+        if !covers(crate::keys::DNSKEY) || !covers(types::SOA) {
+            return Err(format!("zone {} needs a CSK, or a KSK and a ZSK: run `pharos key generate`", name::Display(origin)));
+        }
+        Ok(Signer { zone: origin.into(), keys, window, random: SystemRandom::new() })
+    }
+
+    pub fn window(&self) -> Window {
+        self.window
+    }
+
+    /// The record data of the zone's DNSKEY RRset, published at the apex.
+    pub fn dnskey_rdatas(&self) -> Vec<Box<[u8]>> {
+        self.keys.keys.iter().map(|key| key.dnskey_rdata().into()).collect()
+    }
+
+    /// The RRSIG record data over the RRset `rdatas` of type `rtype` owned
+    /// by `owner` (lowercase wire form) with `ttl`: one per key that signs
+    /// the type.
+    pub fn sign(&self, owner: &[u8], rtype: u16, ttl: u32, rdatas: &[Box<[u8]>]) -> Vec<Box<[u8]>> {
+        let records = canonical_records(owner, rtype, ttl, rdatas);
+        self.keys
+            .keys
+            .iter()
+            .filter(|key| key.signs(rtype))
+            .map(|key| {
+                let mut rrsig = Vec::with_capacity(18 + self.zone.len() + 64);
+                rrsig.extend_from_slice(&rtype.to_be_bytes());
+                rrsig.push(key.algorithm.number());
+                rrsig.push(signed_labels(owner));
+                rrsig.extend_from_slice(&ttl.to_be_bytes());
+                rrsig.extend_from_slice(&self.window.expiration.to_be_bytes());
+                rrsig.extend_from_slice(&self.window.inception.to_be_bytes());
+                rrsig.extend_from_slice(&key.key_tag().to_be_bytes());
+                rrsig.extend_from_slice(&self.zone);
+                let signature = key.sign(&[&rrsig[..], &records].concat(), &self.random);
+                rrsig.extend_from_slice(&signature);
+                rrsig.into_boxed_slice()
+            })
+            .collect()
+    }
+}
+
+/// The Labels field: the owner's labels, the root and a leading wildcard
+/// label not counted (RFC 4034 section 3.1.3).
+fn signed_labels(owner: &[u8]) -> u8 {
+    let labels = name::label_count(owner);
+    let wildcard = owner.starts_with(b"\x01*");
+    (labels - usize::from(wildcard)) as u8
+}
+
+/// Every record of the RRset in canonical form and order, concatenated.
+fn canonical_records(owner: &[u8], rtype: u16, ttl: u32, rdatas: &[Box<[u8]>]) -> Vec<u8> {
+    let mut canonical: Vec<Vec<u8>> = rdatas.iter().map(|rdata| canonical_rdata(rtype, rdata)).collect();
+    canonical.sort();
+    canonical.dedup();
+    let mut records = Vec::new();
+    for rdata in canonical {
+        records.extend_from_slice(&owner.to_ascii_lowercase());
+        records.extend_from_slice(&rtype.to_be_bytes());
+        records.extend_from_slice(&types::CLASS_IN.to_be_bytes());
+        records.extend_from_slice(&ttl.to_be_bytes());
+        records.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+        records.extend_from_slice(&rdata);
+    }
+    records
+}
+
+/// Record data in canonical form: `domain` parses it (the zone loader
+/// wrote it, so it parses) and composes it with the names RFC 4034 section
+/// 6.2 (as RFC 6840 section 5.1 amends it) lowercases in lowercase. Data
+/// it cannot parse is kept as it is.
+fn canonical_rdata(rtype: u16, rdata: &[u8]) -> Vec<u8> {
+    let mut parser = Parser::from_ref(rdata);
+    let parsed = ZoneRecordData::<&[u8], ParsedName<&[u8]>>::parse_rdata(Rtype::from_int(rtype), &mut parser);
+    let mut canonical = Vec::with_capacity(rdata.len());
+    match parsed {
+        Ok(Some(data)) if parser.remaining() == 0 && data.compose_canonical_rdata(&mut canonical).is_ok() => canonical,
+        _ => rdata.to_vec(),
+    }
+}
+
+/// The record data of an NSEC owned by `owner` (lowercase wire form) that
+/// lists `present` types, for compact denial (RFC 9824 section 3): the next
+/// name is the owner's immediate successor `\000.owner`, so the record
+/// covers no other name. Where that successor would be longer than a name
+/// may be, the next name is the owner itself: the record then says only
+/// what the owner holds.
+pub fn nsec_rdata(owner: &[u8], present: impl IntoIterator<Item = u16>) -> Box<[u8]> {
+    let mut rdata = Vec::with_capacity(owner.len() + 2 + 34);
+    if owner.len() + 2 <= MAX_NAME_LEN {
+        rdata.extend_from_slice(&[1, 0]);
+    }
+    rdata.extend_from_slice(&owner.to_ascii_lowercase());
+    let mut bitmap = RtypeBitmap::<Vec<u8>>::builder();
+    for rtype in present {
+        bitmap.add(Rtype::from_int(rtype)).expect("a Vec grows");
+    }
+    rdata.extend_from_slice(bitmap.finalize().as_slice());
+    rdata.into_boxed_slice()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::{Algorithm, Role, ZoneKey};
+    use ring::signature::{ECDSA_P256_SHA256_FIXED, ED25519, UnparsedPublicKey, VerificationAlgorithm};
+
+    const ZONE: &[u8] = b"\x07example\x04test\x00";
+
+    fn signer(algorithm: Algorithm, roles: &[Role]) -> Signer {
+        let random = SystemRandom::new();
+        let keys = ZoneKeys { keys: roles.iter().map(|role| ZoneKey::generate(algorithm, *role, &random).unwrap()).collect() };
+        Signer::new(ZONE, keys, Window::from_now(1_800_000_000, 86_400)).unwrap()
+    }
+
+    /// Checks each RRSIG with ring against the DNSKEY whose tag it names.
+    fn verify(signer: &Signer, owner: &[u8], rtype: u16, ttl: u32, rdatas: &[Box<[u8]>], rrsigs: &[Box<[u8]>]) {
+        let records = canonical_records(owner, rtype, ttl, rdatas);
+        for rrsig in rrsigs {
+            let signed_part = 18 + ZONE.len();
+            let tag = u16::from_be_bytes([rrsig[16], rrsig[17]]);
+            let key = signer.keys.keys.iter().find(|key| key.key_tag() == tag).expect("the tag names a key");
+            let algorithm: &dyn VerificationAlgorithm = match key.algorithm {
+                Algorithm::EcdsaP256Sha256 => &ECDSA_P256_SHA256_FIXED,
+                Algorithm::Ed25519 => &ED25519,
+            };
+            let public_key = &key.dnskey_rdata()[4..];
+            let public_key =
+                if key.algorithm == Algorithm::EcdsaP256Sha256 { [&[4u8][..], public_key].concat() } else { public_key.to_vec() };
+            let data = [&rrsig[..signed_part], &records].concat();
+            UnparsedPublicKey::new(algorithm, public_key).verify(&data, &rrsig[signed_part..]).expect("the signature verifies");
+        }
+    }
+
+    #[test]
+    fn signatures_verify_and_ignore_record_order_and_case() {
+        for algorithm in [Algorithm::EcdsaP256Sha256, Algorithm::Ed25519] {
+            let signer = signer(algorithm, &[Role::Csk]);
+            let owner = b"\x03www\x07example\x04test\x00";
+            let rdatas: Vec<Box<[u8]>> = vec![Box::new([192, 0, 2, 2]), Box::new([192, 0, 2, 1])];
+            let rrsigs = signer.sign(owner, types::A, 300, &rdatas);
+            assert_eq!(rrsigs.len(), 1);
+            let reversed: Vec<Box<[u8]>> = rdatas.iter().rev().cloned().collect();
+            verify(&signer, b"\x03WWW\x07example\x04test\x00", types::A, 300, &reversed, &rrsigs);
+            assert_eq!(rrsigs[0][3], 3, "three labels");
+        }
+    }
+
+    #[test]
+    fn names_inside_record_data_are_signed_lowercase() {
+        let signer = signer(Algorithm::Ed25519, &[Role::Csk]);
+        let upper: Vec<Box<[u8]>> = vec![b"\x00\x0a\x04MAIL\x07Example\x04TEST\x00"[..].into()];
+        let lower: Vec<Box<[u8]>> = vec![b"\x00\x0a\x04mail\x07example\x04test\x00"[..].into()];
+        let rrsigs = signer.sign(ZONE, types::MX, 60, &upper);
+        verify(&signer, ZONE, types::MX, 60, &lower, &rrsigs);
+    }
+
+    #[test]
+    fn the_ksk_signs_the_keys_and_the_zsk_the_rest() {
+        let signer = signer(Algorithm::EcdsaP256Sha256, &[Role::Ksk, Role::Zsk]);
+        let tag_of = |role| signer.keys.keys.iter().find(|key| key.role == role).unwrap().key_tag().to_be_bytes();
+        let dnskeys = signer.dnskey_rdatas();
+        let on_keys = signer.sign(ZONE, crate::keys::DNSKEY, 3600, &dnskeys);
+        let on_soa = signer.sign(
+            ZONE,
+            types::SOA,
+            3600,
+            &[b"\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00\x01"[..].into()],
+        );
+        assert_eq!((on_keys.len(), on_soa.len()), (1, 1));
+        assert_eq!(on_keys[0][16..18], tag_of(Role::Ksk));
+        assert_eq!(on_soa[0][16..18], tag_of(Role::Zsk));
+        verify(&signer, ZONE, crate::keys::DNSKEY, 3600, &dnskeys, &on_keys);
+    }
+
+    #[test]
+    fn a_zone_without_a_key_for_every_rrset_is_refused() {
+        let random = SystemRandom::new();
+        let only_ksk = ZoneKeys { keys: vec![ZoneKey::generate(Algorithm::Ed25519, Role::Ksk, &random).unwrap()] };
+        let error = Signer::new(ZONE, only_ksk, Window::from_now(0, 1)).unwrap_err();
+        assert!(error.contains("needs a CSK, or a KSK and a ZSK"), "{error}");
+    }
+
+    #[test]
+    fn wildcard_owners_do_not_count_their_star() {
+        assert_eq!(signed_labels(b"\x01*\x07example\x04test\x00"), 2);
+        assert_eq!(signed_labels(b"\x00"), 0);
+    }
+
+    #[test]
+    fn compact_denial_nsec_names_the_immediate_successor() {
+        let rdata = nsec_rdata(b"\x03NOPE\x07example\x04test\x00", [NSEC, types::RRSIG, NXNAME]);
+        let next = b"\x01\x00\x03nope\x07example\x04test\x00";
+        assert_eq!(&rdata[..next.len()], next);
+        // Window 0: RRSIG (46) and NSEC (47) in octet 5; NXNAME (128) is in octet 16.
+        assert_eq!(&rdata[next.len()..], &[0, 17, 0, 0, 0, 0, 0, 0b0000_0011, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80]);
+        let long_owner = [&[63u8][..], &[b'a'; 63], &[63], &[b'b'; 63], &[63], &[b'c'; 63], &[61], &[b'd'; 61], &[0]].concat();
+        assert_eq!(long_owner.len(), 255);
+        assert!(nsec_rdata(&long_owner, [NSEC]).starts_with(&long_owner));
+    }
+}

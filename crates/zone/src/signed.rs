@@ -1,0 +1,132 @@
+//! Signing a zone at load (RFC 4035 section 2): the DNSKEY RRset at the
+//! apex, RRSIGs over every authoritative RRset, and at every name an NSEC
+//! for compact denial (RFC 9824) that answers lacking a type carry.
+//!
+//! Denial of existence is compact rather than a chain of NSEC records over
+//! the zone: a name that exists proves which types it lacks with an NSEC at
+//! itself, built here; a name that does not exist gets, per query, an NSEC
+//! at itself whose bitmap holds NXNAME (see [`crate::lookup`]). No record
+//! names a neighbour, so the zone cannot be walked, and a name a routing
+//! policy adds or removes changes no other name's proof.
+
+use pharos_dnssec::keys::DNSKEY;
+use pharos_dnssec::{NSEC, Signer, nsec_rdata};
+use pharos_wire::types;
+
+use crate::zone::{Rrset, Zone};
+
+/// Signs `zone` with `signer`, replacing any DNSKEY RRset its file held.
+pub(crate) fn sign_zone(zone: &mut Zone, signer: &Signer) {
+    let key_ttl = zone.soa().ttl;
+    let apex = zone.nodes.get_mut(&zone.origin).expect("a loaded zone has an apex");
+    apex.rrsets.retain(|rrset| rrset.rtype != DNSKEY);
+    apex.rrsets.push(Rrset { rtype: DNSKEY, ttl: key_ttl, rdatas: signer.dnskey_rdatas(), rrsigs: Vec::new() });
+    apex.rrsets.sort_by_key(|rrset| rrset.rtype);
+    // Names below a cut or a DNAME hold no authoritative data.
+    let authoritative: Vec<(Box<[u8]>, bool)> =
+        zone.nodes.iter().filter(|(name, _)| !zone.is_occluded(name)).map(|(name, node)| (name.clone(), zone.is_cut(name, node))).collect();
+    let negative_ttl = zone.negative_ttl;
+    for (name, is_cut) in authoritative {
+        let node = zone.nodes.get_mut(&name).expect("listed from the zone");
+        // At a cut only the DS is the parent's; NS and glue are the child's.
+        let signed = |rtype: u16| !is_cut || rtype == types::DS;
+        for rrset in node.rrsets.iter_mut().filter(|rrset| signed(rrset.rtype)) {
+            rrset.rrsigs = signer.sign(&name, rrset.rtype, rrset.ttl, &rrset.rdatas);
+        }
+        let listed = |rtype: &u16| !is_cut || *rtype == types::NS || *rtype == types::DS;
+        let present: Vec<u16> = node.rrsets.iter().map(|rrset| rrset.rtype).filter(listed).chain([types::RRSIG, NSEC]).collect();
+        let rdatas = vec![nsec_rdata(&name, present)];
+        let rrsigs = signer.sign(&name, NSEC, negative_ttl, &rdatas);
+        node.nsec = Some(Rrset { rtype: NSEC, ttl: negative_ttl, rdatas, rrsigs });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use pharos_dnssec::keys::{Algorithm, Role};
+    use pharos_dnssec::{NXNAME, Window, ZoneKey, ZoneKeys};
+    use pharos_wire::rcode;
+
+    use super::*;
+    use crate::lookup::{ADDITIONAL, ANSWER, AUTHORITY, Answer, Records, resolve};
+    use crate::parse_zone_text;
+
+    const TEXT: &str = "$TTL 300\n@ SOA ns hostmaster 1 7200 3600 1209600 60\n NS ns\nns A 192.0.2.1\n\
+                        a.b A 192.0.2.2\nlab NS ns.lab\nns.lab A 192.0.2.99\nsigned NS ns.lab\nsigned DS 1 13 2 00\n";
+
+    fn signed_zone() -> Zone {
+        let mut zone = parse_zone_text("example.test", TEXT, "test").unwrap();
+        let random = ring::rand::SystemRandom::new();
+        let keys = ZoneKeys { keys: vec![ZoneKey::generate(Algorithm::Ed25519, Role::Csk, &random).unwrap()] };
+        let signer = Signer::new(&zone.origin, keys, Window::from_now(1_800_000_000, 86_400)).unwrap();
+        zone.signer = Some(Arc::new(signer));
+        let signer = zone.signer.clone().unwrap();
+        sign_zone(&mut zone, &signer);
+        zone
+    }
+
+    fn name(dotted: &str) -> Vec<u8> {
+        pharos_wire::name::from_dotted(dotted).unwrap()
+    }
+
+    /// Type and RRSIG count of each entry of a section.
+    fn section(answer: &Answer<'_>, index: usize) -> Vec<(u16, usize)> {
+        answer.sections[index].iter().map(|entry| (entry.rtype, entry.rrsigs.as_slice().len())).collect()
+    }
+
+    /// The type bitmap's window 0 of an NSEC made by `nsec_rdata` for `owner`.
+    fn bitmap_lists(rdata: &[u8], owner: &[u8], rtype: u16) -> bool {
+        let bitmap = &rdata[owner.len() + 2..];
+        let (octet, bit) = (usize::from(rtype) / 8, rtype % 8);
+        bitmap[0] == 0 && usize::from(bitmap[1]) > octet && bitmap[2 + octet] & (0x80 >> bit) != 0
+    }
+
+    #[test]
+    fn authoritative_data_is_signed_and_the_rest_is_not() {
+        let zone = signed_zone();
+        let apex = zone.apex();
+        assert!(apex.get(DNSKEY).is_some_and(|keys| keys.rdatas.len() == 1 && keys.rrsigs.len() == 1));
+        assert!(apex.get(types::NS).is_some_and(|ns| ns.rrsigs.len() == 1), "the apex NS is the zone's own");
+        let lab = zone.node(&name("lab.example.test")).unwrap();
+        assert!(lab.get(types::NS).unwrap().rrsigs.is_empty(), "a delegation's NS is the child's");
+        assert!(zone.node(&name("ns.lab.example.test")).unwrap().get(types::A).unwrap().rrsigs.is_empty(), "glue");
+        assert!(zone.node(&name("ns.lab.example.test")).unwrap().nsec.is_none(), "no proof below a cut");
+        let signed = zone.node(&name("signed.example.test")).unwrap();
+        assert_eq!(signed.get(types::DS).unwrap().rrsigs.len(), 1);
+        let ent = name("b.example.test");
+        let proof = &zone.node(&ent).unwrap().nsec.as_ref().unwrap().rdatas[0];
+        assert!(bitmap_lists(proof, &ent, NSEC) && bitmap_lists(proof, &ent, types::RRSIG) && !bitmap_lists(proof, &ent, types::A));
+    }
+
+    #[test]
+    fn signed_answers_carry_rrsigs_proofs_and_compact_denial() {
+        let zone = signed_zone();
+        let positive = resolve(&zone, &name("ns.example.test"), types::A, true);
+        assert_eq!(section(&positive, ANSWER), [(types::A, 1)]);
+        let nodata = resolve(&zone, &name("ns.example.test"), types::TXT, true);
+        assert_eq!(section(&nodata, AUTHORITY), [(types::SOA, 1), (NSEC, 1)]);
+        let missing = name("nope.example.test");
+        let absent = resolve(&zone, &missing, types::A, true);
+        assert_eq!(absent.rcode, rcode::NOERROR, "compact denial answers NOERROR");
+        assert_eq!(section(&absent, AUTHORITY), [(types::SOA, 1), (NSEC, 1)]);
+        let Records::Made(rdata) = &absent.sections[AUTHORITY][1].records else { panic!("a made NSEC") };
+        assert!(bitmap_lists(rdata, &missing, NSEC) && !bitmap_lists(rdata, &missing, types::A));
+        assert_eq!(rdata[rdata.len() - 1], 0x80, "NXNAME ({NXNAME}) ends the bitmap");
+        let unsigned_child = resolve(&zone, &name("host.lab.example.test"), types::A, true);
+        assert_eq!(section(&unsigned_child, AUTHORITY), [(types::NS, 0), (NSEC, 1)]);
+        assert_eq!(section(&unsigned_child, ADDITIONAL), [(types::A, 0)]);
+        let signed_child = resolve(&zone, &name("host.signed.example.test"), types::A, true);
+        assert_eq!(section(&signed_child, AUTHORITY), [(types::NS, 0), (types::DS, 1)]);
+    }
+
+    #[test]
+    fn do_zero_answers_of_a_signed_zone_carry_nothing_of_dnssec() {
+        let zone = signed_zone();
+        let absent = resolve(&zone, &name("nope.example.test"), types::A, false);
+        assert_eq!((absent.rcode, section(&absent, AUTHORITY)), (rcode::NXDOMAIN, vec![(types::SOA, 0)]));
+        let referral = resolve(&zone, &name("host.lab.example.test"), types::A, false);
+        assert_eq!(section(&referral, AUTHORITY), [(types::NS, 0)]);
+    }
+}
