@@ -4,7 +4,8 @@
 //! compact denial) from a trust anchor made of the DS the key command
 //! printed, for both algorithms and both key layouts. Answers to DO=0
 //! queries are compared byte for byte with those of the same zone unsigned.
-//! A zone marked `dnssec = true` without keys does not start.
+//! Answers routed by a service's policy validate too, in every order the
+//! policy gives. A zone marked `dnssec = true` without keys does not start.
 
 mod common;
 
@@ -13,6 +14,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use common::declarations::Declarations;
 use common::{Pharos, free_port, spawn_with, udp_query, wait_until};
 use domain::base::iana::Rtype;
 
@@ -20,13 +22,15 @@ const ZONE: &str = "$TTL 300\n@ SOA ns hostmaster 1 7200 3600 1209600 60\n NS ns
 www CNAME @\n@ A 192.0.2.2\n*.apps A 192.0.2.4\ntext TXT \"Mixed Case\"\nlab NS ns.lab\nns.lab A 192.0.2.99\n";
 
 /// A directory with ZONE and a config serving it signed on `address`,
-/// keeping state (and keys) in a store there; the config's path.
+/// keeping state (and keys) in a store there, with the services of
+/// [`services`]; the config's path.
 fn signed_config(dir: &Path, address: SocketAddr) -> std::path::PathBuf {
     std::fs::write(dir.join("example.test.zone"), ZONE).unwrap();
     let config = dir.join("pharos.toml");
     let text = format!(
-        "[server]\nlisten = [\"{address}\"]\nthreads = 1\n[store]\npath = \"state.db\"\n\
-         [[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\ndnssec = true\n"
+        "[server]\nlisten = [\"{address}\"]\nthreads = 1\nrandom_seed = 1\n[store]\npath = \"state.db\"\n\
+         [[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\ndnssec = true\n{}",
+        services()
     );
     std::fs::write(&config, text).unwrap();
     config
@@ -91,6 +95,23 @@ fn anchors(ds: &[String]) -> String {
     format!("trust-anchors {{\n{statements}}};\n")
 }
 
+/// app.example.test: round robin over three IPv4 replicas and one IPv6;
+/// v4.example.test: one IPv4 replica only.
+fn services() -> String {
+    Declarations::new()
+        .service("app.example.test")
+        .policy("round-robin")
+        .line("ttl = 30")
+        .replica("a", "192.0.2.31")
+        .replica("b", "192.0.2.32")
+        .replica("c", "192.0.2.33")
+        .replica("d", "2001:db8::34")
+        .service("v4.example.test")
+        .policy("round-robin")
+        .replica("a", "192.0.2.41")
+        .toml()
+}
+
 #[test]
 fn delv_validates_signed_answers_and_denials() {
     let layouts: [&[&str]; 2] = [&["--algorithm", "ecdsap256sha256"], &["--algorithm", "ed25519", "--ksk-zsk"]];
@@ -111,6 +132,14 @@ fn delv_validates_signed_answers_and_denials() {
             ("x.apps.example.test", "MX", "negative response, fully validated"),
             ("nope.example.test", "A", "negative response, fully validated"),
             ("deep.nope.example.test", "TXT", "negative response, fully validated"),
+            // Routed: round robin turns the order at every query.
+            ("app.example.test", "A", "fully validated"),
+            ("app.example.test", "A", "fully validated"),
+            ("app.example.test", "A", "fully validated"),
+            ("app.example.test", "AAAA", "fully validated"),
+            ("v4.example.test", "A", "fully validated"),
+            ("app.example.test", "TXT", "negative response, fully validated"),
+            ("v4.example.test", "AAAA", "negative response, fully validated"),
         ];
         for (name, rtype, verdict) in cases {
             let Some(said) = delv(pharos.address, &anchor_file, name, rtype) else { return };

@@ -235,10 +235,14 @@ fn answer_query<'s>(
     let room = message_limit(query.edns, client.transport, settings) - HEADER_LEN - question.name_len - 4 - opt_room(query.edns, opt);
     let mut writer = MessageWriter::new(out);
     writer.question(query.question_bytes());
+    let dnssec_ok = query.edns.is_some_and(|edns| edns.dnssec_ok);
     let routed = snapshot.routes.service(qname).zip(service::family_of(question.qtype));
     if let Some((routed_service, family)) = routed {
         let asker = service::asker(client, query.edns, settings);
-        if let Some((fitted, written)) = service::write_addresses(&mut writer, routed_service, family, &asker, snapshot, rng, room) {
+        let signer = snapshot.zones.zone_for(qname).and_then(|zone| zone.signer.as_deref()).filter(|_| dnssec_ok);
+        let signing = signer.map(|signer| (signer, &*qname));
+        if let Some((fitted, written)) = service::write_addresses(&mut writer, routed_service, family, &asker, snapshot, rng, room, signing)
+        {
             let service::Written { scope, ttl, region, first_replica } = written;
             // A subnet that was not used says nothing about this answer's reach.
             let scope = if asker.from_client_subnet { scope } else { 0 };
@@ -251,7 +255,6 @@ fn answer_query<'s>(
             return Answered { rcode: rcode::NOERROR, smallest_ttl, len: writer.len(), qtype: Some(question.qtype), routed };
         }
     }
-    let dnssec_ok = query.edns.is_some_and(|edns| edns.dnssec_ok);
     let lookup = snapshot.zones.lookup(qname, question.qtype, dnssec_ok);
     let extended = extended_error(&lookup);
     let room = room - extended.filter(|_| query.edns.is_some()).map_or(0, |extended| extended.option_len());

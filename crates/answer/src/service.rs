@@ -1,6 +1,9 @@
 //! Step 4 of a query's life (DESIGN.md): the name is a service, so the
-//! routing core picks the addresses.
+//! routing core picks the addresses; asked with DO=1 in a signed zone, the
+//! answer carries the RRSIGs over the addresses as a set, made once per
+//! set (in any order) and window by the zone's signer and then cached.
 
+use pharos_dnssec::Signer;
 use pharos_route::{Asker, Family, RegionId, Routed, Service, route};
 use pharos_wire::{Edns, MessageWriter, types};
 use pharos_zone::Fitted;
@@ -30,10 +33,12 @@ pub struct Written {
     pub first_replica: usize,
 }
 
-/// Writes the address records the service's policy chose for this client.
+/// Writes the address records the service's policy chose for this client,
+/// signed by `signing`'s signer under its name (lowercase) if given.
 /// Returns how much fit and what the decision was; `None`, writing nothing,
 /// when the policy chose no replica (the name then answers like any name
 /// without addresses: NODATA).
+#[allow(clippy::too_many_arguments)] // the query's parts, each needed once
 pub fn write_addresses(
     writer: &mut MessageWriter<'_>,
     service: &Service,
@@ -42,9 +47,18 @@ pub fn write_addresses(
     snapshot: &Snapshot,
     rng: &mut impl Rng,
     room: usize,
+    signing: Option<(&Signer, &[u8])>,
 ) -> Option<(Fitted, Written)> {
     let Routed { location, decision } = route(&snapshot.routes, service, family, asker, rng, None);
-    let fitted = write_decision(writer, service, &decision.replicas, decision.ttl, room)?;
+    let body_start = writer.len();
+    let mut fitted = write_decision(writer, service, &decision.replicas, decision.ttl, room)?;
+    if let Some((signer, owner)) = signing
+        && !fitted.truncated
+    {
+        let rdatas: Vec<Box<[u8]>> = decision.replicas.iter().map(|&index| address_octets(service.replicas[index].address)).collect();
+        let rrsigs = signer.sign_cached(owner, family_type(family), decision.ttl, &rdatas);
+        fitted = write_rrsigs(writer, body_start, &rrsigs, decision.ttl, room, fitted);
+    }
     let first_replica = decision.replicas[0];
     Some((fitted, Written { scope: decision.scope, ttl: decision.ttl, region: location.region, first_replica }))
 }
@@ -74,6 +88,36 @@ pub fn write_decision(writer: &mut MessageWriter<'_>, service: &Service, replica
         return Some(Fitted { len: 0, counts: [0; 3], truncated: true });
     }
     Some(Fitted { len: length, counts: [replicas.len() as u16, 0, 0], truncated: false })
+}
+
+/// Appends `rrsigs` to the addresses written since `body_start`, owned by
+/// the question, and says how much fits: the RRset and its RRSIGs whole,
+/// or neither and truncation.
+fn write_rrsigs(writer: &mut MessageWriter<'_>, body_start: usize, rrsigs: &[Box<[u8]>], ttl: u32, room: usize, fitted: Fitted) -> Fitted {
+    for rrsig in rrsigs {
+        writer.record_at(pharos_wire::HEADER_LEN as u16, types::RRSIG, types::CLASS_IN, ttl, rrsig);
+    }
+    let length = writer.len() - body_start;
+    if length > room {
+        writer.truncate(body_start);
+        return Fitted { len: 0, counts: [0; 3], truncated: true };
+    }
+    Fitted { len: length, counts: [fitted.counts[0] + rrsigs.len() as u16, 0, 0], truncated: false }
+}
+
+fn address_octets(address: std::net::IpAddr) -> Box<[u8]> {
+    match address {
+        std::net::IpAddr::V4(v4) => Box::new(v4.octets()),
+        std::net::IpAddr::V6(v6) => Box::new(v6.octets()),
+    }
+}
+
+/// The record type of a family's addresses.
+fn family_type(family: Family) -> u16 {
+    match family {
+        Family::V4 => types::A,
+        Family::V6 => types::AAAA,
+    }
 }
 
 /// Which family of addresses a question asks a service for, if any.

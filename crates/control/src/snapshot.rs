@@ -11,17 +11,18 @@ use std::sync::Arc;
 
 use pharos_answer::{Settings, Snapshot};
 use pharos_route::Routes;
-use pharos_wire::name;
+use pharos_wire::{name, types};
 use pharos_zone::{Zone, ZoneSet};
 
 use crate::error::ControlError;
 use crate::spec::{BuiltRegions, DataSources, Declared, RegionSpec, build_regions, build_routes_with};
 
-/// A frozen zone set and the service names reserved in it (sorted).
+/// A frozen zone set and the service names reserved in it (sorted), each
+/// with the address types its replicas have.
 #[derive(Clone)]
 struct Frozen {
     set: Arc<ZoneSet>,
-    reserved: Vec<Box<[u8]>>,
+    reserved: Vec<(Box<[u8]>, Vec<u16>)>,
 }
 
 /// Builds snapshots over one set of loaded zones and settings.
@@ -104,29 +105,39 @@ pub fn service_name(text: &str) -> Result<Box<[u8]>, String> {
     name::from_dotted(text).map(Box::from).map_err(|error| format!("{text:?} is not a domain name ({error:?})"))
 }
 
-fn sorted_names(routes: &Routes) -> Vec<Box<[u8]>> {
-    let mut names: Vec<Box<[u8]>> = routes.services.keys().cloned().collect();
+/// The service names, sorted, each with the address types (A, AAAA) of
+/// its replicas: a signed zone's proofs at the name list them.
+fn sorted_names(routes: &Routes) -> Vec<(Box<[u8]>, Vec<u16>)> {
+    let mut names: Vec<(Box<[u8]>, Vec<u16>)> = routes
+        .services
+        .iter()
+        .map(|(name, service)| {
+            let has = |v4: bool| service.replicas.iter().any(|replica| replica.address.is_ipv4() == v4);
+            let types = [(types::A, true), (types::AAAA, false)].into_iter().filter(|(_, v4)| has(*v4)).map(|(rtype, _)| rtype);
+            (name.clone(), types.collect())
+        })
+        .collect();
     names.sort();
     names
 }
 
 /// Freezes `loaded` zones with every service name in `names` reserved.
-fn freeze(loaded: &[Zone], names: Vec<Box<[u8]>>) -> Result<Frozen, ControlError> {
+fn freeze(loaded: &[Zone], names: Vec<(Box<[u8]>, Vec<u16>)>) -> Result<Frozen, ControlError> {
     let mut zones = loaded.to_vec();
-    for service in &names {
-        reserve_in_zone(&mut zones, service)?;
+    for (service, routed_types) in &names {
+        reserve_in_zone(&mut zones, service, routed_types)?;
     }
     let set = ZoneSet::new(zones).map_err(ControlError::Zones)?;
     Ok(Frozen { set: Arc::new(set), reserved: names })
 }
 
 /// Makes a service's name exist in the most specific zone containing it.
-fn reserve_in_zone(zones: &mut [Zone], service: &[u8]) -> Result<(), ControlError> {
+fn reserve_in_zone(zones: &mut [Zone], service: &[u8], routed_types: &[u16]) -> Result<(), ControlError> {
     let field = format!("service[{}].name", name::Display(service));
     let zone = zones
         .iter_mut()
         .filter(|zone| name::is_at_or_below(service, &zone.origin))
         .max_by_key(|zone| zone.origin.len())
         .ok_or_else(|| ControlError::invalid(&field, "not inside any served zone"))?;
-    zone.reserve_name(service).map_err(|message| ControlError::invalid(field, message))
+    zone.reserve_name(service, routed_types).map_err(|message| ControlError::invalid(field, message))
 }

@@ -5,8 +5,15 @@
 //! canonical form (owner lowercase, names inside the record data of the
 //! types RFC 4034 section 6.2 lists lowercase, as `domain` composes them)
 //! and canonical order (by record data), duplicates once.
+//!
+//! Signatures made per query (routed answers, wildcards, denials) are
+//! cached by that signed data and the window, so that every order of the
+//! same addresses, asked again and again, is signed once: a bounded cache
+//! shared by every thread, dropped with its signer when the zone is
+//! signed again.
 
 use std::fmt;
+use std::sync::Arc;
 
 use domain::base::iana::Rtype;
 use domain::base::name::ParsedName;
@@ -16,6 +23,7 @@ use domain::rdata::ZoneRecordData;
 use domain::rdata::dnssec::RtypeBitmap;
 use pharos_wire::name::{self, MAX_NAME_LEN};
 use pharos_wire::types;
+use quick_cache::sync::Cache;
 use ring::rand::SystemRandom;
 
 use crate::keys::ZoneKeys;
@@ -25,6 +33,13 @@ pub const NSEC: u16 = 47;
 /// The NXNAME meta type of compact denial (RFC 9824 section 2): in an
 /// NSEC's type bitmap, it says that the owner name does not exist.
 pub const NXNAME: u16 = 128;
+
+/// How many RRsets' signatures the per-query cache keeps: some tens of
+/// MB at most, and more than the distinct answers of a zone's services.
+const CACHED_RRSETS: usize = 65_536;
+
+/// The RRSIGs' data over one RRset.
+pub type Rrsigs = Arc<[Box<[u8]>]>;
 
 /// How far before now signatures start, so that a validator whose clock
 /// is behind ours still accepts them.
@@ -53,6 +68,9 @@ pub struct Signer {
     keys: ZoneKeys,
     window: Window,
     random: SystemRandom,
+    /// Keyed by the window and the RRset's canonical records, which hold
+    /// its owner, type, TTL and content.
+    cache: Cache<(Window, Box<[u8]>), Rrsigs>,
 }
 
 impl fmt::Debug for Signer {
@@ -73,7 +91,7 @@ impl Signer {
         if !covers(crate::keys::DNSKEY) || !covers(types::SOA) {
             return Err(format!("zone {} needs a CSK, or a KSK and a ZSK: run `pharos key generate`", name::Display(origin)));
         }
-        Ok(Signer { zone: origin.into(), keys, window, random: SystemRandom::new() })
+        Ok(Signer { zone: origin.into(), keys, window, random: SystemRandom::new(), cache: Cache::new(CACHED_RRSETS) })
     }
 
     pub fn window(&self) -> Window {
@@ -89,7 +107,30 @@ impl Signer {
     /// by `owner` (lowercase wire form) with `ttl`: one per key that signs
     /// the type.
     pub fn sign(&self, owner: &[u8], rtype: u16, ttl: u32, rdatas: &[Box<[u8]>]) -> Vec<Box<[u8]>> {
-        let records = canonical_records(owner, rtype, ttl, rdatas);
+        self.sign_records(rtype, ttl, &canonical_records(owner, rtype, ttl, rdatas))
+    }
+
+    /// Like [`Signer::sign`], for a query: from the cache when the same
+    /// RRset (in any order) was signed before in this window.
+    pub fn sign_cached(&self, owner: &[u8], rtype: u16, ttl: u32, rdatas: &[Box<[u8]>]) -> Rrsigs {
+        let key = (self.window, canonical_records(owner, rtype, ttl, rdatas).into_boxed_slice());
+        if let Some(rrsigs) = self.cache.get(&key) {
+            return rrsigs;
+        }
+        let rrsigs: Rrsigs = self.sign_records(rtype, ttl, &key.1).into();
+        self.cache.insert(key, rrsigs.clone());
+        rrsigs
+    }
+
+    /// How many RRsets the per-query cache holds signatures for.
+    pub fn cached(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Signs `records`, an RRset of type `rtype` and `ttl` in canonical form and order.
+    fn sign_records(&self, rtype: u16, ttl: u32, records: &[u8]) -> Vec<Box<[u8]>> {
+        let owner_len = name::uncompressed_len(records, 0).expect("canonical records start with their owner");
+        let owner = &records[..owner_len];
         self.keys
             .keys
             .iter()
@@ -104,7 +145,7 @@ impl Signer {
                 rrsig.extend_from_slice(&self.window.inception.to_be_bytes());
                 rrsig.extend_from_slice(&key.key_tag().to_be_bytes());
                 rrsig.extend_from_slice(&self.zone);
-                let signature = key.sign(&[&rrsig[..], &records].concat(), &self.random);
+                let signature = key.sign(&[&rrsig[..], records].concat(), &self.random);
                 rrsig.extend_from_slice(&signature);
                 rrsig.into_boxed_slice()
             })
@@ -251,6 +292,22 @@ mod tests {
         let only_ksk = ZoneKeys { keys: vec![ZoneKey::generate(Algorithm::Ed25519, Role::Ksk, &random).unwrap()] };
         let error = Signer::new(ZONE, only_ksk, Window::from_now(0, 1)).unwrap_err();
         assert!(error.contains("needs a CSK, or a KSK and a ZSK"), "{error}");
+    }
+
+    #[test]
+    fn the_cache_signs_each_rrset_once_whatever_its_order() {
+        let signer = signer(Algorithm::EcdsaP256Sha256, &[Role::Csk]);
+        let owner = b"\x03app\x07example\x04test\x00";
+        let forward: Vec<Box<[u8]>> = vec![Box::new([192, 0, 2, 1]), Box::new([192, 0, 2, 2])];
+        let backward: Vec<Box<[u8]>> = forward.iter().rev().cloned().collect();
+        let first = signer.sign_cached(owner, types::A, 60, &forward);
+        // ECDSA signatures are randomized: the same bytes again come from the cache.
+        assert_eq!(signer.sign_cached(b"\x03APP\x07example\x04test\x00", types::A, 60, &backward), first);
+        assert_eq!(signer.cached(), 1);
+        verify(&signer, owner, types::A, 60, &backward, &first);
+        assert_ne!(signer.sign_cached(owner, types::A, 30, &forward), first, "another TTL is another RRset");
+        assert_ne!(signer.sign_cached(owner, types::A, 60, &forward[..1]), first, "other content");
+        assert_eq!(signer.cached(), 3);
     }
 
     #[test]

@@ -52,8 +52,9 @@ pub enum Records<'z> {
 pub enum Rrsigs<'z> {
     /// Made when the zone was signed (none when the answer is unsigned).
     Stored(&'z [Box<[u8]>]),
-    /// Made for this answer: over a wildcard's records or a denial.
-    Made(Vec<Box<[u8]>>),
+    /// Made for this answer (or taken from the signer's cache): over a
+    /// wildcard's records or a denial.
+    Made(pharos_dnssec::sign::Rrsigs),
 }
 
 impl Rrsigs<'_> {
@@ -134,7 +135,7 @@ impl<'z> Answer<'z> {
         self.push(ANSWER, owner, rrset, rrset.ttl, true);
         if let Some(signer) = self.signer {
             let entry = self.sections[ANSWER].last_mut().expect("just pushed");
-            entry.rrsigs = Rrsigs::Made(signer.sign(expanded, rrset.rtype, rrset.ttl, &rrset.rdatas));
+            entry.rrsigs = Rrsigs::Made(signer.sign_cached(expanded, rrset.rtype, rrset.ttl, &rrset.rdatas));
         }
     }
 
@@ -143,7 +144,7 @@ impl<'z> Answer<'z> {
     fn push_made_nsec(&mut self, zone: &Zone, owner: Owner<'z>, name: &[u8], present: &[u16]) {
         let Some(signer) = self.signer else { return };
         let rdata = nsec_rdata(name, present.iter().copied());
-        let rrsigs = Rrsigs::Made(signer.sign(name, NSEC, zone.negative_ttl, std::slice::from_ref(&rdata)));
+        let rrsigs = Rrsigs::Made(signer.sign_cached(name, NSEC, zone.negative_ttl, std::slice::from_ref(&rdata)));
         let entry = Entry { owner, rtype: NSEC, ttl: zone.negative_ttl, records: Records::Made(rdata), required: true, rrsigs };
         self.sections[AUTHORITY].push(entry);
     }

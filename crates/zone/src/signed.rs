@@ -7,7 +7,9 @@
 //! itself, built here; a name that does not exist gets, per query, an NSEC
 //! at itself whose bitmap holds NXNAME (see [`crate::lookup`]). No record
 //! names a neighbour, so the zone cannot be walked, and a name a routing
-//! policy adds or removes changes no other name's proof.
+//! policy adds or removes changes no other name's proof. A routed name's
+//! NSEC lists the address types its replicas have, so that no resolver
+//! infers from it (RFC 8198) that the name has no addresses.
 
 use pharos_dnssec::keys::DNSKEY;
 use pharos_dnssec::{NSEC, Signer, nsec_rdata};
@@ -34,7 +36,8 @@ pub(crate) fn sign_zone(zone: &mut Zone, signer: &Signer) {
             rrset.rrsigs = signer.sign(&name, rrset.rtype, rrset.ttl, &rrset.rdatas);
         }
         let listed = |rtype: &u16| !is_cut || *rtype == types::NS || *rtype == types::DS;
-        let present: Vec<u16> = node.rrsets.iter().map(|rrset| rrset.rtype).filter(listed).chain([types::RRSIG, NSEC]).collect();
+        let stored = node.rrsets.iter().map(|rrset| rrset.rtype).filter(listed);
+        let present: Vec<u16> = stored.chain(node.routed_types.iter().copied()).chain([types::RRSIG, NSEC]).collect();
         let rdatas = vec![nsec_rdata(&name, present)];
         let rrsigs = signer.sign(&name, NSEC, negative_ttl, &rdatas);
         node.nsec = Some(Rrset { rtype: NSEC, ttl: negative_ttl, rdatas, rrsigs });

@@ -29,6 +29,9 @@ pub struct Node {
     /// which types the name has, for answers that it lacks one (compact
     /// denial, RFC 9824). Never part of the answers to DO=0 queries.
     pub nsec: Option<Rrset>,
+    /// The address types a routing policy answers at this name (A, AAAA),
+    /// which its NSEC lists though the zone holds no such records.
+    pub routed_types: Vec<u16>,
 }
 
 impl Node {
@@ -90,9 +93,10 @@ impl Zone {
     }
 
     /// Makes `name` (lowercase wire form, inside the zone) exist with no
-    /// records, for a name whose addresses a routing policy answers. A name
-    /// that holds records, or lies below a delegation or DNAME, is refused.
-    pub fn reserve_name(&mut self, name: &[u8]) -> Result<(), String> {
+    /// records, for a name whose addresses (of `routed_types`) a routing
+    /// policy answers. A name that holds records, or lies below a
+    /// delegation or DNAME, is refused.
+    pub fn reserve_name(&mut self, name: &[u8], routed_types: &[u16]) -> Result<(), String> {
         let shown = name::Display(name);
         if !name::is_at_or_below(name, &self.origin) {
             return Err(format!("{shown} is not inside the zone {}", name::Display(&self.origin)));
@@ -104,7 +108,7 @@ impl Zone {
             return Err(format!("{shown} is below a delegation or DNAME in the zone"));
         }
         add_empty_ancestors(&mut self.nodes, name, &self.origin);
-        self.nodes.entry(name.into()).or_default();
+        self.nodes.entry(name.into()).or_default().routed_types = routed_types.to_vec();
         Ok(())
     }
 
