@@ -16,6 +16,7 @@ declare -A needed=(
   [dig]=bind9-dnsutils    # DNS client
   [dnssec-dsfromkey]=bind9-utils  # computes the DS of our DNSKEYs (tests/keys.rs)
   [delv]=bind9-dnsutils   # validates signed answers from a trust anchor (tests/dnssec.rs)
+  [unbound-host]=unbound-host  # Unbound's validator, the second one there
   [curl]=curl             # DNS over HTTPS client
   [iptables]=iptables     # NFQUEUE rules of the emulated lossy link (tests/tail.rs)
   [clang]=clang           # compiles the XDP programs (crates/xdp/build.rs, tests/common/netns.rs)

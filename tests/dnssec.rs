@@ -1,8 +1,9 @@
 //! Signed zones through the binary: keys made with `pharos key generate`,
-//! a zone served with `dnssec = true`, and BIND's `delv` validating its
-//! answers (positive, wildcard, NODATA, and names that do not exist, by
-//! compact denial) from a trust anchor made of the DS the key command
-//! printed, for both algorithms and both key layouts. Answers to DO=0
+//! a zone served with `dnssec = true`, and two validators, BIND's `delv`
+//! and Unbound's `unbound-host`, validating its answers (positive,
+//! wildcard, NODATA, and names that do not exist, by compact denial) from
+//! a trust anchor made of the DS the key command printed, for both
+//! algorithms and both key layouts. Answers to DO=0
 //! queries are compared byte for byte with those of the same zone unsigned.
 //! Answers routed by a service's policy validate too, in every order the
 //! policy gives. A zone marked `dnssec = true` without keys does not start.
@@ -61,25 +62,49 @@ fn serve_signed(key_args: &[&str]) -> (Pharos, Vec<String>) {
     (pharos, ds)
 }
 
-/// `delv`'s verdict on NAME TYPE asked of `server`, trusting the zone's
-/// `ds` records; None (with a loud SKIP, a failure under CI) without delv.
-fn delv(server: SocketAddr, anchors: &Path, name: &str, rtype: &str) -> Option<String> {
-    let output = match Command::new("delv")
-        .arg(format!("@{}", server.ip()))
-        .args(["-p", &server.port().to_string(), "-a"])
-        .arg(anchors)
-        .args(["+root=example.test", "+nomtrace", "+tcp", name, rtype])
-        .output()
-    {
-        Ok(output) => output,
+/// What `command` printed, or None (with a loud SKIP, a failure under CI)
+/// when it cannot run: `package` has it.
+fn said(command: &mut Command, package: &str) -> Option<String> {
+    match command.output() {
+        Ok(output) => Some(format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))),
         Err(error) => {
-            let message = format!("delv cannot run ({error}): install the Debian package bind9-dnsutils");
+            let message = format!("{command:?} cannot run ({error}): install the Debian package {package}");
             assert!(std::env::var("CI").as_deref() != Ok("true"), "{message}");
             eprintln!("SKIP: {message}");
-            return None;
+            None
         }
-    };
-    Some(format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr)))
+    }
+}
+
+/// `delv`'s verdict on NAME TYPE asked of `server`, trusting the
+/// trust-anchors file `anchors`, over TCP (unbound-host asks over UDP).
+fn delv(server: SocketAddr, anchors: &Path, name: &str, rtype: &str) -> Option<String> {
+    let mut command = Command::new("delv");
+    command.arg(format!("@{}", server.ip())).args(["-p", &server.port().to_string(), "-a"]).arg(anchors).args([
+        "+root=example.test",
+        "+nomtrace",
+        "+tcp",
+        name,
+        rtype,
+    ]);
+    said(&mut command, "bind9-dnsutils")
+}
+
+/// Unbound's configuration asking `server` for example.test, trusting `ds`
+/// (RFC 6761 makes .test a local zone by default: not here).
+fn unbound_config(server: SocketAddr, ds: &[String]) -> String {
+    let anchors: String = ds.iter().map(|line| format!("  trust-anchor: \"{line}\"\n")).collect();
+    format!(
+        "server:\n  do-not-query-localhost: no\n  local-zone: \"test.\" nodefault\n{anchors}\
+         stub-zone:\n  name: \"example.test\"\n  stub-addr: {}@{}\n",
+        server.ip(),
+        server.port()
+    )
+}
+
+/// `unbound-host`'s verdict on NAME TYPE with the configuration `config`.
+fn unbound_host(config: &Path, name: &str, rtype: &str) -> Option<String> {
+    said(Command::new("unbound-host").arg("-C").arg(config).args(["-v", "-t", rtype, name]), "unbound-host")
 }
 
 /// delv's trust-anchors statement for the DS lines `pharos key` printed.
@@ -113,13 +138,15 @@ fn services() -> String {
 }
 
 #[test]
-fn delv_validates_signed_answers_and_denials() {
+fn validators_accept_signed_answers_and_denials() {
     let layouts: [&[&str]; 2] = [&["--algorithm", "ecdsap256sha256"], &["--algorithm", "ed25519", "--ksk-zsk"]];
     for key_args in layouts {
         let (pharos, ds) = serve_signed(key_args);
         assert!(!ds.is_empty(), "pharos key printed no DS");
         let anchor_file = pharos._dir.path().join("anchors.conf");
         std::fs::write(&anchor_file, anchors(&ds)).unwrap();
+        let unbound_file = pharos._dir.path().join("unbound.conf");
+        std::fs::write(&unbound_file, unbound_config(pharos.address, &ds)).unwrap();
         let cases = [
             ("example.test", "SOA", "fully validated"),
             ("example.test", "DNSKEY", "fully validated"),
@@ -144,6 +171,10 @@ fn delv_validates_signed_answers_and_denials() {
         for (name, rtype, verdict) in cases {
             let Some(said) = delv(pharos.address, &anchor_file, name, rtype) else { return };
             assert!(said.contains(verdict), "{key_args:?} {name} {rtype}: expected {verdict:?}, delv said:\n{said}");
+            // Unbound says "(secure)" after each address, or after "has no ...".
+            let Some(said) = unbound_host(&unbound_file, name, rtype) else { return };
+            let all_secure = said.lines().all(|line| line.ends_with("(secure)"));
+            assert!(all_secure && !said.is_empty(), "{key_args:?} {name} {rtype}: unbound-host said:\n{said}");
         }
     }
 }
