@@ -1,13 +1,21 @@
 // xdpgen's XDP program, attached (native) to the client's end of a veth
-// pair, in two roles told apart by the frame's Ethernet source:
+// pair, in two roles told apart by the interface a frame came in on:
 //
 // - Generating: user space runs it with BPF_PROG_TEST_RUN in live-frames
-//   mode on that end, with frames whose source is the end's own MAC (the
-//   blank frame the run starts from, or a query an earlier run wrote into
-//   a recycled page). It writes the next query of the mix (a whole
-//   pre-built Ethernet frame from `queries`) into the frame and returns
-//   XDP_TX, so the frame leaves through that end to its peer as an
-//   xdp_frame, the way a NIC driver's XDP_TX would.
+//   mode on frames that seem to arrive on the namespace's loopback (never
+//   a frame of the veth: a page of the run's pool may come back from the
+//   server holding a response, and must not be counted again each time
+//   the run reuses it). When the next query is due (the cursor paces them
+//   by the kernel clock, one every `interval`), it writes that query of
+//   the mix (a whole pre-built Ethernet frame from `queries`) into the
+//   frame and redirects it to the client's end, so the frame leaves
+//   through that end to its peer as an xdp_frame (veth's ndo_xdp_xmit),
+//   the way a NIC driver hands a frame to XDP on the far side; before its
+//   time, it drops the frame (the page goes back to the run's pool). So a
+//   run spins its CPU and the queries leave evenly spaced, at any rate,
+//   from few runs: paced from user space, short runs many times a second
+//   ran out of the XDP memory-model IDs each run's page pool holds for a
+//   second or more (ENOSPC), and bursts overran the peer's 256-frame ring.
 // - Counting: every frame the end receives (from the server's end, whose
 //   source is that end's MAC) that is a DNS response from the server's
 //   port is counted (per rcode, truncated, or not an answer to the query
@@ -49,12 +57,23 @@ struct query {
 	__u8 frame[FRAME];
 };
 
+// Times in 1/1024 ns (ns << 10): an interval of 1,000 ns (1M q/s) is
+// then kept to 0.1 %.
+#define FIXED_POINT 10
+// The most queries sent back to back to catch up after the CPU was taken
+// away: more would overrun the peer's ring. The rest are skipped.
+#define MAX_CATCH_UP 64
+
 struct cursor {
 	__u32 next;
 	__u32 count;
-	// The client end's MAC: frames from it are ours to fill.
-	__u8 client_mac[ETH_ALEN];
-	__u8 pad[2];
+	// When the next query is due, and the time between two, fixed point.
+	__u64 due;
+	__u64 interval;
+	// Queries still to send; sent, and skipped for being too late.
+	__u64 remaining;
+	__u64 sent;
+	__u64 skipped;
 };
 
 struct counters {
@@ -86,15 +105,44 @@ struct {
 	__type(value, struct counters);
 } counters SEC(".maps");
 
-// The server's port, set by the loader.
+// Set by the loader: the server's port, the client's end of the veth,
+// and the interface the generating test runs seem to arrive on.
 volatile const __u16 server_port = 53;
+volatile const __u32 client_ifindex = 0;
+volatile const __u32 generator_ifindex = 0;
+
+// Whether the next query is due now; if so, takes it off the schedule.
+// One user-space thread runs the generator, on one CPU with migration
+// off: the cursor needs no atomics.
+static __always_inline int due_now(struct cursor *c)
+{
+	if (!c->remaining || !c->interval)
+		return 0;
+	__u64 now = bpf_ktime_get_ns() << FIXED_POINT;
+	if (now < c->due)
+		return 0;
+	__u64 late = (now - c->due) / c->interval;
+	if (late > MAX_CATCH_UP) {
+		__u64 skip = late - MAX_CATCH_UP;
+		skip = skip < c->remaining ? skip : c->remaining;
+		c->skipped += skip;
+		c->remaining -= skip;
+		c->due += skip * c->interval;
+		if (!c->remaining)
+			return 0;
+	}
+	c->due += c->interval;
+	c->remaining--;
+	c->sent++;
+	return 1;
+}
 
 static __always_inline int generate(struct xdp_md *ctx, struct cursor *c)
 {
 	if (!c->count)
 		return XDP_ABORTED;
-	// One user-space thread runs this, on one CPU with migration off: the
-	// cursor needs no atomics.
+	if (!due_now(c))
+		return XDP_DROP;
 	__u32 k = c->next;
 	c->next = k + 1 >= c->count ? 0 : k + 1;
 	struct query *q = bpf_map_lookup_elem(&queries, &k);
@@ -115,7 +163,7 @@ static __always_inline int generate(struct xdp_md *ctx, struct cursor *c)
 		return XDP_ABORTED;
 	if (bpf_xdp_store_bytes(ctx, 0, q->frame, len))
 		return XDP_ABORTED;
-	return XDP_TX;
+	return bpf_redirect(client_ifindex, 0);
 }
 
 // Whether the response's question and destination are the query's.
@@ -172,15 +220,6 @@ static __always_inline int count_response(struct xdp_md *ctx, struct cursor *c)
 	return XDP_DROP;
 }
 
-static __always_inline int same_mac(const __u8 *a, const __u8 *b)
-{
-	int same = 1;
-#pragma unroll
-	for (int i = 0; i < ETH_ALEN; i++)
-		same &= a[i] == b[i];
-	return same;
-}
-
 SEC("xdp")
 int xdpgen(struct xdp_md *ctx)
 {
@@ -190,8 +229,7 @@ int xdpgen(struct xdp_md *ctx)
 	struct cursor *c = bpf_map_lookup_elem(&cursor, &zero);
 	if (!c || data + ETH_HLEN > end)
 		return XDP_PASS;
-	const __u8 *source = ((struct ethhdr *)data)->h_source;
-	if (same_mac(source, c->client_mac))
+	if (ctx->ingress_ifindex == generator_ifindex)
 		return generate(ctx, c);
 	return count_response(ctx, c);
 }

@@ -1,8 +1,8 @@
 //! The BPF side of xdpgen (bpf/xdpgen.bpf.c): loading its program,
 //! filling the query map, attaching it to the client's end (where it counts
 //! responses, and where attached it makes test runs cheap: see the C
-//! file), sending a chunk of queries with a live-frames test run of it,
-//! and reading what it counted.
+//! file), setting the pace the program sends at, spinning it with
+//! live-frames test runs, and reading what it sent and counted.
 
 use std::ffi::CString;
 
@@ -16,10 +16,15 @@ use aya::{Ebpf, EbpfLoader};
 pub const FRAME: usize = 384;
 /// Queries the map holds: the DNS ID names the query, so at most 2^16.
 pub const MAX_QUERIES: usize = 65536;
-/// The most frames one test run sends: the kernel's limit on a
-/// live-frames batch (TEST_XDP_MAX_BATCH in net/bpf/test_run.c), and the
-/// veth ring's size (VETH_RING_SIZE), which a longer burst would overrun.
-pub const MAX_CHUNK: u32 = 256;
+/// Frames per live-frames batch (flushed to the peer after each): a
+/// driver's NAPI budget.
+const BATCH: u32 = 64;
+/// Frames one test run offers the program, most dropped while it waits
+/// for the next query's time: a few milliseconds of spinning, so that
+/// runs are few (each holds an XDP memory-model ID for a second or more).
+const FRAMES_PER_RUN: u32 = 1 << 16;
+/// The cursor's times are in 1/1024 ns (FIXED_POINT in the C program).
+const FIXED_POINT: u32 = 10;
 const RCODES: usize = 16;
 
 #[cfg(xdpgen_program)]
@@ -44,12 +49,25 @@ unsafe impl aya::Pod for QueryFrame {}
 struct Cursor {
     next: u32,
     count: u32,
-    client_mac: [u8; 6],
-    pad: [u8; 2],
+    due: u64,
+    interval: u64,
+    remaining: u64,
+    sent: u64,
+    skipped: u64,
 }
 
-// SAFETY: repr(C), two u32 and eight octets, no implicit padding.
+// SAFETY: repr(C), two u32 then u64s at 8: no implicit padding.
 unsafe impl aya::Pod for Cursor {}
+
+/// How far the program is through the queries it was asked to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub remaining: u64,
+    pub sent: u64,
+    /// Fell due while the CPU was taken away for longer than a burst the
+    /// peer's ring holds: not sent.
+    pub skipped: u64,
+}
 
 /// What the response counter saw (the C program's `struct counters`).
 #[repr(C)]
@@ -80,17 +98,21 @@ pub struct Generator {
 
 impl Generator {
     /// Loads the program for responses from `server_port`, fills the
-    /// query map with `queries` and attaches it to `interface`, whose MAC
-    /// is `client_mac` (native XDP: on a veth that also makes the end's
-    /// NAPI wake for the server's XDP_TX frames).
-    pub fn load(interface: &str, client_mac: [u8; 6], server_port: u16, queries: &[QueryFrame]) -> Result<Generator> {
+    /// query map with `queries` and attaches it to `interface` (native XDP:
+    /// on a veth that also makes the end's NAPI wake for the server's
+    /// XDP_TX frames). Its test runs take their frames as if received on
+    /// this namespace's loopback, and send them out of `interface`.
+    pub fn load(interface: &str, server_port: u16, queries: &[QueryFrame]) -> Result<Generator> {
         let object = OBJECT.ok_or_else(|| anyhow!("this xdpgen was built without its BPF programs (clang or libbpf-dev was missing)"))?;
         if queries.is_empty() || queries.len() > MAX_QUERIES {
             bail!("{} queries: xdpgen sends 1 to {MAX_QUERIES} (the DNS ID names the query)", queries.len());
         }
-        let ifindex = if_index(interface)?;
+        let client_ifindex = if_index(interface)?;
+        let generator_ifindex = if_index("lo")?;
         let mut object = EbpfLoader::new()
             .override_global("server_port", &server_port, true)
+            .override_global("client_ifindex", &client_ifindex, true)
+            .override_global("generator_ifindex", &generator_ifindex, true)
             .load(object)
             .context("loading xdpgen's BPF object (root needed)")?;
         let mut map: Array<_, QueryFrame> = Array::try_from(object.map_mut("queries").context("no queries map")?)?;
@@ -98,19 +120,38 @@ impl Generator {
             map.set(k as u32, query, 0)?;
         }
         let mut cursor: Array<_, Cursor> = Array::try_from(object.map_mut("cursor").context("no cursor map")?)?;
-        cursor.set(0, Cursor { next: 0, count: queries.len() as u32, client_mac, pad: [0; 2] }, 0)?;
+        let idle = Cursor { next: 0, count: queries.len() as u32, due: 0, interval: 0, remaining: 0, sent: 0, skipped: 0 };
+        cursor.set(0, idle, 0)?;
         let program = xdp(&mut object)?;
         program.load().context("the verifier refused xdpgen's program")?;
         program.attach(interface, XdpMode::Driver).with_context(|| format!("attaching xdpgen's program to {interface} (native XDP)"))?;
-        // The frame a run starts from is the end's own: the program fills it.
-        let mut blank = vec![0; FRAME];
-        blank[6..12].copy_from_slice(&client_mac);
-        Ok(Generator { object, context: context(ifindex), blank })
+        // The frame a run starts from: the program overwrites what it sends.
+        Ok(Generator { object, context: context(generator_ifindex), blank: vec![0; FRAME] })
     }
 
-    /// Sends the next `frames` queries of the mix out of the interface:
-    /// one BPF_PROG_TEST_RUN of the program in live-frames mode.
-    pub fn send(&mut self, frames: u32) -> Result<()> {
+    /// Asks the program to send `count` queries, one every 1/`rate`
+    /// seconds from now.
+    pub fn pace(&mut self, rate: f64, count: u64) -> Result<()> {
+        let mut cursor: Array<_, Cursor> = Array::try_from(self.object.map_mut("cursor").context("no cursor map")?)?;
+        let mut paced = cursor.get(&0, 0)?;
+        paced.interval = (1e9 / rate * f64::from(1u32 << FIXED_POINT)) as u64;
+        paced.due = monotonic_ns() << FIXED_POINT;
+        (paced.remaining, paced.sent, paced.skipped) = (count, 0, 0);
+        cursor.set(0, paced, 0)?;
+        Ok(())
+    }
+
+    /// How far the program is through what [`Generator::pace`] asked.
+    pub fn progress(&self) -> Result<Progress> {
+        let cursor: Array<_, Cursor> = Array::try_from(self.object.map("cursor").context("no cursor map")?)?;
+        let Cursor { remaining, sent, skipped, .. } = cursor.get(&0, 0)?;
+        Ok(Progress { remaining, sent, skipped })
+    }
+
+    /// Runs the program on frames of the interface for a few milliseconds
+    /// (one BPF_PROG_TEST_RUN in live-frames mode): it sends the queries
+    /// that fall due meanwhile and drops the other frames.
+    pub fn spin(&mut self) -> Result<()> {
         let options = TestRunOptions {
             // The frame every page of the run's page pool starts with
             // (once: a recycled page keeps what the last run wrote); the
@@ -120,14 +161,11 @@ impl Generator {
             // frames look received there); data_end must equal the data's
             // length. Live frames take no data_out or ctx_out.
             ctx_in: Some(&self.context),
-            // The number of frames, each run once.
-            repeat: frames,
+            repeat: FRAMES_PER_RUN,
             // BPF_F_TEST_XDP_LIVE_FRAMES: XDP_TX really transmits (through
             // the redirect path: veth's ndo_xdp_xmit into the peer's ring,
-            // flushed after each batch), and pages are recycled. The batch
-            // (frames per flush, at most 256) is the whole chunk, so the
-            // chunk reaches the peer in one flush, like a driver's poll.
-            attrs: TestRunAttrs::new().xdp_live_frames(frames),
+            // flushed after each batch), and pages are recycled.
+            attrs: TestRunAttrs::new().xdp_live_frames(BATCH),
             ..TestRunOptions::default()
         };
         xdp(&mut self.object)?.test_run(options).context(
@@ -150,6 +188,17 @@ impl Generator {
         }
         Ok(sum)
     }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock bpf_ktime_get_ns reads.
+fn monotonic_ns() -> u64 {
+    // SAFETY: clock_gettime fills the timespec it is given.
+    let now = unsafe {
+        let mut now = std::mem::zeroed::<libc::timespec>();
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now);
+        now
+    };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
 fn xdp(object: &mut Ebpf) -> Result<&mut Xdp> {

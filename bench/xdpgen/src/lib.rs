@@ -9,9 +9,10 @@
 //! run there by BPF_PROG_TEST_RUN in live-frames mode, it writes query k
 //! into each frame and returns XDP_TX out of that end; on the responses
 //! the end receives, it counts them by rcode (and TC, and answers to
-//! questions not asked) and drops them. This file paces chunks of frames open loop
-//! at `--rate` for `--duration` (or `--count`), waits for the last
-//! answers and prints dnsload's JSON summary line.
+//! questions not asked) and drops them. This file sets the program's pace
+//! (open loop, `--rate` for `--duration` or `--count`: the program spaces
+//! the queries by the kernel clock), spins it until they are sent, waits
+//! for the last answers and prints dnsload's JSON summary line.
 //!
 //! [`run`] is the whole generator (src/main.rs only prints its summary),
 //! so a test can run it in-process, from a thread inside the client's
@@ -36,15 +37,11 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use dnsload::query::parse_query_file;
 
-use kernel::{Generator, MAX_CHUNK, Responses};
+use kernel::{Generator, Responses};
 
-/// A chunk is this many microseconds of the rate, at least MIN_CHUNK and
-/// at most MAX_CHUNK frames (the veth's ring holds 256). Few test runs
-/// matter more than small bursts: each run makes a page pool with an XDP
-/// memory-model ID, held until its last frame comes back (seconds, here),
-/// and when the IDs run out the run fails with ENOSPC.
-const CHUNK_US: f64 = 200.0;
-const MIN_CHUNK: u32 = 16;
+/// How long past `--duration` the program may take to send what fell due
+/// (the CPU may be taken from it at the end).
+const SENDING_GRACE: Duration = Duration::from_millis(100);
 const RCODE_NAMES: [&str; 6] = ["NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED"];
 
 /// The command line.
@@ -100,7 +97,7 @@ pub fn run(args: &Args) -> Result<Report> {
     let client_mac = interface_mac(&args.iface)?;
     let path =
         frames::Path { client_mac, server_mac: args.server_mac, sources: args.sources.clone(), server: args.server, port: args.port };
-    let mut generator = Generator::load(&args.iface, client_mac, args.port, &frames::build(&queries, &path)?)?;
+    let mut generator = Generator::load(&args.iface, args.port, &frames::build(&queries, &path)?)?;
     let refused_before = xmit_errors(&args.iface)?;
     let cpu_before = cpu_seconds();
     let sending = send_paced(&mut generator, args)?;
@@ -117,42 +114,26 @@ pub fn run(args: &Args) -> Result<Report> {
 /// What was sent.
 pub struct Sending {
     pub sent: u64,
-    /// Queries that fell due while the loop was late by more than a ring
-    /// (not sent: a catch-up burst would overrun the veth's ring).
+    /// Queries that fell due while the generator's CPU was taken away for
+    /// longer than a burst the veth's ring holds, or were not sent by the
+    /// deadline.
     pub skipped: u64,
     /// Seconds of sending.
     pub elapsed: f64,
 }
 
-/// Sends at `--rate` in chunks (CHUNK_US) until `--duration`
-/// or `--count`; sleeps between chunks.
+/// Sends at `--rate` for `--duration` (or `--count` queries): the
+/// program paces them; this spins it until they are sent.
 fn send_paced(generator: &mut Generator, args: &Args) -> Result<Sending> {
-    let chunk = ((args.rate * CHUNK_US / 1e6) as u32).clamp(MIN_CHUNK, MAX_CHUNK);
     let total = args.count.unwrap_or(u64::MAX).min((args.rate * args.duration) as u64);
-    set_timer_slack();
+    let deadline = Duration::from_secs_f64(args.duration) + SENDING_GRACE;
     let start = Instant::now();
-    let (mut sent, mut skipped) = (0u64, 0u64);
-    while sent + skipped < total {
-        let elapsed = start.elapsed().as_secs_f64();
-        if elapsed >= args.duration {
-            break;
-        }
-        let due = ((args.rate * elapsed) as u64).min(total);
-        let behind = due.saturating_sub(sent + skipped);
-        if behind > u64::from(MAX_CHUNK) {
-            skipped += behind - u64::from(MAX_CHUNK);
-        }
-        let ready = due.saturating_sub(sent + skipped);
-        if ready >= u64::from(chunk) || (due == total && ready > 0) {
-            let frames = ready.min(u64::from(chunk)) as u32;
-            generator.send(frames)?;
-            sent += u64::from(frames);
-        } else {
-            let wait = (sent + skipped + u64::from(chunk)) as f64 / args.rate - elapsed;
-            thread::sleep(Duration::from_secs_f64(wait.clamp(0.0, 0.001)));
-        }
+    generator.pace(args.rate, total)?;
+    while generator.progress()?.remaining > 0 && start.elapsed() < deadline {
+        generator.spin()?;
     }
-    Ok(Sending { sent, skipped, elapsed: start.elapsed().as_secs_f64() })
+    let progress = generator.progress()?;
+    Ok(Sending { sent: progress.sent, skipped: progress.skipped + progress.remaining, elapsed: start.elapsed().as_secs_f64() })
 }
 
 /// Polls the counters until every query sent is answered, or no answer
@@ -169,13 +150,6 @@ fn await_answers(generator: &Generator, sent: u64, timeout: Duration) -> Result<
         }
     }
     Ok(last)
-}
-
-/// Sleeps end within a few microseconds of their time, not the default
-/// 50 µs of slack: a chunk is 50 µs of the rate.
-fn set_timer_slack() {
-    // SAFETY: PR_SET_TIMERSLACK takes one integer; it only affects this thread.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64) };
 }
 
 /// The interface's MAC address, asked of the kernel (SIOCGIFHWADDR) in
@@ -239,7 +213,7 @@ pub struct Report {
 
 impl Report {
     /// dnsload's summary line, same keys (latency is not measured: null),
-    /// plus `refused` (frames the veth's ring had no room for) and `chunk`.
+    /// plus `refused` (frames the veth's ring had no room for).
     pub fn json(&self) -> String {
         let (s, r) = (&self.sending, &self.responses);
         let answered = r.answered();
