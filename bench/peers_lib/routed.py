@@ -204,9 +204,11 @@ def _toml_table(table):
 
 
 def pharos_config(port, zonefile, api_port=None, token="bench", store=None, seed=None,
-                  max_answers=None, host="127.0.0.1"):
+                  max_answers=None, host="127.0.0.1", resolver_view=False):
     """TOML for `pharos serve --config`: the routed service plus the zone."""
     parts = ["[server]", 'listen = ["%s:%d"]' % (host, port), "threads = 1"]
+    if resolver_view:
+        parts += ["[metrics]", "resolver_view = true"]
     if seed is not None:
         parts.append("random_seed = %d" % seed)
     if api_port is not None:
@@ -234,6 +236,7 @@ class PharosRouted(servers.Pharos):
     answers = "3 A, ordered by MyXDNS Alg. 1 (region probabilities)"
     threads = "[server] threads = 1"
     max_answers = None
+    resolver_view = False
 
     def __init__(self, port, outdir, zonefile, repo, api_port=None, store=False, seed=None):
         super().__init__(port, outdir, zonefile, repo)
@@ -252,7 +255,8 @@ class PharosRouted(servers.Pharos):
         conf = os.path.join(self.dir, "pharos.toml")
         with open(conf, "w") as f:
             f.write(pharos_config(self.port, self.zonefile, self.api_port, store=store,
-                                  seed=self.seed, max_answers=self.max_answers, host=self.host))
+                                  seed=self.seed, max_answers=self.max_answers, host=self.host,
+                                  resolver_view=self.resolver_view))
         exe = getattr(self, "copy", None) or self.binary
         return [exe, "serve", "--config", conf]
 
@@ -262,6 +266,14 @@ class PharosRouted1(PharosRouted):
     name = "pharos-routed-1"
     answers = "1 A: the first replica of MyXDNS Alg. 1 (max_answers = 1)"
     max_answers = 1
+
+
+class PharosRoutedResolverView(PharosRouted):
+    """The same service with `[metrics] resolver_view = true`: each routed
+    answer also tallied per resolver (the cost of the caching-skew view)."""
+    name = "pharos-routed-rv"
+    answers = PharosRouted.answers + ", tallied per resolver"
+    resolver_view = True
 
 
 class PharosStatic(PharosRouted):
