@@ -226,9 +226,12 @@ pub fn token(control: &mut Control) -> anyhow::Result<String> {
     }
     let mut bytes = [0u8; 24];
     rand::rngs::OsRng.try_fill_bytes(&mut bytes).context("no randomness for the API token")?;
-    let token: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
-    control.store().set_setting(TOKEN_SETTING, &token)?;
-    eprintln!("pharos: control API token (shown once; kept in the store): {token}");
+    let made: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+    // Another node starting on the same empty store may have kept its own first.
+    let token = control.store().setting_or_insert(TOKEN_SETTING, &made)?;
+    if token == made {
+        eprintln!("pharos: control API token (shown once; kept in the store): {token}");
+    }
     Ok(token)
 }
 

@@ -80,6 +80,10 @@ pub trait Store: Send {
     /// A value kept for the server itself (e.g. the API token).
     fn setting(&mut self, key: &str) -> Result<Option<String>, StoreError>;
     fn set_setting(&mut self, key: &str, value: &str) -> Result<(), StoreError>;
+    /// The value of `key`, set to `value` first if it has none: of nodes
+    /// that make a value at once (a shared secret), every one gets the one
+    /// written first.
+    fn setting_or_insert(&mut self, key: &str, value: &str) -> Result<String, StoreError>;
     /// Every latency measurement kept.
     fn load_measurements(&mut self) -> Result<MeasurementBook, StoreError>;
     /// Keeps `batch` (a measurement older than the one kept for its pair

@@ -311,6 +311,17 @@ impl Store for PostgresStore {
             Ok(())
         })
     }
+
+    fn setting_or_insert(&mut self, key: &str, value: &str) -> Result<String, StoreError> {
+        self.runtime.block_on(async {
+            let client = self.connection().await?;
+            // The no-op update takes the row's lock, so a racing insert
+            // waits for the first to commit and returns its value.
+            let kept = "INSERT INTO settings (key, value) VALUES ($1, $2) \
+                        ON CONFLICT (key) DO UPDATE SET value = settings.value RETURNING value";
+            Ok(client.query_one(kept, &[&key, &value]).await?.get(0))
+        })
+    }
 }
 
 /// Listens for logged batches for as long as the store's runtime runs,

@@ -143,4 +143,10 @@ impl Store for SqliteStore {
         self.connection.execute("INSERT OR REPLACE INTO settings (key, value) VALUES (?1, ?2)", params![key, value])?;
         Ok(())
     }
+
+    fn setting_or_insert(&mut self, key: &str, value: &str) -> Result<String, StoreError> {
+        // One statement: SQLite serializes writers, so the first insert wins.
+        let kept = "INSERT INTO settings (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = value RETURNING value";
+        Ok(self.connection.query_row(kept, params![key, value], |row| row.get(0))?)
+    }
 }

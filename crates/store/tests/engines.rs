@@ -99,7 +99,37 @@ on_both_engines!(
     every_batch_is_logged_under_the_next_sequence,
     a_batch_made_from_a_state_without_the_last_one_logged_is_refused,
     a_corrupt_logged_batch_is_named_by_its_sequence,
+    a_setting_made_by_several_at_once_is_the_first_one_written,
 );
+
+fn a_setting_made_by_several_at_once_is_the_first_one_written(engine: &dyn Engine) {
+    let mut store = engine.open().unwrap();
+    assert_eq!(store.setting_or_insert("cookie_secret", "first").unwrap(), "first");
+    assert_eq!(store.setting_or_insert("cookie_secret", "second").unwrap(), "first", "kept, not replaced");
+    assert_eq!(store.setting("cookie_secret").unwrap().as_deref(), Some("first"));
+}
+
+#[test]
+fn nodes_making_a_setting_at_once_all_keep_the_first_one_written() {
+    let engine = Postgresql::new();
+    let writers = 4;
+    let starting = std::sync::Barrier::new(writers);
+    let kept: Vec<String> = std::thread::scope(|scope| {
+        let racing: Vec<_> = (0..writers)
+            .map(|writer| {
+                let (engine, starting) = (&engine, &starting);
+                scope.spawn(move || {
+                    let mut store = engine.open().unwrap();
+                    starting.wait();
+                    store.setting_or_insert("token", &format!("made by {writer}")).unwrap()
+                })
+            })
+            .collect();
+        racing.into_iter().map(|writer| writer.join().unwrap()).collect()
+    });
+    assert!(kept.iter().all(|token| *token == kept[0]), "every node keeps the same token: {kept:?}");
+    assert_eq!(engine.open().unwrap().setting("token").unwrap().as_ref(), Some(&kept[0]));
+}
 
 fn region(name: &str, id: u32) -> RegionSpec {
     RegionSpec { id, name: name.into(), prefixes: vec!["192.0.2.0/24".into()], ..RegionSpec::default() }
