@@ -82,6 +82,12 @@ struct answer {
 	__u8 body[MAX_BODY];
 };
 
+// The routed-names filter: one bit per FNV-1a hash of a lowercase wire
+// name, modulo its size. Keep in step with src/maps.rs.
+#define ROUTED_FILTER_WORDS 64
+#define FNV_OFFSET 0xcbf29ce484222325ULL
+#define FNV_PRIME 0x100000001b3ULL
+
 // What a generation's snapshot says besides its answers.
 struct config {
 	// The payload size the OPT record advertises, and the largest reply.
@@ -93,6 +99,12 @@ struct config {
 	// 1 when every sender's Client Subnet is believed; else only those
 	// of senders in `trusted`.
 	__u16 trust_all;
+	__u16 padding;
+	// The bits of the names routed answers are installed for: a name
+	// whose bit is clear has none, and a static miss skips the routed
+	// lookups (classing the client, finding its draw), which cost more
+	// than the program's own code (a set bit only costs those lookups).
+	__u64 routed_names[ROUTED_FILTER_WORDS];
 };
 
 // What became of a packet, counted per interface. Keep in step with
@@ -167,6 +179,8 @@ struct scratch {
 	// at its head.
 	__u8 headers[HEADERS_V6];
 	struct answer_key key;
+	// FNV-1a of the key's name, as read_name lowercased it.
+	__u64 name_hash;
 	struct draw_key draw_key;
 	struct class_key class_key;
 	__u8 head[HEAD_MAX];
@@ -400,23 +414,29 @@ __attribute__((noinline)) __u32 read_name(struct xdp_md *ctx, __u32 offset)
 	const __u8 *name = (void *)(long)ctx->data + (offset & 0x3ff);
 	const void *data_end = (void *)(long)ctx->data_end;
 	__u32 label_left = 0;
+	__u64 hash = FNV_OFFSET;
 	for (__u32 i = 0; i < MAX_NAME; i++) {
 		const __u8 *p = name + i;
 		if ((const void *)(p + 1) > data_end)
 			return 0;
 		__u8 c = *p;
 		s->head[DNS_HEADER + i] = c;
-		if (label_left == 0) {
-			s->key.name[i] = c;
-			if (c == 0)
-				return i + 1;
+		int length_octet = label_left == 0;
+		if (length_octet) {
 			// Compression pointers and extended labels pass up.
 			if (c > 63)
 				return 0;
 			label_left = c;
 		} else {
 			label_left--;
-			s->key.name[i] = c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+			c = c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+		}
+		s->key.name[i] = c;
+		hash = (hash ^ c) * FNV_PRIME;
+		// The root label ends the name.
+		if (length_octet && c == 0) {
+			s->name_hash = hash;
+			return i + 1;
 		}
 	}
 	return 0;
@@ -672,6 +692,16 @@ static __always_inline struct answer *routed_answer(struct scratch *s, const str
 	return bpf_map_lookup_elem(&variants, &variant);
 }
 
+// Whether routed answers may be installed for the name hashed as `hash`
+// (its bit in the routed-names filter is set).
+static __always_inline int may_be_routed(const struct config *cfg, __u64 hash)
+{
+	__u32 bit = hash % (ROUTED_FILTER_WORDS * 64);
+	__u32 word = bit / 64;
+	AT_MOST(word, ROUTED_FILTER_WORDS - 1);
+	return (cfg->routed_names[word] >> (bit % 64)) & 1;
+}
+
 // Counts one more asking of `question` on this CPU.
 static __always_inline void count_asked(const struct answer_key *question)
 {
@@ -830,7 +860,7 @@ int answer(struct xdp_md *ctx)
 	__u32 answered = ANSWERED_STATIC;
 	// The reply's ECS scope: 0 for static answers, as user space's.
 	__u8 scope = 0;
-	if (!a) {
+	if (!a && may_be_routed(cfg, s->name_hash)) {
 		a = routed_answer(s, &q, generation, &scope);
 		answered = ANSWERED_ROUTED;
 	}

@@ -11,7 +11,7 @@ use crate::PROGRAM;
 use crate::admission::{Demand, asked_room};
 use crate::counters::{CounterValues, Counters, InterfaceCounters};
 use crate::fill::fill;
-use crate::maps::{Answer, AnswerKey, ClassData, ClassValue, Config, Draw, DrawKey, Limit, VariantKey};
+use crate::maps::{Answer, AnswerKey, ClassData, ClassValue, Config, Draw, DrawKey, Limit, RoutedNames, VariantKey};
 use crate::mirror::Mirrored;
 use crate::routed::{fill_routed, trusted_senders};
 use crate::settings::{Attached, Mode, Settings};
@@ -203,6 +203,8 @@ impl FastPath {
         self.demand.gather()?;
         let admitted = self.demand.admit(fill(snapshot), self.capacity as usize);
         let routed = fill_routed(snapshot);
+        let mut routed_names = RoutedNames::default();
+        routed.draws.iter().for_each(|(key, _)| routed_names.insert(&key.question.name));
         let left_out = admitted.left_out + routed.left_out;
         let mut synced = Synced { left_out, threshold: admitted.threshold, ..Synced::default() };
         let answers = admitted.entries.into_iter().map(|(key, answer)| (key.in_generation(target), answer)).collect();
@@ -222,7 +224,9 @@ impl FastPath {
         let senders = trusted.unwrap_or_default().into_iter().map(|key| (in_target(key), 1));
         self.trusted.bring_up(target, senders.collect(), &mut synced)?;
         let count_asked = u16::from(admitted.left_out > 0);
-        self.config.set(target, Config { udp_payload: snapshot.settings.udp_payload, count_asked, trust_all }, 0)?;
+        let config =
+            Config { udp_payload: snapshot.settings.udp_payload, count_asked, trust_all, padding: 0, routed_names: routed_names.words() };
+        self.config.set(target, config, 0)?;
         self.live.set(0, target, 0)?;
         self.serving = target;
         self.admission = (left_out, admitted.threshold);

@@ -102,6 +102,57 @@ pub struct Config {
     /// 1 when every sender's Client Subnet is believed, else only those
     /// of senders in the `trusted` trie (keyed as `classes`, value 1).
     pub trust_all: u16,
+    /// Aligns the filter; always 0.
+    pub padding: u16,
+    /// The routed-names filter: the bit of every name a draw is installed
+    /// for ([`RoutedNames`]); a static miss for a name whose bit is clear
+    /// skips the routed lookups.
+    pub routed_names: [u64; ROUTED_FILTER_WORDS],
+}
+
+/// Words of the routed-names filter (keep in step with the C program).
+pub const ROUTED_FILTER_WORDS: usize = 64;
+
+/// The routed-names filter: a bit per name, at its FNV-1a hash (of the
+/// lowercase wire name up to its root label, as the program reads it)
+/// modulo the filter's size. Two names may share a bit: then a miss for
+/// the other one also looks for a draw, and finds none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoutedNames([u64; ROUTED_FILTER_WORDS]);
+
+impl Default for RoutedNames {
+    /// No name.
+    fn default() -> RoutedNames {
+        RoutedNames([0; ROUTED_FILTER_WORDS])
+    }
+}
+
+impl RoutedNames {
+    /// Sets the bit of `name`, a key's lowercase, zero-padded wire name.
+    pub fn insert(&mut self, name: &[u8]) {
+        let bit = (fnv1a(wire_name_of(name)) % (ROUTED_FILTER_WORDS as u64 * 64)) as usize;
+        self.0[bit / 64] |= 1 << (bit % 64);
+    }
+
+    pub fn words(&self) -> [u64; ROUTED_FILTER_WORDS] {
+        self.0
+    }
+}
+
+/// The wire name at the start of `padded`, its root label included.
+fn wire_name_of(padded: &[u8]) -> &[u8] {
+    let mut at = 0;
+    while let Some(&length) = padded.get(at) {
+        at += 1 + usize::from(length);
+        if length == 0 {
+            break;
+        }
+    }
+    &padded[..at.min(padded.len())]
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// The `limit` map's only value: the per-source token bucket, in
@@ -124,7 +175,7 @@ pub struct Limit {
 unsafe impl aya::Pod for AnswerKey {}
 // SAFETY: as above: 8 octets of u16 fields, then an even-sized byte array.
 unsafe impl aya::Pod for Answer {}
-// SAFETY: three u16.
+// SAFETY: four u16 (the last one padding, written as 0), then u64s at 8: no implicit padding.
 unsafe impl aya::Pod for Config {}
 // SAFETY: an AnswerKey (264 octets, 4-aligned) and a u32: no padding.
 unsafe impl aya::Pod for DrawKey {}
@@ -182,4 +233,24 @@ pub fn ones_complement_sum(bytes: &[u8]) -> u16 {
         sum = (sum & 0xffff) + (sum >> 16);
     }
     sum as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_sets_the_bit_of_its_fnv1a_hash_up_to_its_root_label() {
+        // FNV-1a of the root name's single zero octet.
+        assert_eq!(fnv1a(&[0]), 0xaf63_bd4c_8601_b7df);
+        let mut padded = [0u8; MAX_NAME + 1];
+        padded[..9].copy_from_slice(b"\x03svc\x03tst\x00");
+        assert_eq!(wire_name_of(&padded), b"\x03svc\x03tst\x00", "the padding is not hashed");
+        let mut names = RoutedNames::default();
+        names.insert(&padded);
+        let bit = fnv1a(b"\x03svc\x03tst\x00") % (ROUTED_FILTER_WORDS as u64 * 64);
+        let set: Vec<u64> =
+            (0..ROUTED_FILTER_WORDS as u64 * 64).filter(|&at| names.words()[at as usize / 64] >> (at % 64) & 1 == 1).collect();
+        assert_eq!(set, [bit]);
+    }
 }
