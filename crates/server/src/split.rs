@@ -170,11 +170,7 @@ impl SplitWindow {
         for ((service, region), resolvers) in tallies.iter().flat_map(|(_, tally)| tally) {
             let into = merged.entry((service.to_string(), *region)).or_default();
             for (resolver, answers) in resolvers {
-                let kept = into.entry(*resolver).or_default();
-                kept.answers += answers.answers;
-                for (replica, seconds) in &answers.cached_seconds {
-                    *kept.cached_seconds.entry(replica.clone()).or_default() += seconds;
-                }
+                into.entry(*resolver).or_default().add(answers);
             }
         }
         merged

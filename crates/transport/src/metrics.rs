@@ -268,6 +268,19 @@ pub struct ResolverAnswers {
     pub cached_seconds: BTreeMap<Box<str>, u64>,
 }
 
+impl ResolverAnswers {
+    /// Adds `other`'s answers and cache time to these.
+    pub fn add(&mut self, other: &ResolverAnswers) {
+        self.answers += other.answers;
+        for (replica, seconds) in &other.cached_seconds {
+            match self.cached_seconds.get_mut(replica) {
+                Some(kept) => *kept += seconds,
+                None => drop(self.cached_seconds.insert(replica.clone(), *seconds)),
+            }
+        }
+    }
+}
+
 /// A thread's tally since the last drain.
 #[derive(Debug, Default)]
 pub struct Resolvers {
@@ -304,11 +317,7 @@ impl Resolvers {
         for (key, resolvers) in other.tally {
             let into = self.tally.entry(key).or_default();
             for (resolver, answers) in resolvers {
-                let merged = into.entry(resolver).or_default();
-                merged.answers += answers.answers;
-                for (replica, seconds) in answers.cached_seconds {
-                    *merged.cached_seconds.entry(replica).or_default() += seconds;
-                }
+                into.entry(resolver).or_default().add(&answers);
             }
         }
     }

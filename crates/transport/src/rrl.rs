@@ -63,8 +63,8 @@ pub(crate) struct Sent<'q, 'p, 's> {
 /// when the query had none): NXDOMAIN and referrals are counted by their
 /// zone, so that random names under one zone fill one bucket.
 fn classify<'a>(qname: &'a [u8], answered: &Answered<'_>, response: &[u8], snapshot: &'a Snapshot) -> Class<'a> {
-    let zone = || snapshot.zones.zone_for(qname).map(|zone| &zone.origin[..]);
-    match (answered.rcode, answered.qtype, zone()) {
+    let zone = snapshot.zones.zone_for(qname).map(|zone| &zone.origin[..]);
+    match (answered.rcode, answered.qtype, zone) {
         (rcode::NXDOMAIN, _, Some(zone)) => Class::NxDomain { zone },
         (rcode::NOERROR, _, Some(zone)) if is_referral(response) => Class::Referral { zone },
         (rcode::NOERROR, Some(qtype), _) => Class::Answer { qname, qtype },

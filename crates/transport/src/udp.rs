@@ -131,7 +131,7 @@ impl Batch {
         received: usize,
         snapshot: &'s pharos_answer::Snapshot,
         rng: &mut SmallRng,
-        defences: BorrowedDefences<'_>,
+        defences: &Defences,
         now: BatchTime,
     ) -> Answers<'s> {
         // Each datagram is parsed once, for the prefetch and the answer.
@@ -140,7 +140,7 @@ impl Batch {
                 return None;
             }
             let address = peer_address(&self.peers[index])?.ip();
-            if defences.queries.is_some_and(|limiter| !limiter.allows(address)) {
+            if defences.queries.as_deref().is_some_and(|limiter| !limiter.allows(address)) {
                 return None;
             }
             let header = &self.read_headers[index];
@@ -167,14 +167,17 @@ impl Batch {
                 Datagram::Parsed(parsed) => {
                     let query = parsed.ok();
                     let cookie = query.and_then(|query| query.edns?.cookie);
-                    let checked =
-                        defences.cookies.zip(cookie).map(|(secret, cookie)| secret.check(&cookie, client.address, now.unix_seconds));
+                    let checked = defences
+                        .cookies
+                        .as_deref()
+                        .zip(cookie)
+                        .map(|(secret, cookie)| secret.check(&cookie, client.address, now.unix_seconds));
                     let options = ResponseOptions { cookie: checked.map(|checked| checked.reply), ..ResponseOptions::default() };
                     let answered = respond_parsed(parsed, &client, &options, snapshot, rng, response);
                     (answered, query, checked.is_some_and(|checked| checked.proven))
                 }
             };
-            let answered = match (answered, defences.responses) {
+            let answered = match (answered, defences.responses.as_deref()) {
                 (Some(answered), Some(limit)) if !proven => {
                     let sent = Sent { at: now.arrived, to: client.address, query: query.as_ref(), answered };
                     limit_response(limit, &sent, response, snapshot)
@@ -246,14 +249,6 @@ pub struct Defences {
     pub responses: Option<Arc<ResponseLimit>>,
 }
 
-/// [`Defences`], borrowed for a batch.
-#[derive(Clone, Copy)]
-struct BorrowedDefences<'a> {
-    queries: Option<&'a SourceLimiter>,
-    cookies: Option<&'a CookieSecret>,
-    responses: Option<&'a ResponseLimit>,
-}
-
 /// The time a batch arrived, on the clocks its answers need.
 #[derive(Clone, Copy)]
 struct BatchTime {
@@ -307,11 +302,6 @@ fn peer_address(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
 /// Serves DNS on `socket` until `stop` is set, with the `defences` that
 /// are configured.
 pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, defences: Defences, stop: Arc<AtomicBool>) {
-    let borrowed = BorrowedDefences {
-        queries: defences.queries.as_deref(),
-        cookies: defences.cookies.as_deref(),
-        responses: defences.responses.as_deref(),
-    };
     let fd = socket.as_raw_fd();
     let server = socket.local_addr().ok().and_then(|address| address.as_socket()).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
     let mut batch = Batch::new();
@@ -329,19 +319,17 @@ pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, defenc
         let arrived = Instant::now();
         let received_at = dnstap::logging().then(SystemTime::now);
         let current = snapshot.load();
-        let unix_seconds = borrowed.cookies.map_or(0, |_| unix_seconds());
-        let answers = batch.answer(received, &current, &mut rng, borrowed, BatchTime { arrived, unix_seconds });
+        let unix_seconds = defences.cookies.as_ref().map_or(0, |_| unix_seconds());
+        let answers = batch.answer(received, &current, &mut rng, &defences, BatchTime { arrived, unix_seconds });
         batch.send(fd, answers.ready);
         // Every query of the batch waited for the whole batch.
         let elapsed = arrived.elapsed();
         metrics::count_received(Mechanism::Udp, received as u64);
-        let mut answered_count = 0;
-        for (answered, &index) in answers.said.iter().zip(&answers.datagram).take(answers.ready) {
-            let Some(answered) = answered else { continue };
+        // The first `ready` responses are all set.
+        for (answered, &index) in answers.said.iter().flatten().zip(&answers.datagram) {
             metrics::count_answered(Mechanism::Udp, answered, || peer_address(&batch.peers[index]).map(|peer| peer.ip()));
-            answered_count += 1;
         }
-        metrics::count_latency(Mechanism::Udp, answered_count, elapsed);
+        metrics::count_latency(Mechanism::Udp, answers.ready as u64, elapsed);
         if let Some(received_at) = received_at {
             batch.log(&answers, server, received_at);
         }
