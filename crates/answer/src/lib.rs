@@ -239,7 +239,8 @@ fn answer_query<'s>(
     let routed = snapshot.routes.service(qname).zip(service::family_of(question.qtype));
     if let Some((routed_service, family)) = routed {
         let asker = service::asker(client, query.edns, settings);
-        let signer = snapshot.zones.zone_for(qname).and_then(|zone| zone.signer.as_deref()).filter(|_| dnssec_ok);
+        // Only a DO=1 query looks for its zone's signer: the others need no zone here.
+        let signer = dnssec_ok.then(|| snapshot.zones.zone_for(qname)).flatten().and_then(|zone| zone.signer.as_deref());
         let signing = signer.map(|signer| (signer, &*qname));
         if let Some((fitted, written)) = service::write_addresses(&mut writer, routed_service, family, &asker, snapshot, rng, room, signing)
         {

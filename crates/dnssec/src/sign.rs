@@ -94,10 +94,6 @@ impl Signer {
         Ok(Signer { zone: origin.into(), keys, window, random: SystemRandom::new(), cache: Cache::new(CACHED_RRSETS) })
     }
 
-    pub fn window(&self) -> Window {
-        self.window
-    }
-
     /// The record data of the zone's DNSKEY RRset, published at the apex.
     pub fn dnskey_rdatas(&self) -> Vec<Box<[u8]>> {
         self.keys.keys.iter().map(|key| key.dnskey_rdata().into()).collect()
@@ -166,9 +162,10 @@ fn canonical_records(owner: &[u8], rtype: u16, ttl: u32, rdatas: &[Box<[u8]>]) -
     let mut canonical: Vec<Vec<u8>> = rdatas.iter().map(|rdata| canonical_rdata(rtype, rdata)).collect();
     canonical.sort();
     canonical.dedup();
+    let owner = owner.to_ascii_lowercase();
     let mut records = Vec::new();
     for rdata in canonical {
-        records.extend_from_slice(&owner.to_ascii_lowercase());
+        records.extend_from_slice(&owner);
         records.extend_from_slice(&rtype.to_be_bytes());
         records.extend_from_slice(&types::CLASS_IN.to_be_bytes());
         records.extend_from_slice(&ttl.to_be_bytes());
