@@ -1,5 +1,5 @@
-//! Compiles xdpgen's XDP programs (bpf/xdpgen.bpf.c) with clang into
-//! OUT_DIR, where src/kernel.rs embeds them, and sets `xdpgen_program`
+//! Compiles xdpgen's XDP program (bpf/xdpgen.bpf.c) with clang into
+//! OUT_DIR, where src/kernel.rs embeds it, and sets `xdpgen_program`
 //! when it did (pharos-bpf-build says why when it did not).
 
 fn main() {

@@ -148,7 +148,8 @@ impl Generator {
         Ok(Progress { remaining, sent, skipped })
     }
 
-    /// Runs the program on frames of the interface for a few milliseconds
+    /// Runs the program for a few milliseconds on frames that seem to
+    /// arrive on the namespace's loopback
     /// (one BPF_PROG_TEST_RUN in live-frames mode): it sends the queries
     /// that fall due meanwhile and drops the other frames.
     pub fn spin(&mut self) -> Result<()> {
@@ -157,14 +158,14 @@ impl Generator {
             // (once: a recycled page keeps what the last run wrote); the
             // program overwrites it and sets its length.
             data_in: Some(&self.blank),
-            // ingress_ifindex: the interface XDP_TX sends out of (the run's
-            // frames look received there); data_end must equal the data's
-            // length. Live frames take no data_out or ctx_out.
+            // ingress_ifindex: loopback's, which tells the program these
+            // frames are its own to fill (see the C file); data_end must
+            // equal the data's length. Live frames take no data_out or ctx_out.
             ctx_in: Some(&self.context),
             repeat: FRAMES_PER_RUN,
-            // BPF_F_TEST_XDP_LIVE_FRAMES: XDP_TX really transmits (through
-            // the redirect path: veth's ndo_xdp_xmit into the peer's ring,
-            // flushed after each batch), and pages are recycled.
+            // BPF_F_TEST_XDP_LIVE_FRAMES: the program's redirect really
+            // transmits (veth's ndo_xdp_xmit into the peer's ring, flushed
+            // after each batch), and pages are recycled.
             attrs: TestRunAttrs::new().xdp_live_frames(BATCH),
             ..TestRunOptions::default()
         };

@@ -6,8 +6,9 @@
 //! [`frames`] builds every query of a mix file (dnsload's format and
 //! encoding: EDNS on every query) as an Ethernet frame, ID = its index;
 //! [`kernel`] loads bpf/xdpgen.bpf.c and attaches it to the client's end:
-//! run there by BPF_PROG_TEST_RUN in live-frames mode, it writes query k
-//! into each frame and returns XDP_TX out of that end; on the responses
+//! run by BPF_PROG_TEST_RUN in live-frames mode on frames that seem to
+//! arrive on the namespace's loopback, it writes query k into a frame and
+//! redirects it out of the client's end; on the responses
 //! the end receives, it counts them by rcode (and TC, and answers to
 //! questions not asked) and drops them. This file sets the program's pace
 //! (open loop, `--rate` for `--duration` or `--count`: the program spaces
