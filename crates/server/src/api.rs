@@ -28,8 +28,8 @@ use pharos_route::latency::MeasurementSpec;
 use pharos_transport::limit::SourceLimiter;
 use pharos_transport::rrl::ResponseLimit;
 use pharos_wire::types;
+use rand::SeedableRng;
 use rand::rngs::SmallRng;
-use rand::{SeedableRng, TryRngCore};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::oneshot;
@@ -221,15 +221,8 @@ pub fn token(control: &mut Control) -> anyhow::Result<String> {
     if let Some(token) = control.config().control.token.clone() {
         return Ok(token);
     }
-    if let Some(token) = control.store().setting(TOKEN_SETTING)? {
-        return Ok(token);
-    }
-    let mut bytes = [0u8; 24];
-    rand::rngs::OsRng.try_fill_bytes(&mut bytes).context("no randomness for the API token")?;
-    let made: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
-    // Another node starting on the same empty store may have kept its own first.
-    let token = control.store().setting_or_insert(TOKEN_SETTING, &made)?;
-    if token == made {
+    let (token, made_here) = control.secret_setting(TOKEN_SETTING, 24)?;
+    if made_here {
         eprintln!("pharos: control API token (shown once; kept in the store): {token}");
     }
     Ok(token)

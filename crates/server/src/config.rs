@@ -497,17 +497,7 @@ impl CookiesConfig {
 /// The cookie secret the store keeps (made at the first start of the
 /// first node, and read by every other), with `config`'s rotation.
 pub fn cookie_secret(control: &mut crate::control::Control, config: CookiesConfig) -> anyhow::Result<Arc<CookieSecret>> {
-    let hex = match control.store().setting(COOKIE_SECRET_SETTING)? {
-        Some(hex) => hex,
-        None => {
-            use rand::TryRngCore;
-            let mut fresh = [0u8; 16];
-            rand::rngs::OsRng.try_fill_bytes(&mut fresh).context("no randomness for the cookie secret")?;
-            let fresh: String = fresh.iter().map(|byte| format!("{byte:02x}")).collect();
-            // Nodes starting together on an empty store all keep the first one written.
-            control.store().setting_or_insert(COOKIE_SECRET_SETTING, &fresh)?
-        }
-    };
+    let (hex, _) = control.secret_setting(COOKIE_SECRET_SETTING, 16)?;
     let master = parse_secret(&hex).with_context(|| format!("the store's {COOKIE_SECRET_SETTING} setting"))?;
     Ok(Arc::new(CookieSecret::new(master, config.rotation_hours * 3600)))
 }

@@ -244,6 +244,22 @@ impl Control {
         self.store.as_mut()
     }
 
+    /// The store's setting `key`, else `octets` random octets in hex kept
+    /// there first (nodes starting together on an empty store all keep the
+    /// first one written); and whether this call made it.
+    pub fn secret_setting(&mut self, key: &str, octets: usize) -> anyhow::Result<(String, bool)> {
+        if let Some(kept) = self.store.setting(key)? {
+            return Ok((kept, false));
+        }
+        use rand::TryRngCore;
+        let mut fresh = vec![0u8; octets];
+        rand::rngs::OsRng.try_fill_bytes(&mut fresh).with_context(|| format!("no randomness for the store's {key}"))?;
+        let made: String = fresh.iter().map(|byte| format!("{byte:02x}")).collect();
+        let kept = self.store.setting_or_insert(key, &made)?;
+        let made_here = kept == made;
+        Ok((kept, made_here))
+    }
+
     /// Applies `changes` all or nothing (see the module comment), at `now`
     /// (Unix ms, as every time the control plane is given).
     pub fn apply(&mut self, changes: &[Change], now: u64) -> Result<(), ControlError> {

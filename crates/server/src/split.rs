@@ -160,11 +160,12 @@ impl SplitWindow {
         while tallies.front().is_some_and(|(drained_at, _)| *drained_at + WINDOW <= now) {
             tallies.pop_front();
         }
-        let tallied = |tallies: &VecDeque<(Instant, ResolverTally)>| {
-            tallies.iter().flat_map(|(_, tally)| tally.values()).map(|resolvers| resolvers.len()).sum::<usize>()
-        };
-        while tallies.len() > 1 && tallied(&tallies) > MAX_TALLIED {
-            tallies.pop_front();
+        let tallied = |tally: &ResolverTally| tally.values().map(|resolvers| resolvers.len()).sum::<usize>();
+        let mut kept: usize = tallies.iter().map(|(_, tally)| tallied(tally)).sum();
+        while tallies.len() > 1 && kept > MAX_TALLIED {
+            if let Some((_, dropped)) = tallies.pop_front() {
+                kept -= tallied(&dropped);
+            }
         }
         let mut merged: BTreeMap<(String, RegionId), BTreeMap<IpAddr, ResolverAnswers>> = BTreeMap::new();
         for ((service, region), resolvers) in tallies.iter().flat_map(|(_, tally)| tally) {

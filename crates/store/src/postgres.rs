@@ -52,7 +52,7 @@ const CHANGES_CHANNEL: &str = "pharos_changes";
 /// being made again.
 const LOOK_INTERVAL: Duration = Duration::from_secs(1);
 /// The wait before making a lost listening connection again, doubled at
-/// each failure up to the second.
+/// each failure up to the second (five seconds).
 const RECONNECT_WAIT: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(5));
 
 /// What a follower tells its node.
