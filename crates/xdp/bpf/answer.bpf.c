@@ -61,13 +61,16 @@
 // checksum loop may read a word past an odd end.
 #define HEAD_MAX (DNS_HEADER + MAX_NAME + 4 + 1)
 
-// The question: the generation it belongs to, its lowercase wire name,
-// zero-padded, then type and class as on the wire.
-struct answer_key {
+// The question as the maps key it: the generation it belongs to, type
+// and class as on the wire, and the FNV-1a hash of its lowercase wire
+// name (low word first). Sixteen octets hash and compare in a fraction
+// of the time the whole name took; a hash is no proof, so the entry
+// found holds the name, which must match.
+struct question_key {
 	__u32 generation;
-	__u8 name[MAX_NAME + 1];
 	__u8 qtype[2];
 	__u8 qclass[2];
+	__u32 name_hash[2];
 };
 
 // What follows the question in the reply, and what the header needs.
@@ -82,11 +85,19 @@ struct answer {
 	__u8 body[MAX_BODY];
 };
 
-// The routed-names filter: one bit per FNV-1a hash of a lowercase wire
-// name, modulo its size. Keep in step with src/maps.rs.
-#define ROUTED_FILTER_WORDS 64
+// What the `answers` map holds for a question: its lowercase wire name,
+// zero-padded, and either its reply or, for a routed question, a mark
+// that sends the program to the question's draws.
+struct entry {
+	__u8 name[MAX_NAME + 1];
+	__u32 routed;
+	struct answer reply;
+};
+
 #define FNV_OFFSET 0xcbf29ce484222325ULL
 #define FNV_PRIME 0x100000001b3ULL
+// The words of a name compared against an entry's.
+#define NAME_WORDS ((MAX_NAME + 1) / 8)
 
 // What a generation's snapshot says besides its answers.
 struct config {
@@ -100,11 +111,9 @@ struct config {
 	// of senders in `trusted`.
 	__u16 trust_all;
 	__u16 padding;
-	// The bits of the names routed answers are installed for: a name
-	// whose bit is clear has none, and a static miss skips the routed
-	// lookups (classing the client, finding its draw), which cost more
-	// than the program's own code (a set bit only costs those lookups).
-	__u64 routed_names[ROUTED_FILTER_WORDS];
+	// Which snapshot this is: never the same twice, so what was cached
+	// of an earlier one is never found.
+	__u32 epoch;
 };
 
 // What became of a packet, counted per interface. Keep in step with
@@ -153,7 +162,7 @@ struct class_key {
 
 // A routed question's distribution for one region (or EVERYONE).
 struct draw_key {
-	struct answer_key question;
+	struct question_key question;
 	__u32 region;
 };
 
@@ -173,16 +182,25 @@ struct variant_key {
 	__u32 id;
 };
 
+// A client address as the class cache keys it: the snapshot's epoch, the
+// family, the address (IPv4 in the first 4 octets, zero after).
+struct client_key {
+	__u32 epoch;
+	__u32 family;
+	__u8 address[16];
+};
+
 // Per-CPU room for what is too large for the 512-octet stack.
 struct scratch {
 	// A copy of the Ethernet, IP and UDP headers, while the packet grows
 	// at its head.
 	__u8 headers[HEADERS_V6];
-	struct answer_key key;
-	// FNV-1a of the key's name, as read_name lowercased it.
-	__u64 name_hash;
+	// The question's lowercase wire name, zero past it to the next word.
+	__u64 name[NAME_WORDS];
+	struct question_key key;
 	struct draw_key draw_key;
 	struct class_key class_key;
+	struct client_key client_key;
 	__u8 head[HEAD_MAX];
 	__u8 opt[OPT_LEN];
 	// The query's Client Subnet option, zero past its end; the reply's
@@ -196,15 +214,22 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct answer_key);
-	__type(value, struct answer);
+	__type(key, struct question_key);
+	__type(value, struct entry);
 } answers SEC(".maps");
 
+// The served UDP ports: bit p set for port p. An array lookup is
+// inlined where a hash lookup is a call, and every packet makes it.
+#define PORT_WORDS (65536 / 64)
+struct port_set {
+	__u64 words[PORT_WORDS];
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
-	__type(key, __u16);
-	__type(value, __u8);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct port_set);
 } ports SEC(".maps");
 
 // The generation being served, or SUSPENDED.
@@ -235,6 +260,24 @@ struct class {
 	__u32 region;
 	__u32 scope;
 };
+
+// What the `classes` trie gave for a client in a snapshot.
+struct cached_class {
+	struct class class;
+	// 0 when no block holds the client.
+	__u32 found;
+};
+
+// The classes of clients seen, per snapshot epoch: walking the trie
+// costs several hash lookups' time, and few addresses ask an
+// authoritative server most of its queries (its resolvers). Entries of
+// earlier epochs are never found again and age out.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct client_key);
+	__type(value, struct cached_class);
+} class_cache SEC(".maps");
 
 // Client address blocks to regions, per generation: what user space's
 // locate() gives, cut into blocks (pharos_route::client_blocks).
@@ -280,7 +323,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
 	__uint(max_entries, 65536);
-	__type(key, struct answer_key);
+	__type(key, struct question_key);
 	__type(value, __u64);
 } asked SEC(".maps");
 
@@ -400,7 +443,8 @@ static __always_inline __u32 sum_bytes(const __u8 *bytes, __u32 len)
 }
 
 // Copies the question name at `offset` into the scratch head, and its
-// lowercase form into the scratch key (zeroed first); returns its length,
+// lowercase form into the scratch name, hashed into the scratch key
+// (generation 0, type and class left to the caller); returns its length,
 // or 0 if it is not a plain name. Global, as sum_head is.
 __attribute__((noinline)) __u32 read_name(struct xdp_md *ctx, __u32 offset)
 {
@@ -408,7 +452,7 @@ __attribute__((noinline)) __u32 read_name(struct xdp_md *ctx, __u32 offset)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!s)
 		return 0;
-	__builtin_memset(&s->key, 0, sizeof(s->key));
+	__u8 *lowercase = (__u8 *)s->name;
 	// Headers end well before 1024 octets; the mask lets the verifier
 	// bound the pointer (it gives up on offsets that may near 64 KiB).
 	const __u8 *name = (void *)(long)ctx->data + (offset & 0x3ff);
@@ -431,11 +475,17 @@ __attribute__((noinline)) __u32 read_name(struct xdp_md *ctx, __u32 offset)
 			label_left--;
 			c = c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
 		}
-		s->key.name[i] = c;
+		// Each word zeroed as the name enters it: past the name, its
+		// last word holds zeros, as the entry's does.
+		if (i % 8 == 0)
+			s->name[i / 8] = 0;
+		lowercase[i] = c;
 		hash = (hash ^ c) * FNV_PRIME;
 		// The root label ends the name.
 		if (length_octet && c == 0) {
-			s->name_hash = hash;
+			s->key.generation = 0;
+			s->key.name_hash[0] = hash;
+			s->key.name_hash[1] = hash >> 32;
 			return i + 1;
 		}
 	}
@@ -502,8 +552,10 @@ static __always_inline int find_udp(void *data, void *data_end, struct query *q,
 	}
 	if ((void *)(udp + 1) > data_end)
 		return NOT_FOR_US;
+	__u32 zero = 0;
+	struct port_set *served = bpf_map_lookup_elem(&ports, &zero);
 	__u16 port = bpf_ntohs(udp->dest);
-	if (!bpf_map_lookup_elem(&ports, &port))
+	if (!served || !((served->words[port / 64] >> (port % 64)) & 1))
 		return NOT_FOR_US;
 	if (bpf_ntohs(udp->len) != ip_payload)
 		return NOT_A_PLAIN_QUERY;
@@ -648,21 +700,42 @@ static __always_inline int within_limit(const struct limit *l, const struct sour
 	return 1;
 }
 
+// The class the `classes` trie gives the client, through the class cache;
+// NULL when no block holds it. Reads the epoch before the trie: a packet
+// that straddles a sync caches what it found under the epoch it read,
+// which the sync retires.
+static __always_inline struct class *classify(struct scratch *s, const struct query *q, const struct config *cfg, __u32 generation)
+{
+	s->client_key.epoch = cfg->epoch;
+	s->client_key.family = q->client_v6;
+	__builtin_memcpy(s->client_key.address, q->client, 16);
+	struct cached_class *cached = bpf_map_lookup_elem(&class_cache, &s->client_key);
+	if (cached)
+		return cached->found ? &cached->class : NULL;
+	s->class_key.prefixlen = CLASS_PREFIX_BITS + (q->client_v6 ? 128 : 32);
+	s->class_key.generation = generation;
+	s->class_key.family = q->client_v6;
+	__builtin_memcpy(s->class_key.address, q->client, 16);
+	struct class *class = bpf_map_lookup_elem(&classes, &s->class_key);
+	struct cached_class fresh = {{UNCLASSIFIED, 0}, class != NULL};
+	if (class)
+		fresh.class = *class;
+	bpf_map_update_elem(&class_cache, &s->client_key, &fresh, BPF_ANY);
+	return class;
+}
+
 // The routed answer to the question in the scratch key for this client,
 // or NULL: classes the client by its address, then draws one of its
 // class's variants (or everyone's, where its region has none). Sets
 // `*scope` to the reply's ECS scope. As user space's locate(), a /0
 // subnet is unclassified with scope 0, and a longer one is placed by its
 // address, zero past the prefix, as a whole address.
-static __always_inline struct answer *routed_answer(struct scratch *s, const struct query *q, __u32 generation, __u8 *scope)
+static __always_inline struct answer *routed_answer(struct scratch *s, const struct query *q, const struct config *cfg, __u32 generation,
+						    __u8 *scope)
 {
 	__builtin_memcpy(&s->draw_key.question, &s->key, sizeof(s->key));
-	s->class_key.prefixlen = CLASS_PREFIX_BITS + (q->client_v6 ? 128 : 32);
-	s->class_key.generation = generation;
-	s->class_key.family = q->client_v6;
-	__builtin_memcpy(s->class_key.address, q->client, 16);
 	struct class unclassified = {UNCLASSIFIED, 0};
-	struct class *class = q->from_subnet && q->subnet_bits == 0 ? &unclassified : bpf_map_lookup_elem(&classes, &s->class_key);
+	struct class *class = q->from_subnet && q->subnet_bits == 0 ? &unclassified : classify(s, q, cfg, generation);
 	struct draw *d = NULL;
 	if (class) {
 		s->draw_key.region = class->region;
@@ -692,18 +765,22 @@ static __always_inline struct answer *routed_answer(struct scratch *s, const str
 	return bpf_map_lookup_elem(&variants, &variant);
 }
 
-// Whether routed answers may be installed for the name hashed as `hash`
-// (its bit in the routed-names filter is set).
-static __always_inline int may_be_routed(const struct config *cfg, __u64 hash)
+// Whether `entry` is for the name in the scratch (`name_len` octets, zero
+// to the end of its last word): the key's hash may be another name's.
+static __always_inline int same_name(const struct entry *entry, const struct scratch *s, __u32 name_len)
 {
-	__u32 bit = hash % (ROUTED_FILTER_WORDS * 64);
-	__u32 word = bit / 64;
-	AT_MOST(word, ROUTED_FILTER_WORDS - 1);
-	return (cfg->routed_names[word] >> (bit % 64)) & 1;
+	const __u64 *held = (const __u64 *)entry->name;
+	for (__u32 word = 0; word < NAME_WORDS; word++) {
+		if (word * 8 >= name_len)
+			return 1;
+		if (held[word] != s->name[word])
+			return 0;
+	}
+	return 1;
 }
 
 // Counts one more asking of `question` on this CPU.
-static __always_inline void count_asked(const struct answer_key *question)
+static __always_inline void count_asked(const struct question_key *question)
 {
 	__u64 *asked_count = bpf_map_lookup_elem(&asked, question);
 	if (asked_count) {
@@ -856,12 +933,15 @@ int answer(struct xdp_md *ctx)
 	if (cfg->count_asked)
 		count_asked(&s->key);
 	s->key.generation = generation;
-	struct answer *a = bpf_map_lookup_elem(&answers, &s->key);
+	struct entry *e = bpf_map_lookup_elem(&answers, &s->key);
+	if (!e || !same_name(e, s, name_len))
+		return pass(ctx, NO_ENTRY);
+	struct answer *a = &e->reply;
 	__u32 answered = ANSWERED_STATIC;
 	// The reply's ECS scope: 0 for static answers, as user space's.
 	__u8 scope = 0;
-	if (!a && may_be_routed(cfg, s->name_hash)) {
-		a = routed_answer(s, &q, generation, &scope);
+	if (e->routed) {
+		a = routed_answer(s, &q, cfg, generation, &scope);
 		answered = ANSWERED_ROUTED;
 	}
 	if (!a)

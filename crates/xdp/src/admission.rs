@@ -13,11 +13,11 @@ use std::io;
 use aya::maps::{MapData, MapError, PerCpuHashMap};
 use aya::sys::SyscallError;
 
-use crate::maps::{Answer, AnswerKey};
+use crate::maps::{Answer, AnswerKey, QuestionKey};
 
 /// The `asked` map's room for a capacity: twice the answers installed,
 /// so that the questions just below the threshold are counted too, and
-/// at least 1024, at most 65,536 (each slot holds a 264-octet key).
+/// at least 1024, at most 65,536.
 pub(crate) fn asked_room(capacity: u32) -> u32 {
     capacity.saturating_mul(2).clamp(1024, 65_536)
 }
@@ -34,13 +34,14 @@ pub(crate) struct Admitted {
 
 /// The questions' counts, decayed, as the program and earlier syncs saw them.
 pub(crate) struct Demand {
-    asked: PerCpuHashMap<MapData, AnswerKey, u64>,
-    /// Per question, in generation 0.
-    counts: HashMap<AnswerKey, u64>,
+    asked: PerCpuHashMap<MapData, QuestionKey, u64>,
+    /// Per question, in generation 0. Questions whose names share a hash
+    /// share a count.
+    counts: HashMap<QuestionKey, u64>,
 }
 
 impl Demand {
-    pub(crate) fn new(asked: PerCpuHashMap<MapData, AnswerKey, u64>) -> Demand {
+    pub(crate) fn new(asked: PerCpuHashMap<MapData, QuestionKey, u64>) -> Demand {
         Demand { asked, counts: HashMap::new() }
     }
 
@@ -70,7 +71,7 @@ impl Demand {
     /// The `capacity` most asked of `entries`, forgetting the counts of
     /// questions `entries` does not hold, so memory follows the snapshot.
     pub(crate) fn admit(&mut self, entries: Vec<(AnswerKey, Answer)>, capacity: usize) -> Admitted {
-        let in_snapshot: HashSet<&AnswerKey> = entries.iter().map(|(key, _)| key).collect();
+        let in_snapshot: HashSet<QuestionKey> = entries.iter().map(|(key, _)| key.in_generation(0)).collect();
         self.counts.retain(|question, count| *count > 0 && in_snapshot.contains(question));
         most_asked(entries, &self.counts, capacity)
     }
@@ -78,14 +79,14 @@ impl Demand {
 
 /// The `capacity` entries with the highest counts, ties in their order
 /// in `entries`.
-fn most_asked(mut entries: Vec<(AnswerKey, Answer)>, counts: &HashMap<AnswerKey, u64>, capacity: usize) -> Admitted {
-    let count_of = |key: &AnswerKey| counts.get(key).copied().unwrap_or(0);
+fn most_asked(mut entries: Vec<(AnswerKey, Answer)>, counts: &HashMap<QuestionKey, u64>, capacity: usize) -> Admitted {
+    let count_of = |key: &AnswerKey| counts.get(&key.in_generation(0)).copied().unwrap_or(0);
     let left_out = entries.len().saturating_sub(capacity);
     if left_out == 0 {
         return Admitted { entries, left_out, threshold: 0 };
     }
     // Stable: equal counts keep their order.
-    entries.sort_by_key(|(key, _)| std::cmp::Reverse(count_of(key)));
+    entries.sort_by_cached_key(|(key, _)| std::cmp::Reverse(count_of(key)));
     entries.truncate(capacity);
     let threshold = entries.last().map_or(0, |(key, _)| count_of(key));
     Admitted { entries, left_out, threshold }
@@ -106,7 +107,8 @@ mod tests {
     #[test]
     fn installs_the_most_asked_ties_in_fill_order() {
         let entries: Vec<_> = (b'a'..=b'f').map(entry).collect();
-        let counts = HashMap::from([(entry(b'e').0, 9), (entry(b'c').0, 4), (entry(b'd').0, 4), (entry(b'b').0, 1)]);
+        let counted = |name, count| (entry(name).0.in_generation(0), count);
+        let counts = HashMap::from([counted(b'e', 9), counted(b'c', 4), counted(b'd', 4), counted(b'b', 1)]);
         let admitted = most_asked(entries, &counts, 3);
         assert_eq!(names(&admitted), b"ecd");
         assert_eq!((admitted.left_out, admitted.threshold), (3, 4));
@@ -115,7 +117,7 @@ mod tests {
     #[test]
     fn within_capacity_installs_everything_in_fill_order() {
         let entries: Vec<_> = (b'a'..=b'c').map(entry).collect();
-        let admitted = most_asked(entries, &HashMap::from([(entry(b'c').0, 5)]), 3);
+        let admitted = most_asked(entries, &HashMap::from([(entry(b'c').0.in_generation(0), 5)]), 3);
         assert_eq!(names(&admitted), b"abc");
         assert_eq!((admitted.left_out, admitted.threshold), (0, 0));
     }

@@ -1,6 +1,8 @@
 //! Loading the program, attaching it, and keeping its maps in step with
 //! snapshots through a double buffer.
 
+use std::collections::{HashMap, hash_map};
+
 use aya::maps::lpm_trie::LpmTrie;
 use aya::maps::{Array, HashMap as BpfHashMap, MapData, MapError, PerCpuHashMap};
 use aya::programs::{ProgramError, Xdp, XdpMode};
@@ -11,17 +13,17 @@ use crate::PROGRAM;
 use crate::admission::{Demand, asked_room};
 use crate::counters::{CounterValues, Counters, InterfaceCounters};
 use crate::fill::fill;
-use crate::maps::{Answer, AnswerKey, ClassData, ClassValue, Config, Draw, DrawKey, Limit, RoutedNames, VariantKey};
+use crate::maps::{
+    Answer, AnswerKey, ClassData, ClassValue, Config, Draw, DrawKey, Entry, Limit, PORT_WORDS, QuestionKey, VariantKey, port_set,
+};
 use crate::mirror::Mirrored;
-use crate::routed::{fill_routed, trusted_senders};
+use crate::routed::{MAX_DRAWS, RoutedFill, fill_routed, trusted_senders};
 use crate::settings::{Attached, Mode, Settings};
 
 /// The program's entry point, as bpf/answer.bpf.c names it.
 const PROGRAM_NAME: &str = "answer";
 /// The `live` value that makes the program pass everything up.
 const SUSPENDED: u32 = 2;
-/// The `ports` map's size in bpf/answer.bpf.c.
-const MAX_PORTS: usize = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FastPathError {
@@ -79,7 +81,7 @@ pub struct Occupancy {
 /// The loaded program and its maps, each mirrored per generation.
 pub struct FastPath {
     program: Ebpf,
-    answers: Mirrored<BpfHashMap<MapData, AnswerKey, Answer>>,
+    answers: Mirrored<BpfHashMap<MapData, QuestionKey, Entry>>,
     draws: Mirrored<BpfHashMap<MapData, DrawKey, Draw>>,
     variants: Mirrored<BpfHashMap<MapData, VariantKey, Answer>>,
     classes: Mirrored<LpmTrie<MapData, ClassData, ClassValue>>,
@@ -94,6 +96,8 @@ pub struct FastPath {
     admission: (usize, u64),
     /// The generation the last sync brought up; the next sync fills the other.
     serving: u32,
+    /// The last sync's snapshot epoch.
+    epoch: u32,
 }
 
 impl FastPath {
@@ -101,18 +105,16 @@ impl FastPath {
     /// everything up until [`FastPath::sync`] fills it.
     pub fn load(settings: &Settings) -> Result<FastPath, FastPathError> {
         let capacity = checked_capacity(settings)?;
-        if settings.ports.is_empty() || settings.ports.len() > MAX_PORTS {
-            return Err(FastPathError::Settings(format!("{} ports given: 1 to {MAX_PORTS} are served", settings.ports.len())));
+        if settings.ports.is_empty() {
+            return Err(FastPathError::Settings("no port given: the kernel would answer nothing".into()));
         }
         let limit = settings.rate_limit.map(|rate_limit| rate_limit.bucket()).transpose().map_err(FastPathError::Settings)?;
         let mut program = EbpfLoader::new()
-            .map_max_entries("answers", 2 * capacity)
+            .map_max_entries("answers", 2 * (capacity + MAX_DRAWS as u32))
             .map_max_entries("asked", asked_room(capacity))
             .load(PROGRAM.ok_or(FastPathError::NotBuilt)?)?;
-        let mut ports: BpfHashMap<_, u16, u8> = BpfHashMap::try_from(take(&mut program, "ports")?)?;
-        for &port in &settings.ports {
-            ports.insert(port, 1, 0)?;
-        }
+        let mut ports: Array<_, [u64; PORT_WORDS]> = Array::try_from(take(&mut program, "ports")?)?;
+        ports.set(0, port_set(&settings.ports), 0)?;
         let mut limit_map: Array<_, Limit> = Array::try_from(take(&mut program, "limit")?)?;
         limit_map.set(0, limit.unwrap_or_default(), 0)?;
         let mut live = Array::try_from(take(&mut program, "live")?)?;
@@ -140,6 +142,7 @@ impl FastPath {
             capacity,
             admission,
             serving: 0,
+            epoch: 0,
         };
         fast_path.xdp_mut()?.load()?;
         Ok(fast_path)
@@ -203,11 +206,9 @@ impl FastPath {
         self.demand.gather()?;
         let admitted = self.demand.admit(fill(snapshot), self.capacity as usize);
         let routed = fill_routed(snapshot);
-        let mut routed_names = RoutedNames::default();
-        routed.draws.iter().for_each(|(key, _)| routed_names.insert(&key.question.name));
-        let left_out = admitted.left_out + routed.left_out;
+        let (answers, collided) = keyed_entries(target, admitted.entries, &routed);
+        let left_out = admitted.left_out + routed.left_out + collided;
         let mut synced = Synced { left_out, threshold: admitted.threshold, ..Synced::default() };
-        let answers = admitted.entries.into_iter().map(|(key, answer)| (key.in_generation(target), answer)).collect();
         self.answers.bring_up(target, answers, &mut synced)?;
         let draws = routed.draws.into_iter().map(|(key, draw)| (DrawKey { question: key.question.in_generation(target), ..key }, draw));
         self.draws.bring_up(target, draws.collect(), &mut synced)?;
@@ -224,9 +225,10 @@ impl FastPath {
         let senders = trusted.unwrap_or_default().into_iter().map(|key| (in_target(key), 1));
         self.trusted.bring_up(target, senders.collect(), &mut synced)?;
         let count_asked = u16::from(admitted.left_out > 0);
-        let config =
-            Config { udp_payload: snapshot.settings.udp_payload, count_asked, trust_all, padding: 0, routed_names: routed_names.words() };
+        let epoch = self.epoch.wrapping_add(1);
+        let config = Config { udp_payload: snapshot.settings.udp_payload, count_asked, trust_all, padding: 0, epoch };
         self.config.set(target, config, 0)?;
+        self.epoch = epoch;
         self.live.set(0, target, 0)?;
         self.serving = target;
         self.admission = (left_out, admitted.threshold);
@@ -266,11 +268,32 @@ impl FastPath {
     }
 }
 
-/// The settings' answers per generation, if both generations fit the map.
+/// The `answers` map's entries in `target`: the static answers, then a
+/// routed mark per routed question; and how many questions were left out
+/// because their key was taken (names whose hashes agree: they pass up).
+fn keyed_entries(target: u32, statics: Vec<(AnswerKey, Answer)>, routed: &RoutedFill) -> (HashMap<QuestionKey, Entry>, usize) {
+    let answered = statics.into_iter().map(|(question, reply)| (question, Entry::answered(&question, reply)));
+    let marked = routed.questions.iter().map(|question| (*question, Entry::routed(question)));
+    let mut entries = HashMap::new();
+    let mut collided = 0;
+    for (question, entry) in answered.chain(marked) {
+        match entries.entry(question.in_generation(target)) {
+            hash_map::Entry::Vacant(slot) => {
+                slot.insert(entry);
+            }
+            hash_map::Entry::Occupied(_) => collided += 1,
+        }
+    }
+    (entries, collided)
+}
+
+/// The settings' answers per generation, if both generations fit the map
+/// beside the routed questions.
 fn checked_capacity(settings: &Settings) -> Result<u32, FastPathError> {
+    let most = u32::MAX / 2 - MAX_DRAWS as u32;
     match settings.max_entries {
         0 => Err(FastPathError::Settings("max_entries is 0: the kernel could answer nothing".into())),
-        entries if entries > u32::MAX / 2 => Err(FastPathError::Settings(format!("max_entries {entries} is above {}", u32::MAX / 2))),
+        entries if entries > most => Err(FastPathError::Settings(format!("max_entries {entries} is above {most}"))),
         entries => Ok(entries),
     }
 }

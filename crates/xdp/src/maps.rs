@@ -7,21 +7,42 @@ pub const MAX_NAME: usize = 255;
 /// Longest reply body the kernel serves; larger ones pass up.
 pub const MAX_BODY: usize = 1024;
 
-/// The `answers` map's key: the question as the kernel reads it, in the
-/// generation (0 or 1) of the snapshot it answers from.
-#[repr(C)]
+/// A question the kernel answers, as user space lists it: its lowercase
+/// wire name, zero-padded, type and class in network order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AnswerKey {
-    pub generation: u32,
-    /// Lowercase wire name, zero-padded.
     pub name: [u8; MAX_NAME + 1],
-    /// Type and class in network order.
     pub qtype: [u8; 2],
     pub qclass: [u8; 2],
 }
 
-/// The `answers` and `variants` maps' value: what follows the question
-/// in the reply.
+/// How the maps key a question: its generation (0 or 1), type and class,
+/// and the FNV-1a hash of its lowercase wire name (up to its root label,
+/// low 32 bits first), as the program computes it while reading the
+/// name. Two names may share a hash: the [`Entry`] found holds the name,
+/// and the program answers only when it matches.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QuestionKey {
+    pub generation: u32,
+    pub qtype: [u8; 2],
+    pub qclass: [u8; 2],
+    pub name_hash: [u32; 2],
+}
+
+/// The `answers` map's value: the question's name, and its reply or,
+/// with `routed` 1, an empty reply: the program draws among the
+/// question's variants instead.
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    pub name: [u8; MAX_NAME + 1],
+    pub routed: u32,
+    pub reply: Answer,
+}
+
+/// The `variants` map's value, and a static [`Entry`]'s reply: what
+/// follows the question in the reply.
 #[repr(C)]
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Answer {
@@ -62,7 +83,7 @@ pub struct ClassValue {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DrawKey {
-    pub question: AnswerKey,
+    pub question: QuestionKey,
     pub region: u32,
 }
 
@@ -102,41 +123,24 @@ pub struct Config {
     /// 1 when every sender's Client Subnet is believed, else only those
     /// of senders in the `trusted` trie (keyed as `classes`, value 1).
     pub trust_all: u16,
-    /// Aligns the filter; always 0.
+    /// Always 0.
     pub padding: u16,
-    /// The routed-names filter: the bit of every name a draw is installed
-    /// for ([`RoutedNames`]); a static miss for a name whose bit is clear
-    /// skips the routed lookups.
-    pub routed_names: [u64; ROUTED_FILTER_WORDS],
+    /// Which snapshot this is: a new one at every sync, so that the
+    /// program's cache of client classes never answers from an earlier one.
+    pub epoch: u32,
 }
 
-/// Words of the routed-names filter (keep in step with the C program).
-pub const ROUTED_FILTER_WORDS: usize = 64;
+/// Words of the `ports` map's only value: a bit per UDP port.
+pub const PORT_WORDS: usize = 65536 / 64;
 
-/// The routed-names filter: a bit per name, at its FNV-1a hash (of the
-/// lowercase wire name up to its root label, as the program reads it)
-/// modulo the filter's size. Two names may share a bit: then a miss for
-/// the other one also looks for a draw, and finds none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RoutedNames([u64; ROUTED_FILTER_WORDS]);
-
-impl Default for RoutedNames {
-    /// No name.
-    fn default() -> RoutedNames {
-        RoutedNames([0; ROUTED_FILTER_WORDS])
+/// The served ports as the `ports` map holds them: bit `p % 64` of word
+/// `p / 64` set for port `p`.
+pub fn port_set(ports: &[u16]) -> [u64; PORT_WORDS] {
+    let mut words = [0; PORT_WORDS];
+    for &port in ports {
+        words[usize::from(port / 64)] |= 1 << (port % 64);
     }
-}
-
-impl RoutedNames {
-    /// Sets the bit of `name`, a key's lowercase, zero-padded wire name.
-    pub fn insert(&mut self, name: &[u8]) {
-        let bit = (fnv1a(wire_name_of(name)) % (ROUTED_FILTER_WORDS as u64 * 64)) as usize;
-        self.0[bit / 64] |= 1 << (bit % 64);
-    }
-
-    pub fn words(&self) -> [u64; ROUTED_FILTER_WORDS] {
-        self.0
-    }
+    words
 }
 
 /// The wire name at the start of `padded`, its root label included.
@@ -170,14 +174,17 @@ pub struct Limit {
     pub drop: u32,
 }
 
-// SAFETY: plain `repr(C)` data without padding (a u32, then byte arrays
-// of 260 octets in all), valid for any bit pattern.
-unsafe impl aya::Pod for AnswerKey {}
-// SAFETY: as above: 8 octets of u16 fields, then an even-sized byte array.
+// SAFETY: plain `repr(C)` data without padding (a u32, four octets, two
+// u32), valid for any bit pattern.
+unsafe impl aya::Pod for QuestionKey {}
+// SAFETY: 256 octets, a u32 at 256, then an Answer (2-aligned, 1032
+// octets) at 260: 1292 octets, a multiple of the 4-octet alignment.
+unsafe impl aya::Pod for Entry {}
+// SAFETY: 8 octets of u16 fields, then an even-sized byte array.
 unsafe impl aya::Pod for Answer {}
-// SAFETY: four u16 (the last one padding, written as 0), then u64s at 8: no implicit padding.
+// SAFETY: four u16 (the last one padding, written as 0), then a u32 at 8.
 unsafe impl aya::Pod for Config {}
-// SAFETY: an AnswerKey (264 octets, 4-aligned) and a u32: no padding.
+// SAFETY: a QuestionKey (12 octets, 4-aligned) and a u32: no padding.
 unsafe impl aya::Pod for DrawKey {}
 // SAFETY: 34 u32.
 unsafe impl aya::Pod for Draw {}
@@ -189,17 +196,38 @@ unsafe impl aya::Pod for VariantKey {}
 unsafe impl aya::Pod for Limit {}
 
 impl AnswerKey {
-    /// The key of a question in generation 0 (`name` in lowercase wire
-    /// form); `None` for a name longer than a wire name may be.
+    /// A question, `name` in lowercase wire form; `None` for a name longer
+    /// than a wire name may be.
     pub fn new(name: &[u8], qtype: u16, qclass: u16) -> Option<AnswerKey> {
         let mut padded = [0; MAX_NAME + 1];
         padded.get_mut(..name.len()).filter(|_| name.len() <= MAX_NAME)?.copy_from_slice(name);
-        Some(AnswerKey { generation: 0, name: padded, qtype: qtype.to_be_bytes(), qclass: qclass.to_be_bytes() })
+        Some(AnswerKey { name: padded, qtype: qtype.to_be_bytes(), qclass: qclass.to_be_bytes() })
     }
 
+    /// How the maps key this question in `generation`.
+    pub fn in_generation(&self, generation: u32) -> QuestionKey {
+        let hash = fnv1a(wire_name_of(&self.name));
+        QuestionKey { generation, qtype: self.qtype, qclass: self.qclass, name_hash: [hash as u32, (hash >> 32) as u32] }
+    }
+}
+
+impl QuestionKey {
     /// The same question in `generation`.
-    pub fn in_generation(self, generation: u32) -> AnswerKey {
-        AnswerKey { generation, ..self }
+    pub fn in_generation(self, generation: u32) -> QuestionKey {
+        QuestionKey { generation, ..self }
+    }
+}
+
+impl Entry {
+    /// `question`'s entry answered by `reply`.
+    pub fn answered(question: &AnswerKey, reply: Answer) -> Entry {
+        Entry { name: question.name, routed: 0, reply }
+    }
+
+    /// `question`'s entry sending the program to its draws.
+    pub fn routed(question: &AnswerKey) -> Entry {
+        let reply = Answer { len: 0, flags: 0, counts: [0; 3], sum: 0, body: [0; MAX_BODY] };
+        Entry { name: question.name, routed: 1, reply }
     }
 }
 
@@ -240,17 +268,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_name_sets_the_bit_of_its_fnv1a_hash_up_to_its_root_label() {
+    fn a_question_is_keyed_by_the_fnv1a_hash_of_its_name_up_to_its_root_label() {
         // FNV-1a of the root name's single zero octet.
         assert_eq!(fnv1a(&[0]), 0xaf63_bd4c_8601_b7df);
-        let mut padded = [0u8; MAX_NAME + 1];
-        padded[..9].copy_from_slice(b"\x03svc\x03tst\x00");
-        assert_eq!(wire_name_of(&padded), b"\x03svc\x03tst\x00", "the padding is not hashed");
-        let mut names = RoutedNames::default();
-        names.insert(&padded);
-        let bit = fnv1a(b"\x03svc\x03tst\x00") % (ROUTED_FILTER_WORDS as u64 * 64);
-        let set: Vec<u64> =
-            (0..ROUTED_FILTER_WORDS as u64 * 64).filter(|&at| names.words()[at as usize / 64] >> (at % 64) & 1 == 1).collect();
-        assert_eq!(set, [bit]);
+        let question = AnswerKey::new(b"\x03svc\x03tst\x00", 28, 1).unwrap();
+        assert_eq!(wire_name_of(&question.name), b"\x03svc\x03tst\x00", "the padding is not hashed");
+        let hash = fnv1a(b"\x03svc\x03tst\x00");
+        let key = question.in_generation(1);
+        assert_eq!(key.name_hash, [hash as u32, (hash >> 32) as u32]);
+        assert_eq!((key.generation, key.qtype, key.qclass), (1, [0, 28], [0, 1]));
+        assert_eq!(key.in_generation(0), question.in_generation(0));
     }
 }

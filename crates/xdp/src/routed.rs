@@ -21,8 +21,9 @@ use crate::maps::{
 /// Most client blocks per address family.
 pub const MAX_BLOCKS: usize = 1 << 16;
 /// Most draws and variants per snapshot: half the maps (the other half
-/// holds the other generation).
-const MAX_DRAWS: usize = 32768;
+/// holds the other generation). A routed question has a draw at least,
+/// so there are no more routed questions than draws.
+pub const MAX_DRAWS: usize = 32768;
 const MAX_ROUTED_VARIANTS: usize = 32768;
 
 /// Why a routed question passes up.
@@ -143,6 +144,8 @@ pub fn trusted_senders(snapshot: &Snapshot) -> Option<Vec<(u32, ClassData)>> {
 /// Everything routed the kernel answers from a snapshot, in generation 0.
 #[derive(Debug, Default)]
 pub struct RoutedFill {
+    /// The questions, each marked routed in the `answers` map.
+    pub questions: Vec<AnswerKey>,
     pub draws: Vec<(DrawKey, Draw)>,
     pub variants: Vec<(VariantKey, Answer)>,
     pub classes: Vec<ClassEntry>,
@@ -180,6 +183,8 @@ pub fn fill_routed(snapshot: &Snapshot) -> RoutedFill {
 
 impl RoutedFill {
     fn add(&mut self, routed: RoutedQuestion) {
+        self.questions.push(routed.question);
+        let question = routed.question.in_generation(0);
         for (class, variants) in routed.classes {
             let scoped = u32::from(routed.scoped);
             let mut draw = Draw { count: variants.len() as u32, scoped, thresholds: [0; MAX_VARIANTS], variants: [0; MAX_VARIANTS] };
@@ -189,7 +194,7 @@ impl RoutedFill {
                 draw.thresholds[slot] = threshold;
                 draw.variants[slot] = id;
             }
-            self.draws.push((DrawKey { question: routed.question, region: class }, draw));
+            self.draws.push((DrawKey { question, region: class }, draw));
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::maps::Limit;
 /// What the program answers, and how much it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
-    /// UDP destination ports it answers on (at most 64).
+    /// UDP destination ports it answers on.
     pub ports: Vec<u16>,
     /// Pre-built replies per snapshot; the map holds twice as many, as
     /// the next snapshot is filled in beside the live one.

@@ -45,8 +45,13 @@ fn replicas() -> Vec<Replica> {
 /// 1 and 3 only, so region 2 gets the default row, as do clients no
 /// region claims.
 fn routes() -> Routes {
+    routes_placing_198_51_100_in(1)
+}
+
+/// As [`routes`], 198.51.100.0/24 in `region`.
+fn routes_placing_198_51_100_in(region: u32) -> Routes {
     let mut regions = Regions::default();
-    regions.add_prefix("198.51.100.0".parse().unwrap(), 24, 1);
+    regions.add_prefix("198.51.100.0".parse().unwrap(), 24, region);
     regions.add_prefix("203.0.113.0".parse().unwrap(), 24, 2);
     regions.add_prefix("2001:db8:1::".parse().unwrap(), 48, 3);
     let row = |probability, ttl| RegionRow { probability, ttl };
@@ -183,4 +188,25 @@ fn policies_that_decide_per_query_pass_up_and_explain_says_so() {
     assert_eq!(action, XDP_PASS);
     let occupancy = fast_path.occupancy();
     assert!(occupancy.routed_classes > 4 && occupancy.variants > 10, "{occupancy:?}");
+}
+
+#[test]
+fn a_client_whose_region_moves_is_answered_by_its_new_class_after_the_sync() {
+    let before = snapshot_of(ZONE, routes());
+    let after = snapshot_of(ZONE, routes_placing_198_51_100_in(2));
+    let Some(mut fast_path) = loaded(&before) else { return };
+    let client = clients()[0];
+    let message = query("geo.example.test", 1);
+    let replies = |snapshot| user_space_replies(snapshot, client, &message, class_shares(snapshot, "geo.example.test", 1, client).len());
+    let (region_1, default_row) = (replies(&before), replies(&after));
+    assert!(region_1.is_disjoint(&default_row), "the two classes' replies differ (in their TTLs)");
+    // The first queries leave the client's class in the kernel's cache.
+    for _ in 0..50 {
+        assert!(region_1.contains(&kernel_reply(&fast_path, client, &message)));
+    }
+    fast_path.sync(&after).unwrap();
+    for _ in 0..200 {
+        let reply = kernel_reply(&fast_path, client, &message);
+        assert!(default_row.contains(&reply), "{reply:02x?} is not the new class's");
+    }
 }
