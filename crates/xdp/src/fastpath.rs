@@ -14,7 +14,7 @@ use crate::admission::{Demand, asked_room};
 use crate::counters::{CounterValues, Counters, InterfaceCounters};
 use crate::fill::fill;
 use crate::maps::{
-    Answer, AnswerKey, ClassData, ClassValue, Config, Draw, DrawKey, Entry, Limit, PORT_WORDS, QuestionKey, VariantKey, port_set,
+    Answer, AnswerKey, ClassData, ClassValue, Config, Draw, DrawKey, Entry, Limit, PORT_WORDS, QuestionKey, ROUTED_VARIANTS, port_set,
 };
 use crate::mirror::Mirrored;
 use crate::routed::{MAX_DRAWS, RoutedFill, fill_routed, trusted_senders};
@@ -83,7 +83,7 @@ pub struct FastPath {
     program: Ebpf,
     answers: Mirrored<BpfHashMap<MapData, QuestionKey, Entry>>,
     draws: Mirrored<BpfHashMap<MapData, DrawKey, Draw>>,
-    variants: Mirrored<BpfHashMap<MapData, VariantKey, Answer>>,
+    variants: Mirrored<Array<MapData, Answer>>,
     classes: Mirrored<LpmTrie<MapData, ClassData, ClassValue>>,
     /// The senders whose Client Subnet is believed (value 1).
     trusted: Mirrored<LpmTrie<MapData, ClassData, u8>>,
@@ -121,7 +121,7 @@ impl FastPath {
         live.set(0, SUSPENDED, 0)?;
         let answers = Mirrored::new(BpfHashMap::try_from(take(&mut program, "answers")?)?);
         let draws = Mirrored::new(BpfHashMap::try_from(take(&mut program, "draws")?)?);
-        let variants = Mirrored::new(BpfHashMap::try_from(take(&mut program, "variants")?)?);
+        let variants = Mirrored::new(Array::try_from(take(&mut program, "variants")?)?);
         let classes = Mirrored::new(LpmTrie::try_from(take(&mut program, "classes")?)?);
         let trusted = Mirrored::new(LpmTrie::try_from(take(&mut program, "trusted")?)?);
         let config = Array::try_from(take(&mut program, "config")?)?;
@@ -212,7 +212,7 @@ impl FastPath {
         self.answers.bring_up(target, answers, &mut synced)?;
         let draws = routed.draws.into_iter().map(|(key, draw)| (DrawKey { question: key.question.in_generation(target), ..key }, draw));
         self.draws.bring_up(target, draws.collect(), &mut synced)?;
-        let variants = routed.variants.into_iter().map(|(key, answer)| (VariantKey { generation: target, ..key }, answer));
+        let variants = routed.variants.into_iter().map(|(id, answer)| (target * ROUTED_VARIANTS as u32 + id, answer));
         self.variants.bring_up(target, variants.collect(), &mut synced)?;
         let in_target = |(prefix_len, mut data): (u32, ClassData)| {
             data[0] = target as u8;

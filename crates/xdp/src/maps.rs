@@ -101,13 +101,9 @@ pub struct Draw {
     pub variants: [u32; MAX_VARIANTS],
 }
 
-/// The `variants` map's key; its value is an [`Answer`].
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct VariantKey {
-    pub generation: u32,
-    pub id: u32,
-}
+/// Variants per generation in the `variants` array: variant `id` of
+/// `generation` is at `generation * ROUTED_VARIANTS + id`.
+pub const ROUTED_VARIANTS: usize = 8192;
 
 /// The `config` map's value, one per generation.
 #[repr(C)]
@@ -190,8 +186,6 @@ unsafe impl aya::Pod for DrawKey {}
 unsafe impl aya::Pod for Draw {}
 // SAFETY: two u32.
 unsafe impl aya::Pod for ClassValue {}
-// SAFETY: two u32.
-unsafe impl aya::Pod for VariantKey {}
 // SAFETY: two u64 then two u32: 24 octets, no padding.
 unsafe impl aya::Pod for Limit {}
 
@@ -226,8 +220,7 @@ impl Entry {
 
     /// `question`'s entry sending the program to its draws.
     pub fn routed(question: &AnswerKey) -> Entry {
-        let reply = Answer { len: 0, flags: 0, counts: [0; 3], sum: 0, body: [0; MAX_BODY] };
-        Entry { name: question.name, routed: 1, reply }
+        Entry { name: question.name, routed: 1, reply: Answer::NONE }
     }
 }
 
@@ -238,6 +231,9 @@ impl fmt::Debug for Answer {
 }
 
 impl Answer {
+    /// No reply (length 0): the program passes the question up.
+    pub const NONE: Answer = Answer { len: 0, flags: 0, counts: [0; 3], sum: 0, body: [0; MAX_BODY] };
+
     /// `None` when `body` is empty or longer than the kernel serves.
     pub fn new(flags: u16, counts: [u16; 3], body: &[u8]) -> Option<Answer> {
         if body.is_empty() || body.len() > MAX_BODY {

@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::hash::Hash;
 
 use aya::maps::lpm_trie::{Key, LpmTrie};
-use aya::maps::{HashMap as BpfHashMap, MapData, MapError};
+use aya::maps::{Array, HashMap as BpfHashMap, MapData, MapError};
 
 use crate::Synced;
-use crate::maps::ClassData;
+use crate::maps::{Answer, ClassData};
 
 /// Writing and deleting one entry of a BPF map.
 pub(crate) trait Table {
@@ -29,6 +29,21 @@ impl<K: aya::Pod + Eq + Hash, V: aya::Pod + PartialEq> Table for BpfHashMap<MapD
 
     fn delete(&mut self, key: &K) -> Result<(), MapError> {
         self.remove(key)
+    }
+}
+
+/// The `variants` array, by index; an index is emptied by writing
+/// [`Answer::NONE`] there.
+impl Table for Array<MapData, Answer> {
+    type Key = u32;
+    type Value = Answer;
+
+    fn put(&mut self, &index: &u32, value: &Answer) -> Result<(), MapError> {
+        self.set(index, value, 0)
+    }
+
+    fn delete(&mut self, &index: &u32) -> Result<(), MapError> {
+        self.set(index, Answer::NONE, 0)
     }
 }
 

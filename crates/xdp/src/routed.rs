@@ -15,16 +15,15 @@ use pharos_route::{Family, PerQuery, Routes, Service, Variant, client_blocks, ro
 use pharos_wire::{MessageWriter, flags, rcode, types};
 
 use crate::maps::{
-    Answer, AnswerKey, CLASS_PREFIX_BITS, ClassData, ClassValue, Draw, DrawKey, EVERYONE, MAX_BODY, MAX_VARIANTS, VariantKey,
+    Answer, AnswerKey, CLASS_PREFIX_BITS, ClassData, ClassValue, Draw, DrawKey, EVERYONE, MAX_BODY, MAX_VARIANTS, ROUTED_VARIANTS,
 };
 
 /// Most client blocks per address family.
 pub const MAX_BLOCKS: usize = 1 << 16;
-/// Most draws and variants per snapshot: half the maps (the other half
-/// holds the other generation). A routed question has a draw at least,
-/// so there are no more routed questions than draws.
+/// Most draws per snapshot: half the map (the other half holds the
+/// other generation). A routed question has a draw at least, so there
+/// are no more routed questions than draws.
 pub const MAX_DRAWS: usize = 32768;
-const MAX_ROUTED_VARIANTS: usize = 32768;
 
 /// Why a routed question passes up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,7 +146,8 @@ pub struct RoutedFill {
     /// The questions, each marked routed in the `answers` map.
     pub questions: Vec<AnswerKey>,
     pub draws: Vec<(DrawKey, Draw)>,
-    pub variants: Vec<(VariantKey, Answer)>,
+    /// By id, from 0.
+    pub variants: Vec<(u32, Answer)>,
     pub classes: Vec<ClassEntry>,
     /// Routed questions left out for want of room in the maps.
     pub left_out: usize,
@@ -168,7 +168,7 @@ pub fn fill_routed(snapshot: &Snapshot) -> RoutedFill {
             if routed.by_region() && classes.get_or_insert_with(|| client_classes(routes)).is_err() {
                 continue;
             }
-            if fill.draws.len() + routed.classes.len() > MAX_DRAWS || fill.variants.len() + routed.variants() > MAX_ROUTED_VARIANTS {
+            if fill.draws.len() + routed.classes.len() > MAX_DRAWS || fill.variants.len() + routed.variants() > ROUTED_VARIANTS {
                 fill.left_out += 1;
                 continue;
             }
@@ -190,7 +190,7 @@ impl RoutedFill {
             let mut draw = Draw { count: variants.len() as u32, scoped, thresholds: [0; MAX_VARIANTS], variants: [0; MAX_VARIANTS] };
             for (slot, (threshold, answer)) in variants.into_iter().enumerate() {
                 let id = self.variants.len() as u32;
-                self.variants.push((VariantKey { generation: 0, id }, answer));
+                self.variants.push((id, answer));
                 draw.thresholds[slot] = threshold;
                 draw.variants[slot] = id;
             }
