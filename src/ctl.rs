@@ -442,5 +442,9 @@ fn print_fastpath(reply: &Value) {
         if !misses.is_empty() {
             println!("  queries passed up: {}", misses.join(", "));
         }
+        let (slipped, dropped) = (count("rrl_slipped"), count("rrl_dropped"));
+        if slipped + dropped > 0 {
+            println!("  over the response rate limit: {slipped} sent truncated, {dropped} dropped");
+        }
     }
 }

@@ -92,14 +92,19 @@ fn user_space_drops_a_source_over_its_limit_and_answers_the_others() {
 /// The IDs of the responses `socket` receives until it has heard nothing
 /// for a while.
 fn answers(socket: &UdpSocket) -> Vec<u16> {
+    responses(socket).iter().map(|response| u16::from_be_bytes([response[0], response[1]])).collect()
+}
+
+/// The responses `socket` receives until it has heard nothing for a while.
+fn responses(socket: &UdpSocket) -> Vec<Vec<u8>> {
     socket.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
     let mut buffer = [0; 512];
-    let mut ids = Vec::new();
+    let mut received = Vec::new();
     while let Ok(length) = socket.recv(&mut buffer) {
-        assert!(length >= 2);
-        ids.push(u16::from_be_bytes([buffer[0], buffer[1]]));
+        assert!(length >= 12, "a DNS response");
+        received.push(buffer[..length].to_vec());
     }
-    ids
+    received
 }
 
 /// What `pharos ctl ARGS` prints; it must succeed.
@@ -449,4 +454,45 @@ fn the_kernel_drops_a_source_over_its_limit_when_told_to() {
     let dropped = dropped(&served) - dropped_before;
     assert!((BURST - 5..=BURST).contains(&answered), "{answered} of {QUERIES} answered with a burst of {BURST}");
     assert_eq!(answered + dropped, u64::from(QUERIES), "every query not answered was dropped by the kernel's limit");
+}
+
+#[test]
+fn the_kernel_limits_alike_responses_to_a_network_as_rrl_does() {
+    if !netns::may_run() {
+        return;
+    }
+    const QUERIES: u16 = 40;
+    const RATE: usize = 5;
+    let served = Served::start(NETNS_ZONE, &format!("[rrl]\nrate = {RATE}\nslip = 2"));
+    let limited = |served: &Served| {
+        let (_, shown) = served.api("GET", "/v1/fastpath", None);
+        let traffic = &shown["interfaces"][0]["traffic"];
+        (traffic["rrl_slipped"].as_u64().unwrap_or(0), traffic["rrl_dropped"].as_u64().unwrap_or(0))
+    };
+    let (slipped_before, dropped_before) = limited(&served);
+    let hits_before = kernel_hits(&served);
+    // All at once, then the replies gathered, within the bucket's 200 ms
+    // refill (a slow machine may earn a token or two back).
+    let socket = Link::inside(&served.link.client, || netns::socket_to(Link::over_veth(false)));
+    for id in 0..QUERIES {
+        socket.send(&query_bytes(id, "www.example.test", Rtype::A)).unwrap();
+    }
+    let received = responses(&socket);
+    let truncated = received.iter().filter(|response| response[2] & 0x02 != 0).count();
+    let whole = received.len() - truncated;
+    let (slipped, dropped) = limited(&served);
+    let (slipped, dropped) = (slipped - slipped_before, dropped - dropped_before);
+    assert!((1..=RATE + 2).contains(&whole), "{whole} whole answers at {RATE}/s");
+    assert_eq!(truncated as u64, slipped, "every slipped response is a truncated one");
+    assert_eq!(kernel_hits(&served) - hits_before, whole as u64, "the kernel sent the whole answers");
+    assert_eq!(whole as u64 + slipped + dropped, u64::from(QUERIES), "every query answered, slipped or dropped in the kernel");
+    assert!(slipped.abs_diff(dropped) <= 1, "slip 2: every other limited response slips ({slipped} vs {dropped})");
+    let api = format!("http://{}", netns::API);
+    let shown =
+        run_in(&served.link.server, env!("CARGO_BIN_EXE_pharos"), &strings(&["ctl", "--api", &api, "--token", &served.token, "fastpath"]));
+    assert!(shown.contains(&format!("{slipped} sent truncated, {dropped} dropped")), "{shown}");
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|arg| arg.to_string()).collect()
 }

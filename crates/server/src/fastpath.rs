@@ -9,10 +9,10 @@
 use std::sync::Arc;
 
 use pharos_answer::Snapshot;
-use pharos_xdp::{FastPath, Mode, Settings, Synced};
+use pharos_xdp::{FastPath, FastPathError, Mode, ResponseLimit, Settings, Synced};
 use serde::Serialize;
 
-use crate::config::{Config, FastPathConfig, OverLimit, XdpMode};
+use crate::config::{Config, FastPathConfig, OverLimit, RrlConfig, XdpMode};
 use crate::control::Published;
 
 /// What `GET /v1/fastpath` shows.
@@ -65,6 +65,9 @@ pub struct Traffic {
     /// Over the source's rate limit: passed up, or dropped.
     pub rate_limited_passed: u64,
     pub rate_limited_dropped: u64,
+    /// Over the response rate limit (`[rrl]`): sent truncated, or dropped.
+    pub rrl_slipped: u64,
+    pub rrl_dropped: u64,
     /// Every packet passed up, whatever the reason (the rate-limited ones
     /// passed up included).
     pub passed_up: u64,
@@ -88,6 +91,8 @@ pub struct Misses {
     pub adjust_tail_failed: u64,
     /// The fast path was suspended.
     pub suspended: u64,
+    /// The query's UDP checksum was wrong (or absent over IPv6).
+    pub bad_checksum: u64,
 }
 
 impl From<&pharos_xdp::InterfaceCounters> for Traffic {
@@ -100,9 +105,18 @@ impl From<&pharos_xdp::InterfaceCounters> for Traffic {
             fragment_or_options: counters.fragment_or_options,
             adjust_tail_failed: counters.adjust_tail_failed,
             suspended: counters.suspended,
+            bad_checksum: counters.bad_checksum,
         };
-        let Misses { no_entry, too_large, edns_unsupported, not_a_plain_query, fragment_or_options, adjust_tail_failed, suspended } =
-            misses;
+        let Misses {
+            no_entry,
+            too_large,
+            edns_unsupported,
+            not_a_plain_query,
+            fragment_or_options,
+            adjust_tail_failed,
+            suspended,
+            bad_checksum,
+        } = misses;
         let passed_up = counters.not_for_us
             + counters.rate_limited_passed
             + no_entry
@@ -111,12 +125,15 @@ impl From<&pharos_xdp::InterfaceCounters> for Traffic {
             + not_a_plain_query
             + fragment_or_options
             + adjust_tail_failed
-            + suspended;
+            + suspended
+            + bad_checksum;
         Traffic {
             answered_static: counters.answered_static,
             answered_routed: counters.answered_routed,
             rate_limited_passed: counters.rate_limited_passed,
             rate_limited_dropped: counters.rate_limited_dropped,
+            rrl_slipped: counters.rrl_slipped,
+            rrl_dropped: counters.rrl_dropped,
             passed_up,
             misses,
         }
@@ -250,7 +267,9 @@ pub fn explain(status: &FastPathStatus, snapshot: &Snapshot, name: &[u8], qtype:
 /// answers nowhere.
 fn load_and_attach(config: &Config, snapshot: &Snapshot, status: &mut FastPathStatus) -> Option<FastPath> {
     let wanted = &config.fastpath;
-    let loaded = FastPath::load(&settings(config)).and_then(|mut fast_path| fast_path.sync(snapshot).map(|synced| (fast_path, synced)));
+    let loaded = settings(config)
+        .and_then(|settings| FastPath::load(&settings))
+        .and_then(|mut fast_path| fast_path.sync(snapshot).map(|synced| (fast_path, synced)));
     let mut fast_path = match loaded {
         Ok((fast_path, synced)) => {
             status.record_sync(synced.into(), &fast_path);
@@ -315,7 +334,7 @@ impl InterfaceStatus {
 }
 
 /// What the kernel program takes of the configuration.
-fn settings(config: &Config) -> Settings {
+fn settings(config: &Config) -> Result<Settings, FastPathError> {
     let FastPathConfig { max_entries, rate_limit, .. } = &config.fastpath;
     let mut ports: Vec<u16> = config.server.listen.iter().map(|address| address.port()).collect();
     ports.sort_unstable();
@@ -328,7 +347,15 @@ fn settings(config: &Config) -> Settings {
             OverLimit::Drop => pharos_xdp::OverLimit::Drop,
         },
     });
-    Settings { ports, max_entries: *max_entries, rate_limit }
+    let response_limit = config.rrl.as_ref().map(response_limit).transpose()?;
+    Ok(Settings { ports, max_entries: *max_entries, rate_limit, response_limit })
+}
+
+/// `[rrl]` as the kernel program applies it to its own answers.
+fn response_limit(rrl: &RrlConfig) -> Result<ResponseLimit, FastPathError> {
+    let limits = rrl.limits().map_err(|error| FastPathError::Settings(format!("{error:#}")))?;
+    let whitelist = limits.whitelist.prefixes().into_iter().map(|(network, length, ())| (network, length)).collect();
+    Ok(ResponseLimit { rate: limits.rate.get(), slip: limits.slip, table_size: limits.table_size.get(), whitelist })
 }
 
 fn mode(mode: XdpMode) -> Mode {

@@ -320,6 +320,8 @@ impl Scrape {
                 ("answered_routed", traffic.answered_routed),
                 ("rate_limited_passed", traffic.rate_limited_passed),
                 ("rate_limited_dropped", traffic.rate_limited_dropped),
+                ("rrl_slipped", traffic.rrl_slipped),
+                ("rrl_dropped", traffic.rrl_dropped),
                 ("miss_no_entry", misses.no_entry),
                 ("miss_too_large", misses.too_large),
                 ("miss_edns_unsupported", misses.edns_unsupported),
@@ -327,6 +329,7 @@ impl Scrape {
                 ("miss_fragment_or_options", misses.fragment_or_options),
                 ("miss_adjust_tail_failed", misses.adjust_tail_failed),
                 ("miss_suspended", misses.suspended),
+                ("miss_bad_checksum", misses.bad_checksum),
             ]
             .map(|(outcome, count)| by_interface(outcome, count, interface))
         });

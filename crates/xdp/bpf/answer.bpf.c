@@ -39,6 +39,7 @@
 #define UNCLASSIFIED 0
 #define FLAG_QR 0x8000
 #define FLAG_RD 0x0100
+#define FLAG_TC 0x0200
 #define OPCODE_MASK 0x7800
 #define EDNS_DO 0x8000
 #define REPLY_HOP_LIMIT 64
@@ -87,10 +88,13 @@ struct answer {
 
 // What the `answers` map holds for a question: its lowercase wire name,
 // zero-padded, and either its reply or, for a routed question, a mark
-// that sends the program to the question's draws.
+// that sends the program to the question's draws; and the hash of its
+// replies' response-rate-limit class (user space's pharos_rrl::Class:
+// an answer by name and type, a referral by zone).
 struct entry {
 	__u8 name[MAX_NAME + 1];
 	__u32 routed;
+	__u32 response_class[2];
 	struct answer reply;
 };
 
@@ -140,6 +144,9 @@ enum reason {
 	SUSPENDED_PASS,
 	// The query's UDP checksum is wrong (or absent over IPv6).
 	BAD_CHECKSUM,
+	// Over the response rate limit: sent truncated (TC=1), or not at all.
+	RRL_SLIPPED,
+	RRL_DROPPED,
 	REASONS,
 	// Not a reason: find_udp found a query to look up.
 	ANSWERABLE = REASONS,
@@ -198,6 +205,15 @@ struct client_draw {
 	struct draw draw;
 };
 
+// A response rate limit bucket's key: the family (0: IPv4, its /24 in
+// the first 3 octets; 1: IPv6, its /56 in the first 7), zero past the
+// prefix, and the response's class.
+struct rrl_key {
+	__u32 family;
+	__u8 prefix[8];
+	__u32 response_class[2];
+};
+
 // Per-CPU room for what is too large for the 512-octet stack.
 struct scratch {
 	// A copy of the Ethernet, IP and UDP headers, while the packet grows
@@ -210,6 +226,7 @@ struct scratch {
 	struct class_key class_key;
 	struct client_key client_key;
 	struct client_draw client_draw;
+	struct rrl_key rrl_key;
 	__u8 head[HEAD_MAX];
 	__u8 opt[OPT_LEN];
 	// The query's Client Subnet option, zero past its end; the reply's
@@ -380,6 +397,63 @@ struct {
 	__type(value, struct limit);
 } limit SEC(".maps");
 
+// Response rate limiting, as user space's pharos_rrl does it over UDP:
+// alike responses (the entry's class) to one network (an IPv4 /24, an
+// IPv6 /56) are limited to `rate` per second, GCRA-style, every slip-th
+// limited one sent truncated. Set at load; `enabled` 0 without `[rrl]`.
+// The kernel's buckets are its own: a class answered partly here and
+// partly in user space may get up to twice the rate.
+struct rrl_settings {
+	__u64 interval_ns;
+	__u64 depth_ns;
+	__u32 slip;
+	__u32 enabled;
+	// 1 when the `rrl_whitelist` trie has prefixes.
+	__u32 whitelist;
+	__u32 unused;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rrl_settings);
+} rrl_settings SEC(".maps");
+
+// Sources never limited, keyed as `classes` is, in generation 0.
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct class_key);
+	__type(value, __u8);
+} rrl_whitelist SEC(".maps");
+
+struct rrl_bucket {
+	// When the bucket would be full again: each response pushes it one
+	// interval on.
+	__u64 full_at;
+	// Responses limited so far, for the slip.
+	__u32 limited;
+	__u32 unused;
+};
+
+// Sized by user space at load (`[rrl] table_size`); the least recently
+// used bucket makes room. CPUs update a bucket without locks: a burst
+// spread over several CPUs at once may get a few responses more.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct rrl_key);
+	__type(value, struct rrl_bucket);
+} rrl_buckets SEC(".maps");
+
+enum rrl_verdict {
+	RRL_SEND,
+	RRL_SLIP,
+	RRL_DROP,
+};
+
 // Where the query's parts are, once it has been found answerable.
 struct query {
 	__u32 dns_off;
@@ -387,6 +461,8 @@ struct query {
 	int v6;
 	// Whom the rate limit counts the query against.
 	struct source source;
+	// The packet's source address (IPv4 in the first 4 octets).
+	__u8 sender[16];
 	// The client's address (IPv4 in the first 4 octets), to class it:
 	// the source's, or a trusted Client Subnet's.
 	__u8 client[16];
@@ -529,6 +605,7 @@ static __always_inline int find_udp(void *data, void *data_end, struct query *q,
 		q->v6 = 0;
 		*pseudo = (ip->saddr & 0xffff) + (ip->saddr >> 16) + (ip->daddr & 0xffff) + (ip->daddr >> 16);
 		q->source.v4 = ip->saddr;
+		__builtin_memcpy(q->sender, &ip->saddr, 4);
 		__builtin_memcpy(q->client, &ip->saddr, 4);
 		q->client_v6 = 0;
 		udp = (void *)(ip + 1);
@@ -544,6 +621,7 @@ static __always_inline int find_udp(void *data, void *data_end, struct query *q,
 		q->v6 = 1;
 		q->source.v6 = 1;
 		__builtin_memcpy(q->source.address, &ip6->saddr, 8);
+		__builtin_memcpy(q->sender, &ip6->saddr, 16);
 		__builtin_memcpy(q->client, &ip6->saddr, 16);
 		q->client_v6 = 1;
 		__u32 sum = 0;
@@ -850,6 +928,46 @@ static __always_inline int trusted_sender(struct scratch *s, const struct query 
 	return bpf_map_lookup_elem(&trusted, &s->class_key) != NULL;
 }
 
+// Whether the packet's sender is in the RRL whitelist.
+static __always_inline int whitelisted(struct scratch *s, const struct query *q)
+{
+	s->class_key.prefixlen = CLASS_PREFIX_BITS + (q->v6 ? 128 : 32);
+	s->class_key.generation = 0;
+	s->class_key.family = q->v6;
+	__builtin_memcpy(s->class_key.address, q->sender, 16);
+	return bpf_map_lookup_elem(&rrl_whitelist, &s->class_key) != NULL;
+}
+
+// What response rate limiting does with a reply of `entry`'s class to
+// the packet's sender: counts it in the sender's network's bucket.
+static __always_inline int rrl_verdict(struct scratch *s, const struct query *q, const struct entry *entry, const struct rrl_settings *r)
+{
+	if (r->whitelist && whitelisted(s, q))
+		return RRL_SEND;
+	__builtin_memset(&s->rrl_key, 0, sizeof(s->rrl_key));
+	s->rrl_key.family = q->v6;
+	__builtin_memcpy(s->rrl_key.prefix, q->sender, 8);
+	if (q->v6)
+		s->rrl_key.prefix[7] = 0;
+	else
+		__builtin_memset(&s->rrl_key.prefix[3], 0, 5);
+	__builtin_memcpy(s->rrl_key.response_class, entry->response_class, 8);
+	__u64 now = bpf_ktime_get_ns();
+	struct rrl_bucket *bucket = bpf_map_lookup_elem(&rrl_buckets, &s->rrl_key);
+	if (!bucket) {
+		struct rrl_bucket fresh = {now + r->interval_ns, 0, 0};
+		bpf_map_update_elem(&rrl_buckets, &s->rrl_key, &fresh, BPF_ANY);
+		return RRL_SEND;
+	}
+	__u64 full_at = (bucket->full_at > now ? bucket->full_at : now) + r->interval_ns;
+	if (full_at - now <= r->depth_ns) {
+		bucket->full_at = full_at;
+		return RRL_SEND;
+	}
+	bucket->limited++;
+	return r->slip && bucket->limited % r->slip == 0 ? RRL_SLIP : RRL_DROP;
+}
+
 // Passes the packet up, counted under `reason`.
 static __always_inline int pass(struct xdp_md *ctx, __u32 reason)
 {
@@ -879,8 +997,9 @@ int answer(struct xdp_md *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 	struct config *cfg = bpf_map_lookup_elem(&config, &generation);
 	struct limit *l = bpf_map_lookup_elem(&limit, &zero);
+	struct rrl_settings *rrl = bpf_map_lookup_elem(&rrl_settings, &zero);
 	// None of these lookups can fail: the maps are arrays holding these indexes.
-	if (!s || !cfg || !l)
+	if (!s || !cfg || !l || !rrl)
 		return XDP_PASS;
 
 	__u8 *dns = (void *)(udp + 1);
@@ -995,10 +1114,31 @@ int answer(struct xdp_md *ctx)
 		count(ctx->ingress_ifindex, RATE_LIMITED_DROPPED);
 		return XDP_DROP;
 	}
+	// A slipped reply is the header and question alone, with TC set, as
+	// user space's: a real client retries over TCP.
+	int slipped = 0;
+	if (rrl->enabled) {
+		int verdict = rrl_verdict(s, &q, e, rrl);
+		if (verdict == RRL_DROP) {
+			count(ctx->ingress_ifindex, RRL_DROPPED);
+			return XDP_DROP;
+		}
+		if (verdict == RRL_SLIP) {
+			slipped = 1;
+			answered = RRL_SLIPPED;
+			edns = 0;
+			ecs_len = 0;
+			q.reply_len = head_len;
+		}
+	}
 
 	// The header: ID kept, QR, RD copied, AA and RCODE from the answer.
 	__u16 reply_flags = FLAG_QR | (flags & FLAG_RD) | a->flags;
 	__u16 header[5] = {reply_flags, 1, a->counts[0], a->counts[1], a->counts[2] + edns};
+	if (slipped) {
+		__u16 truncated[5] = {reply_flags | FLAG_TC, 1, 0, 0, 0};
+		__builtin_memcpy(header, truncated, sizeof(header));
+	}
 	for (int i = 0; i < 5; i++) {
 		s->head[2 + 2 * i] = header[i] >> 8;
 		s->head[3 + 2 * i] = header[i] & 0xff;
@@ -1009,7 +1149,7 @@ int answer(struct xdp_md *ctx)
 	// The subnet echoed as asked, with the answer's scope.
 	s->ecs[ECS_SCOPE] = scope;
 
-	__u32 udp_sum = pseudo + q.reply_len + sizeof(*udp) + sum_head(head_len) + placed_at(a->sum, head_len);
+	__u32 udp_sum = pseudo + q.reply_len + sizeof(*udp) + sum_head(head_len) + (slipped ? 0 : placed_at(a->sum, head_len));
 	if (edns)
 		udp_sum += placed_at(sum_bytes(s->opt, OPT_LEN), opt_at) + placed_at(sum_bytes(s->ecs, ECS_MAX), opt_at + OPT_LEN);
 
@@ -1026,7 +1166,7 @@ int answer(struct xdp_md *ctx)
 	AT_MOST(head_len, HEAD_MAX - 1);
 	if (bpf_xdp_store_bytes(ctx, q.dns_off, s->head, head_len))
 		return XDP_DROP;
-	if (bpf_xdp_store_bytes(ctx, q.dns_off + head_len, a->body, body_len))
+	if (!slipped && bpf_xdp_store_bytes(ctx, q.dns_off + head_len, a->body, body_len))
 		return XDP_DROP;
 	if (edns && bpf_xdp_store_bytes(ctx, q.dns_off + opt_at, s->opt, OPT_LEN))
 		return XDP_DROP;

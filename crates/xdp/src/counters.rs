@@ -4,7 +4,7 @@
 use std::ffi::CStr;
 
 /// The program's reasons, in the order of `enum reason` in bpf/answer.bpf.c.
-const REASONS: usize = 13;
+const REASONS: usize = 15;
 
 /// The `counters` map's value: one count per reason.
 #[repr(C)]
@@ -52,6 +52,10 @@ pub struct InterfaceCounters {
     pub suspended: u64,
     /// Passed up: the query's UDP checksum is wrong (or absent over IPv6).
     pub bad_checksum: u64,
+    /// Over the response rate limit: sent truncated (TC=1).
+    pub rrl_slipped: u64,
+    /// Over the response rate limit: not answered at all.
+    pub rrl_dropped: u64,
 }
 
 impl InterfaceCounters {
@@ -77,6 +81,8 @@ impl InterfaceCounters {
             adjust_tail_failed,
             suspended,
             bad_checksum,
+            rrl_slipped,
+            rrl_dropped,
         ] = sums;
         InterfaceCounters {
             ifindex,
@@ -94,6 +100,8 @@ impl InterfaceCounters {
             adjust_tail_failed,
             suspended,
             bad_checksum,
+            rrl_slipped,
+            rrl_dropped,
         }
     }
 

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, hash_map};
 
-use aya::maps::lpm_trie::LpmTrie;
+use aya::maps::lpm_trie::{Key, LpmTrie};
 use aya::maps::{Array, HashMap as BpfHashMap, MapData, MapError, PerCpuHashMap};
 use aya::programs::{ProgramError, Xdp, XdpMode};
 use aya::{Ebpf, EbpfError, EbpfLoader};
@@ -17,8 +17,9 @@ use crate::maps::{
     Answer, AnswerKey, ClassData, ClassValue, Config, Draw, DrawKey, Entry, Limit, PORT_WORDS, QuestionKey, ROUTED_VARIANTS, port_set,
 };
 use crate::mirror::Mirrored;
-use crate::routed::{MAX_DRAWS, RoutedFill, fill_routed, trusted_senders};
-use crate::settings::{Attached, Mode, Settings};
+use crate::response_limit::response_class;
+use crate::routed::{MAX_DRAWS, RoutedFill, fill_routed, prefix_keys, trusted_senders};
+use crate::settings::{Attached, Mode, ResponseLimit, Settings};
 
 /// The program's entry point, as bpf/answer.bpf.c names it.
 const PROGRAM_NAME: &str = "answer";
@@ -109,10 +110,19 @@ impl FastPath {
             return Err(FastPathError::Settings("no port given: the kernel would answer nothing".into()));
         }
         let limit = settings.rate_limit.map(|rate_limit| rate_limit.bucket()).transpose().map_err(FastPathError::Settings)?;
+        let response_limit = settings.response_limit.as_ref();
+        let rrl = response_limit.map(ResponseLimit::settings).transpose().map_err(FastPathError::Settings)?;
         let mut program = EbpfLoader::new()
             .map_max_entries("answers", 2 * (capacity + MAX_DRAWS as u32))
             .map_max_entries("asked", asked_room(capacity))
+            .map_max_entries("rrl_buckets", response_limit.map_or(1, |limits| limits.table_size))
             .load(PROGRAM.ok_or(FastPathError::NotBuilt)?)?;
+        let mut rrl_settings = Array::try_from(take(&mut program, "rrl_settings")?)?;
+        rrl_settings.set(0, rrl.unwrap_or_default(), 0)?;
+        let mut rrl_whitelist: LpmTrie<_, ClassData, u8> = LpmTrie::try_from(take(&mut program, "rrl_whitelist")?)?;
+        for (prefix_len, data) in prefix_keys(response_limit.map_or(&[][..], |limits| &limits.whitelist)) {
+            rrl_whitelist.insert(&Key::new(prefix_len, data), 1, 0)?;
+        }
         let mut ports: Array<_, [u64; PORT_WORDS]> = Array::try_from(take(&mut program, "ports")?)?;
         ports.set(0, port_set(&settings.ports), 0)?;
         let mut limit_map: Array<_, Limit> = Array::try_from(take(&mut program, "limit")?)?;
@@ -206,7 +216,7 @@ impl FastPath {
         self.demand.gather()?;
         let admitted = self.demand.admit(fill(snapshot), self.capacity as usize);
         let routed = fill_routed(snapshot);
-        let (answers, collided) = keyed_entries(target, admitted.entries, &routed);
+        let (answers, collided) = keyed_entries(snapshot, target, admitted.entries, &routed);
         let left_out = admitted.left_out + routed.left_out + collided;
         let mut synced = Synced { left_out, threshold: admitted.threshold, ..Synced::default() };
         self.answers.bring_up(target, answers, &mut synced)?;
@@ -271,9 +281,17 @@ impl FastPath {
 /// The `answers` map's entries in `target`: the static answers, then a
 /// routed mark per routed question; and how many questions were left out
 /// because their key was taken (names whose hashes agree: they pass up).
-fn keyed_entries(target: u32, statics: Vec<(AnswerKey, Answer)>, routed: &RoutedFill) -> (HashMap<QuestionKey, Entry>, usize) {
-    let answered = statics.into_iter().map(|(question, reply)| (question, Entry::answered(&question, reply)));
-    let marked = routed.questions.iter().map(|question| (*question, Entry::routed(question)));
+fn keyed_entries(
+    snapshot: &Snapshot,
+    target: u32,
+    statics: Vec<(AnswerKey, Answer)>,
+    routed: &RoutedFill,
+) -> (HashMap<QuestionKey, Entry>, usize) {
+    let answered = statics.into_iter().map(|(question, reply)| {
+        let class = response_class(snapshot, &question, Some(&reply));
+        (question, Entry::answered(&question, reply, class))
+    });
+    let marked = routed.questions.iter().map(|question| (*question, Entry::routed(question, response_class(snapshot, question, None))));
     let mut entries = HashMap::new();
     let mut collided = 0;
     for (question, entry) in answered.chain(marked) {

@@ -9,7 +9,8 @@
 //! static replies from a [`Snapshot`](pharos_answer::Snapshot), [`routed`]
 //! the routed ones through the routing core's door ([`maps`] holds their
 //! layout, shared with the C program); [`FastPath`] loads the program with
-//! its [`Settings`] (ports, capacity, a per-source token bucket), attaches
+//! its [`Settings`] (ports, capacity, a per-source token bucket, response
+//! rate limiting by [`response_limit`] class), attaches
 //! it to interfaces, swaps snapshots in atomically (two generations of
 //! entries, one live, each mirrored in user space so a sync writes only
 //! what changed; above capacity, the most asked answers by the
@@ -24,13 +25,14 @@ pub mod fill;
 pub mod maps;
 mod mirror;
 mod path;
+pub mod response_limit;
 pub mod routed;
 mod settings;
 
 pub use counters::{Counters, InterfaceCounters};
 pub use fastpath::{FastPath, FastPathError, Occupancy, Synced};
 pub use path::{KernelPath, kernel_path};
-pub use settings::{Attached, Mode, OverLimit, RateLimit, Settings};
+pub use settings::{Attached, Mode, OverLimit, RateLimit, ResponseLimit, Settings};
 
 /// The XDP program as an ELF object, aligned for the loader; `None` when
 /// this crate was built without clang or libbpf-dev (build.rs warned).

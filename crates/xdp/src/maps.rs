@@ -32,12 +32,14 @@ pub struct QuestionKey {
 
 /// The `answers` map's value: the question's name, and its reply or,
 /// with `routed` 1, an empty reply: the program draws among the
-/// question's variants instead.
+/// question's variants instead; and the hash of its replies' response
+/// rate limiting class ([`crate::response_limit::response_class`]).
 #[repr(C)]
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
     pub name: [u8; MAX_NAME + 1],
     pub routed: u32,
+    pub response_class: [u32; 2],
     pub reply: Answer,
 }
 
@@ -155,6 +157,25 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
 }
 
+/// The `rrl_settings` map's only value: response rate limiting's
+/// parameters in the program's units.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RrlSettings {
+    /// Nanoseconds a token takes to come back: a second over the rate.
+    pub interval_ns: u64,
+    /// Nanoseconds of tokens a bucket holds: a second's worth.
+    pub depth_ns: u64,
+    /// Every `slip`th limited response is sent truncated; 0: none.
+    pub slip: u32,
+    /// 1 when responses are limited.
+    pub enabled: u32,
+    /// 1 when the whitelist trie has prefixes.
+    pub whitelist: u32,
+    /// Always 0.
+    pub unused: u32,
+}
+
 /// The `limit` map's only value: the per-source token bucket, in
 /// nanoseconds of credit.
 #[repr(C)]
@@ -173,8 +194,8 @@ pub struct Limit {
 // SAFETY: plain `repr(C)` data without padding (a u32, four octets, two
 // u32), valid for any bit pattern.
 unsafe impl aya::Pod for QuestionKey {}
-// SAFETY: 256 octets, a u32 at 256, then an Answer (2-aligned, 1032
-// octets) at 260: 1292 octets, a multiple of the 4-octet alignment.
+// SAFETY: 256 octets, three u32 at 256, then an Answer (2-aligned, 1032
+// octets) at 268: 1300 octets, a multiple of the 4-octet alignment.
 unsafe impl aya::Pod for Entry {}
 // SAFETY: 8 octets of u16 fields, then an even-sized byte array.
 unsafe impl aya::Pod for Answer {}
@@ -188,6 +209,8 @@ unsafe impl aya::Pod for Draw {}
 unsafe impl aya::Pod for ClassValue {}
 // SAFETY: two u64 then two u32: 24 octets, no padding.
 unsafe impl aya::Pod for Limit {}
+// SAFETY: two u64 then four u32: 32 octets, no padding.
+unsafe impl aya::Pod for RrlSettings {}
 
 impl AnswerKey {
     /// A question, `name` in lowercase wire form; `None` for a name longer
@@ -196,6 +219,11 @@ impl AnswerKey {
         let mut padded = [0; MAX_NAME + 1];
         padded.get_mut(..name.len()).filter(|_| name.len() <= MAX_NAME)?.copy_from_slice(name);
         Some(AnswerKey { name: padded, qtype: qtype.to_be_bytes(), qclass: qclass.to_be_bytes() })
+    }
+
+    /// The wire name, its root label included, without the padding.
+    pub fn wire_name(&self) -> &[u8] {
+        wire_name_of(&self.name)
     }
 
     /// How the maps key this question in `generation`.
@@ -213,14 +241,14 @@ impl QuestionKey {
 }
 
 impl Entry {
-    /// `question`'s entry answered by `reply`.
-    pub fn answered(question: &AnswerKey, reply: Answer) -> Entry {
-        Entry { name: question.name, routed: 0, reply }
+    /// `question`'s entry answered by `reply`, of response class `response_class`.
+    pub fn answered(question: &AnswerKey, reply: Answer, response_class: [u32; 2]) -> Entry {
+        Entry { name: question.name, routed: 0, response_class, reply }
     }
 
     /// `question`'s entry sending the program to its draws.
-    pub fn routed(question: &AnswerKey) -> Entry {
-        Entry { name: question.name, routed: 1, reply: Answer::NONE }
+    pub fn routed(question: &AnswerKey, response_class: [u32; 2]) -> Entry {
+        Entry { name: question.name, routed: 1, response_class, reply: Answer::NONE }
     }
 }
 

@@ -136,8 +136,14 @@ fn class_data(network: IpAddr) -> ClassData {
 /// (prefix length, data) in generation 0; `None` when all are.
 pub fn trusted_senders(snapshot: &Snapshot) -> Option<Vec<(u32, ClassData)>> {
     let senders = snapshot.settings.trusted_subnet_senders.as_ref()?;
-    let prefixes = senders.prefixes().into_iter().map(|(network, length, ())| (CLASS_PREFIX_BITS + u32::from(length), class_data(network)));
-    Some(prefixes.collect())
+    let prefixes: Vec<(IpAddr, u8)> = senders.prefixes().into_iter().map(|(network, length, ())| (network, length)).collect();
+    Some(prefix_keys(&prefixes))
+}
+
+/// Address prefixes (network, length) as keys of a trie keyed as
+/// `classes` is, in generation 0.
+pub fn prefix_keys(prefixes: &[(IpAddr, u8)]) -> Vec<(u32, ClassData)> {
+    prefixes.iter().map(|&(network, length)| (CLASS_PREFIX_BITS + u32::from(length), class_data(network))).collect()
 }
 
 /// Everything routed the kernel answers from a snapshot, in generation 0.

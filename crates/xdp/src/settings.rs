@@ -2,8 +2,9 @@
 //! and [`FastPath::attach`](crate::FastPath::attach) take and say.
 
 use std::fmt;
+use std::net::IpAddr;
 
-use crate::maps::Limit;
+use crate::maps::{Limit, RrlSettings};
 
 /// What the program answers, and how much it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +16,33 @@ pub struct Settings {
     pub max_entries: u32,
     /// A per-source token bucket in front of the kernel's answers.
     pub rate_limit: Option<RateLimit>,
+    /// Response rate limiting of the kernel's answers, as user space's
+    /// `[rrl]` limits its own.
+    pub response_limit: Option<ResponseLimit>,
+}
+
+/// Alike responses per second to one network (an IPv4 /24, an IPv6 /56),
+/// every `slip`th limited one sent truncated (0: none), in a table of
+/// `table_size` buckets; sources in `whitelist` (address, prefix length)
+/// never limited. User space's `pharos_rrl::Limits`, in the kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseLimit {
+    pub rate: u32,
+    pub slip: u32,
+    pub table_size: u32,
+    pub whitelist: Vec<(IpAddr, u8)>,
+}
+
+impl ResponseLimit {
+    /// The program's form of it; an error for a rate or table of 0.
+    pub(crate) fn settings(&self) -> Result<RrlSettings, String> {
+        if self.rate == 0 || self.table_size == 0 {
+            return Err(format!("response rate limit {} per second in {} buckets: both must be at least 1", self.rate, self.table_size));
+        }
+        let interval_ns = (1_000_000_000 / u64::from(self.rate)).max(1);
+        let whitelist = u32::from(!self.whitelist.is_empty());
+        Ok(RrlSettings { interval_ns, depth_ns: interval_ns * u64::from(self.rate), slip: self.slip, enabled: 1, whitelist, unused: 0 })
+    }
 }
 
 /// Answers per second a source (an IPv4 address, an IPv6 /64) may get from

@@ -33,7 +33,7 @@ fn answers_on_lo_in_generic_mode() {
     let server = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     server.set_nonblocking(true).unwrap();
     let port = server.local_addr().unwrap().port();
-    let settings = FastPathSettings { ports: vec![port], max_entries: 64, rate_limit: None };
+    let settings = FastPathSettings { ports: vec![port], max_entries: 64, rate_limit: None, response_limit: None };
     let mut fast_path = FastPath::load(&settings).expect("the program loads");
     fast_path.sync(&snapshot).unwrap();
     let attached = fast_path.attach("lo", Mode::Auto).expect("XDP attaches to lo");

@@ -132,7 +132,7 @@ pub fn udp_checksum(from: IpAddr, to: IpAddr, segment: &[u8]) -> u16 {
 /// The settings the tests load the program with: port 53, room for 4096
 /// answers per snapshot, no rate limit.
 pub fn settings() -> FastPathSettings {
-    FastPathSettings { ports: vec![PORT], max_entries: 4096, rate_limit: None }
+    FastPathSettings { ports: vec![PORT], max_entries: 4096, rate_limit: None, response_limit: None }
 }
 
 /// Runs the program on `frame`: its action and the frame it leaves.
