@@ -26,7 +26,7 @@ declare -A needed=(
   [promtool]=prometheus   # checks a scrape, and a real Prometheus scrapes the server (tests/metrics.rs)
   [/usr/lib/postgresql/15/bin/initdb]=postgresql  # the PostgreSQL store's tests run a real server (tests/common/postgres.rs)
   [fstrm_capture]=fstrm-bin  # reads the dnstap query log (tests/dnstap.rs; dnstap-read is in bind9-dnsutils)
-  [chromium]=chromium    # loads the dashboard, headless, over the DevTools protocol (tests/dashboard.rs)
+  [chromium]=chromium    # loads the dashboard, headless, over the DevTools protocol (tests/dashboard.rs); fetches over HTTP/3 through the dispatcher (tests/artemis_netns.rs)
 )
 missing=()
 for command in "${!needed[@]}"; do

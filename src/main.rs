@@ -31,7 +31,7 @@ enum Command {
     Forward(pharos_forward::ForwardArgs),
     /// Print the Artemis service address of a name (prefix + SHA-512 bits, conflict list first).
     Sid(sid::SidArgs),
-    /// Serve as an Artemis replica: a QUIC greeting that advertises this address and a service_ttl.
+    /// Serve as an Artemis replica: a QUIC greeting and an HTTP/3 page that advertise this address and a service_ttl.
     Replica(replica::ReplicaArgs),
     /// Connect to a name as an Artemis client: its service address, then its replica; greet it.
     Connect(connect::ConnectArgs),

@@ -30,7 +30,8 @@ pub struct ReplicaArgs {
     cert_out: Option<PathBuf>,
 }
 
-/// Prints the port it serves on, then serves until killed.
+/// Prints the port it serves on, then serves until killed, with one line
+/// per handshake: client -> the address it reached: ALPN.
 pub fn run(args: ReplicaArgs) -> anyhow::Result<()> {
     let config = ReplicaConfig {
         replica_id: args.replica_id,
@@ -46,7 +47,12 @@ pub fn run(args: ReplicaArgs) -> anyhow::Result<()> {
             std::fs::write(path, replica.certificate()).with_context(|| format!("writing {}", path.display()))?;
         }
         println!("{}", replica.local_addr()?.port());
-        replica.serve().await;
+        replica
+            .serve(|connected| {
+                let local = connected.local.map_or("?".into(), |address| address.to_string());
+                println!("{} -> {local}: {}", connected.client, String::from_utf8_lossy(&connected.alpn));
+            })
+            .await;
         Ok(())
     })
 }

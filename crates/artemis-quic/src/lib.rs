@@ -11,7 +11,8 @@
 //! - [`socket`]: quinn's UDP socket with a hook on each datagram's
 //!   address: the replica counts arrivals at the service address, the
 //!   client moves to the preferred address.
-//! - [`replica`]: the replica server (`pharos replica`).
+//! - [`replica`]: the replica server (`pharos replica`): the greeting,
+//!   and HTTP/3 through [`http3`], one page naming the replica.
 //! - [`client`]: the client (`pharos connect`): service address, move to
 //!   the replica, and [`cache`]: name -> replica for the service_ttl.
 //! - [`vxlan`]: the frame that carries a client's datagram, whole, to a
@@ -26,6 +27,7 @@ pub mod cache;
 pub mod cid;
 pub mod client;
 pub mod dispatcher;
+pub mod http3;
 pub mod interdc;
 pub mod params;
 pub mod replica;

@@ -6,8 +6,10 @@
 //! the dispatcher delivers to the service address (held on a local
 //! interface) and what migrated clients send to the preferred address;
 //! quinn-udp's IP_PKTINFO answers each from the address it came to.
-//! The protocol is a greeting for tests: each bidirectional stream gets
-//! `hello from replica N` and its own bytes back.
+//! It speaks two protocols, by ALPN: a greeting for tests (each
+//! bidirectional stream gets `hello from replica N` and its own bytes
+//! back) and HTTP/3 (h3), one small page naming the replica for every
+//! request, so a browser can be the client.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -18,10 +20,12 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use crate::cid::ReplicaCidGenerator;
 use crate::params::ArtemisParameters;
 use crate::socket::{ArrivalCounts, HookedSocket};
-use crate::tls::ServerCrypto;
+use crate::tls::{HandshakeData, ServerCrypto};
 
 /// The ALPN of the greeting protocol.
 pub const ALPN: &[u8] = b"artemis-hello";
+/// The ALPN of HTTP/3.
+pub const H3_ALPN: &[u8] = b"h3";
 /// The most a request may carry.
 const MAX_REQUEST: usize = 4096;
 
@@ -70,7 +74,7 @@ impl Replica {
             .with_protocol_versions(&[&rustls::version::TLS13])?
             .with_no_client_auth()
             .with_single_cert(vec![certificate.clone()], key)?;
-        tls.alpn_protocols = vec![ALPN.to_vec()];
+        tls.alpn_protocols = vec![ALPN.to_vec(), H3_ALPN.to_vec()];
         let wildcard = match preferred {
             IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
@@ -109,21 +113,42 @@ impl Replica {
         self.endpoint.local_addr()
     }
 
-    /// Greets every connection until the endpoint closes.
-    pub async fn serve(self) {
+    /// Serves every connection until the endpoint closes, telling
+    /// `on_connection` of each completed handshake.
+    pub async fn serve(self, on_connection: impl Fn(&Connected) + Send + Sync + 'static) {
+        let (on_connection, replica_id) = (Arc::new(on_connection), self.replica_id);
         while let Some(incoming) = self.endpoint.accept().await {
-            tokio::spawn(greet_connection(incoming, self.replica_id));
+            let on_connection = on_connection.clone();
+            tokio::spawn(async move {
+                match incoming.await {
+                    Ok(connection) => serve_connection(connection, replica_id, &*on_connection).await,
+                    Err(error) => tracing::debug!(%error, "handshake failed"),
+                }
+            });
         }
     }
 }
 
-async fn greet_connection(incoming: quinn::Incoming, replica_id: u16) {
-    let connection = match incoming.await {
-        Ok(connection) => connection,
-        Err(error) => return tracing::debug!(%error, "handshake failed"),
-    };
-    while let Ok((send, receive)) = connection.accept_bi().await {
-        tokio::spawn(greet_stream(send, receive, replica_id));
+/// A handshake the replica completed.
+#[derive(Clone, Debug)]
+pub struct Connected {
+    pub client: SocketAddr,
+    /// The address the client reached: the service address through the
+    /// dispatcher, or the replica's own.
+    pub local: Option<IpAddr>,
+    pub alpn: Vec<u8>,
+}
+
+async fn serve_connection(connection: quinn::Connection, replica_id: u16, on_connection: &(dyn Fn(&Connected) + Send + Sync)) {
+    let handshake = connection.handshake_data().and_then(|data| data.downcast::<HandshakeData>().ok());
+    let alpn = handshake.and_then(|handshake| handshake.alpn).unwrap_or_default();
+    on_connection(&Connected { client: connection.remote_address(), local: connection.local_ip(), alpn: alpn.clone() });
+    if alpn == H3_ALPN {
+        crate::http3::serve(connection, replica_id).await;
+    } else {
+        while let Ok((send, receive)) = connection.accept_bi().await {
+            tokio::spawn(greet_stream(send, receive, replica_id));
+        }
     }
 }
 

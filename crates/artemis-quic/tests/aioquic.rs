@@ -30,7 +30,7 @@ async fn aioquic_reads_service_ttl_and_moves_to_the_preferred_address() {
     .unwrap();
     let port = replica.local_addr().unwrap().port();
     let arrivals = replica.arrivals();
-    tokio::spawn(replica.serve());
+    tokio::spawn(replica.serve(|_| {}));
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/aioquic_client.py");
     let output = tokio::task::spawn_blocking(move || {

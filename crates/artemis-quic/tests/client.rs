@@ -53,7 +53,7 @@ async fn moves_to_the_replica_and_comes_straight_back_while_the_ttl_lasts() {
     let (replica, roots, port) = start_replica();
     let preferred = format!("127.0.0.41:{port}").parse().unwrap();
     let arrivals = replica.arrivals();
-    tokio::spawn(replica.serve());
+    tokio::spawn(replica.serve(|_| {}));
     let mut client = ArtemisClient::new(addresses(), port, client_config(roots, ALPN));
     let start = Instant::now();
 
@@ -86,7 +86,7 @@ async fn moves_to_the_replica_and_comes_straight_back_while_the_ttl_lasts() {
 #[tokio::test]
 async fn a_config_without_our_crypto_glue_is_refused_clearly() {
     let (replica, roots, port) = start_replica();
-    tokio::spawn(replica.serve());
+    tokio::spawn(replica.serve(|_| {}));
     let mut tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
         .with_protocol_versions(&[&rustls::version::TLS13])
         .unwrap()

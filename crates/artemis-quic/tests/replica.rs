@@ -1,13 +1,15 @@
 //! The replica through a real quinn client on loopback: the handshake
 //! carries the replica's preferred address and service_ttl, and the
-//! greeting names the replica.
+//! greeting names the replica; an HTTP/3 client (h3) gets the page that
+//! names it, and the replica reports the connection.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use pharos_artemis_quic::params;
-use pharos_artemis_quic::replica::{ALPN, Replica, ReplicaConfig};
+use bytes::Buf;
+use pharos_artemis_quic::replica::{ALPN, H3_ALPN, Replica, ReplicaConfig};
 use pharos_artemis_quic::tls::{HandshakeData, client_config};
+use pharos_artemis_quic::{http3, params};
 
 const NAME: &str = "svc.example.test";
 
@@ -34,7 +36,7 @@ async fn a_client_reads_the_preferred_address_and_service_ttl_and_is_greeted() {
     let port = replica.local_addr().unwrap().port();
     let mut roots = rustls::RootCertStore::empty();
     roots.add(replica.certificate().clone()).unwrap();
-    tokio::spawn(replica.serve());
+    tokio::spawn(replica.serve(|_| {}));
 
     let mut client = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
     client.set_default_client_config(client_config(roots, ALPN));
@@ -50,6 +52,39 @@ async fn a_client_reads_the_preferred_address_and_service_ttl_and_is_greeted() {
 
     assert_eq!(greet(&connection, b"ping").await, b"hello from replica 7\nping");
     assert_eq!(connection.remote_address(), service);
+}
+
+#[tokio::test]
+async fn an_http3_client_gets_the_page_naming_the_replica_which_reports_the_connection() {
+    let replica = Replica::bind(&config(3, Duration::from_secs(60))).unwrap();
+    let port = replica.local_addr().unwrap().port();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(replica.certificate().clone()).unwrap();
+    let (connected_tx, mut connected_rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(replica.serve(move |connected| connected_tx.send(connected.clone()).unwrap()));
+
+    let mut client = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    client.set_default_client_config(client_config(roots, H3_ALPN));
+    let service: SocketAddr = SocketAddr::new("127.0.0.10".parse().unwrap(), port);
+    let connection = client.connect(service, NAME).unwrap().await.unwrap();
+    let (mut driver, mut requests) = h3::client::new(h3_quinn::Connection::new(connection)).await.unwrap();
+    tokio::spawn(async move { std::future::poll_fn(|cx| driver.poll_close(cx)).await });
+    let mut stream = requests.send_request(http::Request::get(format!("https://{NAME}/")).body(()).unwrap()).await.unwrap();
+    stream.finish().await.unwrap();
+    let response = stream.recv_response().await.unwrap();
+    assert_eq!(response.status(), http::StatusCode::OK);
+    assert_eq!(response.headers()[http::header::CONTENT_TYPE], "text/html; charset=utf-8");
+    let mut body = Vec::new();
+    while let Some(mut chunk) = stream.recv_data().await.unwrap() {
+        body.extend_from_slice(&chunk.copy_to_bytes(chunk.remaining()));
+    }
+    assert_eq!(String::from_utf8(body).unwrap(), http3::page(3));
+    assert!(http3::page(3).contains("hello from replica 3"));
+
+    let connected = connected_rx.recv().await.unwrap();
+    assert_eq!(connected.alpn, H3_ALPN);
+    assert_eq!(connected.local, Some(service.ip()));
+    assert_eq!(connected.client, client.local_addr().unwrap());
 }
 
 #[tokio::test]
