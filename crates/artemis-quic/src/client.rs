@@ -48,6 +48,9 @@ pub enum Route {
 pub struct Connected {
     pub connection: quinn::Connection,
     pub route: Route,
+    /// When the handshake completed, before confirmation and the move:
+    /// the connection setup time bench/figure10 compares with DNS's.
+    pub handshake_done: Instant,
     /// Kept with its connection: its socket is the connection's own.
     _endpoint: quinn::Endpoint,
 }
@@ -72,11 +75,13 @@ impl ArtemisClient {
     pub async fn connect(&mut self, name: &CanonicalName, now: Instant) -> Result<Connected, ClientError> {
         if let Some(replica) = self.cache.get(name, now) {
             let (connection, endpoint) = self.handshake(name, replica, Arc::default()).await?;
-            return Ok(Connected { connection, route: Route::Cached { replica }, _endpoint: endpoint });
+            let handshake_done = Instant::now();
+            return Ok(Connected { connection, route: Route::Cached { replica }, handshake_done, _endpoint: endpoint });
         }
         let service = SocketAddr::new(self.addresses.address_of(name), self.port);
         let migration = Arc::new(Migration::default());
         let (connection, endpoint) = self.handshake(name, service, migration.clone()).await?;
+        let handshake_done = Instant::now();
         let learned = server_parameters(&connection)?;
         let replica = learned.preferred_address_like(service);
         if let Some(replica) = replica {
@@ -87,7 +92,7 @@ impl ArtemisClient {
             }
         }
         let route = Route::Service { service, replica, service_ttl: learned.service_ttl };
-        Ok(Connected { connection, route, _endpoint: endpoint })
+        Ok(Connected { connection, route, handshake_done, _endpoint: endpoint })
     }
 
     async fn handshake(
