@@ -99,12 +99,10 @@ impl Connection {
             let mut rng = self.rng.lock().expect("rng lock");
             respond_with(query, &self.client, &OPTIONS, &current, &mut *rng, &mut message)
         };
-        metrics::count_received(Mechanism::Https, 1);
+        metrics::count_exchange(Mechanism::Https, answered.as_ref(), self.client.address, arrived.elapsed());
         let Some(answered) = answered else {
             return Err(Rejection::new(StatusCode::BAD_REQUEST, "the message is not a DNS query"));
         };
-        metrics::count_answered(Mechanism::Https, &answered, || Some(self.client.address));
-        metrics::count_latency(Mechanism::Https, 1, arrived.elapsed());
         dnstap::log(&dnstap::Exchange {
             mechanism: Mechanism::Https,
             client: self.peer,

@@ -144,10 +144,8 @@ fn answer_counted(query: &[u8], parsed: Result<Query<'_>, Reject<'_>>, connectio
     let mut response = Vec::new();
     let answered =
         push_framed_with(&mut response, |response| respond_parsed(parsed, &connection.client, &OPTIONS, &current, rng, response));
-    metrics::count_received(Mechanism::Quic, 1);
+    metrics::count_exchange(Mechanism::Quic, answered.as_ref(), connection.client.address, arrived.elapsed());
     let answered = answered?;
-    metrics::count_answered(Mechanism::Quic, &answered, || Some(connection.client.address));
-    metrics::count_latency(Mechanism::Quic, 1, arrived.elapsed());
     dnstap::log(&dnstap::Exchange {
         mechanism: Mechanism::Quic,
         client: connection.quic.remote_address(),

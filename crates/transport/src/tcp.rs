@@ -231,28 +231,30 @@ fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, r
     let received = SystemTime::now();
     let current = snapshot.load();
     let mut unread = input;
-    let (mut received_count, mut answered_count) = (0, 0);
-    while let Ok((message, rest)) = split_frame(unread) {
-        let start = output.len();
-        let answered =
-            push_framed_with(output, |output| respond_with(message, &connection.client, &connection.options, &current, rng, output));
-        received_count += 1;
-        if let Some(answered) = answered {
-            answered_count += 1;
-            metrics::count_answered(connection.mechanism, &answered, || Some(connection.peer.ip()));
-            dnstap::log(&dnstap::Exchange {
-                mechanism: connection.mechanism,
-                client: connection.peer,
-                server: connection.server,
-                query: message,
-                response: &output[start + LENGTH_LEN..],
-                received,
-                routed: answered.routed,
-            });
+    metrics::counting(connection.mechanism, |counting| {
+        let (mut received_count, mut answered_count) = (0, 0);
+        while let Ok((message, rest)) = split_frame(unread) {
+            let start = output.len();
+            let answered =
+                push_framed_with(output, |output| respond_with(message, &connection.client, &connection.options, &current, rng, output));
+            received_count += 1;
+            if let Some(answered) = answered {
+                answered_count += 1;
+                counting.answered(&answered, || Some(connection.peer.ip()));
+                dnstap::log(&dnstap::Exchange {
+                    mechanism: connection.mechanism,
+                    client: connection.peer,
+                    server: connection.server,
+                    query: message,
+                    response: &output[start + LENGTH_LEN..],
+                    received,
+                    routed: answered.routed,
+                });
+            }
+            unread = rest;
         }
-        unread = rest;
-    }
-    metrics::count_received(connection.mechanism, received_count);
-    metrics::count_latency(connection.mechanism, answered_count, arrived.elapsed());
+        counting.received(received_count);
+        counting.latency(answered_count, arrived.elapsed());
+    });
     input.len() - unread.len()
 }

@@ -324,12 +324,14 @@ pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, defenc
         batch.send(fd, answers.ready);
         // Every query of the batch waited for the whole batch.
         let elapsed = arrived.elapsed();
-        metrics::count_received(Mechanism::Udp, received as u64);
-        // The first `ready` responses are all set.
-        for (answered, &index) in answers.said.iter().flatten().zip(&answers.datagram) {
-            metrics::count_answered(Mechanism::Udp, answered, || peer_address(&batch.peers[index]).map(|peer| peer.ip()));
-        }
-        metrics::count_latency(Mechanism::Udp, answers.ready as u64, elapsed);
+        metrics::counting(Mechanism::Udp, |counting| {
+            counting.received(received as u64);
+            // The first `ready` responses are all set.
+            for (answered, &index) in answers.said.iter().flatten().zip(&answers.datagram) {
+                counting.answered(answered, || peer_address(&batch.peers[index]).map(|peer| peer.ip()));
+            }
+            counting.latency(answers.ready as u64, elapsed);
+        });
         if let Some(received_at) = received_at {
             batch.log(&answers, server, received_at);
         }
