@@ -13,7 +13,8 @@
 //!
 //! The messages follow `dnstap.proto` of the dnstap project (dedicated to
 //! the public domain under CC0 1.0), with the fields an authoritative
-//! server fills in; the derives below name each field's number there.
+//! server fills in (a DoH exchange with its HTTP version, `http_protocol`);
+//! the derives below name each field's number there.
 //! A routed answer carries its decision in `extra`, as UTF-8 text that a
 //! replay can parse: `pharos-route service=NAME region=ID replica=ID`
 //! (the replica answered first; names are the operator's, without spaces).
@@ -71,6 +72,8 @@ pub struct Exchange<'a> {
     pub response: &'a [u8],
     pub received: SystemTime,
     pub routed: Option<RoutedTo<'a>>,
+    /// The HTTP version a DoH query came over; `None` for the others.
+    pub http: Option<hyper::Version>,
 }
 
 struct Logger {
@@ -180,6 +183,7 @@ impl Logger {
             response_time_sec: (kind == MessageType::AuthResponse).then(|| seconds(responded)),
             response_time_nsec: (kind == MessageType::AuthResponse).then(|| nanoseconds(responded)),
             response_message: (kind == MessageType::AuthResponse).then(|| exchange.response.to_vec()),
+            http_protocol: exchange.http.map(|version| http_protocol(version) as i32),
         };
         let extra = exchange.routed.map(|routed| routing_extra(&routed).into_bytes());
         let mut frames = Vec::with_capacity(2 * (exchange.query.len() + exchange.response.len() + 128));
@@ -232,6 +236,14 @@ fn protocol(mechanism: Mechanism) -> SocketProtocol {
         Mechanism::Tls => SocketProtocol::Dot,
         Mechanism::Https => SocketProtocol::Doh,
         Mechanism::Quic => SocketProtocol::Doq,
+    }
+}
+
+fn http_protocol(version: hyper::Version) -> HttpProtocol {
+    match version {
+        hyper::Version::HTTP_2 => HttpProtocol::Http2,
+        hyper::Version::HTTP_3 => HttpProtocol::Http3,
+        _ => HttpProtocol::Http1,
     }
 }
 
@@ -439,6 +451,8 @@ struct Message {
     response_time_nsec: Option<u32>,
     #[prost(bytes = "vec", optional, tag = "14")]
     response_message: Option<Vec<u8>>,
+    #[prost(enumeration = "HttpProtocol", optional, tag = "16")]
+    http_protocol: Option<i32>,
 }
 
 /// `Message.Type`: the two an authoritative server logs.
@@ -454,6 +468,15 @@ enum MessageType {
 enum SocketFamily {
     Inet = 1,
     Inet6 = 2,
+}
+
+/// `HttpProtocol`: the HTTP version of a DoH exchange.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, prost::Enumeration)]
+#[repr(i32)]
+enum HttpProtocol {
+    Http1 = 1,
+    Http2 = 2,
+    Http3 = 3,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, prost::Enumeration)]
@@ -519,6 +542,7 @@ mod tests {
             response: b"response",
             received: UNIX_EPOCH + Duration::new(1_700_000_000, 5),
             routed: Some(RoutedTo { service: &service, region: 3, first_replica: 1 }),
+            http: None,
         };
         let frames = logger.frames(&exchange);
         let length = u32::from_be_bytes(frames[..4].try_into().unwrap()) as usize;
@@ -543,6 +567,34 @@ mod tests {
         assert_eq!((query.query_message.as_deref(), query.response_message), (Some(&b"query"[..]), None));
         assert_eq!((response.query_message, response.response_message.as_deref()), (None, Some(&b"response"[..])));
         assert!(response.response_time_sec.unwrap() > 1_700_000_000);
+        assert_eq!(response.http_protocol, None, "no HTTP version over TCP");
+    }
+
+    #[test]
+    fn a_doh_exchange_says_its_http_version() {
+        let (queue, _drained) = sync_channel(1);
+        let logger = Logger { queue, sample: 1, identity: None, version: None };
+        for (version, protocol) in [
+            (hyper::Version::HTTP_11, HttpProtocol::Http1),
+            (hyper::Version::HTTP_2, HttpProtocol::Http2),
+            (hyper::Version::HTTP_3, HttpProtocol::Http3),
+        ] {
+            let exchange = Exchange {
+                mechanism: Mechanism::Https,
+                client: "192.0.2.7:4242".parse().unwrap(),
+                server: "192.0.2.53:443".parse().unwrap(),
+                query: b"query",
+                response: b"response",
+                received: UNIX_EPOCH,
+                routed: None,
+                http: Some(version),
+            };
+            let frames = logger.frames(&exchange);
+            let length = u32::from_be_bytes(frames[..4].try_into().unwrap()) as usize;
+            let message = Dnstap::decode(&frames[4..4 + length]).unwrap().message.unwrap();
+            assert_eq!(message.socket_protocol, Some(SocketProtocol::Doh as i32));
+            assert_eq!(message.http_protocol, Some(protocol as i32), "{version:?}");
+        }
     }
 
     #[test]

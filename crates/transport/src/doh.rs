@@ -81,8 +81,9 @@ struct Connection {
 
 impl Connection {
     async fn answer(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
+        let version = request.version();
         let answered = match query_of(request).await {
-            Ok(query) => self.respond(&query),
+            Ok(query) => self.respond(&query, version),
             Err(rejection) => Err(rejection),
         };
         answered.unwrap_or_else(Rejection::into_response)
@@ -90,7 +91,7 @@ impl Connection {
 
     /// Answers `query` and counts it; its latency runs from the request
     /// read to the answer ready to send.
-    fn respond(&self, query: &[u8]) -> Result<Response<Full<Bytes>>, Rejection> {
+    fn respond(&self, query: &[u8], version: hyper::Version) -> Result<Response<Full<Bytes>>, Rejection> {
         let arrived = Instant::now();
         let received = SystemTime::now();
         let mut message = Vec::new();
@@ -111,6 +112,7 @@ impl Connection {
             response: &message,
             received,
             routed: answered.routed,
+            http: Some(version),
         });
         self.admission.touch();
         Ok(dns_response(message, answered.smallest_ttl))

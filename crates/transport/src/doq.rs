@@ -154,6 +154,7 @@ fn answer_counted(query: &[u8], parsed: Result<Query<'_>, Reject<'_>>, connectio
         response: &response[LENGTH_LEN..],
         received,
         routed: answered.routed,
+        http: None,
     });
     Some(response)
 }

@@ -249,6 +249,7 @@ fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, r
                     response: &output[start + LENGTH_LEN..],
                     received,
                     routed: answered.routed,
+                    http: None,
                 });
             }
             unread = rest;

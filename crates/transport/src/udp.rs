@@ -234,6 +234,7 @@ impl Batch {
                 response: &self.responses[index],
                 received,
                 routed: answered.and_then(|answered| answered.routed),
+                http: None,
             });
         }
     }
