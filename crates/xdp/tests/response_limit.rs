@@ -9,7 +9,6 @@
 mod common;
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::time::{Duration, Instant};
 
 use common::*;
 use pharos_answer::{Client, Transport, respond};
@@ -44,20 +43,6 @@ fn from(source: Ipv4Addr, name: &str) -> Vec<u8> {
     frame_v4_from(source, &query(name), UDP, PORT)
 }
 
-/// The actions and frames for `frames`, run within a second on a fresh
-/// program (tried afresh up to three times when the machine stalls).
-fn runs_within_a_second(whitelist: &[(IpAddr, u8)], frames: &[Vec<u8>]) -> (FastPath, Vec<(u32, Vec<u8>)>) {
-    for _ in 0..3 {
-        let fast_path = limited(whitelist.to_vec());
-        let start = Instant::now();
-        let runs = frames.iter().map(|frame| run(&fast_path, frame)).collect();
-        if start.elapsed() < Duration::from_millis(900) {
-            return (fast_path, runs);
-        }
-    }
-    panic!("three runs of {} packets each took a second or more", frames.len());
-}
-
 /// What user space's slip makes of its response to `message`: the header
 /// and question, TC set, one question and nothing else counted.
 fn user_space_slip(message: &[u8]) -> Vec<u8> {
@@ -89,7 +74,7 @@ fn past_the_rate_every_second_limited_response_slips_as_user_space_slips_it() {
     }
     let source = Ipv4Addr::new(198, 51, 100, 7);
     let frames = vec![from(source, "www.example.test"); 7];
-    let (fast_path, runs) = runs_within_a_second(&[], &frames);
+    let (fast_path, runs) = runs_within_a_second(|| limited(vec![]), &frames);
     let actions: Vec<u32> = runs.iter().map(|(action, _)| *action).collect();
     assert_eq!(actions, [XDP_TX, XDP_DROP, XDP_TX, XDP_DROP, XDP_TX, XDP_DROP, XDP_TX]);
     let slipped = &runs[2].1;
@@ -118,7 +103,7 @@ fn each_network_and_question_has_its_own_bucket_and_whitelisted_sources_none() {
         frame_v6_from("2001:db8:0:ff::7".parse().unwrap(), &query("www.example.test"), UDP),
         frame_v6_from("2001:db8:0:100::7".parse().unwrap(), &query("www.example.test"), UDP),
     ];
-    let (_, runs) = runs_within_a_second(&[], &frames);
+    let (_, runs) = runs_within_a_second(|| limited(vec![]), &frames);
     let actions: Vec<u32> = runs.iter().map(|(action, _)| *action).collect();
     // The second from a spent bucket is its first limited one: dropped
     // (slip 2 sends the second limited one).
@@ -126,7 +111,7 @@ fn each_network_and_question_has_its_own_bucket_and_whitelisted_sources_none() {
 
     let whitelisted = [(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)), 24)];
     let frames = vec![from(Ipv4Addr::new(198, 51, 100, 7), "www.example.test"); 5];
-    let (fast_path, runs) = runs_within_a_second(&whitelisted, &frames);
+    let (fast_path, runs) = runs_within_a_second(|| limited(whitelisted.to_vec()), &frames);
     assert!(runs.iter().all(|(action, frame)| *action == XDP_TX && frame.len() > HEADERS_V4 + 40), "never limited");
     assert_eq!(fast_path.counters().unwrap().interfaces[0].answered_static, 5);
 }

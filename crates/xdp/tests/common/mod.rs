@@ -144,6 +144,22 @@ pub fn run(fast_path: &FastPath, frame: &[u8]) -> (u32, Vec<u8>) {
     (result.return_value, out)
 }
 
+/// `frames` run on a program `load` makes afresh, all within a second
+/// (tried afresh up to three times when the machine stalls longer): for
+/// limits whose one token a second a quicker run cannot earn back. The
+/// program, and each run's action and frame.
+pub fn runs_within_a_second(load: impl Fn() -> FastPath, frames: &[Vec<u8>]) -> (FastPath, Vec<(u32, Vec<u8>)>) {
+    for _ in 0..3 {
+        let fast_path = load();
+        let start = std::time::Instant::now();
+        let runs = frames.iter().map(|frame| run(&fast_path, frame)).collect();
+        if start.elapsed() < std::time::Duration::from_millis(900) {
+            return (fast_path, runs);
+        }
+    }
+    panic!("three runs of {} packets each took a second or more", frames.len());
+}
+
 /// A snapshot serving `zone` as example.test, with `routes`.
 pub fn snapshot_of(zone: &str, routes: Routes) -> Snapshot {
     let zone = parse_zone_text("example.test", zone, "test.zone").expect("test zone loads");
