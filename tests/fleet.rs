@@ -5,7 +5,9 @@
 //! same state and lose none; a node whose listening connection is cut
 //! still follows; while the database is away, nodes answer, refuse writes
 //! saying why, and catch up once it is back; a node started meanwhile
-//! serves the state it cached.
+//! serves the state it cached. Health is shared by quorum: a replica one
+//! node's probes fail stays up everywhere; one most nodes' probes fail goes
+//! down everywhere, and comes back likewise.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -55,11 +57,17 @@ impl Node {
 
 /// One PostgreSQL and three nodes keeping their state in it.
 fn fleet() -> (Postgres, Vec<Node>) {
+    fleet_with(|_| String::new())
+}
+
+/// [`fleet`] with what `extra` gives each node (by its number) appended
+/// to its config.
+fn fleet_with(extra: impl Fn(usize) -> String) -> (Postgres, Vec<Node>) {
     let database = Postgres::start();
     let url = database.create_database("pharos");
     let nodes = (0..3)
-        .map(|_| {
-            let (pharos, api) = start_with_api(TOKEN, &format!("[store]\nurl = \"{url}\""));
+        .map(|number| {
+            let (pharos, api) = start_with_api(TOKEN, &format!("[store]\nurl = \"{url}\"\n{}", extra(number)));
             Node { pharos, api }
         })
         .collect();
@@ -253,4 +261,104 @@ fn a_node_started_while_the_database_is_down_serves_its_cached_state_says_so_and
     within_propagation("the restarted node catches up", || restarted.answer() == Some(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 11))));
     within_propagation("the restarted node no longer says it serves its cache", || restarted.store()["serving_cache"].is_null());
     put_and_see_everywhere(&nodes, 2, Ipv4Addr::new(192, 0, 2, 12));
+}
+
+/// An HTTP server standing in for a replica as one node's probes reach it:
+/// it answers 200, or 503 while the test says it fails.
+struct ProbedPath {
+    failing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl ProbedPath {
+    fn start(at: std::net::SocketAddr) -> ProbedPath {
+        use std::io::{Read, Write};
+        // Far more probes than a test sends: the thread ends with the test.
+        const MAX_PROBES: usize = 100_000;
+        let listener = std::net::TcpListener::bind(at).unwrap();
+        let failing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let fails = failing.clone();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().take(MAX_PROBES).flatten() {
+                let _ = stream.read(&mut [0u8; 2048]);
+                let status = if fails.load(std::sync::atomic::Ordering::SeqCst) { "503 Unavailable" } else { "200 OK" };
+                let _ = stream.write_all(format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes());
+            }
+        });
+        ProbedPath { failing }
+    }
+
+    fn fail(&self, failing: bool) {
+        self.failing.store(failing, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Node {
+    /// Every address the node answers for the service, sorted.
+    fn answers(&self) -> Vec<IpAddr> {
+        let Some(response) = udp_query(self.pharos.address, SERVICE, Rtype::A) else { return Vec::new() };
+        let records = response.answer().unwrap().limit_to::<A>().map(|record| IpAddr::V4(record.unwrap().data().addr()));
+        let mut addresses: Vec<IpAddr> = records.collect();
+        addresses.sort();
+        addresses
+    }
+
+    /// The node's health report on `replica` of the service.
+    fn health(&self, replica: &str) -> Value {
+        let (status, report) = self.call("GET", "/v1/health", None);
+        assert_eq!(status, 200, "{report}");
+        report.as_array().unwrap().iter().find(|entry| entry["replica"] == replica).cloned().unwrap_or(Value::Null)
+    }
+}
+
+#[test]
+fn a_replica_is_down_fleet_wide_only_when_most_nodes_probes_fail_it() {
+    // Node i probes replica a at 127.0.0.(10 + i), its own path to it;
+    // replica b, at 127.0.0.13 for every node, always passes.
+    let port = free_port();
+    let paths: Vec<ProbedPath> = (10..14).map(|last| ProbedPath::start((Ipv4Addr::new(127, 0, 0, last), port).into())).collect();
+    let (_database, nodes) = fleet_with(|number| {
+        format!(
+            "[health]\nnode = \"n{number}\"\nreport_interval_ms = 200\nstale_after_ms = 1000\n\
+             probe_address = {{ \"{SERVICE}/a\" = \"127.0.0.{}\" }}",
+            10 + number
+        )
+    });
+    let probe = json!({ "kind": "http", "port": port, "path": "/health", "interval_ms": 200, "rise": 1, "fall": 1 });
+    let service = json!({ "name": SERVICE, "policy": "static", "health": probe, "replica": [
+        { "id": "a", "address": "192.0.2.10" },
+        { "id": "b", "address": "192.0.2.20", "probe_address": "127.0.0.13" },
+    ] });
+    let (status, reply) = nodes[0].call("PUT", &format!("/v1/services/{SERVICE}"), Some(service));
+    assert_eq!(status, 200, "{reply}");
+    let (a, b) = (IpAddr::V4(Ipv4Addr::new(192, 0, 2, 10)), IpAddr::V4(Ipv4Addr::new(192, 0, 2, 20)));
+    // Every node waits until all see a as `down_nodes` say, then checks what it serves.
+    let everywhere = |down_nodes: &[&str], served_up: bool| {
+        for (number, node) in nodes.iter().enumerate() {
+            within_propagation(&format!("node {number} hears that {down_nodes:?} see a down"), || {
+                let fleet = &node.health("a")["fleet"];
+                fleet["nodes_down"] == json!(down_nodes) && fleet["nodes_up"].as_array().map(Vec::len) == Some(3 - down_nodes.len())
+            });
+            let health = node.health("a");
+            assert_eq!(health["up"], served_up, "node {number}: {health}");
+            let expected = if served_up { vec![a, b] } else { vec![b] };
+            within_propagation(&format!("node {number} answers {expected:?}"), || node.answers() == expected);
+        }
+    };
+    everywhere(&[], true);
+    paths[0].fail(true);
+    everywhere(&["n0"], true);
+    let (status, explained) = nodes[0].call("GET", &format!("/v1/explain?name={SERVICE}&client=198.51.100.1"), None);
+    assert_eq!(status, 200, "{explained}");
+    let why = explained["health"][0]["fleet"]["why"].as_str().unwrap_or_default();
+    assert!(why.starts_with("up: 2 of 3 live nodes see it up; no majority sees it down (n0: probe failed"), "{explained}");
+    paths[1].fail(true);
+    everywhere(&["n0", "n1"], false);
+    let (_, explained) = nodes[2].call("GET", &format!("/v1/explain?name={SERVICE}&client=198.51.100.1"), None);
+    let why = explained["health"][0]["fleet"]["why"].as_str().unwrap_or_default();
+    assert!(why.starts_with("down: 2 of 3 live nodes see it down, a majority (n0: probe failed"), "{explained}");
+    assert!(explained["steps"].to_string().contains("down: 2 of 3"), "the routing steps say why a is left out: {explained}");
+    paths[1].fail(false);
+    everywhere(&["n0"], true);
+    paths[0].fail(false);
+    everywhere(&[], true);
 }

@@ -1,15 +1,22 @@
 //! The control plane's record of health probes: which replicas are
 //! probed, how, and what the probes said, turned into up and down with
-//! hysteresis. The probing itself (sockets, timers) is the server's; the
-//! time is passed in (Unix milliseconds).
+//! hysteresis; on a shared store, also what the fleet's other nodes said,
+//! weighed by [`crate::quorum`]. The probing itself (sockets, timers) is
+//! the server's; the time is passed in (Unix milliseconds).
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use serde::Serialize;
 
 use crate::probe::{Hysteresis, ProbeKind, ProbeTarget, Probed, ProbedHealth, Purpose};
+use crate::quorum::{FleetReports, FleetView, NodeVerdict, Quorum};
 use crate::state::State;
+
+/// Addresses this node probes replicas at instead of the declared ones, by
+/// (service, replica): a node that reaches a replica by another path.
+pub type ProbeAddresses = HashMap<(String, String), IpAddr>;
 
 /// One probe's result, as a prober reports it.
 #[derive(Debug, Clone)]
@@ -42,12 +49,26 @@ struct Entry {
     last: Arc<str>,
     /// When the state last changed (Unix seconds).
     since: u64,
+    /// Whether the fleet has been told the current state.
+    published: bool,
+    /// The fleet's verdict, while the fleet's reports are fresh.
+    fleet: Option<FleetView>,
 }
 
 /// Every planned probe, by (service, replica).
 #[derive(Debug, Clone, Default)]
 pub struct HealthBook {
     entries: HashMap<(String, String), Entry>,
+    probe_addresses: Arc<ProbeAddresses>,
+}
+
+/// A replica whose served state changed with the fleet's verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flip {
+    pub service: String,
+    pub replica: String,
+    pub up: bool,
+    pub why: String,
 }
 
 /// A replica's health as the API shows it.
@@ -56,14 +77,25 @@ pub struct ReplicaHealth {
     pub service: String,
     pub replica: String,
     pub probe: String,
+    /// The state served: the fleet's verdict if there is one, else this
+    /// node's probes'.
     pub up: bool,
-    /// Results in a row against the current state.
+    /// This node's probes: results in a row against their current state.
     pub streak: u32,
     pub last: String,
     pub since: u64,
+    /// Which live nodes see it up and down, and why the verdict is what it
+    /// is (nodes sharing a store only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetView>,
 }
 
 impl HealthBook {
+    /// An empty book whose probes go to `addresses` where they name one.
+    pub fn with_probe_addresses(addresses: ProbeAddresses) -> HealthBook {
+        HealthBook { entries: HashMap::new(), probe_addresses: Arc::new(addresses) }
+    }
+
     /// The book for `state`: a probe for every enabled replica of every
     /// service with a health check. A probe that did not change keeps what
     /// it learned; a new or changed one starts afresh, `now`.
@@ -73,7 +105,8 @@ impl HealthBook {
             let Some(spec) = &service.health else { continue };
             for replica in service.replicas.iter().filter(|replica| replica.enabled) {
                 let key = (service.name.clone(), replica.id.clone());
-                let address = replica.probe_address.unwrap_or(replica.address);
+                let declared = replica.probe_address.unwrap_or(replica.address);
+                let address = self.probe_addresses.get(&key).copied().unwrap_or(declared);
                 let target = ProbeTarget {
                     service: service.name.clone(),
                     replica: replica.id.clone(),
@@ -88,7 +121,7 @@ impl HealthBook {
                 entries.insert(key, entry);
             }
         }
-        HealthBook { entries }
+        HealthBook { entries, probe_addresses: self.probe_addresses.clone() }
     }
 
     /// Every planned probe.
@@ -115,6 +148,7 @@ impl HealthBook {
         };
         if flipped {
             entry.since = seconds(now);
+            entry.published = false;
             return Effect::Flipped;
         }
         if entry.state.streak != streak_before { Effect::Streak } else { Effect::Unchanged }
@@ -129,14 +163,66 @@ impl HealthBook {
                 service: entry.target.service.clone(),
                 replica: entry.target.replica.clone(),
                 probe: describe(&entry.target),
-                up: entry.state.up,
+                up: entry.served().0,
                 streak: entry.state.streak,
                 last: entry.last.to_string(),
                 since: entry.since,
+                fleet: entry.fleet.clone(),
             })
             .collect();
         report.sort_by(|a, b| (&a.service, &a.replica).cmp(&(&b.service, &b.replica)));
         report
+    }
+
+    /// This node's verdicts the fleet has not been told yet, as `node`.
+    pub fn unpublished(&self, node: &str) -> Vec<NodeVerdict> {
+        let unpublished = self.entries.iter().filter(|(_, entry)| !entry.published);
+        unpublished
+            .map(|((service, replica), entry)| NodeVerdict {
+                node: node.to_owned(),
+                service: service.clone(),
+                replica: replica.clone(),
+                up: entry.state.up,
+                reason: entry.last.to_string(),
+                since: entry.since * 1000,
+            })
+            .collect()
+    }
+
+    /// Notes that the fleet has been told `verdicts` (those still current).
+    pub fn mark_published(&mut self, verdicts: &[NodeVerdict]) {
+        for verdict in verdicts {
+            let key = (verdict.service.clone(), verdict.replica.clone());
+            if let Some(entry) = self.entries.get_mut(&key).filter(|entry| entry.state.up == verdict.up) {
+                entry.published = true;
+            }
+        }
+    }
+
+    /// Serves the fleet's verdicts, weighed from `reports` at `now`; returns
+    /// the replicas whose served state changed.
+    pub fn weigh(&mut self, quorum: &Quorum, reports: &FleetReports, now: u64) -> Vec<Flip> {
+        self.serve(|(service, replica), entry| Some(quorum.weigh(service, replica, (entry.state.up, &entry.last), reports, now)))
+    }
+
+    /// Serves this node's own view again (the fleet's reports are stale);
+    /// returns the replicas whose served state changed.
+    pub fn fleet_lost(&mut self) -> Vec<Flip> {
+        self.serve(|_, _| None)
+    }
+
+    fn serve(&mut self, mut fleet_view: impl FnMut(&(String, String), &Entry) -> Option<FleetView>) -> Vec<Flip> {
+        let mut flips = Vec::new();
+        for (key, entry) in &mut self.entries {
+            let before = entry.served().0;
+            entry.fleet = fleet_view(key, entry);
+            let (up, why) = entry.served();
+            if up != before {
+                flips.push(Flip { service: key.0.clone(), replica: key.1.clone(), up, why: why.to_string() });
+            }
+        }
+        flips.sort_by(|a, b| (&a.service, &a.replica).cmp(&(&b.service, &b.replica)));
+        flips
     }
 }
 
@@ -144,12 +230,21 @@ impl Entry {
     fn fresh(target: ProbeTarget, now: u64) -> Entry {
         let state = Hysteresis::new(&target.spec);
         let last = if state.up { "not probed yet (counted up)" } else { "not probed yet (counted down until it passes)" };
-        Entry { target, state, last: last.into(), since: seconds(now) }
+        Entry { target, state, last: last.into(), since: seconds(now), published: false, fleet: None }
+    }
+
+    /// The state served, and why: the fleet's verdict if there is one.
+    fn served(&self) -> (bool, Arc<str>) {
+        match &self.fleet {
+            Some(fleet) => (fleet.up, fleet.why.as_str().into()),
+            None => (self.state.up, self.last.clone()),
+        }
     }
 
     fn probed(&self) -> Probed {
         let interval_seconds = self.target.spec.interval_ms.div_ceil(1000) as u32;
-        Probed { up: self.state.up, reason: self.last.clone(), stable_for: self.state.probes_to_flip() * interval_seconds }
+        let (up, reason) = self.served();
+        Probed { up, reason, stable_for: self.state.probes_to_flip() * interval_seconds }
     }
 }
 
@@ -209,5 +304,42 @@ mod tests {
         assert!(replanned.probed()[&("s.test".into(), "a".into())].up, "a changed probe starts afresh (counted up)");
         // An unchanged plan keeps what was learned.
         assert!(!book.planned(&state(1000, &["a", "b"]), 0).probed()[&("s.test".into(), "a".into())].up);
+    }
+
+    #[test]
+    fn the_fleet_is_told_each_transition_and_its_verdict_is_served() {
+        let here: ProbeAddresses = [(("s.test".to_owned(), "a".to_owned()), "198.51.100.7".parse().unwrap())].into();
+        let mut book = HealthBook::with_probe_addresses(here).planned(&state(1000, &["a", "b"]), 3000);
+        assert_eq!(book.targets()[0].address, "198.51.100.7".parse::<std::net::IpAddr>().unwrap(), "this node's own path to a");
+        let fresh = book.unpublished("n1");
+        assert_eq!(fresh.len(), 2, "new probes are told too");
+        assert!(fresh.iter().all(|verdict| verdict.up && verdict.since == 3000 && verdict.node == "n1"), "{fresh:?}");
+        book.mark_published(&fresh);
+        assert!(book.unpublished("n1").is_empty());
+        let refused = || Err("connection refused".to_string());
+        book.record(&result(&book, "a", refused()), 4000);
+        assert_eq!(book.record(&result(&book, "a", refused()), 5000), Effect::Flipped);
+        let told = book.unpublished("n1");
+        assert_eq!((told.len(), told[0].up, told[0].since), (1, false, 5000), "{told:?}");
+        let quorum = Quorum { node: "n1".into(), stale_after_ms: 5000 };
+        let up_elsewhere = |replica: &str, node: &str| NodeVerdict {
+            node: node.into(),
+            service: "s.test".into(),
+            replica: replica.into(),
+            up: true,
+            reason: "probe passed".into(),
+            since: 0,
+        };
+        let reports = FleetReports {
+            reported: [("n2".to_owned(), 5000), ("n3".to_owned(), 5000)].into(),
+            verdicts: vec![up_elsewhere("a", "n2"), up_elsewhere("a", "n3")],
+        };
+        let flips = book.weigh(&quorum, &reports, 5000);
+        assert_eq!(flips, [Flip { service: "s.test".into(), replica: "a".into(), up: true, why: flips[0].why.clone() }]);
+        let a = &book.report()[0];
+        assert!(a.up && a.fleet.as_ref().unwrap().nodes_down == ["n1"], "served up: {a:?}");
+        assert!(!book.probed()[&("s.test".into(), "b".into())].reason.contains("n2"), "n2 said nothing of b");
+        let lost = book.fleet_lost();
+        assert_eq!((lost.len(), lost[0].up), (1, false), "alone again, its own probes rule");
     }
 }

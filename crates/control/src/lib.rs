@@ -6,7 +6,8 @@
 //! routing state they make ([`State`], changed by [`Change`]s that the
 //! operator's [`edit`]s compute, committed in groups by [`group`]); latency
 //! measurements checked before they are kept ([`check_measurements`]);
-//! probes and their hysteresis ([`probe`], [`health`]); load control in
+//! probes and their hysteresis ([`probe`], [`health`]), weighed with the
+//! other nodes' on a shared store ([`quorum`]); load control in
 //! timed rounds ([`load_control`], [`load`]); and the one builder of the
 //! snapshot the query path answers from ([`snapshot`]). No sockets,
 //! threads or clocks: times are Unix milliseconds, passed in.
@@ -20,6 +21,7 @@ pub mod load_control;
 mod measurement;
 pub mod plane;
 pub mod probe;
+pub mod quorum;
 pub mod snapshot;
 pub mod spec;
 mod state;

@@ -18,10 +18,11 @@ use pharos_route::latency::{MeasurementBook, MeasurementSpec};
 
 use crate::edit::check_load;
 use crate::error::ControlError;
-use crate::health::{Effect, HealthBook, ProbeResult, ReplicaHealth};
+use crate::health::{Effect, Flip, HealthBook, ProbeAddresses, ProbeResult, ReplicaHealth};
 use crate::load::{LoadControl, LoadSettings, LoadStatus, load_probe_targets};
 use crate::measurement::{Measurement, check_measurements};
 use crate::probe::{ProbeTarget, Purpose};
+use crate::quorum::{FleetReports, NodeVerdict, Quorum};
 use crate::snapshot::{Built, SnapshotBuilder};
 use crate::spec::DataSources;
 use crate::state::{Change, State};
@@ -169,6 +170,32 @@ impl Plane {
     /// Every probed replica's state.
     pub fn health_report(&self) -> Vec<ReplicaHealth> {
         self.health.report()
+    }
+
+    /// Probes at `addresses` instead of the declared ones; for a plane
+    /// that has planned no probes yet (its first commit plans them).
+    pub fn set_probe_addresses(&mut self, addresses: ProbeAddresses) {
+        self.health = HealthBook::with_probe_addresses(addresses);
+    }
+
+    /// This node's probe verdicts the fleet has not been told yet.
+    pub fn unpublished_health(&self, node: &str) -> Vec<NodeVerdict> {
+        self.health.unpublished(node)
+    }
+
+    /// Notes that the fleet has been told `verdicts`.
+    pub fn health_published(&mut self, verdicts: &[NodeVerdict]) {
+        self.health.mark_published(verdicts);
+    }
+
+    /// Serves the fleet's verdicts weighed from `reports` at `now` (or,
+    /// without reports, this node's own view); returns the replicas whose
+    /// served state changed: the driver commits (republishes) if any did.
+    pub fn weigh_fleet_health(&mut self, quorum: &Quorum, reports: Option<&FleetReports>, now: u64) -> Vec<Flip> {
+        match reports {
+            Some(reports) => self.health.weigh(quorum, reports, now),
+            None => self.health.fleet_lost(),
+        }
     }
 
     /// Folds a load report for `replica` of `service`, arrived `now`, into

@@ -427,6 +427,10 @@ struct ExplainReply {
     fast_path: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     artemis: Option<DispatcherPick>,
+    /// What the probes (of every live node, in a fleet) see of the
+    /// service's replicas, and why each verdict is what it is.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    health: Vec<pharos_control::health::ReplicaHealth>,
 }
 
 /// What the Artemis dispatcher would do with the client's handshake: the
@@ -478,7 +482,9 @@ async fn explain(State(api): State<Api>, Query(query): Query<ExplainQuery>) -> R
             datacenter,
         }
     });
-    Ok(Json(ExplainReply { explained, fast_path, artemis }))
+    let same_name = |name: &str| name.trim_end_matches('.').eq_ignore_ascii_case(explained.service.trim_end_matches('.'));
+    let health = api.control.health().await?.into_iter().filter(|replica| same_name(&replica.service)).collect();
+    Ok(Json(ExplainReply { explained, fast_path, artemis, health }))
 }
 
 /// The Address Manager's allocation of the `[artemis]` services' addresses.

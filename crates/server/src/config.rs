@@ -50,6 +50,9 @@ pub struct Config {
     pub classifier: Option<ClassifierConfig>,
     #[serde(default)]
     pub store: StoreConfig,
+    /// Health by quorum, for nodes sharing a PostgreSQL store (read at start).
+    #[serde(default)]
+    pub health: HealthConfig,
     #[serde(default)]
     pub control: ControlConfig,
     /// The kernel fast path (XDP): off unless it names interfaces.
@@ -206,6 +209,72 @@ pub struct StoreConfig {
     /// or `host=... dbname=...`), for a fleet of nodes sharing one state;
     /// of several hosts, the one taking writes is used.
     pub url: Option<String>,
+}
+
+/// How a node of a fleet (nodes sharing `store.url`) shares what its
+/// probes see: a replica is down fleet-wide when most live nodes see it
+/// down (see `pharos_control::quorum`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthConfig {
+    /// This node's name in the fleet; by default the host name and the
+    /// first DNS listen address ("dns1/192.0.2.53:53").
+    pub node: Option<String>,
+    /// How often (ms) the node reports to the store that it is alive, and
+    /// reads the others' verdicts; a change in its own verdicts is
+    /// reported at once.
+    pub report_interval_ms: u64,
+    /// A node that has not reported for this long (ms) is not counted; a
+    /// node that cannot reach the store for this long serves its own
+    /// probes' view.
+    pub stale_after_ms: u64,
+    /// Where this node probes a replica instead of its declared address,
+    /// by "service/replica": a node that reaches it by another path.
+    pub probe_address: std::collections::HashMap<String, std::net::IpAddr>,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        HealthConfig { node: None, report_interval_ms: 1000, stale_after_ms: 5000, probe_address: Default::default() }
+    }
+}
+
+impl HealthConfig {
+    fn validate(&self) -> anyhow::Result<()> {
+        if self.node.as_ref().is_some_and(|node| node.trim().is_empty()) {
+            bail!("health.node is empty: name the node, or leave it out for the host name and listen address");
+        }
+        if self.report_interval_ms < 100 {
+            bail!("health.report_interval_ms = {}: must be at least 100", self.report_interval_ms);
+        }
+        if self.stale_after_ms < 2 * self.report_interval_ms {
+            bail!(
+                "health.stale_after_ms = {}: must be at least twice health.report_interval_ms ({}), or a live node that misses one report counts as gone",
+                self.stale_after_ms,
+                self.report_interval_ms
+            );
+        }
+        self.probe_addresses().map(drop)
+    }
+
+    /// The probe addresses by (service, replica).
+    pub fn probe_addresses(&self) -> anyhow::Result<pharos_control::health::ProbeAddresses> {
+        let key = |named: &String| match named.split_once('/') {
+            Some((service, replica)) if !service.is_empty() && !replica.is_empty() => Ok((service.to_owned(), replica.to_owned())),
+            _ => bail!("health.probe_address: {named:?} is not \"service/replica\""),
+        };
+        self.probe_address.iter().map(|(named, address)| Ok((key(named)?, *address))).collect()
+    }
+
+    /// This node's name in the fleet (see [`HealthConfig::node`]).
+    pub fn node_name(&self, server: &ServerConfig) -> String {
+        if let Some(node) = &self.node {
+            return node.clone();
+        }
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let listen = server.listen.first().map(ToString::to_string).unwrap_or_default();
+        format!("{}/{listen}", host.trim())
+    }
 }
 
 /// The HTTP/JSON control API.
@@ -662,6 +731,7 @@ impl Config {
             bail!("store.path (SQLite) and store.url (PostgreSQL) are two stores: give one of them");
         }
         self.bgp.validate()?;
+        self.health.validate()?;
         self.fastpath.validate()?;
         if let Some(rrl) = &self.rrl {
             rrl.limits()?;
@@ -809,6 +879,33 @@ mod tests {
         with_store("path = \"state.db\"").validate().unwrap();
         let error = with_store(&format!("path = \"state.db\"\n{url}")).validate().unwrap_err().to_string();
         assert!(error.contains("store.path (SQLite) and store.url (PostgreSQL)"), "{error}");
+    }
+
+    #[test]
+    fn reads_the_health_section_and_names_its_bad_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pharos.toml");
+        let with_health = |health: &str| {
+            let text = format!("[server]\nlisten = [\"127.0.0.1:5300\"]\n[health]\n{health}\n[[zone]]\norigin = \"t\"\nfile = \"z\"\n");
+            std::fs::write(&path, text).unwrap();
+            Config::from_file(&path).unwrap()
+        };
+        let config = with_health("node = \"fra-1\"\nprobe_address = { \"www.t/a\" = \"192.0.2.9\" }");
+        config.validate().unwrap();
+        assert_eq!(config.health.node_name(&config.server), "fra-1");
+        let addresses = config.health.probe_addresses().unwrap();
+        assert_eq!(addresses[&("www.t".to_owned(), "a".to_owned())], "192.0.2.9".parse::<std::net::IpAddr>().unwrap());
+        let unnamed = with_health("");
+        assert!(unnamed.health.node_name(&unnamed.server).ends_with("/127.0.0.1:5300"), "the host name and the listen address");
+        for (health, expected) in [
+            ("node = \" \"", "health.node is empty"),
+            ("report_interval_ms = 10", "health.report_interval_ms = 10: must be at least 100"),
+            ("stale_after_ms = 1500", "health.stale_after_ms = 1500: must be at least twice"),
+            ("probe_address = { \"www.t\" = \"192.0.2.9\" }", "\"www.t\" is not \"service/replica\""),
+        ] {
+            let error = with_health(health).validate().unwrap_err().to_string();
+            assert!(error.contains(expected), "{health}: {error}");
+        }
     }
 
     #[test]

@@ -16,6 +16,13 @@
 //! the node catches up and makes the change again from the newer state:
 //! concurrent read-modify-writes through different nodes never undo one
 //! another.
+//!
+//! Nodes sharing a database also share health (see
+//! `pharos_control::quorum`): each reports its probes' verdicts when they
+//! change, and that it is alive every `health.report_interval_ms`, reading
+//! the others' at the same time; it serves the verdicts of the majority,
+//! and its own again once it has not reached the database for
+//! `health.stale_after_ms`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,6 +36,7 @@ use pharos_control::health::{ProbeResult, ReplicaHealth, describe};
 use pharos_control::load::{LoadSettings, LoadStatus};
 use pharos_control::plane::{AfterProbe, Plane, PlaneSettings};
 use pharos_control::probe::ProbeTarget;
+use pharos_control::quorum::Quorum;
 use pharos_control::snapshot::{SnapshotBuilder, service_name};
 use pharos_control::spec::DataSources;
 use pharos_control::{Change, ControlError, State};
@@ -103,6 +111,18 @@ pub struct Control {
     cache: Option<PathBuf>,
     /// The sequence of the state cached last, if any.
     cached: Option<u64>,
+    /// Health shared with the fleet (a shared store's nodes only).
+    fleet_health: Option<FleetHealth>,
+}
+
+/// When a node of a fleet reports its health and reads the others'.
+struct FleetHealth {
+    quorum: Quorum,
+    interval_ms: u64,
+    /// When the next report is due (Unix ms).
+    next_report: u64,
+    /// When the last exchange with the store succeeded (Unix ms).
+    exchanged: Option<u64>,
 }
 
 /// How many times a change refused because other nodes changed the state
@@ -184,9 +204,17 @@ impl Control {
                 (state, applied, store.load_measurements()?)
             }
         };
-        let plane = Plane::new(state, measurements, sources, snapshots, settings, now);
+        let mut plane = Plane::new(state, measurements, sources, snapshots, settings, now);
+        plane.set_probe_addresses(config.health.probe_addresses()?);
         let cached = from_cache.then_some(applied);
-        let mut control = Control { config, plane, store, snapshot, data, published, probe_plan, fast_path: None, applied, cache, cached };
+        let fleet_health = config.store.url.as_ref().map(|_| FleetHealth {
+            quorum: Quorum { node: config.health.node_name(&config.server), stale_after_ms: config.health.stale_after_ms },
+            interval_ms: config.health.report_interval_ms,
+            next_report: now,
+            exchanged: None,
+        });
+        let mut control =
+            Control { config, plane, store, snapshot, data, published, probe_plan, fast_path: None, applied, cache, cached, fleet_health };
         control.latencies_changed();
         if from_cache {
             // The file's declarations wait for the next reload.
@@ -502,6 +530,11 @@ impl Control {
     pub fn record_probe(&mut self, result: &ProbeResult, now: u64) -> Result<(), ControlError> {
         let (service, replica) = (&result.target.service, &result.target.replica);
         match self.plane.record_probe(result, now)? {
+            AfterProbe::Flipped if self.fleet_health.is_some() => {
+                let seen = if result.outcome.is_ok() { "up" } else { "down" };
+                tracing::info!(service = %service, replica = %replica, "probes from this node see the replica {seen}; telling the fleet");
+                self.exchange_health(now)
+            }
             AfterProbe::Flipped => {
                 self.published.activity.health_flipped(service, replica);
                 let probe = describe(&result.target);
@@ -523,6 +556,44 @@ impl Control {
         self.plane.health_report()
     }
 
+    /// Tells the store this node's new verdicts and that it is alive, reads
+    /// every node's, and serves the verdicts weighed from them (this node's
+    /// own once the last exchange is older than the staleness window).
+    /// Skipped while the store's follower is not connected: the call would
+    /// wait for a connection the follower cannot make either.
+    fn exchange_health(&mut self, now: u64) -> Result<(), ControlError> {
+        let Some(fleet) = &mut self.fleet_health else {
+            return Ok(());
+        };
+        fleet.next_report = now + fleet.interval_ms;
+        let verdicts = self.plane.unpublished_health(&fleet.quorum.node);
+        let reachable = self.published.store_status().state == "following";
+        let reports = match reachable.then(|| self.store.exchange_health(&fleet.quorum.node, now, &verdicts)) {
+            Some(Ok(reports)) => Some(reports),
+            Some(Err(error)) => {
+                tracing::warn!("cannot share health with the fleet: {error}");
+                None
+            }
+            None => None,
+        };
+        if reports.is_some() {
+            self.plane.health_published(&verdicts);
+            fleet.exchanged = Some(now);
+        } else if fleet.exchanged.is_some_and(|at| at + fleet.quorum.stale_after_ms > now) {
+            return Ok(()); // the fleet's last verdicts hold a while longer
+        }
+        let flips = self.plane.weigh_fleet_health(&fleet.quorum, reports.as_ref(), now);
+        for flip in &flips {
+            self.published.activity.health_flipped(&flip.service, &flip.replica);
+            match flip.up {
+                true => tracing::info!(service = %flip.service, replica = %flip.replica, "replica up: {}", flip.why),
+                false => tracing::warn!(service = %flip.service, replica = %flip.replica, "replica down: {}", flip.why),
+            }
+            self.published.events.health(now, &flip.service, &flip.replica, flip.up, &flip.why);
+        }
+        if flips.is_empty() { Ok(()) } else { self.republish(now) }
+    }
+
     /// Folds a load report for `replica` of `service` into its smoothed
     /// value.
     pub fn record_load(&mut self, service: &str, replica: &str, value: f64, now: u64) -> Result<(), ControlError> {
@@ -530,16 +601,22 @@ impl Control {
     }
 
     /// When the control thread must next wake by itself (Unix ms): for a
-    /// measurement to expire or a load-control round.
+    /// measurement to expire, a load-control round or a health report to
+    /// the fleet.
     pub fn next_wakeup(&self) -> Option<u64> {
-        self.plane.next_wakeup()
+        let report = self.fleet_health.as_ref().map(|fleet| fleet.next_report);
+        self.plane.next_wakeup().into_iter().chain(report).min()
     }
 
-    /// Does what is due at `now`: drops expired measurements, runs due
-    /// load-control rounds and installs what they computed.
+    /// Does what is due at `now`: drops expired measurements, reports
+    /// health to the fleet, runs due load-control rounds and installs what
+    /// they computed.
     pub fn wake(&mut self, now: u64) -> Result<(), ControlError> {
         if self.plane.measurements_expired(now) {
             self.expire_measurements(now)?;
+        }
+        if self.fleet_health.as_ref().is_some_and(|fleet| fleet.next_report <= now) {
+            self.exchange_health(now)?;
         }
         for service in self.plane.due_rounds(now) {
             let change = self.plane.run_round(&service, now);

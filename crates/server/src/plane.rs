@@ -265,7 +265,7 @@ fn follower_news(requests: Sender<Request>, published: Arc<Published>) -> pharos
 }
 
 /// The control thread: waits for a request (or for a measurement to grow
-/// too old, or a load-control round), lets the commit window pass since
+/// too old, a load-control round, or a health report to the fleet), lets the commit window pass since
 /// the last commit, then serves everything queued by then.
 fn serve(mut control: Control, queue: Receiver<Request>, window: Duration) {
     crate::scheduling::yield_to_queries();
@@ -291,9 +291,11 @@ fn serve(mut control: Control, queue: Receiver<Request>, window: Duration) {
 }
 
 /// The next request, waiting no longer than until the control plane's
-/// next timed task.
+/// next timed task; none if that is due, so that a busy queue (probe
+/// results, say) never keeps a timed task waiting.
 fn next_request(control: &Control, queue: &Receiver<Request>) -> Result<Request, RecvTimeoutError> {
     match control.next_wakeup() {
+        Some(at) if at <= unix_millis() => Err(RecvTimeoutError::Timeout),
         Some(at) => queue.recv_timeout(Duration::from_millis(at.saturating_sub(unix_millis()))),
         None => queue.recv().map_err(|_| RecvTimeoutError::Disconnected),
     }

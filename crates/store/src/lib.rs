@@ -11,7 +11,8 @@
 //! as of some sequence and refused ([`StoreError::Behind`]) if others were
 //! logged since, so that no writer undoes what another wrote unseen.
 //! Nodes sharing a database are woken when one logs a batch
-//! ([`Store::follow`], [`Following`]).
+//! ([`Store::follow`], [`Following`]), and share what their probes see of
+//! each replica ([`Store::exchange_health`]).
 //! Two engines implement it over one schema (`schema`: a migration list
 //! with each engine's dialect where they differ):
 //! - [`SqliteStore`] (`sqlite`): one embedded file, one node;
@@ -21,6 +22,7 @@ mod postgres;
 mod schema;
 mod sqlite;
 
+use pharos_control::quorum::{FleetReports, NodeVerdict};
 use pharos_control::{Change, ControlError, Measurement, State};
 use pharos_route::latency::{Measured, MeasurementBook};
 use pharos_route::prefix::parse_prefix;
@@ -84,6 +86,10 @@ pub trait Store: Send {
     /// that make a value at once (a shared secret), every one gets the one
     /// written first.
     fn setting_or_insert(&mut self, key: &str, value: &str) -> Result<String, StoreError>;
+    /// Notes that `node` reports at `now` (Unix ms), keeps its changed
+    /// `verdicts`, and returns every node's last report and verdicts, in
+    /// one transaction.
+    fn exchange_health(&mut self, node: &str, now: u64, verdicts: &[NodeVerdict]) -> Result<FleetReports, StoreError>;
     /// Every latency measurement kept.
     fn load_measurements(&mut self) -> Result<MeasurementBook, StoreError>;
     /// Keeps `batch` (a measurement older than the one kept for its pair
@@ -127,6 +133,16 @@ fn batch_row(changes: &[Change]) -> String {
 fn read_batch(sequence: i64, batch: &str) -> Result<(u64, Vec<Change>), StoreError> {
     let changes = read_declaration("change batch", sequence.to_string(), batch)?;
     Ok((sequence.max(0) as u64, changes))
+}
+
+/// A time in Unix ms as both engines keep it (a signed 64-bit integer).
+fn millis_row(at: u64) -> i64 {
+    i64::try_from(at).unwrap_or(i64::MAX)
+}
+
+/// The reports read back: each node's last report time, and the verdicts.
+fn fleet_reports(reported: Vec<(String, i64)>, verdicts: Vec<NodeVerdict>) -> FleetReports {
+    FleetReports { reported: reported.into_iter().map(|(node, at)| (node, at.max(0) as u64)).collect(), verdicts }
 }
 
 /// How a measurement's client subnet is kept: `network/length`.

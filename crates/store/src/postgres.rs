@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Object, Pool, RecyclingMethod};
+use pharos_control::quorum::{FleetReports, NodeVerdict};
 use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use pharos_route::latency::MeasurementBook;
 use serde::de::DeserializeOwned;
@@ -28,8 +29,8 @@ use tokio_postgres::config::TargetSessionAttrs;
 use tokio_postgres::{AsyncMessage, Config, IsolationLevel, NoTls};
 
 use crate::{
-    Change, Measurement, State, Store, StoreError, add_measurement, batch_row, check_not_behind, declaration_row, read_batch,
-    read_declaration, schema, subnet_text,
+    Change, Measurement, State, Store, StoreError, add_measurement, batch_row, check_not_behind, declaration_row, fleet_reports,
+    millis_row, read_batch, read_declaration, schema, subnet_text,
 };
 
 /// How long to wait for a connection (to connect, or for a free one in the
@@ -254,6 +255,45 @@ impl Store for PostgresStore {
         // Named, so an operator (or a test) can tell whose listener it is.
         config.application_name(format!("pharos-follower-{}", std::process::id()));
         self.runtime.spawn(follow(config, wake));
+    }
+
+    fn exchange_health(&mut self, node: &str, now: u64, verdicts: &[NodeVerdict]) -> Result<FleetReports, StoreError> {
+        self.runtime.block_on(async {
+            let mut client = self.connection().await?;
+            let transaction = client.transaction().await?;
+            let report = "INSERT INTO health_nodes (node, reported_at) VALUES ($1, $2)
+                          ON CONFLICT (node) DO UPDATE SET reported_at = excluded.reported_at";
+            transaction.execute(report, &[&node, &millis_row(now)]).await?;
+            let upsert = transaction
+                .prepare_cached(
+                    "INSERT INTO health_verdicts (node, service, replica, up, reason, since) VALUES ($1, $2, $3, $4, $5, $6)
+                     ON CONFLICT (node, service, replica) DO UPDATE SET up = excluded.up, reason = excluded.reason, since = excluded.since",
+                )
+                .await?;
+            for verdict in verdicts {
+                let since = millis_row(verdict.since);
+                transaction
+                    .execute(&upsert, &[&verdict.node, &verdict.service, &verdict.replica, &verdict.up, &verdict.reason, &since])
+                    .await?;
+            }
+            let reported = transaction.query("SELECT node, reported_at FROM health_nodes", &[]).await?;
+            let read = transaction
+                .query("SELECT node, service, replica, up, reason, since FROM health_verdicts ORDER BY node, service, replica", &[])
+                .await?;
+            transaction.commit().await?;
+            let verdicts = read
+                .iter()
+                .map(|row| NodeVerdict {
+                    node: row.get(0),
+                    service: row.get(1),
+                    replica: row.get(2),
+                    up: row.get(3),
+                    reason: row.get(4),
+                    since: row.get::<_, i64>(5).max(0) as u64,
+                })
+                .collect();
+            Ok(fleet_reports(reported.iter().map(|row| (row.get(0), row.get(1))).collect(), verdicts))
+        })
     }
 
     fn load_measurements(&mut self) -> Result<MeasurementBook, StoreError> {

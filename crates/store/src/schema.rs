@@ -43,6 +43,16 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     // commit order, so a node sharing the database can replay what others
     // applied after the last batch it has.
     Migration::portable("CREATE TABLE changes (sequence BIGINT PRIMARY KEY, batch TEXT NOT NULL);"),
+    // 5: health by quorum: when each node last reported, and each node's
+    // verdict on each replica it probes (a row per node and replica,
+    // written when the node's view changes). Times are Unix ms.
+    Migration::portable(
+        "CREATE TABLE health_nodes (node TEXT PRIMARY KEY, reported_at BIGINT NOT NULL);
+         CREATE TABLE health_verdicts (
+             node TEXT NOT NULL, service TEXT NOT NULL, replica TEXT NOT NULL,
+             up BOOLEAN NOT NULL, reason TEXT NOT NULL, since BIGINT NOT NULL,
+             PRIMARY KEY (node, service, replica));",
+    ),
 ];
 
 /// The migrations a database at `version` still needs, numbered from 1;

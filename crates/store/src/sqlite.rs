@@ -2,14 +2,15 @@
 
 use std::path::Path;
 
+use pharos_control::quorum::{FleetReports, NodeVerdict};
 use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use pharos_route::latency::MeasurementBook;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::de::DeserializeOwned;
 
 use crate::{
-    Change, Measurement, State, Store, StoreError, add_measurement, batch_row, check_not_behind, declaration_row, read_batch,
-    read_declaration, schema, subnet_text,
+    Change, Measurement, State, Store, StoreError, add_measurement, batch_row, check_not_behind, declaration_row, fleet_reports,
+    millis_row, read_batch, read_declaration, schema, subnet_text,
 };
 
 /// Routing state in a SQLite database file.
@@ -101,6 +102,43 @@ impl Store for SqliteStore {
             read_batch(sequence, &batch)
         })
         .collect()
+    }
+
+    fn exchange_health(&mut self, node: &str, now: u64, verdicts: &[NodeVerdict]) -> Result<FleetReports, StoreError> {
+        let transaction = self.connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        transaction.execute("INSERT OR REPLACE INTO health_nodes (node, reported_at) VALUES (?1, ?2)", params![node, millis_row(now)])?;
+        {
+            let mut upsert = transaction.prepare_cached(
+                "INSERT OR REPLACE INTO health_verdicts (node, service, replica, up, reason, since) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?;
+            for verdict in verdicts {
+                let since = millis_row(verdict.since);
+                upsert.execute(params![verdict.node, verdict.service, verdict.replica, verdict.up, verdict.reason, since])?;
+            }
+        }
+        let reported = {
+            let mut statement = transaction.prepare_cached("SELECT node, reported_at FROM health_nodes")?;
+            statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?.collect::<Result<Vec<_>, _>>()?
+        };
+        let read = {
+            let mut statement = transaction
+                .prepare_cached("SELECT node, service, replica, up, reason, since FROM health_verdicts ORDER BY node, service, replica")?;
+            statement
+                .query_map([], |row| {
+                    let since: i64 = row.get(5)?;
+                    Ok(NodeVerdict {
+                        node: row.get(0)?,
+                        service: row.get(1)?,
+                        replica: row.get(2)?,
+                        up: row.get(3)?,
+                        reason: row.get(4)?,
+                        since: since.max(0) as u64,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        transaction.commit()?;
+        Ok(fleet_reports(reported, read))
     }
 
     fn load_measurements(&mut self) -> Result<MeasurementBook, StoreError> {

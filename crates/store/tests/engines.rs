@@ -6,6 +6,7 @@
 #[path = "../../../tests/common/postgres.rs"]
 mod postgres;
 
+use pharos_control::quorum::NodeVerdict;
 use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use pharos_control::{Change, Measurement, State};
 use pharos_route::latency::Measured;
@@ -100,6 +101,7 @@ on_both_engines!(
     a_batch_made_from_a_state_without_the_last_one_logged_is_refused,
     a_corrupt_logged_batch_is_named_by_its_sequence,
     a_setting_made_by_several_at_once_is_the_first_one_written,
+    each_node_keeps_one_verdict_per_replica_and_reads_every_node_s,
 );
 
 fn a_setting_made_by_several_at_once_is_the_first_one_written(engine: &dyn Engine) {
@@ -307,7 +309,7 @@ fn nodes_starting_together_on_a_new_database_migrate_it_once() {
             store.join().unwrap().unwrap();
         }
     });
-    assert_eq!(engine.server.sql("pharos", "SELECT count(*), max(version) FROM pharos_schema"), "1|4\n");
+    assert_eq!(engine.server.sql("pharos", "SELECT count(*), max(version) FROM pharos_schema"), "1|5\n");
 }
 
 #[test]
@@ -410,5 +412,25 @@ fn a_store_opened_while_the_database_is_down_connects_and_migrates_at_its_first_
     assert!(error.starts_with("PostgreSQL cannot be reached"), "{error}");
     engine.server.start_server();
     assert_eq!(store.apply(0, &[Change::PutService(service("a.test"))]).unwrap(), 1);
-    assert_eq!(engine.server.sql("pharos", "SELECT max(version) FROM pharos_schema"), "4\n");
+    assert_eq!(engine.server.sql("pharos", "SELECT max(version) FROM pharos_schema"), "5\n");
+}
+
+fn verdict(node: &str, replica: &str, up: bool, since: u64) -> NodeVerdict {
+    let reason = if up { "probe passed" } else { "probe failed: refused" };
+    NodeVerdict { node: node.into(), service: "s.test".into(), replica: replica.into(), up, reason: reason.into(), since }
+}
+
+fn each_node_keeps_one_verdict_per_replica_and_reads_every_node_s(engine: &dyn Engine) {
+    let mut store = engine.open().unwrap();
+    let first = store.exchange_health("n1", 1000, &[verdict("n1", "a", true, 900), verdict("n1", "b", true, 900)]).unwrap();
+    assert_eq!(first.reported, [("n1".to_owned(), 1000)].into());
+    assert_eq!(first.verdicts, [verdict("n1", "a", true, 900), verdict("n1", "b", true, 900)]);
+    store.exchange_health("n2", 1500, &[verdict("n2", "a", false, 1400)]).unwrap();
+    drop(store);
+    // A transition replaces the node's row; a report with none only says the node is alive.
+    let mut reopened = engine.open().unwrap();
+    reopened.exchange_health("n1", 2000, &[verdict("n1", "a", false, 1900)]).unwrap();
+    let reports = reopened.exchange_health("n2", 2500, &[]).unwrap();
+    assert_eq!(reports.reported, [("n1".to_owned(), 2000), ("n2".to_owned(), 2500)].into());
+    assert_eq!(reports.verdicts, [verdict("n1", "a", false, 1900), verdict("n1", "b", true, 900), verdict("n2", "a", false, 1400)]);
 }

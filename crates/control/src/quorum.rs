@@ -1,0 +1,136 @@
+//! Health by quorum, for nodes that share a store: each node publishes its
+//! own probes' verdict on each replica (when it changes), and serves the
+//! verdict of the majority of the live nodes that probe it, so one node
+//! with a broken path to a replica cannot take it down for everyone. A node
+//! counts as live while its last report is younger than the staleness
+//! window; a node that cannot reach the store for that long serves its own
+//! view again.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+/// One node's verdict on one replica, as the fleet shares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeVerdict {
+    pub node: String,
+    pub service: String,
+    pub replica: String,
+    pub up: bool,
+    /// The probe result behind it, in words.
+    pub reason: String,
+    /// When the node's view last changed (Unix ms, the node's clock).
+    pub since: u64,
+}
+
+/// What the fleet's nodes have reported, as read from the store.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FleetReports {
+    /// When each node last reported (Unix ms, its clock).
+    pub reported: HashMap<String, u64>,
+    pub verdicts: Vec<NodeVerdict>,
+}
+
+/// Who this node is in the fleet, and when others count as gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quorum {
+    pub node: String,
+    /// A node whose last report is older than this (ms) is not counted.
+    pub stale_after_ms: u64,
+}
+
+/// The fleet's verdict on one replica, and who said what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FleetView {
+    pub up: bool,
+    /// The live nodes whose probes see it up, and down (this node included).
+    pub nodes_up: Vec<String>,
+    pub nodes_down: Vec<String>,
+    /// Why the verdict is what it is, in words.
+    pub why: String,
+}
+
+impl Quorum {
+    /// The verdict on `service`/`replica` from this node's own view
+    /// (`own_up`, because of `own_reason`) and the live nodes' reports at
+    /// `now`: down only if more than half of the nodes that report on it
+    /// see it down.
+    pub fn weigh(&self, service: &str, replica: &str, (own_up, own_reason): (bool, &str), reports: &FleetReports, now: u64) -> FleetView {
+        let live = |node: &str| reports.reported.get(node).is_some_and(|&at| at.saturating_add(self.stale_after_ms) >= now);
+        let others = reports
+            .verdicts
+            .iter()
+            .filter(|verdict| verdict.service == service && verdict.replica == replica && verdict.node != self.node && live(&verdict.node));
+        let mut votes: Vec<(&str, bool, &str)> =
+            others.map(|verdict| (verdict.node.as_str(), verdict.up, verdict.reason.as_str())).collect();
+        votes.push((&self.node, own_up, own_reason));
+        votes.sort();
+        let names = |up: bool| votes.iter().filter(|vote| vote.1 == up).map(|vote| vote.0.to_owned()).collect::<Vec<_>>();
+        let (nodes_up, nodes_down) = (names(true), names(false));
+        let up = nodes_down.len() * 2 <= votes.len();
+        let dissent: Vec<String> = votes.iter().filter(|vote| vote.1 != up).map(|(node, _, reason)| format!("{node}: {reason}")).collect();
+        let total = votes.len();
+        let why = match (up, dissent.is_empty()) {
+            (true, true) => format!("up: all {total} live nodes probing it see it up"),
+            (false, true) => format!("down: all {total} live nodes probing it see it down ({})", reasons(&votes)),
+            (true, false) => {
+                format!("up: {} of {total} live nodes see it up; no majority sees it down ({})", nodes_up.len(), dissent.join("; "))
+            }
+            (false, false) => format!(
+                "down: {} of {total} live nodes see it down, a majority ({})",
+                nodes_down.len(),
+                reasons(&votes.iter().filter(|vote| !vote.1).copied().collect::<Vec<_>>())
+            ),
+        };
+        FleetView { up, nodes_up, nodes_down, why }
+    }
+}
+
+/// "node: reason; node: reason".
+fn reasons(votes: &[(&str, bool, &str)]) -> String {
+    votes.iter().map(|(node, _, reason)| format!("{node}: {reason}")).collect::<Vec<_>>().join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(node: &str, up: bool) -> NodeVerdict {
+        let reason = if up { "probe passed" } else { "probe failed: refused" };
+        NodeVerdict { node: node.into(), service: "s".into(), replica: "a".into(), up, reason: reason.into(), since: 0 }
+    }
+
+    fn reports(verdicts: &[NodeVerdict], reported_at: u64) -> FleetReports {
+        FleetReports { reported: verdicts.iter().map(|verdict| (verdict.node.clone(), reported_at)).collect(), verdicts: verdicts.to_vec() }
+    }
+
+    fn quorum() -> Quorum {
+        Quorum { node: "n1".into(), stale_after_ms: 5000 }
+    }
+
+    #[test]
+    fn one_node_alone_cannot_take_a_replica_down_and_a_majority_can() {
+        let others_up = reports(&[verdict("n2", true), verdict("n3", true)], 10_000);
+        let lone = quorum().weigh("s", "a", (false, "probe failed: refused"), &others_up, 10_000);
+        assert!(lone.up, "{lone:?}");
+        assert_eq!((lone.nodes_up, lone.nodes_down), (vec!["n2".to_owned(), "n3".into()], vec!["n1".to_owned()]));
+        assert!(lone.why.starts_with("up: 2 of 3 live nodes see it up") && lone.why.contains("n1: probe failed"), "{}", lone.why);
+        let two_down = reports(&[verdict("n2", false), verdict("n3", true)], 10_000);
+        let majority = quorum().weigh("s", "a", (false, "probe failed: refused"), &two_down, 10_000);
+        assert!(!majority.up && majority.why.starts_with("down: 2 of 3 live nodes see it down, a majority"), "{}", majority.why);
+        let all_up = quorum().weigh("s", "a", (true, "probe passed"), &others_up, 10_000);
+        assert_eq!(all_up.why, "up: all 3 live nodes probing it see it up");
+    }
+
+    #[test]
+    fn stale_nodes_and_other_replicas_do_not_count() {
+        let mut old = reports(&[verdict("n2", false), verdict("n3", false)], 1_000);
+        let alone = quorum().weigh("s", "a", (true, "probe passed"), &old, 10_000);
+        assert!(alone.up && alone.nodes_down.is_empty(), "both reported 9 s ago, past the 5 s window: {alone:?}");
+        old.reported.insert("n2".into(), 6_000);
+        let tie = quorum().weigh("s", "a", (true, "probe passed"), &old, 10_000);
+        assert!(tie.up, "one of two is no majority: {tie:?}");
+        let elsewhere = quorum().weigh("s", "b", (true, "probe passed"), &reports(&[verdict("n2", false)], 10_000), 10_000);
+        assert_eq!(elsewhere.nodes_up, ["n1"], "n2 spoke of replica a only");
+    }
+}
