@@ -7,7 +7,8 @@
 //! saying why, and catch up once it is back; a node started meanwhile
 //! serves the state it cached. Health is shared by quorum: a replica one
 //! node's probes fail stays up everywhere; one most nodes' probes fail goes
-//! down everywhere, and comes back likewise.
+//! down everywhere, and comes back likewise; a node cut off from the
+//! database serves its own probes' view.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -316,7 +317,7 @@ fn a_replica_is_down_fleet_wide_only_when_most_nodes_probes_fail_it() {
     // replica b, at 127.0.0.13 for every node, always passes.
     let port = free_port();
     let paths: Vec<ProbedPath> = (10..14).map(|last| ProbedPath::start((Ipv4Addr::new(127, 0, 0, last), port).into())).collect();
-    let (_database, nodes) = fleet_with(|number| {
+    let (database, nodes) = fleet_with(|number| {
         format!(
             "[health]\nnode = \"n{number}\"\nreport_interval_ms = 200\nstale_after_ms = 1000\n\
              probe_address = {{ \"{SERVICE}/a\" = \"127.0.0.{}\" }}",
@@ -361,4 +362,15 @@ fn a_replica_is_down_fleet_wide_only_when_most_nodes_probes_fail_it() {
     everywhere(&["n0"], true);
     paths[0].fail(false);
     everywhere(&[], true);
+    // Cut off from the database for longer than the staleness window, each
+    // node serves its own probes' view: n0's own probes fail a again.
+    paths[0].fail(true);
+    everywhere(&["n0"], true);
+    database.stop();
+    within_propagation("node 0, alone, serves its own view", || nodes[0].answers() == [b]);
+    let alone = nodes[0].health("a");
+    assert!(alone["fleet"].is_null() && alone["last"].as_str().unwrap().starts_with("probe failed"), "{alone}");
+    for node in &nodes[1..] {
+        assert_eq!(node.answers(), [a, b], "their own probes pass");
+    }
 }
