@@ -17,6 +17,7 @@ declare -A needed=(
   [dnssec-dsfromkey]=bind9-utils  # computes the DS of our DNSKEYs (tests/keys.rs)
   [delv]=bind9-dnsutils   # validates signed answers from a trust anchor (tests/dnssec.rs)
   [unbound-host]=unbound-host  # Unbound's validator, the second one there
+  [unbound]=unbound      # a real recursive resolver in front of two tiers of redirectors (tests/two_tier.rs)
   [curl]=curl             # DNS over HTTPS client
   [iptables]=iptables     # NFQUEUE rules of the emulated lossy link (tests/tail.rs)
   [clang]=clang           # compiles the XDP programs (crates/xdp/build.rs, tests/common/netns.rs)
@@ -39,7 +40,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     # Debian starts the packaged daemons; the tests run their own.
-    for service in knot nsd postgresql; do systemctl stop "$service" 2>/dev/null || service "$service" stop 2>/dev/null || true; done
+    for service in knot nsd postgresql unbound; do systemctl stop "$service" 2>/dev/null || service "$service" stop 2>/dev/null || true; done
   else
     echo "!! NOT ROOT: cannot install ${missing[*]}; tests that need them will SKIP (and fail under CI=true)" >&2
   fi

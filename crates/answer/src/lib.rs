@@ -236,7 +236,7 @@ fn answer_query<'s>(
     let mut writer = MessageWriter::new(out);
     writer.question(query.question_bytes());
     let dnssec_ok = query.edns.is_some_and(|edns| edns.dnssec_ok);
-    let routed = snapshot.routes.service(qname).zip(service::family_of(question.qtype));
+    let routed = snapshot.routes.service(qname).and_then(|routed| Some((routed, service::family_of(routed, question.qtype)?)));
     if let Some((routed_service, family)) = routed {
         let asker = service::asker(client, query.edns, settings);
         // Only a DO=1 query looks for its zone's signer: the others need no zone here.

@@ -1,7 +1,9 @@
 //! Step 4 of a query's life (DESIGN.md): the name is a service, so the
 //! routing core picks the addresses; asked with DO=1 in a signed zone, the
 //! answer carries the RRSIGs over the addresses as a set, made once per
-//! set (in any order) and window by the zone's signer and then cached.
+//! set (in any order) and window by the zone's signer and then cached. A
+//! service whose replicas are second-tier redirectors answers instead a
+//! CNAME to the chosen one's name, whatever the type asked.
 
 use pharos_dnssec::Signer;
 use pharos_route::{Asker, Family, RegionId, Routed, Service, route};
@@ -55,8 +57,14 @@ pub fn write_addresses(
     if let Some((signer, owner)) = signing
         && !fitted.truncated
     {
-        let rdatas: Vec<Box<[u8]>> = decision.replicas.iter().map(|&index| address_octets(service.replicas[index].address)).collect();
-        let rrsigs = signer.sign_cached(owner, family_type(family), decision.ttl, &rdatas);
+        let (rtype, rdatas) = match cname_of(service, &decision.replicas) {
+            Some(target) => (types::CNAME, vec![Box::from(target)]),
+            None => {
+                let addresses = decision.replicas.iter().map(|&index| address_octets(service.replicas[index].address));
+                (family_type(family), addresses.collect())
+            }
+        };
+        let rrsigs = signer.sign_cached(owner, rtype, decision.ttl, &rdatas);
         fitted = write_rrsigs(writer, body_start, &rrsigs, decision.ttl, room, fitted);
     }
     let first_replica = decision.replicas[0];
@@ -75,19 +83,34 @@ pub fn write_decision(writer: &mut MessageWriter<'_>, service: &Service, replica
     }
     let body_start = writer.len();
     let question = pharos_wire::HEADER_LEN as u16;
+    if let Some(target) = cname_of(service, replicas) {
+        writer.record_at(question, types::CNAME, types::CLASS_IN, ttl, target);
+        return Some(fit(writer, body_start, 1, room));
+    }
     for &index in replicas {
         match service.replicas[index].address {
             std::net::IpAddr::V4(v4) => writer.address_record_at(question, ttl, &v4.octets()),
             std::net::IpAddr::V6(v6) => writer.address_record_at(question, ttl, &v6.octets()),
         }
     }
+    Some(fit(writer, body_start, replicas.len() as u16, room))
+}
+
+/// The `records` written since `body_start` form one RRset: all of it
+/// fits in `room`, or none and TC.
+fn fit(writer: &mut MessageWriter<'_>, body_start: usize, records: u16, room: usize) -> Fitted {
     let length = writer.len() - body_start;
-    // The addresses form one RRset: all of it fits, or none and TC.
     if length > room {
         writer.truncate(body_start);
-        return Some(Fitted { len: 0, counts: [0; 3], truncated: true });
+        return Fitted { len: 0, counts: [0; 3], truncated: true };
     }
-    Some(Fitted { len: length, counts: [replicas.len() as u16, 0, 0], truncated: false })
+    Fitted { len: length, counts: [records, 0, 0], truncated: false }
+}
+
+/// The name a service of second-tier redirectors sends the client to: the
+/// first chosen one's (a CNAME is one record).
+fn cname_of<'a>(service: &'a Service, replicas: &[usize]) -> Option<&'a [u8]> {
+    service.replicas[*replicas.first()?].cname.as_deref()
 }
 
 /// Appends `rrsigs` to the addresses written since `body_start`, owned by
@@ -97,12 +120,7 @@ fn write_rrsigs(writer: &mut MessageWriter<'_>, body_start: usize, rrsigs: &[Box
     for rrsig in rrsigs {
         writer.record_at(pharos_wire::HEADER_LEN as u16, types::RRSIG, types::CLASS_IN, ttl, rrsig);
     }
-    let length = writer.len() - body_start;
-    if length > room {
-        writer.truncate(body_start);
-        return Fitted { len: 0, counts: [0; 3], truncated: true };
-    }
-    Fitted { len: length, counts: [fitted.counts[0] + rrsigs.len() as u16, 0, 0], truncated: false }
+    fit(writer, body_start, fitted.counts[0] + rrsigs.len() as u16, room)
 }
 
 fn address_octets(address: std::net::IpAddr) -> Box<[u8]> {
@@ -120,8 +138,12 @@ fn family_type(family: Family) -> u16 {
     }
 }
 
-/// Which family of addresses a question asks a service for, if any.
-pub fn family_of(qtype: u16) -> Option<Family> {
+/// Which family of addresses a question of `qtype` routes `service` on,
+/// if any: a service answered by CNAME answers every type.
+pub fn family_of(service: &Service, qtype: u16) -> Option<Family> {
+    if let Some(family) = service.redirectors_family() {
+        return Some(family);
+    }
     match qtype {
         types::A | types::ANY => Some(Family::V4),
         types::AAAA => Some(Family::V6),

@@ -105,13 +105,17 @@ pub fn service_name(text: &str) -> Result<Box<[u8]>, String> {
     name::from_dotted(text).map(Box::from).map_err(|error| format!("{text:?} is not a domain name ({error:?})"))
 }
 
-/// The service names, sorted, each with the address types (A, AAAA) of
-/// its replicas: a signed zone's proofs at the name list them.
+/// The service names, sorted, each with the types it answers: those of
+/// its replicas' addresses (A, AAAA), or CNAME for second-tier
+/// redirectors. A signed zone's proofs at the name list them.
 fn sorted_names(routes: &Routes) -> Vec<(Box<[u8]>, Vec<u16>)> {
     let mut names: Vec<(Box<[u8]>, Vec<u16>)> = routes
         .services
         .iter()
         .map(|(name, service)| {
+            if service.redirectors_family().is_some() {
+                return (name.clone(), vec![types::CNAME]);
+            }
             let has = |v4: bool| service.replicas.iter().any(|replica| replica.address.is_ipv4() == v4);
             let types = [(types::A, true), (types::AAAA, false)].into_iter().filter(|(_, v4)| has(*v4)).map(|(rtype, _)| rtype);
             (name.clone(), types.collect())

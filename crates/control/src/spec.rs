@@ -172,6 +172,7 @@ impl ReplicaSpec {
             down: false,
             probe_address: None,
             redirect_host: None,
+            delegate: None,
         }
     }
 }
@@ -205,6 +206,12 @@ pub struct ReplicaSpec {
     /// ("fra.cdn.example"), instead of its address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redirect_host: Option<String>,
+    /// Makes the replica a second-tier redirector (two-tier redirection):
+    /// clients sent to it get a CNAME to this name, in a zone it serves
+    /// ("svc.eu.example.com"); `address` is the redirector's, probed and
+    /// routed on. A service's replicas all delegate, or none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegate: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -414,7 +421,11 @@ fn build_service(
             health: if down_because.is_some() { Health::Down } else { Health::Up },
             down_because,
             redirect_host: replica.redirect_host.as_deref().map(|host| check_host_name(host, field, &replica.id)).transpose()?,
+            cname: replica.delegate.as_deref().map(|target| check_delegate(target, field, &replica.id)).transpose()?,
         });
+    }
+    if let Some(odd) = spec.replicas.iter().find(|replica| replica.delegate.is_some() != spec.replicas[0].delegate.is_some()) {
+        return fail(format!("{field}.replica[{}].delegate", odd.id), "a service's replicas all delegate (tier-2 redirectors), or none");
     }
     check_probes_and_load_control(spec, field, region_ids)?;
     if replicas.is_empty() {
@@ -443,6 +454,14 @@ fn check_host_name(host: &str, field: &str, replica: &str) -> Result<Box<str>, S
         return fail(format!("{field}.replica[{replica}].redirect_host"), format!("{host:?} is not a host name like fra.cdn.example"));
     }
     Ok(host.into())
+}
+
+/// A replica's `delegate`, in lowercase wire form, if it is a domain name.
+fn check_delegate(target: &str, field: &str, replica: &str) -> Result<Box<[u8]>, SpecError> {
+    match crate::snapshot::service_name(target) {
+        Ok(wire) => Ok(wire.to_ascii_lowercase().into()),
+        Err(message) => fail(format!("{field}.replica[{replica}].delegate"), message),
+    }
 }
 
 fn check_probes_and_load_control(spec: &ServiceSpec, field: &str, region_ids: &HashMap<String, RegionId>) -> Result<(), SpecError> {
@@ -649,6 +668,17 @@ mod tests {
         let mut redirected = service("static");
         redirected.replicas[0].redirect_host = Some("fra.cdn.example/x".into());
         assert!(error(&[], &[redirected]).starts_with("service[www.example.test].replica[a].redirect_host: \"fra.cdn.example/x\" is not"));
+        let mut delegated = service("static");
+        delegated.replicas[0].delegate = Some(format!("{}.test", "x".repeat(64)));
+        assert!(error(&[], &[delegated.clone()]).starts_with("service[www.example.test].replica[a].delegate: "), "a label over 63 octets");
+        delegated.replicas[0].delegate = Some("svc.eu.example.test".into());
+        assert_eq!(
+            error(&[], &[delegated.clone()]),
+            format!(
+                "service[www.example.test].replica[{}].delegate: a service's replicas all delegate (tier-2 redirectors), or none",
+                delegated.replicas[1].id
+            )
+        );
         let far = DataCenterSpec { id: "x".into(), latitude: 91.0, longitude: 0.0, asn: None };
         let declared = Declared { datacenters: &[far], ..Declared::default() };
         assert_eq!(build_routes(&declared, &DataSources::default(), wire).unwrap_err().field, "datacenter[x].latitude");

@@ -49,6 +49,10 @@ pub struct Replica {
     pub down_because: Option<Arc<str>>,
     /// The host the URLs of HTTP redirects to it name, instead of its address.
     pub redirect_host: Option<Box<str>>,
+    /// For a second-tier redirector (two-tier redirection, as NetAirt's):
+    /// the name in its zone that clients are sent to by CNAME (lowercase
+    /// wire form); `address` is then the redirector's own.
+    pub cname: Option<Box<[u8]>>,
 }
 
 /// Which address family a question asks for.
@@ -124,6 +128,14 @@ impl Service {
         &self.candidates[family as usize]
     }
 
+    /// For a service whose replicas are second-tier redirectors (all of
+    /// its replicas are, or none), answered by CNAME whatever the type
+    /// asked: the family of their own addresses, which it routes on.
+    pub fn redirectors_family(&self) -> Option<Family> {
+        let redirector = self.replicas.first().filter(|replica| replica.cname.is_some())?;
+        Some(if redirector.address.is_ipv4() { Family::V4 } else { Family::V6 })
+    }
+
     pub fn prepared(&self, family: Family) -> &Prepared {
         &self.prepared[family as usize]
     }
@@ -154,6 +166,7 @@ impl Replica {
             health: Health::Up,
             down_because: None,
             redirect_host: None,
+            cname: None,
         }
     }
 

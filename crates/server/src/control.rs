@@ -165,6 +165,19 @@ pub struct Explained {
     /// Replica ids and addresses, in answer order.
     pub answer: Vec<(String, String)>,
     pub steps: Vec<String>,
+    /// For a service of second-tier redirectors: the one the client is
+    /// sent to, and the name its CNAME points to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delegated_to: Option<Delegated>,
+}
+
+/// The second-tier redirector a client is sent to (two-tier redirection).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Delegated {
+    pub redirector: String,
+    pub address: String,
+    /// The name the tier-1 answer's CNAME points to, in the redirector's zone.
+    pub cname: String,
 }
 
 impl Control {
@@ -644,9 +657,17 @@ pub fn explain(snapshot: &Snapshot, service: &str, client: &str, family: Family,
     let wire = service_name(service).map_err(|message| ControlError::invalid("name", message))?;
     let routed = snapshot.routes.service(&wire).ok_or_else(|| ControlError::NotFound(format!("service {service}")))?;
     let mut explanation = Explanation::default();
+    let family = routed.redirectors_family().unwrap_or(family);
     let Routed { location, decision } = route(&snapshot.routes, routed, family, &asker, rng, Some(&mut explanation));
     let answer =
         decision.replicas.iter().map(|&index| (routed.replicas[index].id.clone(), routed.replicas[index].address.to_string())).collect();
+    let delegated_to = decision.replicas.first().map(|&index| &routed.replicas[index]).and_then(|chosen| {
+        let cname = pharos_wire::name::Display(chosen.cname.as_deref()?).to_string();
+        explanation
+            .steps
+            .push(format!("second-tier redirector {} ({}) chosen: answered with a CNAME to {cname}", chosen.id, chosen.address));
+        Some(Delegated { redirector: chosen.id.clone(), address: chosen.address.to_string(), cname })
+    });
     Ok(Explained {
         service: routed.name.clone(),
         region: location.region,
@@ -654,6 +675,7 @@ pub fn explain(snapshot: &Snapshot, service: &str, client: &str, family: Family,
         ttl: decision.ttl,
         answer,
         steps: explanation.steps,
+        delegated_to,
     })
 }
 

@@ -72,9 +72,10 @@ impl RoutedQuestion {
 /// (lowercase wire form), or why it passes up. Says nothing of the client
 /// blocks: see [`client_classes`].
 pub fn routed_question(service: &Service, name: &[u8], qtype: u16) -> Result<RoutedQuestion, NotRouted> {
-    let family = match qtype {
-        types::A => Family::V4,
-        types::AAAA => Family::V6,
+    let family = match (qtype, service.redirectors_family()) {
+        (types::A | types::AAAA, Some(redirectors)) => redirectors,
+        (types::A, None) => Family::V4,
+        (types::AAAA, None) => Family::V6,
         _ => return Err(NotRouted::OtherType),
     };
     let listed = route_variants(service, family).map_err(NotRouted::PerQuery)?;

@@ -4,7 +4,9 @@
 //! path gives that client, byte for byte, and over 20,000 runs per class
 //! and question the kernel draws each variant with its configured
 //! probability (chi-square at 0.1 %: the kernel's random source cannot be
-//! seeded). Policies that decide per query pass up. Needs root, as
+//! seeded). Policies that decide per query pass up. A service of
+//! second-tier redirectors answers an AAAA question with the CNAME of one
+//! (IPv4-addressed) redirector in the kernel too. Needs root, as
 //! tests/answer.rs.
 
 mod common;
@@ -75,6 +77,13 @@ fn routes_placing_198_51_100_in(region: u32) -> Routes {
         let service = Service::new(format!("{name}.example.test."), replicas(), policy, Answering::plain(300, max_answers));
         routes.services.insert(wire_name(&format!("{name}.example.test")).into(), service);
     }
+    let redirector = |id: &str, address: &str, zone: &str| Replica {
+        cname: Some(wire_name(&format!("tiered.{zone}.example.test")).into()),
+        ..replica(id, address, 1, 1)
+    };
+    let redirectors = vec![redirector("eu", "192.0.2.101", "eu"), redirector("us", "192.0.2.102", "us")];
+    let tiered = Service::new("tiered.example.test.".into(), redirectors, Policy::Weighted, Answering::plain(300, 0));
+    routes.services.insert(wire_name("tiered.example.test").into(), tiered);
     routes
 }
 
@@ -106,12 +115,13 @@ fn class_shares(snapshot: &Snapshot, name: &str, qtype: u16, client: IpAddr) -> 
         .collect()
 }
 
-const ROUTED: [(&str, u16); 5] = [
+const ROUTED: [(&str, u16); 6] = [
     ("geo.example.test", 1),
     ("geo.example.test", 28),
     ("weighted.example.test", 1),
     ("failover.example.test", 1),
     ("static.example.test", 28),
+    ("tiered.example.test", 28),
 ];
 
 #[test]
