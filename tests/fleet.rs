@@ -373,4 +373,6 @@ fn a_replica_is_down_fleet_wide_only_when_most_nodes_probes_fail_it() {
     for node in &nodes[1..] {
         assert_eq!(node.answers(), [a, b], "their own probes pass");
     }
+    paths[0].fail(false);
+    within_propagation("node 0, alone, serves its own probes' turn", || nodes[0].answers() == [a, b]);
 }

@@ -36,7 +36,10 @@ pub enum Effect {
     /// The state held, but the streak against it moved: the time until it
     /// could flip changed.
     Streak,
-    /// The replica went up or down.
+    /// This node's probes turned, but the state served is the fleet's
+    /// verdict: the fleet is to be told.
+    Turned,
+    /// The replica went up or down (as served).
     Flipped,
 }
 
@@ -141,6 +144,7 @@ impl HealthBook {
         let key = (result.target.service.clone(), result.target.replica.clone());
         let Some(entry) = self.entries.get_mut(&key).filter(|entry| entry.target == result.target) else { return Effect::Stale };
         let streak_before = entry.state.streak;
+        let served_before = entry.served().0;
         let flipped = entry.state.record(result.outcome.is_ok());
         entry.last = match &result.outcome {
             Ok(_) => format!("probe passed ({})", describe(&entry.target)).into(),
@@ -149,7 +153,7 @@ impl HealthBook {
         if flipped {
             entry.since = seconds(now);
             entry.published = false;
-            return Effect::Flipped;
+            return if entry.served().0 != served_before { Effect::Flipped } else { Effect::Turned };
         }
         if entry.state.streak != streak_before { Effect::Streak } else { Effect::Unchanged }
     }
@@ -193,7 +197,8 @@ impl HealthBook {
     pub fn mark_published(&mut self, verdicts: &[NodeVerdict]) {
         for verdict in verdicts {
             let key = (verdict.service.clone(), verdict.replica.clone());
-            if let Some(entry) = self.entries.get_mut(&key).filter(|entry| entry.state.up == verdict.up) {
+            let current = |entry: &&mut Entry| entry.state.up == verdict.up && entry.since * 1000 == verdict.since;
+            if let Some(entry) = self.entries.get_mut(&key).filter(current) {
                 entry.published = true;
             }
         }
@@ -339,6 +344,12 @@ mod tests {
         let a = &book.report()[0];
         assert!(a.up && a.fleet.as_ref().unwrap().nodes_down == ["n1"], "served up: {a:?}");
         assert!(!book.probed()[&("s.test".into(), "b".into())].reason.contains("n2"), "n2 said nothing of b");
+        let passed = result(&book, "a", Ok(None));
+        assert_eq!(book.record(&passed, 6000), Effect::Streak);
+        assert_eq!(book.record(&passed, 7000), Effect::Turned, "up here too, and the fleet's verdict was up already");
+        assert_eq!(book.unpublished("n1")[0].since, 7000);
+        book.record(&result(&book, "a", refused()), 8000);
+        book.record(&result(&book, "a", refused()), 9000);
         let lost = book.fleet_lost();
         assert_eq!((lost.len(), lost[0].up), (1, false), "alone again, its own probes rule");
     }

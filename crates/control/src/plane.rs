@@ -73,8 +73,12 @@ pub struct Effects {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AfterProbe {
     Nothing,
-    /// A replica went up or down: say so, and commit (republish).
+    /// A replica went up or down: say so, and commit (republish); on a
+    /// shared store, tell the fleet too.
     Flipped,
+    /// This node's probes turned but the fleet's verdict is served: tell
+    /// the fleet, and serve its new verdict.
+    TellFleet,
     /// The time until a replica could flip changed, for a service whose
     /// TTLs follow it: commit (republish).
     Republish,
@@ -162,6 +166,7 @@ impl Plane {
         }
         Ok(match self.health.record(result, now) {
             Effect::Flipped => AfterProbe::Flipped,
+            Effect::Turned => AfterProbe::TellFleet,
             Effect::Streak if self.state.services.iter().any(|spec| spec.name == *service && spec.shrink_ttl) => AfterProbe::Republish,
             Effect::Streak | Effect::Unchanged | Effect::Stale => AfterProbe::Nothing,
         })

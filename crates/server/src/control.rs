@@ -543,7 +543,7 @@ impl Control {
     pub fn record_probe(&mut self, result: &ProbeResult, now: u64) -> Result<(), ControlError> {
         let (service, replica) = (&result.target.service, &result.target.replica);
         match self.plane.record_probe(result, now)? {
-            AfterProbe::Flipped if self.fleet_health.is_some() => {
+            AfterProbe::TellFleet => {
                 let seen = if result.outcome.is_ok() { "up" } else { "down" };
                 tracing::info!(service = %service, replica = %replica, "probes from this node see the replica {seen}; telling the fleet");
                 self.exchange_health(now)
@@ -557,7 +557,8 @@ impl Control {
                 }
                 let why = result.outcome.as_ref().err().map_or(probe.clone(), |why| format!("{probe}: {why}"));
                 self.published.events.health(now, service, replica, result.outcome.is_ok(), &why);
-                self.republish(now)
+                self.republish(now)?;
+                self.exchange_health(now)
             }
             AfterProbe::Republish => self.republish(now),
             AfterProbe::Nothing => Ok(()),
