@@ -1,6 +1,8 @@
 //! The routing core of Pharos (DESIGN.md, "One routing core, many
 //! mechanisms"): who is asking ([`locate`]), and which replicas of a
-//! service answer them, in what order, for how long ([`decide`]).
+//! service answer them, in what order, for how long ([`decide`]); for a
+//! service of second-tier redirectors, which one the client is sent on to
+//! ([`Service::redirectors_family`]).
 //!
 //! Everything here is a plain function of an immutable [`Routes`] table,
 //! the asker and a random source: no sockets, clocks or locks. Every

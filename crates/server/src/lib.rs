@@ -1,7 +1,7 @@
 //! Pharos assembled: the configuration ([`config`]), the driver of the
 //! control plane whose rules are `pharos_control` (`control`, `plane`: its
 //! thread, the store and the clock, with health and load probes in
-//! `prober`, address and measurement data in `data`, the external region
+//! `prober` and, on a shared store, health weighed by the fleet's quorum, address and measurement data in `data`, the external region
 //! classifier in `classifier`, and their thread priorities in
 //! `scheduling`), the kernel fast path it keeps in step with every
 //! snapshot ([`fastpath`], the one module that calls `pharos-xdp`), what
