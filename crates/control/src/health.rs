@@ -326,7 +326,7 @@ mod tests {
         assert_eq!(book.record(&result(&book, "a", refused()), 5000), Effect::Flipped);
         let told = book.unpublished("n1");
         assert_eq!((told.len(), told[0].up, told[0].since), (1, false, 5000), "{told:?}");
-        let quorum = Quorum { node: "n1".into(), stale_after_ms: 5000 };
+        let quorum = Quorum { node: "n1".into(), stale_after_ms: 5000, down_share: crate::quorum::MAJORITY };
         let up_elsewhere = |replica: &str, node: &str| NodeVerdict {
             node: node.into(),
             service: "s.test".into(),

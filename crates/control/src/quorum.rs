@@ -1,7 +1,8 @@
 //! Health by quorum, for nodes that share a store: each node publishes its
 //! own probes' verdict on each replica (when it changes), and serves the
-//! verdict of the majority of the live nodes that probe it, so one node
-//! with a broken path to a replica cannot take it down for everyone. A node
+//! verdict of the majority of the live nodes that probe it (or of the
+//! share the operator sets), so one node with a broken path to a replica
+//! cannot take it down for everyone. A node
 //! counts as live while its last report is younger than the staleness
 //! window; a node that cannot reach the store for that long serves its own
 //! view again.
@@ -31,13 +32,20 @@ pub struct FleetReports {
     pub verdicts: Vec<NodeVerdict>,
 }
 
-/// Who this node is in the fleet, and when others count as gone.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Who this node is in the fleet, when others count as gone, and how
+/// many must see a replica down.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Quorum {
     pub node: String,
     /// A node whose last report is older than this (ms) is not counted.
     pub stale_after_ms: u64,
+    /// A replica is down when more than this share (0 to 1, excluded) of
+    /// the live nodes probing it see it down: 0.5 is a majority.
+    pub down_share: f64,
 }
+
+/// The share of live nodes that takes a replica down: a majority.
+pub const MAJORITY: f64 = 0.5;
 
 /// The fleet's verdict on one replica, and who said what.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -53,8 +61,8 @@ pub struct FleetView {
 impl Quorum {
     /// The verdict on `service`/`replica` from this node's own view
     /// (`own_up`, because of `own_reason`) and the live nodes' reports at
-    /// `now`: down only if more than half of the nodes that report on it
-    /// see it down.
+    /// `now`: down only if more than [`Quorum::down_share`] of the nodes
+    /// that report on it see it down.
     pub fn weigh(&self, service: &str, replica: &str, (own_up, own_reason): (bool, &str), reports: &FleetReports, now: u64) -> FleetView {
         let live = |node: &str| reports.reported.get(node).is_some_and(|&at| at.saturating_add(self.stale_after_ms) >= now);
         let others = reports
@@ -67,22 +75,31 @@ impl Quorum {
         votes.sort();
         let names = |up: bool| votes.iter().filter(|vote| vote.1 == up).map(|vote| vote.0.to_owned()).collect::<Vec<_>>();
         let (nodes_up, nodes_down) = (names(true), names(false));
-        let up = nodes_down.len() * 2 <= votes.len();
+        let up = nodes_down.len() as f64 <= self.down_share * votes.len() as f64;
         let dissent: Vec<String> = votes.iter().filter(|vote| vote.1 != up).map(|(node, _, reason)| format!("{node}: {reason}")).collect();
         let total = votes.len();
         let why = match (up, dissent.is_empty()) {
             (true, true) => format!("up: all {total} live nodes probing it see it up"),
             (false, true) => format!("down: all {total} live nodes probing it see it down ({})", reasons(&votes)),
-            (true, false) => {
-                format!("up: {} of {total} live nodes see it up; no majority sees it down ({})", nodes_up.len(), dissent.join("; "))
-            }
+            (true, false) => format!(
+                "up: {} of {total} live nodes see it up; no {} sees it down ({})",
+                nodes_up.len(),
+                self.quorum_name(),
+                dissent.join("; ")
+            ),
             (false, false) => format!(
-                "down: {} of {total} live nodes see it down, a majority ({})",
+                "down: {} of {total} live nodes see it down, a {} ({})",
                 nodes_down.len(),
+                self.quorum_name(),
                 reasons(&votes.iter().filter(|vote| !vote.1).copied().collect::<Vec<_>>())
             ),
         };
         FleetView { up, nodes_up, nodes_down, why }
+    }
+
+    /// "majority", or the share set, in words.
+    fn quorum_name(&self) -> String {
+        if self.down_share == MAJORITY { "majority".into() } else { format!("quorum (over {:.0} %)", self.down_share * 100.0) }
     }
 }
 
@@ -105,7 +122,7 @@ mod tests {
     }
 
     fn quorum() -> Quorum {
-        Quorum { node: "n1".into(), stale_after_ms: 5000 }
+        Quorum { node: "n1".into(), stale_after_ms: 5000, down_share: MAJORITY }
     }
 
     #[test]
@@ -120,6 +137,12 @@ mod tests {
         assert!(!majority.up && majority.why.starts_with("down: 2 of 3 live nodes see it down, a majority"), "{}", majority.why);
         let all_up = quorum().weigh("s", "a", (true, "probe passed"), &others_up, 10_000);
         assert_eq!(all_up.why, "up: all 3 live nodes probing it see it up");
+        let wary = Quorum { down_share: 0.3, ..quorum() };
+        let one_is_enough = wary.weigh("s", "a", (false, "probe failed: refused"), &others_up, 10_000);
+        assert!(
+            !one_is_enough.up && one_is_enough.why.starts_with("down: 1 of 3 live nodes see it down, a quorum (over 30 %)"),
+            "{one_is_enough:?}"
+        );
     }
 
     #[test]

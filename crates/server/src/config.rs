@@ -228,6 +228,10 @@ pub struct HealthConfig {
     /// node that cannot reach the store for this long serves its own
     /// probes' view.
     pub stale_after_ms: u64,
+    /// A replica is down fleet-wide when more than this share (0 to 1,
+    /// excluded) of the live nodes probing it see it down; 0.5, a majority,
+    /// by default.
+    pub quorum: f64,
     /// Where this node probes a replica instead of its declared address,
     /// by "service/replica": a node that reaches it by another path.
     pub probe_address: std::collections::HashMap<String, std::net::IpAddr>,
@@ -235,7 +239,13 @@ pub struct HealthConfig {
 
 impl Default for HealthConfig {
     fn default() -> Self {
-        HealthConfig { node: None, report_interval_ms: 1000, stale_after_ms: 5000, probe_address: Default::default() }
+        HealthConfig {
+            node: None,
+            report_interval_ms: 1000,
+            stale_after_ms: 5000,
+            quorum: pharos_control::quorum::MAJORITY,
+            probe_address: Default::default(),
+        }
     }
 }
 
@@ -252,6 +262,12 @@ impl HealthConfig {
                 "health.stale_after_ms = {}: must be at least twice health.report_interval_ms ({}), or a live node that misses one report counts as gone",
                 self.stale_after_ms,
                 self.report_interval_ms
+            );
+        }
+        if !(0.0..1.0).contains(&self.quorum) {
+            bail!(
+                "health.quorum = {}: must be at least 0 and less than 1 (the share of live nodes that must see a replica down)",
+                self.quorum
             );
         }
         self.probe_addresses().map(drop)
@@ -901,6 +917,7 @@ mod tests {
             ("node = \" \"", "health.node is empty"),
             ("report_interval_ms = 10", "health.report_interval_ms = 10: must be at least 100"),
             ("stale_after_ms = 1500", "health.stale_after_ms = 1500: must be at least twice"),
+            ("quorum = 1.0", "health.quorum = 1: must be at least 0 and less than 1"),
             ("probe_address = { \"www.t\" = \"192.0.2.9\" }", "\"www.t\" is not \"service/replica\""),
         ] {
             let error = with_health(health).validate().unwrap_err().to_string();

@@ -221,7 +221,11 @@ impl Control {
         plane.set_probe_addresses(config.health.probe_addresses()?);
         let cached = from_cache.then_some(applied);
         let fleet_health = config.store.url.as_ref().map(|_| FleetHealth {
-            quorum: Quorum { node: config.health.node_name(&config.server), stale_after_ms: config.health.stale_after_ms },
+            quorum: Quorum {
+                node: config.health.node_name(&config.server),
+                stale_after_ms: config.health.stale_after_ms,
+                down_share: config.health.quorum,
+            },
             interval_ms: config.health.report_interval_ms,
             next_report: now,
             exchanged: None,
