@@ -106,7 +106,7 @@ fn a_change_through_any_node_is_answered_by_all_and_alternating_changes_leave_on
     }
     // Read-modify-writes (a replica's weight, in the service as each node
     // has it), one after another through alternating nodes.
-    const CHANGES: u32 = 200;
+    const CHANGES: u32 = 1000;
     for weight in 1..=CHANGES {
         let node = &nodes[weight as usize % nodes.len()];
         let (status, reply) = node.call("PATCH", &format!("/v1/services/{SERVICE}/replicas/a"), Some(json!({ "weight": weight })));
