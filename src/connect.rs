@@ -1,5 +1,6 @@
 //! `pharos connect`: an Artemis client for tests and demonstrations.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -44,24 +45,27 @@ pub fn run(args: ConnectArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
         for _ in 0..args.repeat {
-            let connected = client.connect(&name, Instant::now()).await?;
+            let mut connected = client.connect(&name, Instant::now()).await?;
+            // The request leaves at once, through the service address; the
+            // move to the replica happens meanwhile.
             let (mut send, mut receive) = connected.connection.open_bi().await?;
             send.finish()?;
             let greeting = receive.read_to_end(4096).await?;
-            println!("{} {}", describe(&connected.route), String::from_utf8_lossy(&greeting).trim_end());
+            let moved_to = connected.settled().await?;
+            println!("{} {}", describe(&connected.route, moved_to), String::from_utf8_lossy(&greeting).trim_end());
             connected.connection.close(0u32.into(), b"done");
         }
         anyhow::Ok(())
     })
 }
 
-fn describe(route: &Route) -> String {
-    match route {
-        Route::Service { service, replica: Some(replica), service_ttl } => {
+fn describe(route: &Route, moved_to: Option<SocketAddr>) -> String {
+    match (route, moved_to) {
+        (Route::Service { service, service_ttl, .. }, Some(replica)) => {
             let ttl = service_ttl.map_or("none".into(), |ttl| ttl.as_secs().to_string());
             format!("via {service} moved to {replica} ttl {ttl}:")
         }
-        Route::Service { service, replica: None, .. } => format!("via {service}:"),
-        Route::Cached { replica } => format!("straight to {replica}:"),
+        (Route::Service { service, .. }, None) => format!("via {service}:"),
+        (Route::Cached { replica }, _) => format!("straight to {replica}:"),
     }
 }

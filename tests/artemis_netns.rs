@@ -291,15 +291,18 @@ fn the_dispatcher_routes_the_handshake_by_vxlan_or_through_the_other_data_center
                 let prefix = "10.99.0.0/24".parse().unwrap();
                 let conflicts = ConflictList::parse(&format!("{NAME} {SERVICE_ADDRESS}\n"), &prefix).unwrap();
                 let mut client = ArtemisClient::new(ServiceIdMap::new(prefix, conflicts), PORT, client_config(roots, ALPN));
-                let connected = client.connect(&CanonicalName::new(NAME).unwrap(), Instant::now()).await.unwrap();
+                let mut connected = client.connect(&CanonicalName::new(NAME).unwrap(), Instant::now()).await.unwrap();
                 assert!(matches!(connected.route, Route::Service { replica: Some(_), .. }));
                 for round in 0..2 {
+                    // Round 0's first greeting leaves before the move, through the dispatcher.
                     for _ in 0..5 {
                         let (mut send, mut receive) = connected.connection.open_bi().await.unwrap();
                         send.write_all(b"ping").await.unwrap();
                         send.finish().unwrap();
                         assert_eq!(receive.read_to_end(100).await.unwrap(), b"hello from replica 1\nping");
                     }
+                    let moved_to = connected.settled().await.unwrap();
+                    assert_eq!(moved_to, Some(format!("10.77.21.2:{PORT}").parse().unwrap()), "the connection ends on the replica");
                     report_tx.send(round).unwrap();
                     tokio::task::block_in_place(|| client_rx.recv().unwrap());
                 }

@@ -6,8 +6,9 @@
 //! - Anycast: connect to the anycast address (data center 1's replica).
 //! - Artemis: connect to the name's service address through the
 //!   dispatcher ([`ArtemisClient`], fresh each time: nothing cached); the
-//!   first response comes after the move to the replica's own address,
-//!   which waits for HANDSHAKE_DONE (RFC 9000 9).
+//!   request leaves as soon as the handshake completes, through the
+//!   dispatcher, and the connection must then have moved to the replica's
+//!   own address.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -82,14 +83,17 @@ impl Client {
         tokio::time::timeout(LIMIT, async {
             let start = Instant::now();
             let mut client = ArtemisClient::new(self.addresses.clone(), PORT, self.config.clone());
-            let connected = client.connect(&CanonicalName::new(name)?, start).await?;
+            let mut connected = client.connect(&CanonicalName::new(name)?, start).await?;
             anyhow::ensure!(
                 matches!(connected.route, Route::Service { replica: Some(_), .. }),
                 "Artemis did not move to a replica: {:?}",
                 connected.route
             );
             greet(&connected.connection, replica).await?;
-            Ok(Sample { setup: ms(start, connected.handshake_done), first_response: ms(start, Instant::now()) })
+            let sample = Sample { setup: ms(start, connected.handshake_done), first_response: ms(start, Instant::now()) };
+            let moved_to = connected.settled().await?;
+            anyhow::ensure!(moved_to.is_some(), "Artemis stayed on the service address");
+            Ok(sample)
         })
         .await?
     }

@@ -1,10 +1,14 @@
 //! The Artemis client: computes a name's service address, connects to it,
 //! learns the replica's preferred address and service_ttl from the raw
-//! transport parameters, moves to the replica once the handshake is
-//! confirmed, and connects straight to it while the ttl lasts.
+//! transport parameters, and connects straight to the replica while the
+//! ttl lasts.
 //!
-//! Each connection has its own endpoint and socket, so a move applies to
-//! that connection alone.
+//! A connection is handed over as soon as its handshake completes, so the
+//! first request leaves at once on the path it has (the dispatcher forwards
+//! it by the replica's connection ID); the move to the replica's address
+//! waits, in a task of its own, for the handshake to be confirmed (RFC
+//! 9000 9). Each connection has its own endpoint and socket, so a move
+//! applies to that connection alone.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -17,7 +21,8 @@ use crate::params::{self, ParameterError, ServiceParameters};
 use crate::socket::{HookedSocket, Migration};
 use crate::tls::HandshakeData;
 
-/// How long to wait for HANDSHAKE_DONE before moving anyway is refused.
+/// How long to wait for HANDSHAKE_DONE before the move is given up (the
+/// connection then stays on the service address).
 const CONFIRMATION_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +39,8 @@ pub enum ClientError {
     NotArtemisCrypto,
     #[error("the handshake was not confirmed within {0:?}")]
     NotConfirmed(Duration),
+    #[error("the task moving the connection to the replica ended abnormally: {0}")]
+    MoveTask(#[from] tokio::task::JoinError),
 }
 
 /// Where a connection went.
@@ -51,8 +58,25 @@ pub struct Connected {
     /// When the handshake completed, before confirmation and the move:
     /// the connection setup time bench/figure10 compares with DNS's.
     pub handshake_done: Instant,
+    migration: Arc<Migration>,
+    /// The move to the replica, once the handshake is confirmed.
+    moving: Option<tokio::task::JoinHandle<Result<(), ClientError>>>,
     /// Kept with its connection: its socket is the connection's own.
     _endpoint: quinn::Endpoint,
+}
+
+impl Connected {
+    /// Waits until the move to the replica is done, and returns where the
+    /// connection went: the replica's address, or `None` if it stays where
+    /// it was (no preferred address, or straight to a cached replica
+    /// already). An error if the move was given up: the handshake was not
+    /// confirmed in time, or the connection closed first.
+    pub async fn settled(&mut self) -> Result<Option<SocketAddr>, ClientError> {
+        if let Some(moving) = self.moving.take() {
+            moving.await??;
+        }
+        Ok(self.migration.moved().map(|(_service, replica)| replica))
+    }
 }
 
 pub struct ArtemisClient {
@@ -74,9 +98,11 @@ impl ArtemisClient {
     /// `now`, else through its service address.
     pub async fn connect(&mut self, name: &CanonicalName, now: Instant) -> Result<Connected, ClientError> {
         if let Some(replica) = self.cache.get(name, now) {
-            let (connection, endpoint) = self.handshake(name, replica, Arc::default()).await?;
+            let migration = Arc::new(Migration::default());
+            let (connection, endpoint) = self.handshake(name, replica, migration.clone()).await?;
             let handshake_done = Instant::now();
-            return Ok(Connected { connection, route: Route::Cached { replica }, handshake_done, _endpoint: endpoint });
+            let route = Route::Cached { replica };
+            return Ok(Connected { connection, route, handshake_done, migration, moving: None, _endpoint: endpoint });
         }
         let service = SocketAddr::new(self.addresses.address_of(name), self.port);
         let migration = Arc::new(Migration::default());
@@ -84,15 +110,14 @@ impl ArtemisClient {
         let handshake_done = Instant::now();
         let learned = server_parameters(&connection)?;
         let replica = learned.preferred_address_like(service);
-        if let Some(replica) = replica {
-            confirmed(&connection).await?;
-            migration.move_to(service, replica);
+        let moving = replica.map(|replica| {
             if let Some(ttl) = learned.service_ttl {
                 self.cache.insert(name.clone(), replica, ttl, now);
             }
-        }
+            tokio::spawn(move_once_confirmed(connection.clone(), migration.clone(), service, replica))
+        });
         let route = Route::Service { service, replica, service_ttl: learned.service_ttl };
-        Ok(Connected { connection, route, handshake_done, _endpoint: endpoint })
+        Ok(Connected { connection, route, handshake_done, migration, moving, _endpoint: endpoint })
     }
 
     async fn handshake(
@@ -122,6 +147,20 @@ fn server_parameters(connection: &quinn::Connection) -> Result<ServiceParameters
     let handshake =
         connection.handshake_data().and_then(|data| data.downcast::<HandshakeData>().ok()).ok_or(ClientError::NotArtemisCrypto)?;
     Ok(params::parse(&handshake.peer_transport_parameters)?)
+}
+
+/// Moves the connection from `service` to `replica` once the handshake is
+/// confirmed. Requests sent before then went through the service address;
+/// their answers come back from either address.
+async fn move_once_confirmed(
+    connection: quinn::Connection,
+    migration: Arc<Migration>,
+    service: SocketAddr,
+    replica: SocketAddr,
+) -> Result<(), ClientError> {
+    confirmed(&connection).await?;
+    migration.move_to(service, replica);
+    Ok(())
 }
 
 /// Waits for the server's HANDSHAKE_DONE: a client must not move before

@@ -57,10 +57,13 @@ async fn moves_to_the_replica_and_comes_straight_back_while_the_ttl_lasts() {
     let mut client = ArtemisClient::new(addresses(), port, client_config(roots, ALPN));
     let start = Instant::now();
 
-    let first = client.connect(&name, start).await.unwrap();
+    let mut first = client.connect(&name, start).await.unwrap();
     let service = format!("127.0.0.40:{port}").parse().unwrap();
     assert_eq!(first.route, Route::Service { service, replica: Some(preferred), service_ttl: Some(TTL) });
     assert!(counts(&arrivals).0 > 0, "the handshake came through the service address");
+    // The first greeting leaves before the move, on the service address.
+    assert_eq!(greet(&first.connection).await, b"hello from replica 9\nping");
+    assert_eq!(first.settled().await.unwrap(), Some(preferred), "then the connection moved to the replica");
     // The replica reads its one socket in order, so once it has answered a
     // greeting it has counted every datagram sent before the move.
     assert_eq!(greet(&first.connection).await, b"hello from replica 9\nping");
@@ -71,8 +74,9 @@ async fn moves_to_the_replica_and_comes_straight_back_while_the_ttl_lasts() {
     assert!(after.1 > before.1, "the greeting went to the preferred address");
     first.connection.close(0u32.into(), b"done");
 
-    let second = client.connect(&name, start + TTL - Duration::from_secs(1)).await.unwrap();
+    let mut second = client.connect(&name, start + TTL - Duration::from_secs(1)).await.unwrap();
     assert_eq!(second.route, Route::Cached { replica: preferred });
+    assert_eq!(second.settled().await.unwrap(), None, "already at the replica: no move");
     assert_eq!(greet(&second.connection).await, b"hello from replica 9\nping");
     assert_eq!(counts(&arrivals).0, before.0, "within the ttl the service address sees nothing");
     second.connection.close(0u32.into(), b"done");
