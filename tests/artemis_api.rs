@@ -1,7 +1,8 @@
 //! Artemis in the operator's view, against the real server: the Address
 //! Manager's allocation of the `[artemis]` services in `GET /v1/artemis`
 //! and `pharos ctl artemis`, and `explain` for a service address: which
-//! service, and which replica and data center the dispatcher would pick.
+//! service, and which replica and data center the dispatcher would pick;
+//! a reload applies a changed `[artemis]` section, or refuses a bad one.
 
 use std::process::Command;
 
@@ -15,7 +16,11 @@ const PREFIX: &str = "10.99.0.0/24";
 
 /// `pharos sid`: the address a name hashes to under [`PREFIX`].
 fn hashed(name: &str) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_pharos")).args(["sid", "--prefix", PREFIX, name]).output().unwrap();
+    hashed_under(PREFIX, name)
+}
+
+fn hashed_under(prefix: &str, name: &str) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_pharos")).args(["sid", "--prefix", prefix, name]).output().unwrap();
     assert!(output.status.success());
     String::from_utf8(output.stdout).unwrap().trim().to_owned()
 }
@@ -134,4 +139,45 @@ fn bad_explain_questions_are_refused_clearly() {
     assert_eq!(status, 404, "{error}");
     let (status, error) = request("GET", &format!("{plain_api}/v1/explain?address={taken}&client=198.51.100.7"), Some(TOKEN), None);
     assert_eq!((status, error["field"].as_str()), (400, Some("address")), "{error}");
+}
+
+#[test]
+fn a_reload_applies_a_changed_artemis_section_and_refuses_a_bad_one_whole() {
+    let taken = hashed("www.example.test");
+    let (pharos, api) = start_with_artemis(&taken);
+    let view = || request("GET", &format!("{api}/v1/artemis"), Some(TOKEN), None).1;
+    let explain = |address: &str| request("GET", &format!("{api}/v1/explain?address={address}&client=198.51.100.7"), Some(TOKEN), None);
+    let reload = || request("POST", &format!("{api}/v1/reload"), Some(TOKEN), None);
+    let original = std::fs::read_to_string(&pharos.config).unwrap();
+
+    // Another prefix, no conflict list, one more service.
+    let changed = original
+        .replace(&format!("prefix = \"{PREFIX}\""), "prefix = \"10.98.0.0/16\"")
+        .replace(&format!("conflicts = \"svc.example.test {taken}\"\n"), "")
+        .replace("services = [\"svc.example.test\",", "services = [\"new.example.test\", \"svc.example.test\",");
+    std::fs::write(&pharos.config, &changed).unwrap();
+    assert_eq!(reload().0, 200);
+    let applied = view();
+    assert_eq!(applied["prefix"], "10.98.0.0/16", "{applied}");
+    assert_eq!(applied["problems"], serde_json::json!([]), "{applied}");
+    let listed: Vec<(&str, &str)> = applied["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|service| (service["name"].as_str().unwrap(), service["address"].as_str().unwrap()))
+        .collect();
+    let svc = hashed_under("10.98.0.0/16", "svc.example.test");
+    assert!(listed.contains(&("new.example.test", hashed_under("10.98.0.0/16", "new.example.test").as_str())), "{listed:?}");
+    assert!(listed.contains(&("svc.example.test", svc.as_str())), "{listed:?}");
+    let (status, explained) = explain(&svc);
+    assert_eq!((status, explained["artemis"]["service"].as_str()), (200, Some("svc.example.test")), "the dispatcher's view: {explained}");
+    assert_eq!(explain(&taken).0, 404, "the conflict-list address is gone");
+
+    // A prefix with host bits: refused, named, and nothing changes.
+    std::fs::write(&pharos.config, changed.replace("10.98.0.0/16", "10.98.0.1/16")).unwrap();
+    let (status, error) = reload();
+    assert_eq!(status, 422, "{error}");
+    assert!(error["error"].as_str().unwrap().contains("[artemis] prefix"), "{error}");
+    assert_eq!(view(), applied, "the refused section changed nothing");
+    assert_eq!(explain(&svc).0, 200);
 }

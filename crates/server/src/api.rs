@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use crate::artemis::{AddressView, ArtemisConfig};
+use crate::artemis::AddressView;
 use crate::control::Control;
 use crate::history::QueryHistory;
 use crate::plane::ControlHandle;
@@ -48,7 +48,6 @@ struct Api {
     token: Arc<str>,
     /// The UDP rate limits, for what they refused.
     limits: UdpLimits,
-    artemis: Option<Arc<ArtemisConfig>>,
     /// Queries per minute over the last hour.
     queries: Arc<QueryHistory>,
 }
@@ -135,19 +134,13 @@ pub struct Listeners {
 /// yields to the query threads (see `scheduling`) and keeps API requests
 /// off the runtime that answers DNS over TCP, TLS and HTTPS. Returns once
 /// they are listening, or why they cannot; `None` if there is none.
-pub fn start(
-    listeners: Listeners,
-    control: ControlHandle,
-    limits: UdpLimits,
-    artemis: Option<ArtemisConfig>,
-) -> anyhow::Result<Option<ApiThread>> {
+pub fn start(listeners: Listeners, control: ControlHandle, limits: UdpLimits) -> anyhow::Result<Option<ApiThread>> {
     let mut served = Vec::new();
     // Marked before any request can ask for it.
     let queries = Arc::new(QueryHistory::starting_now(queries_received()));
     if let Some((address, token)) = listeners.api {
         let listener = bind(address, "the control API")?;
-        let artemis = artemis.map(Arc::new);
-        let api = Api { control: control.clone(), token: token.into(), limits: limits.clone(), artemis, queries: queries.clone() };
+        let api = Api { control: control.clone(), token: token.into(), limits: limits.clone(), queries: queries.clone() };
         served.push((listener, router(api)));
     }
     if let Some(address) = listeners.metrics {
@@ -449,7 +442,7 @@ async fn explain(State(api): State<Api>, Query(query): Query<ExplainQuery>) -> R
     let (name, qtype) = match (query.name, query.address) {
         (Some(name), None) => (name, query.qtype.as_deref().unwrap_or("A").to_ascii_uppercase()),
         (None, Some(address)) if query.qtype.is_none() => {
-            let artemis = api.artemis.as_ref().ok_or_else(|| bad_request("address", "no [artemis] section: no service addresses"))?;
+            let artemis = api.control.artemis().ok_or_else(|| bad_request("address", "no [artemis] section: no service addresses"))?;
             let service =
                 artemis.service_at(address).ok_or_else(|| ControlError::NotFound(format!("Artemis service address {address}")))?;
             (service.to_string(), if address.is_ipv4() { "A" } else { "AAAA" }.to_owned())
@@ -489,7 +482,7 @@ async fn explain(State(api): State<Api>, Query(query): Query<ExplainQuery>) -> R
 
 /// The Address Manager's allocation of the `[artemis]` services' addresses.
 async fn artemis_addresses(State(api): State<Api>) -> Reply<Json<AddressView>> {
-    let artemis = api.artemis.as_ref().ok_or_else(|| ControlError::NotFound("an [artemis] section in the config".into()))?;
+    let artemis = api.control.artemis().ok_or_else(|| ControlError::NotFound("an [artemis] section in the config".into()))?;
     Ok(Json(artemis.view()))
 }
 

@@ -696,6 +696,7 @@ impl Config {
             regions: file.regions,
             services: file.services,
             geo: file.geo,
+            artemis: file.artemis,
             ..self.clone()
         })
     }

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use pharos_answer::{Settings, SharedSnapshot, Snapshot};
 use pharos_bgp::BgpTables;
 use pharos_control::health::{ProbeResult, ReplicaHealth, describe};
@@ -135,6 +135,8 @@ pub struct Published {
     pub state: ArcSwap<State>,
     pub data: ArcSwap<DataStatus>,
     pub fastpath: ArcSwap<FastPathStatus>,
+    /// `[artemis]` as the config file has it since the last start or reload.
+    pub artemis: ArcSwapOption<crate::artemis::ArtemisConfig>,
     /// What the control plane has done, counted for `/metrics`.
     pub activity: ControlActivity,
     /// The readings the realized split is measured from.
@@ -201,6 +203,7 @@ impl Control {
             state: ArcSwap::default(),
             data: ArcSwap::default(),
             fastpath: ArcSwap::default(),
+            artemis: ArcSwapOption::from(config.artemis.clone().map(Arc::new)),
             activity: ControlActivity::default(),
             split: SplitWindow::default(),
             events: EventLog::default(),
@@ -402,6 +405,7 @@ impl Control {
         }
         (self.data.geo, self.data.asn_table) = (geo, asn_table);
         self.publish_data();
+        self.published.artemis.store(self.config.artemis.clone().map(Arc::new));
         Ok(())
     }
 

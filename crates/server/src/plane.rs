@@ -134,6 +134,11 @@ impl ControlHandle {
         self.published.data.load_full()
     }
 
+    /// `[artemis]` as last started or reloaded.
+    pub fn artemis(&self) -> Option<Arc<crate::artemis::ArtemisConfig>> {
+        self.published.artemis.load_full()
+    }
+
     /// The kernel fast path's status as last published.
     pub fn fastpath(&self) -> Arc<FastPathStatus> {
         self.published.fastpath.load_full()

@@ -43,7 +43,7 @@ impl Server {
         let limits = api::UdpLimits { queries: config.udp_rate_limiter(), responses: config.response_rate_limit()? };
         let control = ControlHandle::start(control, window).context("cannot start the control thread")?;
         let listeners = api::Listeners { api: config.control.listen.zip(token), metrics: config.metrics.listen };
-        let api = api::start(listeners, control.clone(), limits.clone(), config.artemis.clone())?;
+        let api = api::start(listeners, control.clone(), limits.clone())?;
         // Logging before the first query can arrive.
         let dnstap = config.dnstap.as_ref().map(|dnstap| dnstap::start(dnstap.settings()?)).transpose()?;
         pharos_transport::metrics::tally_resolvers(config.metrics.resolver_view);
