@@ -8,7 +8,7 @@ use pharos_artemis_quic::dispatcher::{DispatcherConfig, SocketDispatcher};
 
 #[derive(Args)]
 pub struct DispatcherArgs {
-    /// TOML: port, prefix, vni, datacenter, tunnel_port, [[peer]] datacenter, address, [[service]] name, [[service.replica]] id, datacenter, address, vtep, mac, weight.
+    /// TOML: port, prefix, vni, datacenter, tunnel_port, tunnel_key or tunnel_key_file, [[peer]] datacenter, address, [[service]] name, [[service.replica]] id, datacenter, address, vtep, mac, weight.
     #[arg(long)]
     config: PathBuf,
 }

@@ -14,7 +14,8 @@
 //! then 0:1): replica 1 by dispatcher 1's VXLAN, replica 2 through
 //! dispatcher 2, which delivers the tunnelled datagrams by its own; the
 //! replica answers the client directly, from SA; after the move to PA,
-//! nothing more reaches the dispatcher. Debian's Chromium, headless, gets
+//! nothing more reaches the dispatcher. Dispatcher 2 refuses tunnel
+//! datagrams with a wrong tag, an old time, or from a stranger. Debian's Chromium, headless, gets
 //! an HTTP/3 page from the chosen replica through the dispatcher, its
 //! ClientHello split over two Initials. Root only (and Chromium for its
 //! test): skips loudly without, fails under CI=true.
@@ -25,10 +26,11 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use pharos_artemis::service_id::{CanonicalName, ConflictList, ServiceIdMap};
 use pharos_artemis_quic::client::{ArtemisClient, Route};
+use pharos_artemis_quic::interdc::{TunnelKey, Tunnelled};
 use pharos_artemis_quic::replica::ALPN;
 use pharos_artemis_quic::tls::client_config;
 
@@ -39,6 +41,8 @@ const VNI: u32 = 42;
 const TUNNEL_PORT: u16 = 4790;
 const ROLES: [&str; 5] = ["c", "d", "d2", "r1", "r2"];
 const CHROMIUM: &str = "/usr/bin/chromium";
+/// The dispatchers' shared tunnel key (hex).
+const TUNNEL_KEY: &str = "5f1e0c3a9b7d2e4f6a8c0e1f3b5d7f9a2c4e6a8b0d1f3a5c7e9b2d4f6a8c0e1f";
 
 fn may_run() -> bool {
     if unsafe { libc::geteuid() } == 0 {
@@ -160,7 +164,7 @@ fn dispatcher_config(dir: &Path, datacenter: usize, weights: [u32; 2]) -> PathBu
     let peer = 3 - datacenter;
     let text = format!(
         "port = {PORT}\nprefix = \"10.99.0.0/24\"\nconflicts = \"{NAME} {SERVICE_ADDRESS}\"\nvni = {VNI}\n\
-         datacenter = \"dc{datacenter}\"\ntunnel_port = {TUNNEL_PORT}\n[[peer]]\ndatacenter = \"dc{peer}\"\naddress = \"10.77.3.{peer}\"\n\
+         datacenter = \"dc{datacenter}\"\ntunnel_port = {TUNNEL_PORT}\ntunnel_key = \"{TUNNEL_KEY}\"\n[[peer]]\ndatacenter = \"dc{peer}\"\naddress = \"10.77.3.{peer}\"\n\
          [[service]]\nname = \"{NAME}\"\n{replicas}"
     );
     let path = dir.join(format!("dispatcher{datacenter}-{}{}.toml", weights[0], weights[1]));
@@ -274,6 +278,7 @@ fn the_dispatcher_routes_the_handshake_by_vxlan_or_through_the_other_data_center
     }
     let delivered = wait_for_line(&far_dispatcher, "tunnelled from 10.77.3.1: forward 1 to 10.77.22.2");
     assert!(delivered.starts_with("10.77.1.2:"), "the tunnel carried the client's own address: {delivered}");
+    forged_tunnel_datagrams_are_refused(&network, &far_dispatcher);
 
     // Within one connection: greetings after the move never reach the dispatcher.
     let dispatcher =
@@ -318,6 +323,34 @@ fn the_dispatcher_routes_the_handshake_by_vxlan_or_through_the_other_data_center
     assert_eq!(after_the_move, Vec::<String>::new(), "five greetings after the move, none through the dispatcher");
     client_tx.send(()).unwrap();
     client.join().unwrap();
+}
+
+/// Tunnel datagrams to dispatcher 2 from its peer's address but tagged
+/// with another key, tagged right but sent 10 s ago (a replay), and from
+/// an address not a peer: each refused, counted, none delivered.
+fn forged_tunnel_datagrams_are_refused(network: &Network, far_dispatcher: &Process) {
+    let forged = Tunnelled {
+        client: "10.77.1.2:40000".parse().unwrap(),
+        service: format!("{SERVICE_ADDRESS}:{PORT}").parse().unwrap(),
+        replica: "10.77.22.2".parse().unwrap(),
+        datagram: b"\xc0 not from a peer",
+    };
+    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let wrong_key = forged.seal(&TunnelKey::new(&[0x42; 32]).unwrap(), now).unwrap();
+    let replayed = forged.seal(&TunnelKey::from_hex(TUNNEL_KEY).unwrap(), now - 10_000).unwrap();
+    let send_from = |namespace: &str, source: &'static str, bytes: Vec<u8>| {
+        inside(namespace, move || UdpSocket::bind((source, 0)).unwrap().send_to(&bytes, ("10.77.3.2", TUNNEL_PORT)).unwrap());
+    };
+    send_from(&network.ns("d"), "10.77.3.1", wrong_key);
+    wait_for_line(
+        far_dispatcher,
+        "from 10.77.3.1 refused (1 so far): the tag does not match: not sealed with our key, or changed on the way",
+    );
+    send_from(&network.ns("d"), "10.77.3.1", replayed.clone());
+    let stale = wait_for_line(far_dispatcher, "outside the 2000 ms window (replayed, or clocks apart)");
+    assert!(stale.contains("from 10.77.3.1 refused (2 so far): sent at "), "{stale}");
+    send_from(&network.ns("d2"), "10.77.3.2", replayed);
+    wait_for_line(far_dispatcher, "from 10.77.3.2 refused (3 so far): not a peer dispatcher");
 }
 
 /// The base64 SHA-256 of a certificate's public key, as Chromium's

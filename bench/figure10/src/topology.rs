@@ -42,6 +42,8 @@ pub const NEAR: (&str, &str) = ("near.example.test", "10.99.0.5");
 pub const FAR: (&str, &str) = ("far.example.test", "10.99.0.6");
 const VNI: u32 = 42;
 const TUNNEL_PORT: u16 = 4790;
+/// The dispatchers' shared tunnel key (hex): a fixed one, for a bench in namespaces of its own.
+const TUNNEL_KEY: &str = "9c2e4a6b8d0f1a3c5e7b9d1f2a4c6e8a0b2d4f6a8c1e3a5b7d9f0c2e4a6b8d0f";
 const ROLES: [&str; 7] = ["c", "res", "auth", "d1", "d2", "r1", "r2"];
 
 /// A link end that delays what it receives: namespace role, interface.
@@ -276,7 +278,7 @@ fn dispatcher_config(datacenter: usize) -> String {
     let peer = 3 - datacenter;
     let mut text = format!(
         "port = {PORT}\nprefix = \"{PREFIX}\"\nconflicts = \"{} {}\\n{} {}\"\nvni = {VNI}\ndatacenter = \"dc{datacenter}\"\n\
-         tunnel_port = {TUNNEL_PORT}\n[[peer]]\ndatacenter = \"dc{peer}\"\naddress = \"10.78.3.{peer}\"\n",
+         tunnel_port = {TUNNEL_PORT}\ntunnel_key = \"{TUNNEL_KEY}\"\n[[peer]]\ndatacenter = \"dc{peer}\"\naddress = \"10.78.3.{peer}\"\n",
         NEAR.0, NEAR.1, FAR.0, FAR.1
     );
     for (i, (name, _)) in [(1, NEAR), (2, FAR)] {

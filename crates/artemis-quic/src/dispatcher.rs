@@ -6,13 +6,16 @@
 //! answers the client itself. A replica in another data center gets it
 //! through that data center's dispatcher ([`crate::interdc`]), which
 //! listens on its tunnel port on a thread of its own and delivers what
-//! its peers send to its own replicas.
+//! its peers send to its own replicas, once their tag under the shared
+//! key and their time are right; what it refuses it counts.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use pharos_artemis::client_hello::Limits;
 use pharos_artemis::dispatcher::{Action, Dispatcher, RecentLimits, ReplicaAt, Target, Topology};
@@ -22,7 +25,7 @@ use pharos_route::{Policy, Replica, Routes, Service};
 use quinn::udp::{RecvMeta, Transmit, UdpSocketState};
 use serde::Deserialize;
 
-use crate::interdc::{self, Tunnelled};
+use crate::interdc::{self, KeyError, TunnelKey, Tunnelled};
 use crate::vxlan::{self, VXLAN_PORT};
 
 /// The configuration file, TOML.
@@ -45,6 +48,13 @@ pub struct DispatcherConfig {
     /// ([`crate::interdc`]); required with peers.
     #[serde(default)]
     pub tunnel_port: Option<u16>,
+    /// The key the tunnel's datagrams are tagged with, shared by every
+    /// dispatcher: hex, at least 32 digits; or `tunnel_key_file`, a file
+    /// holding it. One of them is required with peers.
+    #[serde(default)]
+    pub tunnel_key: Option<String>,
+    #[serde(default)]
+    pub tunnel_key_file: Option<PathBuf>,
     /// The other data centers' dispatchers.
     #[serde(default, rename = "peer")]
     pub peers: Vec<PeerConfig>,
@@ -113,6 +123,14 @@ pub enum ConfigError {
     NoPeer { id: u16, datacenter: String },
     #[error("[[peer]] dispatchers need a tunnel_port")]
     NoTunnelPort,
+    #[error("[[peer]] dispatchers need a tunnel_key or a tunnel_key_file")]
+    NoTunnelKey,
+    #[error("tunnel_key and tunnel_key_file both given: keep one")]
+    TwoTunnelKeys,
+    #[error("tunnel_key_file {path}: {error}")]
+    TunnelKeyFile { path: String, error: String },
+    #[error("tunnel_key: {0}")]
+    TunnelKey(#[from] KeyError),
 }
 
 /// Where a replica's datagrams are tunnelled.
@@ -194,6 +212,29 @@ impl DispatcherConfig {
         Ok(replicas)
     }
 
+    /// The peer dispatchers with the tunnel's port and key; `None` without peers.
+    fn peers(&self) -> Result<Option<Peers>, ConfigError> {
+        let key = match (&self.tunnel_key, &self.tunnel_key_file) {
+            (Some(_), Some(_)) => return Err(ConfigError::TwoTunnelKeys),
+            (Some(hex), None) => Some(TunnelKey::from_hex(hex)?),
+            (None, Some(path)) => {
+                let unreadable =
+                    |error: std::io::Error| ConfigError::TunnelKeyFile { path: path.display().to_string(), error: error.to_string() };
+                Some(TunnelKey::from_hex(&std::fs::read_to_string(path).map_err(unreadable)?)?)
+            }
+            (None, None) => None,
+        };
+        if self.peers.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Peers {
+            port: self.tunnel_port.ok_or(ConfigError::NoTunnelPort)?,
+            addresses: self.peers.iter().map(|peer| peer.address).collect(),
+            key: key.ok_or(ConfigError::NoTunnelKey)?,
+            refused: AtomicU64::new(0),
+        }))
+    }
+
     /// The VXLAN endpoints of this data center's replicas, by replica address.
     fn vteps(&self) -> Result<HashMap<IpAddr, Vtep>, ConfigError> {
         let own = self.datacenter.as_deref();
@@ -245,9 +286,20 @@ struct Delivery {
     tunnel: UdpSocket,
     vteps: HashMap<IpAddr, Vtep>,
     vni: u32,
-    tunnel_port: u16,
-    /// The peer dispatchers' addresses: the only senders believed on the tunnel.
-    peers: HashSet<IpAddr>,
+    peers: Option<Peers>,
+}
+
+/// The other data centers' dispatchers, and what this one refused of
+/// their tunnel.
+struct Peers {
+    /// The tunnel's UDP port, the same on every dispatcher.
+    port: u16,
+    /// The only senders believed on the tunnel.
+    addresses: HashSet<IpAddr>,
+    key: TunnelKey,
+    /// Tunnel datagrams refused: from another sender, with a wrong tag,
+    /// outside the time window, or malformed.
+    refused: AtomicU64,
 }
 
 impl SocketDispatcher {
@@ -264,13 +316,7 @@ impl SocketDispatcher {
         // quinn-udp leaves it non-blocking; this loop has nothing else to do.
         socket.set_nonblocking(false)?;
         let tunnel = UdpSocket::bind((Ipv6Addr::UNSPECIFIED, config.tunnel_port.unwrap_or(0)))?;
-        let delivery = Delivery {
-            tunnel,
-            vteps: config.vteps()?,
-            vni: config.vni,
-            tunnel_port: config.tunnel_port.unwrap_or(0),
-            peers: config.peers.iter().map(|peer| peer.address).collect(),
-        };
+        let delivery = Delivery { tunnel, vteps: config.vteps()?, vni: config.vni, peers: config.peers()? };
         Ok(Self { socket, state, dispatcher, delivery: Arc::new(delivery), port: config.port })
     }
 
@@ -282,7 +328,7 @@ impl SocketDispatcher {
     /// each; with peers, a thread delivers what they tunnel here.
     pub fn run(&mut self, log: impl FnMut(&Handled) + Send + 'static) -> io::Result<()> {
         let log = Arc::new(Mutex::new(log));
-        if !self.delivery.peers.is_empty() {
+        if self.delivery.peers.is_some() {
             let (delivery, log) = (self.delivery.clone(), log.clone());
             std::thread::spawn(move || {
                 if let Err(error) = delivery.serve_tunnel(|handled| log_one(&log, handled)) {
@@ -329,10 +375,11 @@ impl Delivery {
         match target {
             Target::Replica(replica) => self.to_replica(client, service, *replica, datagrams),
             Target::Dispatcher { datacenter, address, replica } => {
-                let peer = SocketAddr::new(*address, self.tunnel_port);
+                let Some(peers) = &self.peers else { return format!("drop: no [[peer]] dispatchers to reach data center {datacenter}") };
+                let peer = SocketAddr::new(*address, peers.port);
                 for datagram in datagrams {
                     let sent = Tunnelled { client, service, replica: *replica, datagram }
-                        .encode()
+                        .seal(&peers.key, unix_ms())
                         .map_err(|error| error.to_string())
                         .and_then(|bytes| self.tunnel.send_to(&bytes, mapped(peer)).map_err(|error| error.to_string()));
                     if let Err(error) = sent {
@@ -360,27 +407,37 @@ impl Delivery {
 
     /// Delivers what peer dispatchers tunnel here until the socket fails.
     fn serve_tunnel(&self, mut log: impl FnMut(&Handled)) -> io::Result<()> {
+        let Some(peers) = &self.peers else { return Ok(()) };
         let mut buffer = vec![0u8; 64 * 1024];
         loop {
             let (len, from) = self.tunnel.recv_from(&mut buffer)?;
-            log(&self.deliver_tunnelled(from.ip().to_canonical(), &buffer[..len]));
+            log(&self.deliver_tunnelled(peers, from.ip().to_canonical(), &buffer[..len]));
         }
     }
 
-    fn deliver_tunnelled(&self, peer: IpAddr, bytes: &[u8]) -> Handled {
-        let unknown = |outcome: String| Handled { client: SocketAddr::new(peer, 0), service_address: None, outcome };
-        if !self.peers.contains(&peer) {
-            return unknown(format!("drop: a tunnel datagram from {peer}, not a peer dispatcher"));
+    fn deliver_tunnelled(&self, peers: &Peers, sender: IpAddr, bytes: &[u8]) -> Handled {
+        let refuse = |why: String| {
+            let count = peers.refused.fetch_add(1, Ordering::Relaxed) + 1;
+            let outcome = format!("drop: tunnel datagram from {sender} refused ({count} so far): {why}");
+            Handled { client: SocketAddr::new(sender, 0), service_address: None, outcome }
+        };
+        if !peers.addresses.contains(&sender) {
+            return refuse("not a peer dispatcher".into());
         }
-        match interdc::decode(bytes) {
+        match interdc::open(bytes, &peers.key, unix_ms()) {
             Ok(tunnelled) => {
                 let delivered = self.to_replica(tunnelled.client, tunnelled.service, tunnelled.replica, &[tunnelled.datagram]);
-                let outcome = format!("tunnelled from {peer}: {delivered}");
+                let outcome = format!("tunnelled from {sender}: {delivered}");
                 Handled { client: tunnelled.client, service_address: Some(tunnelled.service.ip()), outcome }
             }
-            Err(error) => unknown(format!("drop: tunnel from {peer}: {error}")),
+            Err(error) => refuse(error.to_string()),
         }
     }
+}
+
+/// The wall clock the tunnel's times are read on, Unix ms.
+fn unix_ms() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64)
 }
 
 /// One line to the log the service loop and the tunnel thread share.
@@ -420,7 +477,7 @@ mod tests {
             Ok(config) => config,
             Err(error) => return error.to_string(),
         };
-        let checks = [config.routes().err(), config.replicas().err(), config.vteps().err(), config.addresses().err()];
+        let checks = [config.routes().err(), config.replicas().err(), config.vteps().err(), config.addresses().err(), config.peers().err()];
         checks.into_iter().flatten().next().unwrap_or_else(|| panic!("accepted {text}")).to_string()
     }
 
@@ -459,6 +516,34 @@ mod tests {
         assert!(error_of(&far).contains("in data center dc2, which has no [[peer]]"));
         let peered = far.replace("vni = 42\n", "vni = 42\n[[peer]]\ndatacenter = \"dc2\"\naddress = \"10.77.3.2\"\n");
         assert!(error_of(&peered).contains("need a tunnel_port"));
+        let ported = peered.replace("vni = 42\n", "vni = 42\ntunnel_port = 4790\n");
+        assert!(error_of(&ported).contains("need a tunnel_key or a tunnel_key_file"));
+        let key = format!("tunnel_key = \"{}\"\n", "ab".repeat(32));
+        let both = ported.replace("vni = 42\n", &format!("vni = 42\n{key}tunnel_key_file = \"/nonexistent\"\n"));
+        assert!(error_of(&both).contains("both given"));
+        let missing = ported.replace("vni = 42\n", "vni = 42\ntunnel_key_file = \"/nonexistent/key\"\n");
+        assert!(error_of(&missing).contains("tunnel_key_file /nonexistent/key: "));
+        let short = ported.replace("vni = 42\n", "vni = 42\ntunnel_key = \"abcd\"\n");
+        assert!(error_of(&short).contains("at least 16"));
+        let keyed = ported.replace("vni = 42\n", &format!("vni = 42\n{key}"));
+        let config = DispatcherConfig::parse(&keyed).unwrap();
+        assert_eq!(config.peers().unwrap().map(|peers| peers.port), Some(4790));
+    }
+
+    #[test]
+    fn the_tunnel_key_may_come_from_a_file() {
+        let file = std::env::temp_dir().join(format!("pharos-tunnel-key-{}", std::process::id()));
+        std::fs::write(&file, format!("{}\n", "0f".repeat(32))).unwrap();
+        let text = GOOD.replace(
+            "vni = 42\n",
+            &format!(
+                "vni = 42\ntunnel_port = 4790\ntunnel_key_file = {:?}\n[[peer]]\ndatacenter = \"dc2\"\naddress = \"10.77.3.2\"\n",
+                file
+            ),
+        );
+        let peers = DispatcherConfig::parse(&text).unwrap().peers();
+        std::fs::remove_file(&file).unwrap();
+        assert!(peers.unwrap().is_some());
     }
 
     #[test]
@@ -466,7 +551,7 @@ mod tests {
         let text = GOOD
             .replace(
                 "vni = 42\n",
-                "vni = 42\ndatacenter = \"dc1\"\ntunnel_port = 4790\n[[peer]]\ndatacenter = \"dc2\"\naddress = \"10.77.3.2\"\n",
+                "vni = 42\ndatacenter = \"dc1\"\ntunnel_port = 4790\ntunnel_key = \"00112233445566778899aabbccddeeff\"\n[[peer]]\ndatacenter = \"dc2\"\naddress = \"10.77.3.2\"\n",
             )
             .replace("vtep = \"10.77.11.2\"", "datacenter = \"dc2\"")
             .replace("mac = \"02:00:00:00:00:01\"", "");

@@ -18,7 +18,8 @@
 //! - [`vxlan`]: the frame that carries a client's datagram, whole, to a
 //!   replica's host.
 //! - [`interdc`]: the tunnel that carries a client's datagram, whole, to
-//!   another data center's dispatcher.
+//!   another data center's dispatcher, tagged (HMAC-SHA256) under the
+//!   dispatchers' shared key and timed against replays.
 //! - [`dispatcher`]: the Service Dispatcher on sockets (`pharos
 //!   dispatcher`): its configuration, and the loop that asks the sans-IO
 //!   dispatcher and tunnels by VXLAN, or to a peer dispatcher.
