@@ -30,6 +30,9 @@ pub struct ConnectArgs {
     /// Connections to make one after another (later ones may go straight to the replica).
     #[arg(long, default_value_t = 1)]
     repeat: u32,
+    /// A DNS server (Pharos, ADDRESS:PORT) whose lookup of the name races the service address.
+    #[arg(long)]
+    race_dns: Option<SocketAddr>,
 }
 
 /// One line per connection: where it went, then the replica's greeting.
@@ -42,6 +45,9 @@ pub fn run(args: ConnectArgs) -> anyhow::Result<()> {
         roots.add(certificate.into()).with_context(|| format!("{} is not a certificate", path.display()))?;
     }
     let mut client = ArtemisClient::new(addresses, args.port, client_config(roots, ALPN));
+    if let Some(server) = args.race_dns {
+        client = client.race_dns(server);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
         for _ in 0..args.repeat {
@@ -67,5 +73,6 @@ fn describe(route: &Route, moved_to: Option<SocketAddr>) -> String {
         }
         (Route::Service { service, .. }, None) => format!("via {service}:"),
         (Route::Cached { replica }, _) => format!("straight to {replica}:"),
+        (Route::Dns { server, address }, _) => format!("by DNS through {server} to {address}:"),
     }
 }

@@ -17,7 +17,9 @@
 //! nothing more reaches the dispatcher. Dispatcher 2 refuses tunnel
 //! datagrams with a wrong tag, an old time, or from a stranger. Debian's Chromium, headless, gets
 //! an HTTP/3 page from the chosen replica through the dispatcher, its
-//! ClientHello split over two Initials. Root only (and Chromium for its
+//! ClientHello split over two Initials. `pharos connect --race-dns` takes
+//! the lookup's answer while the service address is silent, and the
+//! service address when the lookup fails. Root only (and Chromium for its
 //! test): skips loudly without, fails under CI=true.
 
 use std::io::{BufRead, BufReader};
@@ -41,6 +43,8 @@ const VNI: u32 = 42;
 const TUNNEL_PORT: u16 = 4790;
 const ROLES: [&str; 5] = ["c", "d", "d2", "r1", "r2"];
 const CHROMIUM: &str = "/usr/bin/chromium";
+/// Where `pharos serve` answers in the DNS race test: dispatcher 1's namespace.
+const DNS_SERVER: &str = "10.77.1.1:5353";
 /// The dispatchers' shared tunnel key (hex).
 const TUNNEL_KEY: &str = "5f1e0c3a9b7d2e4f6a8c0e1f3b5d7f9a2c4e6a8b0d1f3a5c7e9b2d4f6a8c0e1f";
 
@@ -239,7 +243,7 @@ fn start_replicas(network: &Network, dir: &Path) -> Vec<Process> {
         .collect()
 }
 
-fn connect_with_the_cli(network: &Network, dir: &Path) -> String {
+fn connect_with_the_cli(network: &Network, dir: &Path, extra: &[&str]) -> String {
     let output = Command::new("ip")
         .args(["netns", "exec", &network.ns("c"), env!("CARGO_BIN_EXE_pharos"), "connect", NAME, "--prefix", "10.99.0.0/24"])
         .args(["--port", &PORT.to_string(), "--conflicts"])
@@ -248,6 +252,7 @@ fn connect_with_the_cli(network: &Network, dir: &Path) -> String {
         .arg(dir.join("r1.der"))
         .arg("--ca")
         .arg(dir.join("r2.der"))
+        .args(extra)
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
@@ -270,7 +275,7 @@ fn the_dispatcher_routes_the_handshake_by_vxlan_or_through_the_other_data_center
         let config = dispatcher_config(dir.path(), 1, weights);
         let dispatcher = Process::start(&network.ns("d"), &["dispatcher", "--config", config.to_str().unwrap()]);
         assert_eq!(dispatcher.first_line.trim(), PORT.to_string());
-        let printed = connect_with_the_cli(&network, dir.path());
+        let printed = connect_with_the_cli(&network, dir.path(), &[]);
         let expected = format!("via {SERVICE_ADDRESS}:{PORT} moved to 10.77.2{chosen}.2:{PORT} ttl 60: hello from replica {chosen}\n");
         assert_eq!(printed, expected, "weights {weights:?}");
         let handled = lines_until_marker(&network, &dispatcher);
@@ -421,4 +426,78 @@ fn chromium_fetches_a_page_over_http3_from_the_replica_the_dispatcher_chose() {
         let browser = connected.split(" -> ").next().unwrap();
         assert_eq!(handled[0], format!("{browser} -> {SERVICE_ADDRESS}: wait"), "{handled:#?}");
     }
+}
+
+struct DnsServer(Child);
+
+impl Drop for DnsServer {
+    fn drop(&mut self) {
+        self.0.kill().ok();
+        self.0.wait().ok();
+    }
+}
+
+/// `pharos serve` in dispatcher 1's namespace on [`DNS_SERVER`], its zone
+/// naming replica 2's own address for [`NAME`]; returned once it answers
+/// the client's namespace; killed when dropped.
+fn start_dns_server(network: &Network, dir: &Path) -> DnsServer {
+    std::fs::write(
+        dir.join("example.test.zone"),
+        "$TTL 300\n@ SOA ns hostmaster 1 7200 3600 1209600 60\n NS ns\nns A 10.77.1.1\nsvc A 10.77.22.2\n",
+    )
+    .unwrap();
+    let config = dir.join("pharos.toml");
+    std::fs::write(
+        &config,
+        format!("[server]\nlisten = [\"{DNS_SERVER}\"]\nthreads = 1\n[[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\n"),
+    )
+    .unwrap();
+    let server = DnsServer(
+        Command::new("ip")
+            .args(["netns", "exec", &network.ns("d"), env!("CARGO_BIN_EXE_pharos"), "serve", "--config"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // A bare query for NAME's A record, id 7.
+    let query = [&[0, 7, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0][..], b"\x03svc\x07example\x04test\x00\x00\x01\x00\x01"].concat();
+    loop {
+        let query = query.clone();
+        let answered = inside(&network.ns("c"), move || {
+            let socket = UdpSocket::bind("10.77.1.2:0").unwrap();
+            socket.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+            socket.send_to(&query, DNS_SERVER).is_ok() && socket.recv(&mut [0; 512]).is_ok()
+        });
+        if answered {
+            return server;
+        }
+        assert!(Instant::now() < deadline, "pharos serve answers within 30 s");
+    }
+}
+
+#[test]
+fn pharos_connect_races_a_dns_lookup_against_the_service_address() {
+    if !may_run() {
+        return;
+    }
+    let network = Network::build("r");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("conflicts"), format!("{NAME} {SERVICE_ADDRESS}\n")).unwrap();
+    let _replicas = start_replicas(&network, dir.path());
+    let _dns = start_dns_server(&network, dir.path());
+
+    // No dispatcher yet: the service address never answers, the lookup wins.
+    let printed = connect_with_the_cli(&network, dir.path(), &["--race-dns", DNS_SERVER]);
+    assert_eq!(printed, format!("by DNS through {DNS_SERVER} to 10.77.22.2:{PORT}: hello from replica 2\n"));
+
+    // A lookup refused at once (nothing on the port) leaves the service address to win.
+    let far_config = dispatcher_config(dir.path(), 2, [1, 0]);
+    let _far = Process::start(&network.ns("d2"), &["dispatcher", "--config", far_config.to_str().unwrap()]);
+    let config = dispatcher_config(dir.path(), 1, [1, 0]);
+    let _dispatcher = Process::start(&network.ns("d"), &["dispatcher", "--config", config.to_str().unwrap()]);
+    let printed = connect_with_the_cli(&network, dir.path(), &["--race-dns", "10.77.1.1:5354"]);
+    assert_eq!(printed, format!("via {SERVICE_ADDRESS}:{PORT} moved to 10.77.21.2:{PORT} ttl 60: hello from replica 1\n"));
 }
