@@ -28,7 +28,8 @@ pub fn parse_prefix(text: &str) -> Result<(IpAddr, u8), String> {
     let length: u8 =
         length.parse().ok().filter(|&length| length <= width).ok_or_else(|| format!("prefix length {length:?} must be 0 to {width}"))?;
     let bits = Bits::of(address).value;
-    let host_bits = if length == 0 { u128::MAX } else { u128::MAX >> length };
+    // A /128 has no host bits: the shift would overflow.
+    let host_bits = u128::MAX.checked_shr(u32::from(length)).unwrap_or(0);
     if bits & host_bits != 0 {
         return Err(format!("{text} has bits set past /{length}"));
     }
@@ -182,6 +183,8 @@ mod tests {
     fn parses_prefixes_of_both_families() {
         assert_eq!(parse_prefix("2001:db8::/32").unwrap().1, 32);
         assert_eq!(parse_prefix("0.0.0.0/0").unwrap().1, 0);
+        assert_eq!(parse_prefix("::1/128").unwrap().1, 128);
+        assert!(parse_prefix("::1/127").is_err());
         assert!(parse_prefix("10.0.0.0/33").is_err());
         assert!(parse_prefix("10.0.0.0").is_err());
     }
