@@ -5,10 +5,12 @@
 //! (or [`respond_parsed`], after [`prefetch_batch`]), and learns what it
 //! sent from the [`Answered`] they return, without reading it back. The
 //! kernel fast path pre-encodes routed answers with [`write_decision`],
-//! the encoder the query path uses.
+//! the encoder the query path uses. Zone transfers out, many messages
+//! for one query, come from [`respond_transfer`] (module `transfer`).
 
 mod service;
 mod shared;
+mod transfer;
 
 use std::net::IpAddr;
 
@@ -25,6 +27,7 @@ use pharos_zone::{Body, Fitted, Lookup, ZoneSet};
 use rand::Rng;
 pub use service::write_decision;
 pub use shared::SharedSnapshot;
+pub use transfer::{TransferAcl, is_transfer, respond_transfer};
 
 /// The UDP payload size Pharos advertises unless configured otherwise:
 /// the DNS Flag Day 2020 value, which avoids IP fragmentation.
@@ -52,11 +55,14 @@ pub struct Settings {
     /// Resolvers whose EDNS Client Subnet is believed; `None` trusts all.
     /// From anyone else the subnet is ignored (answered with scope 0).
     pub trusted_subnet_senders: Option<PrefixMap<()>>,
+    /// Who may transfer which zone ([`respond_transfer`]); a zone not
+    /// listed is transferred to nobody.
+    pub transfer_acls: Vec<TransferAcl>,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { nsid: None, udp_payload: DEFAULT_UDP_PAYLOAD, trusted_subnet_senders: None }
+        Settings { nsid: None, udp_payload: DEFAULT_UDP_PAYLOAD, trusted_subnet_senders: None, transfer_acls: Vec::new() }
     }
 }
 
@@ -225,8 +231,8 @@ fn answer_query<'s>(
     out: &mut Vec<u8>,
 ) -> Answered<'s> {
     let question = query.question.expect("a parsed query has its question");
-    if let Some((rcode, extended)) = unanswerable(&question) {
-        return write_refusal(query, rcode, Some(extended), opt, out);
+    if let Some((rcode, extended)) = unanswerable(&question, client.transport) {
+        return write_refusal(query, rcode, extended, opt, out);
     }
     let mut qname = [0u8; pharos_wire::name::MAX_NAME_LEN];
     let qname = &mut qname[..question.name_len];
@@ -279,20 +285,27 @@ fn answer_query<'s>(
     Answered { rcode, smallest_ttl, len: writer.len(), qtype: Some(question.qtype), routed: None }
 }
 
-/// Questions answered with an error before any lookup, and why. Other
+/// Questions answered with an error before any lookup, and why if the
+/// references say why. Other
 /// meta types (OPT, MAILA, ...) simply have no data: NODATA, as Knot DNS
 /// and NSD say.
-fn unanswerable(question: &Question) -> Option<(u16, ExtendedError)> {
+fn unanswerable(question: &Question, transport: Transport) -> Option<(u16, Option<ExtendedError>)> {
     match question.qtype {
-        // Pharos offers no zone transfer: refused by policy on every
-        // transport (RFC 5936 section 6), as NSD does over TCP.
-        types::AXFR | types::IXFR => Some((rcode::REFUSED, ExtendedError::PROHIBITED)),
+        // A transfer takes a stream (RFC 5936 section 4.2): over UDP,
+        // NOTIMP, with no reason given, as Knot DNS says it.
+        types::AXFR if transport == Transport::Udp => Some((rcode::NOTIMP, None)),
+        // Transfers are answered over TCP and TLS (`respond_transfer`),
+        // not over HTTPS or QUIC, nor as one message over UDP.
+        types::AXFR | types::IXFR => Some((rcode::REFUSED, Some(TRANSFER_NEEDS_TCP))),
         _ if question.qclass != types::CLASS_IN && question.qclass != types::CLASS_ANY => {
-            Some((rcode::REFUSED, ExtendedError::NOT_SUPPORTED))
+            Some((rcode::REFUSED, Some(ExtendedError::NOT_SUPPORTED)))
         }
         _ => None,
     }
 }
+
+/// Why a transfer query got no zone.
+const TRANSFER_NEEDS_TCP: ExtendedError = ExtendedError { info_code: 21, extra_text: "zone transfers are answered over TCP and TLS" };
 
 /// Why a lookup ended in an error, where the response can say so: a name
 /// in no served zone (as Knot DNS and NSD say), or a DNAME substitution

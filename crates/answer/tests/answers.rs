@@ -6,7 +6,9 @@ use std::net::{IpAddr, Ipv4Addr};
 use domain::base::iana::{Opcode, Rcode, Rtype};
 use domain::base::{Message, ParsedName};
 use domain::rdata::AllRecordData;
-use pharos_answer::{Client, CookieReply, ResponseOptions, Settings, Snapshot, Transport, respond, respond_with};
+use pharos_answer::{
+    Client, CookieReply, ResponseOptions, Settings, Snapshot, TransferAcl, Transport, is_transfer, respond, respond_transfer, respond_with,
+};
 use pharos_zone::{ZoneSet, parse_zone_text};
 use rand::SeedableRng;
 
@@ -290,14 +292,95 @@ fn malformed_queries_get_the_right_error_or_none() {
 }
 
 #[test]
-fn zone_transfers_are_not_offered_and_meta_types_have_no_data() {
-    assert_eq!(udp("example.test", Rtype::AXFR).header().rcode(), Rcode::REFUSED);
-    let over_tcp = ask(&query("example.test", Rtype::AXFR.to_int(), None), Transport::Stream).unwrap();
-    assert_eq!(Message::from_octets(over_tcp).unwrap().header().rcode(), Rcode::REFUSED);
+fn transfers_take_tcp_and_meta_types_have_no_data() {
+    let over_udp = udp("example.test", Rtype::AXFR);
+    assert_eq!(over_udp.header().rcode(), Rcode::NOTIMP, "AXFR over UDP: NOTIMP, as Knot DNS says");
+    assert_eq!(udp("example.test", Rtype::IXFR).header().rcode(), Rcode::REFUSED);
+    // HTTPS and QUIC answer through respond: a transfer is not theirs to give.
+    let over_https = ask(&query("example.test", Rtype::AXFR.to_int(), None), Transport::Stream).unwrap();
+    assert_eq!(Message::from_octets(over_https).unwrap().header().rcode(), Rcode::REFUSED);
     let maila = udp("example.test", Rtype::MAILA);
     assert_eq!((maila.header().rcode(), section(&maila, 1).len()), (Rcode::NOERROR, 1));
 }
 
+/// The messages of a transfer of `name` asked by 127.0.0.1 over a stream
+/// from `snapshot`; checks that the summary counts their octets.
+fn transfer(snapshot: &Snapshot, name: &str, qtype: Rtype) -> Vec<Message<Vec<u8>>> {
+    let client = Client { address: IpAddr::V4(Ipv4Addr::LOCALHOST), transport: Transport::Stream };
+    let packet = query(name, qtype.to_int(), Some((1232, 0, &[])));
+    let parsed = pharos_answer::parse_query(&packet).unwrap();
+    assert!(parsed.question.as_ref().is_some_and(is_transfer));
+    let mut messages = Vec::new();
+    let answered = respond_transfer(&parsed, &client, snapshot, |message| messages.push(message.to_vec()));
+    assert_eq!(answered.len, messages.iter().map(Vec::len).sum::<usize>());
+    messages.into_iter().map(|message| Message::from_octets(message).unwrap()).collect()
+}
+
+/// `snapshot` with 127.0.0.0/8 allowed to transfer `zone`.
+fn allowing_transfer(mut snapshot: Snapshot, zone: &str) -> Snapshot {
+    let allowed = pharos_route::prefix::prefix_set("allow_transfer", &["127.0.0.0/8".to_string()]).unwrap();
+    snapshot.settings.transfer_acls.push(TransferAcl { zone: wire_name(zone).into(), allowed });
+    snapshot
+}
+
+/// The Extended DNS Error's INFO-CODE of a response, if it has one.
+fn extended_error(message: &Message<Vec<u8>>) -> Option<u16> {
+    edns_options(message).into_iter().find(|(code, _)| *code == 15).map(|(_, data)| u16::from_be_bytes([data[0], data[1]]))
+}
+
+#[test]
+fn transfers_are_refused_unless_listed_and_only_for_a_zone_apex() {
+    let refused = transfer(&snapshot(), "example.test", Rtype::AXFR);
+    assert_eq!(refused.len(), 1);
+    assert_eq!((refused[0].header().rcode(), extended_error(&refused[0])), (Rcode::REFUSED, Some(18)), "nobody unless listed");
+    let elsewhere = snapshot();
+    let listed_elsewhere = allowing_transfer(elsewhere, "other.test");
+    assert_eq!(transfer(&listed_elsewhere, "example.test", Rtype::AXFR)[0].header().rcode(), Rcode::REFUSED);
+    let allowed = allowing_transfer(snapshot(), "example.test");
+    for not_a_zone in ["www.example.test", "nowhere.test"] {
+        let answer = &transfer(&allowed, not_a_zone, Rtype::AXFR)[0];
+        assert_eq!((answer.header().rcode(), extended_error(answer)), (Rcode::NOTAUTH, Some(20)), "{not_a_zone}");
+    }
+}
+
+/// Every record of a message's answer section as "owner ttl TYPE data".
+fn records(message: &Message<Vec<u8>>) -> Vec<String> {
+    section(message, 0)
+}
+
+#[test]
+fn a_transfer_sends_every_record_soa_first_and_last_in_messages_up_to_64_kib() {
+    // About 330 KiB of records: six messages or so.
+    let mut zone = String::from("$TTL 60\n@ SOA ns hostmaster 7 7200 3600 1209600 60\n NS ns\nns A 192.0.2.1\n");
+    let filler = "x".repeat(100);
+    for index in 0..3000 {
+        zone.push_str(&format!("t{index} TXT \"{filler}\"\nt{index} MX 10 ns\n"));
+    }
+    let snapshot = || {
+        let zone = parse_zone_text("big.test", &zone, "big.zone").unwrap();
+        let snapshot =
+            Snapshot { zones: ZoneSet::new(vec![zone]).unwrap().into(), routes: Default::default(), settings: Settings::default() };
+        allowing_transfer(snapshot, "big.test")
+    };
+    for qtype in [Rtype::AXFR, Rtype::IXFR] {
+        let messages = transfer(&snapshot(), "big.test", qtype);
+        assert!(messages.len() > 4, "{} messages", messages.len());
+        let mut all = Vec::new();
+        for (index, message) in messages.iter().enumerate() {
+            assert!(message.as_slice().len() <= 65535);
+            let header = message.header();
+            assert!(header.qr() && header.aa() && header.rcode() == Rcode::NOERROR && header.id() == 0xABCD);
+            assert_eq!(message.header_counts().qdcount(), u16::from(index == 0), "the question in the first message only");
+            all.extend(records(message));
+        }
+        let soa = "big.test 60 SOA ns.big.test. hostmaster.big.test. 7 7200 3600 1209600 60";
+        assert_eq!((all[0].as_str(), all[all.len() - 1].as_str()), (soa, soa));
+        assert_eq!(all.len(), 2 + 2 + 2 * 3000);
+        assert!(all.contains(&"t2999.big.test 60 MX 10 ns.big.test.".to_string()));
+        // Compression: 6,000 owners and MX targets would take ~100 KiB more written out.
+        assert!(messages.iter().map(|message| message.as_slice().len()).sum::<usize>() < 3000 * (110 + 30 + 12));
+    }
+}
 /// Asks over a stream connection whose responses carry `options`.
 fn ask_with(packet: &[u8], options: ResponseOptions) -> Message<Vec<u8>> {
     let client = Client { address: IpAddr::V4(Ipv4Addr::LOCALHOST), transport: Transport::Stream };
@@ -385,8 +468,9 @@ fn refusals_say_why_in_an_extended_dns_error() {
     const IN: u16 = 1;
     let ede = |code: u16| Some(vec![(15, code.to_be_bytes().to_vec())]);
     assert_eq!(extended_errors("example.net", Rtype::A, IN, true), (Rcode::REFUSED, ede(20)), "not authoritative");
-    assert_eq!(extended_errors("example.test", Rtype::AXFR, IN, true), (Rcode::REFUSED, ede(18)), "transfers are prohibited");
-    assert_eq!(extended_errors("example.test", Rtype::IXFR, IN, true), (Rcode::REFUSED, ede(18)), "transfers are prohibited");
+    let needs_tcp = Some(vec![(15, [&21u16.to_be_bytes()[..], b"zone transfers are answered over TCP and TLS"].concat())]);
+    assert_eq!(extended_errors("example.test", Rtype::AXFR, IN, true), (Rcode::NOTIMP, Some(vec![])), "as Knot DNS says");
+    assert_eq!(extended_errors("example.test", Rtype::IXFR, IN, true), (Rcode::REFUSED, needs_tcp), "transfers take TCP");
     assert_eq!(extended_errors("example.test", Rtype::A, 3, true), (Rcode::REFUSED, ede(21)), "class CH is not supported");
     assert_eq!(extended_errors("host.example.test", Rtype::A, IN, true), (Rcode::NOERROR, Some(vec![])), "answers carry none");
     assert_eq!(extended_errors("example.net", Rtype::A, IN, false), (Rcode::REFUSED, None), "no OPT asked, none sent");

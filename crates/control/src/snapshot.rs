@@ -47,10 +47,10 @@ impl SnapshotBuilder {
         SnapshotBuilder { loaded, settings, frozen: None, regions: None }
     }
 
-    /// A builder over newly `loaded` zones with the same settings, reusing
-    /// nothing built before.
-    pub fn reloaded(&self, loaded: Vec<Zone>) -> SnapshotBuilder {
-        SnapshotBuilder::new(loaded, self.settings.clone())
+    /// A builder over newly `loaded` zones and their `settings` (a zone's
+    /// transfer list is reloaded with it), reusing nothing built before.
+    pub fn reloaded(&self, loaded: Vec<Zone>, settings: Settings) -> SnapshotBuilder {
+        SnapshotBuilder::new(loaded, settings)
     }
 
     /// The zones alone, with no service routed (what serves until the

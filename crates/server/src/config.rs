@@ -642,6 +642,10 @@ pub struct ZoneConfig {
     /// generate` kept in the store.
     #[serde(default)]
     pub dnssec: bool,
+    /// The client prefixes (CIDR) that may transfer the zone (AXFR, IXFR)
+    /// over TCP or TLS; empty: nobody.
+    #[serde(default)]
+    pub allow_transfer: Vec<String>,
 }
 
 impl ZoneConfig {
@@ -653,7 +657,7 @@ impl ZoneConfig {
         if origin.is_empty() || file.is_empty() {
             bail!("--zone {flag:?}: both the origin and the file are needed");
         }
-        Ok(ZoneConfig { origin: origin.to_string(), file: PathBuf::from(file), dnssec: false })
+        Ok(ZoneConfig { origin: origin.to_string(), file: PathBuf::from(file), dnssec: false, allow_transfer: Vec::new() })
     }
 }
 

@@ -30,7 +30,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use arc_swap::{ArcSwap, ArcSwapOption};
-use pharos_answer::{Settings, SharedSnapshot, Snapshot};
+use pharos_answer::{Settings, SharedSnapshot, Snapshot, TransferAcl};
 use pharos_bgp::BgpTables;
 use pharos_control::health::{ProbeResult, ReplicaHealth, describe};
 use pharos_control::load::{LoadSettings, LoadStatus};
@@ -394,7 +394,7 @@ impl Control {
         let changed = self.changed_declarations(&fresh)?;
         let previous_sources = std::mem::replace(self.plane.sources_mut(), sources);
         // Regions are rebuilt: the data they use was reloaded too.
-        let snapshots = self.plane.snapshots().reloaded(loaded);
+        let snapshots = self.plane.snapshots().reloaded(loaded, settings(&fresh).map_err(ControlError::Zones)?);
         if let Err(error) = self.commit(self.plane.state().with(&changed), &changed, Some((fresh, snapshots)), now) {
             *self.plane.sources_mut() = previous_sources;
             return Err(error);
@@ -715,7 +715,24 @@ fn settings(config: &Config) -> Result<Settings, String> {
     let server = &config.server;
     let trusted = server.client_subnet_trusted_from.as_deref();
     let trusted_subnet_senders = trusted.map(|prefixes| prefix_set("server.client_subnet_trusted_from", prefixes)).transpose()?;
-    Ok(Settings { nsid: server.nsid.as_ref().map(|nsid| nsid.as_bytes().into()), udp_payload: server.udp_payload, trusted_subnet_senders })
+    Ok(Settings {
+        nsid: server.nsid.as_ref().map(|nsid| nsid.as_bytes().into()),
+        udp_payload: server.udp_payload,
+        trusted_subnet_senders,
+        transfer_acls: transfer_acls(config)?,
+    })
+}
+
+/// Who may transfer each zone with an `allow_transfer` list.
+fn transfer_acls(config: &Config) -> Result<Vec<TransferAcl>, String> {
+    let listed = config.all_zones().filter(|zone| !zone.allow_transfer.is_empty());
+    listed
+        .map(|zone| {
+            let field = format!("zone {} allow_transfer", zone.origin);
+            let origin = service_name(&zone.origin).map_err(|message| format!("{field}: {message}"))?;
+            Ok(TransferAcl { zone: origin, allowed: prefix_set(&field, &zone.allow_transfer)? })
+        })
+        .collect()
 }
 
 /// What an operator sees of the MaxMind DB and the IP-to-AS table.

@@ -4,6 +4,10 @@
 //! the same conversation inside TLS, so the connection loop here serves
 //! any byte stream; the accept loop here serves every stream listener.
 //!
+//! Zone transfers (AXFR, and IXFR answered in full) are answered here,
+//! over TCP and TLS only: [`pharos_answer::respond_transfer`] makes the
+//! messages, each framed in turn.
+//!
 //! Each connection is its own task: a client that stalls, reads slowly or
 //! sends half a message holds only its own task, never another's.
 
@@ -13,8 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
-use pharos_answer::{Client, ResponseOptions, SharedSnapshot, Transport, respond_with};
-use pharos_wire::framing::{LENGTH_LEN, push_framed_with, split_frame};
+use pharos_answer::{Client, ResponseOptions, SharedSnapshot, Transport, is_transfer, parse_query, respond_parsed, respond_transfer};
+use pharos_wire::framing::{push_framed, push_framed_with, split_frame};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -235,8 +239,15 @@ fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, r
         let (mut received_count, mut answered_count) = (0, 0);
         while let Ok((message, rest)) = split_frame(unread) {
             let start = output.len();
-            let answered =
-                push_framed_with(output, |output| respond_with(message, &connection.client, &connection.options, &current, rng, output));
+            let answered = match parse_query(message) {
+                // A zone transfer is many messages, framed one by one.
+                Ok(query) if query.question.as_ref().is_some_and(is_transfer) => {
+                    Some(respond_transfer(&query, &connection.client, &current, |response| push_framed(output, response)))
+                }
+                parsed => push_framed_with(output, |output| {
+                    respond_parsed(parsed, &connection.client, &connection.options, &current, rng, output)
+                }),
+            };
             received_count += 1;
             if let Some(answered) = answered {
                 answered_count += 1;
@@ -246,7 +257,8 @@ fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, r
                     client: connection.peer,
                     server: connection.server,
                     query: message,
-                    response: &output[start + LENGTH_LEN..],
+                    // The first message of a transfer stands for it.
+                    response: split_frame(&output[start..]).map_or(&[][..], |(first, _)| first),
                     received,
                     routed: answered.routed,
                     http: None,

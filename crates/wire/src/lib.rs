@@ -56,6 +56,7 @@ pub mod rcode {
     pub const NOTIMP: u16 = 4;
     pub const REFUSED: u16 = 5;
     pub const YXDOMAIN: u16 = 6;
+    pub const NOTAUTH: u16 = 9;
     pub const BADVERS: u16 = 16;
 }
 

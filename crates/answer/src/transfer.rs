@@ -1,0 +1,185 @@
+//! Zone transfer out (AXFR, RFC 5936), over a stream: the whole zone,
+//! SOA first and last, in as few messages as fit 64 KiB each, names
+//! compressed. IXFR is answered the same way, in full, which RFC 1995
+//! section 4 allows a server that keeps no history.
+//!
+//! Who may transfer a zone is the zone's `allow_transfer` list of
+//! prefixes ([`TransferAcl`]); nobody, unless listed. A refused transfer
+//! says why in an Extended DNS Error, as Knot DNS does.
+//!
+//! A service's name has no records in its zone: a policy answers it. A
+//! secondary cannot route, so it is given every enabled replica's address
+//! (the full replica set, at the service's TTL): the one answer that is
+//! right for every client, if not the best. Health is not looked at: a
+//! replica's state changes no serial, and the secondary would keep
+//! whichever subset it fetched.
+//!
+//! A zone that Pharos signs online is not transferred: its denials are
+//! made per query (compact denial), so there is no NSEC chain a secondary
+//! could serve, and the unsigned data under a published DS would be bogus.
+
+use std::net::IpAddr;
+
+use pharos_route::prefix::PrefixMap;
+use pharos_wire::edns::ExtendedError;
+use pharos_wire::query::Question;
+use pharos_wire::{MAX_STREAM_MESSAGE, MessageWriter, Query, flags, name, rcode, types};
+use pharos_zone::Zone;
+
+use crate::{Answered, Client, OptSource, Outcome, ResponseOptions, Snapshot, finish, opt_room, write_refusal};
+
+/// Who may transfer one zone.
+#[derive(Debug, Clone)]
+pub struct TransferAcl {
+    /// The zone's origin, lowercase wire form.
+    pub zone: Box<[u8]>,
+    /// The client prefixes allowed to transfer it.
+    pub allowed: PrefixMap<()>,
+}
+
+/// RFC 8914 section 4.19, with the reason Knot DNS gives.
+const NOT_ALLOWED: ExtendedError = ExtendedError { info_code: 18, extra_text: "transfer not allowed" };
+/// Section 4.22: what Pharos does not offer, and why.
+const SIGNED_ONLINE: ExtendedError =
+    ExtendedError { info_code: 21, extra_text: "zone is signed online (compact denial): no NSEC chain to transfer" };
+
+/// True for the question types answered by [`respond_transfer`].
+pub fn is_transfer(question: &Question) -> bool {
+    matches!(question.qtype, types::AXFR | types::IXFR)
+}
+
+/// Answers a transfer query that came over a stream (TCP or TLS), handing
+/// each response message to `send` in order; returns what the first one
+/// said, with `len` the octets of them all.
+pub fn respond_transfer<'s>(query: &Query<'_>, client: &Client, snapshot: &'s Snapshot, mut send: impl FnMut(&[u8])) -> Answered<'s> {
+    let options = ResponseOptions::default();
+    let opt = OptSource { settings: &snapshot.settings, options: &options };
+    let mut message = Vec::new();
+    let question = query.question.expect("a parsed query has its question");
+    let zone = match transferable(query, client, snapshot) {
+        Ok(zone) => zone,
+        Err((rcode, extended)) => {
+            let answered = write_refusal(query, rcode, Some(extended), opt, &mut message);
+            send(&message);
+            return answered;
+        }
+    };
+    let records = zone_records(zone, snapshot);
+    let room = MAX_STREAM_MESSAGE - opt_room(query.edns, opt);
+    let mut total = 0;
+    write_messages(query, &records, room, opt, &mut message, |message| {
+        total += message.len();
+        send(message);
+    });
+    Answered { rcode: rcode::NOERROR, smallest_ttl: None, len: total, qtype: Some(question.qtype), routed: None }
+}
+
+/// The zone `query` asks to transfer, if `client` may have it; else the
+/// RCODE and reason of the refusal.
+fn transferable<'s>(query: &Query<'_>, client: &Client, snapshot: &'s Snapshot) -> Result<&'s Zone, (u16, ExtendedError)> {
+    let question = query.question.expect("a parsed query has its question");
+    let mut origin = [0u8; name::MAX_NAME_LEN];
+    let origin = &mut origin[..question.name_len];
+    name::lowercase_into(query.qname(), origin);
+    // Only a zone's apex names it: NOTAUTH otherwise, as Knot DNS says.
+    let zone = snapshot.zones.zone_for(origin).filter(|zone| *zone.origin == *origin);
+    let zone = zone.ok_or((rcode::NOTAUTH, ExtendedError::NOT_AUTHORITATIVE))?;
+    if !allowed(&snapshot.settings.transfer_acls, origin, client.address) {
+        return Err((rcode::REFUSED, NOT_ALLOWED));
+    }
+    if zone.signer.is_some() {
+        return Err((rcode::REFUSED, SIGNED_ONLINE));
+    }
+    Ok(zone)
+}
+
+/// True when `client` may transfer the zone at `origin`.
+fn allowed(acls: &[TransferAcl], origin: &[u8], client: IpAddr) -> bool {
+    acls.iter().any(|acl| *acl.zone == *origin && acl.allowed.lookup(client).value.is_some())
+}
+
+/// One record to transfer; its data uncompressed.
+struct Record<'z> {
+    owner: &'z [u8],
+    rtype: u16,
+    ttl: u32,
+    rdata: std::borrow::Cow<'z, [u8]>,
+}
+
+/// Every record of `zone`: the SOA, then each name's RRsets (names in
+/// wire order, apex first), then the SOA again (RFC 5936 section 2.2).
+fn zone_records<'z>(zone: &'z Zone, snapshot: &Snapshot) -> Vec<Record<'z>> {
+    let soa = zone.soa();
+    let soa_record = || Record { owner: &zone.origin, rtype: types::SOA, ttl: soa.ttl, rdata: (&*soa.rdatas[0]).into() };
+    let mut owners: Vec<&[u8]> = zone.nodes.keys().map(|owner| &owner[..]).collect();
+    owners.sort_unstable_by_key(|owner| (*owner != &*zone.origin, *owner));
+    let mut records = vec![soa_record()];
+    for owner in owners {
+        let node = &zone.nodes[owner];
+        for rrset in node.rrsets.iter().filter(|rrset| rrset.rtype != types::SOA) {
+            records.extend(rrset.rdatas.iter().map(|rdata| Record { owner, rtype: rrset.rtype, ttl: rrset.ttl, rdata: (&**rdata).into() }));
+        }
+        if !node.routed_types.is_empty() {
+            records.extend(replica_records(owner, snapshot));
+        }
+    }
+    records.push(soa_record());
+    records
+}
+
+/// The enabled replicas of the service at `owner`, as A and AAAA records.
+fn replica_records<'z>(owner: &'z [u8], snapshot: &Snapshot) -> Vec<Record<'z>> {
+    let Some(service) = snapshot.routes.service(owner) else { return Vec::new() };
+    let ttl = service.ttl_cap.map_or(service.ttl, |cap| service.ttl.min(cap));
+    service
+        .replicas
+        .iter()
+        .filter(|replica| replica.enabled)
+        .map(|replica| {
+            let (rtype, rdata): (u16, Box<[u8]>) = match replica.address {
+                IpAddr::V4(v4) => (types::A, v4.octets().into()),
+                IpAddr::V6(v6) => (types::AAAA, v6.octets().into()),
+            };
+            Record { owner, rtype, ttl, rdata: rdata.into_vec().into() }
+        })
+        .collect()
+}
+
+/// Writes `records` into messages of at most `room` octets (the OPT
+/// record aside), the question in the first only (RFC 5936 section
+/// 2.2.1 allows either), and hands each to `send`.
+fn write_messages(
+    query: &Query<'_>,
+    records: &[Record<'_>],
+    room: usize,
+    opt: OptSource<'_>,
+    message: &mut Vec<u8>,
+    mut send: impl FnMut(&[u8]),
+) {
+    let mut remaining = records;
+    let mut first = true;
+    while !remaining.is_empty() {
+        message.clear();
+        let mut writer = MessageWriter::new(message);
+        if first {
+            writer.question(query.question_bytes());
+        }
+        let mut written = 0;
+        for record in remaining {
+            let before = writer.len();
+            writer.record(record.owner, record.rtype, types::CLASS_IN, record.ttl, &record.rdata);
+            // The first record of a message stays whatever its size: no
+            // other message would hold it either.
+            if writer.len() > room && written > 0 {
+                writer.truncate(before);
+                break;
+            }
+            written += 1;
+        }
+        let counts = [u16::from(first), written as u16, 0, 0];
+        finish(&mut writer, query, &Outcome { flags: flags::AA, rcode: rcode::NOERROR, counts, scope: 0, extended: None }, opt);
+        send(writer.message());
+        remaining = &remaining[written..];
+        first = false;
+    }
+}

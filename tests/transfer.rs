@@ -1,0 +1,329 @@
+//! Zone transfer out, against the real thing: Knot DNS and NSD as
+//! secondaries of Pharos fetch tests/zones/example.com.zone (with a routed
+//! service in it) and then answer its names as Pharos does; Pharos's AXFR
+//! holds what Knot DNS's AXFR of the same file holds; unlisted zones, UDP
+//! and bad `allow_transfer` entries are refused.
+//!
+//! Without knotd or nsd the tests that need them print SKIP and pass,
+//! unless CI is set, where they fail.
+
+mod common;
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::declarations::Declarations;
+use common::{free_port, query_bytes, read_frame, udp_query, wait_until};
+use domain::base::iana::{Rcode, Rtype};
+use domain::base::{Message, ParsedName};
+use domain::rdata::AllRecordData;
+use pharos_wire::framing::framed;
+
+const ZONE: &str = "example.com";
+/// The service routed inside the zone: Pharos answers one replica, a
+/// secondary every one.
+const SERVICE: &str = "svc.example.com";
+
+/// A process stopped when dropped, with its directory.
+struct Running {
+    child: Child,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Running {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Polls until `address` serves the zone with its file's serial;
+    /// fails at once, with the log, if the process exits.
+    fn wait_for_zone(&mut self, what: &str, address: SocketAddr) {
+        wait_until(&format!("{what} serves {ZONE}"), || {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("{what} exited ({status}):\n{}", self.log());
+            }
+            has_zone(address)
+        });
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `command` (its output to `log` in `dir`).
+fn run(mut command: Command, dir: tempfile::TempDir) -> Running {
+    let log = dir.path().join("log");
+    let out = std::fs::File::create(&log).unwrap();
+    command.stdin(Stdio::null()).stdout(out.try_clone().unwrap()).stderr(out);
+    let child = command.spawn().unwrap_or_else(|error| panic!("cannot start {command:?}: {error}"));
+    Running { child, log, _dir: dir }
+}
+
+/// A directory holding a copy of tests/zones/ (the zone and its $INCLUDE).
+fn zone_copy() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new().prefix("xfr-").tempdir().unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/zones");
+    for entry in std::fs::read_dir(source).unwrap().map(Result::unwrap).filter(|entry| entry.file_type().unwrap().is_file()) {
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    dir
+}
+
+/// Pharos serving example.com (transfers allowed to `allow_transfer`)
+/// and example.org (to nobody) on `address`.
+fn start_pharos(address: SocketAddr, allow_transfer: &str) -> Running {
+    let dir = zone_copy();
+    let services = Declarations::new()
+        .service(SERVICE)
+        .policy("failover")
+        .line("ttl = 120")
+        .line("max_answers = 1")
+        .replica("a", "192.0.2.10")
+        .replica("b", "192.0.2.20")
+        .replica("c", "2001:db8::30")
+        .toml();
+    let config = format!(
+        "[server]\nlisten = [\"{address}\"]\nthreads = 1\n{services}\n\
+         [[zone]]\norigin = \"{ZONE}\"\nfile = \"example.com.zone\"\nallow_transfer = {allow_transfer}\n\
+         [[zone]]\norigin = \"example.org\"\nfile = \"example.org.zone\"\n"
+    );
+    std::fs::write(dir.path().join("pharos.toml"), config).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pharos"));
+    command.args(["serve", "--config"]).arg(dir.path().join("pharos.toml"));
+    run(command, dir)
+}
+
+/// The path of `program` (in PATH or an sbin directory), or None after
+/// saying SKIP; under CI a missing program fails the test.
+fn require(program: &str, package: &str) -> Option<PathBuf> {
+    let dirs = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .chain(["/usr/sbin".into(), "/sbin".into()])
+        .collect::<Vec<PathBuf>>();
+    if let Some(path) = dirs.into_iter().map(|dir| dir.join(program)).find(|path| path.is_file()) {
+        return Some(path);
+    }
+    let message = format!("`{program}` is not installed (Debian package `{package}`)");
+    assert!(std::env::var_os("CI").is_none(), "{message}; CI is set, so this is a failure");
+    eprintln!("\n*** SKIP: {message}. Install it with `apt-get install {package}`. ***\n");
+    None
+}
+
+/// knotd on `port`: the primary of the zone file (transfers to loopback)
+/// when `primary` is None, else a secondary fetching from `primary`.
+fn start_knot(knotd: &Path, port: u16, primary: Option<SocketAddr>) -> Running {
+    let dir = zone_copy();
+    let d = dir.path().display();
+    let mut conf = format!(
+        "server:\n  rundir: \"{d}\"\n  listen: 127.0.0.1@{port}\n  background-workers: 1\n\
+         database:\n  storage: \"{d}/db\"\n\
+         log:\n  - target: stderr\n    any: info\n\
+         acl:\n  - id: loopback\n    address: 127.0.0.0/8\n    action: [transfer, notify]\n\
+         template:\n  - id: default\n    storage: \"{d}\"\n    zonefile-sync: -1\n    journal-content: none\n"
+    );
+    match primary {
+        None => conf.push_str(&format!("zone:\n  - domain: {ZONE}.\n    file: example.com.zone\n    acl: loopback\n")),
+        Some(primary) => conf.push_str(&format!(
+            "remote:\n  - id: pharos\n    address: {}@{}\n\
+             zone:\n  - domain: {ZONE}.\n    file: secondary.zone\n    master: pharos\n    acl: loopback\n",
+            primary.ip(),
+            primary.port()
+        )),
+    }
+    std::fs::write(dir.path().join("knot.conf"), conf).unwrap();
+    let mut command = Command::new(knotd);
+    command.arg("-c").arg(dir.path().join("knot.conf")).current_dir(dir.path());
+    run(command, dir)
+}
+
+/// nsd on `port`, a secondary fetching the zone from `primary`.
+fn start_nsd(nsd: &Path, port: u16, primary: SocketAddr) -> Running {
+    let dir = tempfile::Builder::new().prefix("xfr-nsd-").tempdir().unwrap();
+    let d = dir.path().display();
+    let conf = format!(
+        "server:\n  ip-address: 127.0.0.1@{port}\n  port: {port}\n  do-ip6: no\n  username: \"\"\n  chroot: \"\"\n\
+         \x20 zonesdir: \"{d}\"\n  database: \"\"\n  zonelistfile: \"{d}/zone.list\"\n  xfrdfile: \"{d}/xfrd.state\"\n\
+         \x20 xfrdir: \"{d}\"\n  pidfile: \"{d}/nsd.pid\"\n  server-count: 1\n  verbosity: 2\n\
+         remote-control:\n  control-enable: no\n\
+         zone:\n  name: \"{ZONE}\"\n  zonefile: \"secondary.zone\"\n  request-xfr: {}@{} NOKEY\n  allow-notify: 127.0.0.1 NOKEY\n",
+        primary.ip(),
+        primary.port()
+    );
+    std::fs::write(dir.path().join("nsd.conf"), conf).unwrap();
+    let mut command = Command::new(nsd);
+    command.arg("-d").arg("-c").arg(dir.path().join("nsd.conf"));
+    run(command, dir)
+}
+
+/// Every record of a message's answer section as "owner ttl TYPE data",
+/// the owner lowercased.
+fn answer_records(message: &Message<Vec<u8>>) -> Vec<String> {
+    let answer = message.answer().unwrap().limit_to::<AllRecordData<_, ParsedName<_>>>();
+    answer
+        .map(Result::unwrap)
+        .map(|record| {
+            format!("{} {} {} {}", record.owner().to_string().to_lowercase(), record.ttl().as_secs(), record.rtype(), record.data())
+        })
+        .collect()
+}
+
+/// An AXFR of `zone` from `server` over TCP: the messages, read until the
+/// second SOA or an error.
+fn axfr(server: SocketAddr, zone: &str) -> Vec<Message<Vec<u8>>> {
+    let mut stream = TcpStream::connect(server).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream.write_all(&framed(&query_bytes(77, zone, Rtype::AXFR))).unwrap();
+    let mut messages = Vec::new();
+    let mut soas = 0;
+    // Bounded: a transfer of this zone takes one message or a few.
+    while soas < 2 && messages.len() < 100 {
+        let message = read_frame(&mut stream).unwrap();
+        soas += message.answer().unwrap().filter(|record| record.as_ref().is_ok_and(|record| record.rtype() == Rtype::SOA)).count();
+        let failed = message.header().rcode() != Rcode::NOERROR;
+        messages.push(message);
+        if failed {
+            break;
+        }
+    }
+    messages
+}
+
+/// The records of a transfer, in order.
+fn transferred(messages: &[Message<Vec<u8>>]) -> Vec<String> {
+    messages.iter().flat_map(answer_records).collect()
+}
+
+/// What a server answers to (name, type), over UDP: the RCODE, AA and the
+/// answer section, sorted.
+fn answer(server: SocketAddr, name: &str, rtype: Rtype) -> (Rcode, bool, Vec<String>) {
+    let message = udp_query(server, name, rtype).unwrap_or_else(|| panic!("no answer to {name} {rtype} from {server}"));
+    let mut records = answer_records(&message);
+    records.sort();
+    (message.header().rcode(), message.header().aa(), records)
+}
+
+/// True when `server` serves the zone with the serial of the zone file.
+fn has_zone(server: SocketAddr) -> bool {
+    udp_query(server, ZONE, Rtype::SOA)
+        .is_some_and(|message| message.header().aa() && answer_records(&message).iter().any(|soa| soa.contains(" 2024010101 ")))
+}
+
+/// The replica addresses a secondary must give for the service.
+fn replica_set(rtype: Rtype) -> Vec<String> {
+    let records: &[&str] = match rtype {
+        Rtype::A => &["svc.example.com 120 A 192.0.2.10", "svc.example.com 120 A 192.0.2.20"],
+        _ => &["svc.example.com 120 AAAA 2001:db8::30"],
+    };
+    records.iter().map(|record| record.to_string()).collect()
+}
+
+#[test]
+fn knot_and_nsd_transfer_the_zone_and_answer_as_pharos_does() {
+    let (Some(knotd), Some(nsd)) = (require("knotd", "knot"), require("nsd", "nsd")) else { return };
+    let pharos_address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut pharos = start_pharos(pharos_address, "[\"127.0.0.1/32\"]");
+    pharos.wait_for_zone("pharos", pharos_address);
+    let messages = axfr(pharos_address, ZONE);
+    let records = transferred(&messages);
+    assert!(records.len() > 100, "pharos's AXFR: {records:?}\n{}", pharos.log());
+
+    // The differential: Knot's AXFR of the same file holds the same
+    // records, the service's aside, SOA first and last in both.
+    let knot_port = free_port();
+    let mut knot = start_knot(&knotd, knot_port, None);
+    let knot_address = SocketAddr::from(([127, 0, 0, 1], knot_port));
+    knot.wait_for_zone("knotd", knot_address);
+    let knot_records = transferred(&axfr(knot_address, ZONE));
+    assert!(knot_records.len() > 100, "knot's AXFR: {knot_records:?}\n{}", knot.log());
+    for list in [&records, &knot_records] {
+        assert!(list[0].contains(" SOA ") && list[0] == list[list.len() - 1], "SOA first and last: {list:?}");
+    }
+    let mut pharos_static: Vec<&String> = records.iter().filter(|record| !record.starts_with(SERVICE)).collect();
+    let mut knot_sorted: Vec<&String> = knot_records.iter().collect();
+    pharos_static.sort();
+    knot_sorted.sort();
+    assert_eq!(pharos_static, knot_sorted, "pharos's AXFR against knot's");
+    let service_records: Vec<&String> = records.iter().filter(|record| record.starts_with(SERVICE)).collect();
+    assert_eq!(service_records.len(), 3, "the full replica set: {service_records:?}");
+
+    let (knot_port, nsd_port) = (free_port(), free_port());
+    let knot = start_knot(&knotd, knot_port, Some(pharos_address));
+    let nsd = start_nsd(&nsd, nsd_port, pharos_address);
+    let secondaries =
+        [("knotd", SocketAddr::from(([127, 0, 0, 1], knot_port)), knot), ("nsd", SocketAddr::from(([127, 0, 0, 1], nsd_port)), nsd)];
+    let mut questions: Vec<(String, Rtype)> = records
+        .iter()
+        .map(|record| {
+            let mut fields = record.split(' ');
+            let owner = fields.next().unwrap().to_string();
+            (owner, fields.nth(1).unwrap().parse().unwrap())
+        })
+        .collect();
+    questions.extend([("nothere.example.com".to_string(), Rtype::A), ("www.example.com".to_string(), Rtype::TXT)]);
+    questions.sort();
+    questions.dedup();
+    let mut mismatches = Vec::new();
+    for (name, address, mut secondary) in secondaries {
+        secondary.wait_for_zone(&format!("{name}, a secondary of pharos,"), address);
+        for (owner, rtype) in &questions {
+            let theirs = answer(address, owner, *rtype);
+            let expected =
+                if owner == SERVICE { (Rcode::NOERROR, true, replica_set(*rtype)) } else { answer(pharos_address, owner, *rtype) };
+            if theirs != expected {
+                mismatches.push(format!("{name} {owner} {rtype}: {theirs:?}, pharos {expected:?}"));
+            }
+        }
+    }
+    assert!(mismatches.is_empty(), "{} of {} questions differ:\n{}", mismatches.len(), 2 * questions.len(), mismatches.join("\n"));
+    // Pharos itself routes the service: one replica of the set.
+    let (_, _, routed) = answer(pharos_address, SERVICE, Rtype::A);
+    assert!(routed.len() == 1 && replica_set(Rtype::A).contains(&routed[0]), "{routed:?}");
+    eprintln!("knot and nsd answered {} questions each as pharos; {} records transferred", questions.len(), records.len());
+}
+
+/// The INFO-CODE of a response's Extended DNS Error, if it has one.
+fn extended_error(message: &Message<Vec<u8>>) -> Option<u16> {
+    let opt = message.opt()?;
+    let mut options = opt.opt().iter::<domain::base::opt::UnknownOptData<_>>().map(Result::unwrap);
+    let extended = options.find(|option| option.code().to_int() == 15)?;
+    Some(u16::from_be_bytes([extended.as_slice()[0], extended.as_slice()[1]]))
+}
+
+/// An AXFR query with an OPT record, so that refusals can say why.
+fn axfr_refusal(server: SocketAddr, zone: &str) -> (Rcode, Option<u16>) {
+    let mut query = query_bytes(78, zone, Rtype::AXFR);
+    query[11] = 1;
+    query.extend([0, 0, 41, 4, 0xd0, 0, 0, 0, 0, 0, 0]);
+    let mut stream = TcpStream::connect(server).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream.write_all(&framed(&query)).unwrap();
+    let message = read_frame(&mut stream).unwrap();
+    (message.header().rcode(), extended_error(&message))
+}
+
+#[test]
+fn transfers_are_refused_to_unlisted_clients_and_zones_and_over_udp() {
+    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut pharos = start_pharos(address, "[\"10.0.0.0/8\", \"::1/128\"]");
+    pharos.wait_for_zone("pharos", address);
+    assert_eq!(axfr_refusal(address, ZONE), (Rcode::REFUSED, Some(18)), "127.0.0.1 is not listed: {}", pharos.log());
+    assert_eq!(axfr_refusal(address, "example.org"), (Rcode::REFUSED, Some(18)), "example.org lists nobody");
+    assert_eq!(axfr_refusal(address, "www.example.com"), (Rcode::NOTAUTH, Some(20)), "not a zone's apex");
+    assert_eq!(udp_query(address, ZONE, Rtype::AXFR).unwrap().header().rcode(), Rcode::NOTIMP);
+}
+
+#[test]
+fn a_bad_allow_transfer_entry_stops_the_start_naming_it() {
+    let mut pharos = start_pharos(SocketAddr::from(([127, 0, 0, 1], free_port())), "[\"127.0.0.1/32\", \"10.0.0.1/8\"]");
+    let status = pharos.child.wait().unwrap();
+    assert!(!status.success());
+    let log = pharos.log();
+    assert!(log.contains("zone example.com allow_transfer[1]") && log.contains("bits set past /8"), "{log}");
+}
