@@ -14,6 +14,7 @@ declare -A needed=(
   [nsd]=nsd               # second reference server
   [kdig]=knot-dnsutils    # DNS client
   [dig]=bind9-dnsutils    # DNS client
+  [faketime]=faketime     # moves kdig's clock for TSIG's BADTIME (tests/transfer.rs)
   [dnssec-dsfromkey]=bind9-utils  # computes the DS of our DNSKEYs (tests/keys.rs)
   [delv]=bind9-dnsutils   # validates signed answers from a trust anchor (tests/dnssec.rs)
   [unbound-host]=unbound-host  # Unbound's validator, the second one there

@@ -2,10 +2,12 @@
 //! secondaries of Pharos fetch tests/zones/example.com.zone (with a routed
 //! service in it) and then answer its names as Pharos does; Pharos's AXFR
 //! holds what Knot DNS's AXFR of the same file holds; unlisted zones, UDP
-//! and bad `allow_transfer` entries are refused.
+//! and bad transfer settings are refused. With a TSIG key, both transfer,
+//! a wrong key is refused, and kdig checks the signatures and reads
+//! BADKEY, BADSIG and BADTIME (its clock moved by libfaketime).
 //!
-//! Without knotd or nsd the tests that need them print SKIP and pass,
-//! unless CI is set, where they fail.
+//! Without knotd, nsd, kdig or faketime the tests that need them print
+//! SKIP and pass, unless CI is set, where they fail.
 
 mod common;
 
@@ -77,10 +79,16 @@ fn zone_copy() -> tempfile::TempDir {
     dir
 }
 
-/// Pharos serving example.com (transfers allowed to `allow_transfer`)
-/// and example.org (to nobody) on `address`.
-fn start_pharos(address: SocketAddr, allow_transfer: &str) -> Running {
+/// Pharos serving example.com (transfers allowed to `allow_transfer`,
+/// and if `key` is given, signed by it) and example.org (to nobody) on
+/// `address`. The key's secret is read from a file.
+fn start_pharos(address: SocketAddr, allow_transfer: &str, key: Option<&Tsig>) -> Running {
     let dir = zone_copy();
+    let key_tables = key.map_or(String::new(), |key| {
+        std::fs::write(dir.path().join("xfr.secret"), format!("{}\n", key.secret)).unwrap();
+        format!("[[tsig_key]]\nname = \"{}\"\nalgorithm = \"hmac-sha256\"\nsecret_file = \"xfr.secret\"\n", key.name)
+    });
+    let transfer_keys = key.map_or(String::new(), |key| format!("transfer_keys = [\"{}\"]\n", key.name));
     let services = Declarations::new()
         .service(SERVICE)
         .policy("failover")
@@ -91,8 +99,8 @@ fn start_pharos(address: SocketAddr, allow_transfer: &str) -> Running {
         .replica("c", "2001:db8::30")
         .toml();
     let config = format!(
-        "[server]\nlisten = [\"{address}\"]\nthreads = 1\n{services}\n\
-         [[zone]]\norigin = \"{ZONE}\"\nfile = \"example.com.zone\"\nallow_transfer = {allow_transfer}\n\
+        "[server]\nlisten = [\"{address}\"]\nthreads = 1\n{services}\n{key_tables}\
+         [[zone]]\norigin = \"{ZONE}\"\nfile = \"example.com.zone\"\nallow_transfer = {allow_transfer}\n{transfer_keys}\
          [[zone]]\norigin = \"example.org\"\nfile = \"example.org.zone\"\n"
     );
     std::fs::write(dir.path().join("pharos.toml"), config).unwrap();
@@ -116,9 +124,20 @@ fn require(program: &str, package: &str) -> Option<PathBuf> {
     None
 }
 
+/// A TSIG key as the servers' configurations give it: HMAC-SHA256.
+struct Tsig {
+    name: &'static str,
+    /// Base64.
+    secret: &'static str,
+}
+
+const KEY: Tsig = Tsig { name: "xfr-key", secret: "c2VjcmV0IG9mIHRoZSB0cmFuc2ZlciB0ZXN0cyEhIQ==" };
+const WRONG_KEY: Tsig = Tsig { name: "xfr-key", secret: "bm90IHRoZSBzZWNyZXQgUGhhcm9zIGhvbGRzISEhISE=" };
+
 /// knotd on `port`: the primary of the zone file (transfers to loopback)
-/// when `primary` is None, else a secondary fetching from `primary`.
-fn start_knot(knotd: &Path, port: u16, primary: Option<SocketAddr>) -> Running {
+/// when `primary` is None, else a secondary fetching from `primary`,
+/// signing with `key` if given.
+fn start_knot(knotd: &Path, port: u16, primary: Option<SocketAddr>, key: Option<&Tsig>) -> Running {
     let dir = zone_copy();
     let d = dir.path().display();
     let mut conf = format!(
@@ -131,10 +150,15 @@ fn start_knot(knotd: &Path, port: u16, primary: Option<SocketAddr>) -> Running {
     match primary {
         None => conf.push_str(&format!("zone:\n  - domain: {ZONE}.\n    file: example.com.zone\n    acl: loopback\n")),
         Some(primary) => conf.push_str(&format!(
-            "remote:\n  - id: pharos\n    address: {}@{}\n\
+            "{}remote:\n  - id: pharos\n    address: {}@{}\n{}\
              zone:\n  - domain: {ZONE}.\n    file: secondary.zone\n    master: pharos\n    acl: loopback\n",
+            key.map_or(String::new(), |key| format!(
+                "key:\n  - id: {}\n    algorithm: hmac-sha256\n    secret: {}\n",
+                key.name, key.secret
+            )),
             primary.ip(),
-            primary.port()
+            primary.port(),
+            key.map_or(String::new(), |key| format!("    key: {}\n", key.name)),
         )),
     }
     std::fs::write(dir.path().join("knot.conf"), conf).unwrap();
@@ -143,18 +167,24 @@ fn start_knot(knotd: &Path, port: u16, primary: Option<SocketAddr>) -> Running {
     run(command, dir)
 }
 
-/// nsd on `port`, a secondary fetching the zone from `primary`.
-fn start_nsd(nsd: &Path, port: u16, primary: SocketAddr) -> Running {
+/// nsd on `port`, a secondary fetching the zone from `primary`, signing
+/// with `key` if given.
+fn start_nsd(nsd: &Path, port: u16, primary: SocketAddr, key: Option<&Tsig>) -> Running {
     let dir = tempfile::Builder::new().prefix("xfr-nsd-").tempdir().unwrap();
     let d = dir.path().display();
     let conf = format!(
         "server:\n  ip-address: 127.0.0.1@{port}\n  port: {port}\n  do-ip6: no\n  username: \"\"\n  chroot: \"\"\n\
          \x20 zonesdir: \"{d}\"\n  database: \"\"\n  zonelistfile: \"{d}/zone.list\"\n  xfrdfile: \"{d}/xfrd.state\"\n\
          \x20 xfrdir: \"{d}\"\n  pidfile: \"{d}/nsd.pid\"\n  server-count: 1\n  verbosity: 2\n\
-         remote-control:\n  control-enable: no\n\
-         zone:\n  name: \"{ZONE}\"\n  zonefile: \"secondary.zone\"\n  request-xfr: {}@{} NOKEY\n  allow-notify: 127.0.0.1 NOKEY\n",
+         remote-control:\n  control-enable: no\n{}\
+         zone:\n  name: \"{ZONE}\"\n  zonefile: \"secondary.zone\"\n  request-xfr: {}@{} {}\n  allow-notify: 127.0.0.1 NOKEY\n",
+        key.map_or(String::new(), |key| format!(
+            "key:\n  name: \"{}\"\n  algorithm: hmac-sha256\n  secret: \"{}\"\n",
+            key.name, key.secret
+        )),
         primary.ip(),
-        primary.port()
+        primary.port(),
+        key.map_or("NOKEY", |key| key.name),
     );
     std::fs::write(dir.path().join("nsd.conf"), conf).unwrap();
     let mut command = Command::new(nsd);
@@ -228,7 +258,7 @@ fn replica_set(rtype: Rtype) -> Vec<String> {
 fn knot_and_nsd_transfer_the_zone_and_answer_as_pharos_does() {
     let (Some(knotd), Some(nsd)) = (require("knotd", "knot"), require("nsd", "nsd")) else { return };
     let pharos_address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let mut pharos = start_pharos(pharos_address, "[\"127.0.0.1/32\"]");
+    let mut pharos = start_pharos(pharos_address, "[\"127.0.0.1/32\"]", None);
     pharos.wait_for_zone("pharos", pharos_address);
     let messages = axfr(pharos_address, ZONE);
     let records = transferred(&messages);
@@ -237,7 +267,7 @@ fn knot_and_nsd_transfer_the_zone_and_answer_as_pharos_does() {
     // The differential: Knot's AXFR of the same file holds the same
     // records, the service's aside, SOA first and last in both.
     let knot_port = free_port();
-    let mut knot = start_knot(&knotd, knot_port, None);
+    let mut knot = start_knot(&knotd, knot_port, None, None);
     let knot_address = SocketAddr::from(([127, 0, 0, 1], knot_port));
     knot.wait_for_zone("knotd", knot_address);
     let knot_records = transferred(&axfr(knot_address, ZONE));
@@ -254,8 +284,8 @@ fn knot_and_nsd_transfer_the_zone_and_answer_as_pharos_does() {
     assert_eq!(service_records.len(), 3, "the full replica set: {service_records:?}");
 
     let (knot_port, nsd_port) = (free_port(), free_port());
-    let knot = start_knot(&knotd, knot_port, Some(pharos_address));
-    let nsd = start_nsd(&nsd, nsd_port, pharos_address);
+    let knot = start_knot(&knotd, knot_port, Some(pharos_address), None);
+    let nsd = start_nsd(&nsd, nsd_port, pharos_address, None);
     let secondaries =
         [("knotd", SocketAddr::from(([127, 0, 0, 1], knot_port)), knot), ("nsd", SocketAddr::from(([127, 0, 0, 1], nsd_port)), nsd)];
     let mut questions: Vec<(String, Rtype)> = records
@@ -311,7 +341,7 @@ fn axfr_refusal(server: SocketAddr, zone: &str) -> (Rcode, Option<u16>) {
 #[test]
 fn transfers_are_refused_to_unlisted_clients_and_zones_and_over_udp() {
     let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let mut pharos = start_pharos(address, "[\"10.0.0.0/8\", \"::1/128\"]");
+    let mut pharos = start_pharos(address, "[\"10.0.0.0/8\", \"::1/128\"]", None);
     pharos.wait_for_zone("pharos", address);
     assert_eq!(axfr_refusal(address, ZONE), (Rcode::REFUSED, Some(18)), "127.0.0.1 is not listed: {}", pharos.log());
     assert_eq!(axfr_refusal(address, "example.org"), (Rcode::REFUSED, Some(18)), "example.org lists nobody");
@@ -319,11 +349,104 @@ fn transfers_are_refused_to_unlisted_clients_and_zones_and_over_udp() {
     assert_eq!(udp_query(address, ZONE, Rtype::AXFR).unwrap().header().rcode(), Rcode::NOTIMP);
 }
 
+/// What `pharos serve` says when it refuses to start on a config of
+/// example.com with `zone_keys` in its zone table and `tables` before it.
+fn start_refused(tables: &str, zone_keys: &str) -> String {
+    let dir = zone_copy();
+    std::fs::write(dir.path().join("xfr.secret"), format!("{}\n", KEY.secret)).unwrap();
+    let address = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let config =
+        format!("[server]\nlisten = [\"{address}\"]\n{tables}\n[[zone]]\norigin = \"{ZONE}\"\nfile = \"example.com.zone\"\n{zone_keys}\n");
+    std::fs::write(dir.path().join("pharos.toml"), config).unwrap();
+    let output =
+        Command::new(env!("CARGO_BIN_EXE_pharos")).args(["serve", "--config"]).arg(dir.path().join("pharos.toml")).output().unwrap();
+    assert!(!output.status.success(), "started on {tables} {zone_keys}");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 #[test]
-fn a_bad_allow_transfer_entry_stops_the_start_naming_it() {
-    let mut pharos = start_pharos(SocketAddr::from(([127, 0, 0, 1], free_port())), "[\"127.0.0.1/32\", \"10.0.0.1/8\"]");
-    let status = pharos.child.wait().unwrap();
-    assert!(!status.success());
-    let log = pharos.log();
-    assert!(log.contains("zone example.com allow_transfer[1]") && log.contains("bits set past /8"), "{log}");
+fn bad_transfer_settings_stop_the_start_naming_them() {
+    let key = |lines: &str| format!("[[tsig_key]]\nname = \"xfr-key\"\n{lines}");
+    let secret = format!("secret = \"{}\"", KEY.secret);
+    let listed = "allow_transfer = [\"127.0.0.1/32\"]";
+    let cases = [
+        (
+            String::new(),
+            "allow_transfer = [\"127.0.0.1/32\", \"10.0.0.1/8\"]".to_string(),
+            "zone example.com allow_transfer[1]: 10.0.0.1/8 has bits set past /8",
+        ),
+        (
+            key(&secret),
+            format!("{listed}\ntransfer_keys = [\"other\"]"),
+            "zone example.com transfer_keys[0]: no [[tsig_key]] is named \"other\"",
+        ),
+        (key(&secret), "transfer_keys = [\"xfr-key\"]".to_string(), "zone example.com: transfer_keys without allow_transfer"),
+        (key("secret = \"not base64!\""), listed.to_string(), "tsig_key \"xfr-key\": the secret is not base64"),
+        (key(""), listed.to_string(), "tsig_key \"xfr-key\": give secret or secret_file, one of them"),
+        (key(&format!("{secret}\nsecret_file = \"xfr.secret\"")), listed.to_string(), "give secret or secret_file, one of them"),
+        (key("secret_file = \"nowhere.secret\""), listed.to_string(), "tsig_key \"xfr-key\": cannot read"),
+        (key(&format!("{secret}\nalgorithm = \"hmac-md5\"")), listed.to_string(), "algorithm \"hmac-md5\" is not offered (hmac-sha256 is)"),
+        (format!("{}\n{}", key(&secret), key(&secret)), listed.to_string(), "tsig_key \"xfr-key\" is declared twice"),
+    ];
+    for (tables, zone_keys, expected) in cases {
+        let said = start_refused(&tables, &zone_keys);
+        assert!(said.contains(expected), "{tables} {zone_keys}: {said}");
+    }
+}
+
+#[test]
+fn knot_and_nsd_transfer_with_the_key_and_are_refused_with_a_wrong_one() {
+    let (Some(knotd), Some(nsd)) = (require("knotd", "knot"), require("nsd", "nsd")) else { return };
+    let pharos_address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut pharos = start_pharos(pharos_address, "[\"127.0.0.1/32\"]", Some(&KEY));
+    pharos.wait_for_zone("pharos", pharos_address);
+    let ports = [free_port(), free_port(), free_port(), free_port()];
+    let at = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+    let signed = [
+        ("knotd", at(ports[0]), start_knot(&knotd, ports[0], Some(pharos_address), Some(&KEY))),
+        ("nsd", at(ports[1]), start_nsd(&nsd, ports[1], pharos_address, Some(&KEY))),
+    ];
+    let wrong = [
+        ("knotd", at(ports[2]), start_knot(&knotd, ports[2], Some(pharos_address), Some(&WRONG_KEY))),
+        ("nsd", at(ports[3]), start_nsd(&nsd, ports[3], pharos_address, Some(&WRONG_KEY))),
+    ];
+    for (name, address, mut secondary) in signed {
+        secondary.wait_for_zone(&format!("{name}, signing with the key,"), address);
+        assert_eq!(answer(address, "www.example.com", Rtype::A), answer(pharos_address, "www.example.com", Rtype::A));
+    }
+    // Each secondary with the wrong key is told BADSIG (in its words), and serves nothing.
+    wait_until("both wrong-key secondaries are refused", || pharos.log().matches("zone transfer refused").count() >= 2);
+    for ((name, address, secondary), says) in wrong.iter().zip(["failed to verify TSIG", "tsig error (Bad Signature)"]) {
+        wait_until(&format!("{name} logs the BADSIG"), || secondary.log().contains(says));
+        assert!(!has_zone(*address), "{name} serves the zone though refused:\n{}", secondary.log());
+    }
+    assert!(pharos.log().contains("rcode=9"), "{}", pharos.log());
+}
+
+/// kdig's words for what Pharos answered its AXFR of example.com signed
+/// with `key`, with kdig's clock `shift` away (through libfaketime).
+fn kdig_axfr(kdig: &Path, faketime: &Path, server: SocketAddr, key: &Tsig, shift: &str) -> String {
+    let output = Command::new(faketime)
+        .args(["-f", shift])
+        .arg(kdig)
+        .args([&format!("@{}", server.ip()), "-p", &server.port().to_string(), ZONE, "AXFR", "-y"])
+        .arg(format!("hmac-sha256:{}:{}", key.name, key.secret))
+        .output()
+        .unwrap();
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+#[test]
+fn kdig_checks_signed_transfers_and_reads_badkey_badsig_and_badtime() {
+    let (Some(kdig), Some(faketime)) = (require("kdig", "knot-dnsutils"), require("faketime", "faketime")) else { return };
+    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut pharos = start_pharos(address, "[\"127.0.0.1/32\"]", Some(&KEY));
+    pharos.wait_for_zone("pharos", address);
+    let signed = kdig_axfr(&kdig, &faketime, address, &KEY, "+0s");
+    assert!(signed.contains("1 messages, 188 records") && !signed.contains("WARNING"), "{signed}");
+    let unknown = Tsig { name: "other-key", ..KEY };
+    assert!(kdig_axfr(&kdig, &faketime, address, &unknown, "+0s").contains("'BADKEY'"));
+    assert!(kdig_axfr(&kdig, &faketime, address, &WRONG_KEY, "+0s").contains("'BADSIG'"));
+    assert!(kdig_axfr(&kdig, &faketime, address, &KEY, "-1000s").contains("'BADTIME'"));
+    assert!(kdig_axfr(&kdig, &faketime, address, &KEY, "-200s").contains("188 records"), "within the fudge");
 }

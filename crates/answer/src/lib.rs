@@ -11,6 +11,7 @@
 mod service;
 mod shared;
 mod transfer;
+mod tsig;
 
 use std::net::IpAddr;
 
@@ -28,6 +29,7 @@ use rand::Rng;
 pub use service::write_decision;
 pub use shared::SharedSnapshot;
 pub use transfer::{TransferAcl, is_transfer, respond_transfer};
+pub use tsig::{HMAC_SHA256, TsigKey};
 
 /// The UDP payload size Pharos advertises unless configured otherwise:
 /// the DNS Flag Day 2020 value, which avoids IP fragmentation.
@@ -58,11 +60,19 @@ pub struct Settings {
     /// Who may transfer which zone ([`respond_transfer`]); a zone not
     /// listed is transferred to nobody.
     pub transfer_acls: Vec<TransferAcl>,
+    /// The TSIG keys transfer requests may be signed with.
+    pub tsig_keys: Vec<TsigKey>,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { nsid: None, udp_payload: DEFAULT_UDP_PAYLOAD, trusted_subnet_senders: None, transfer_acls: Vec::new() }
+        Settings {
+            nsid: None,
+            udp_payload: DEFAULT_UDP_PAYLOAD,
+            trusted_subnet_senders: None,
+            transfer_acls: Vec::new(),
+            tsig_keys: Vec::new(),
+        }
     }
 }
 

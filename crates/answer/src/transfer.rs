@@ -4,8 +4,9 @@
 //! section 4 allows a server that keeps no history.
 //!
 //! Who may transfer a zone is the zone's `allow_transfer` list of
-//! prefixes ([`TransferAcl`]); nobody, unless listed. A refused transfer
-//! says why in an Extended DNS Error, as Knot DNS does.
+//! prefixes and, if it names any, its TSIG keys ([`TransferAcl`]);
+//! nobody, unless listed. A signed request is checked and its responses
+//! signed (`tsig`). A refused transfer says why in an Extended DNS Error.
 //!
 //! A service's name has no records in its zone: a policy answers it. A
 //! secondary cannot route, so it is given every enabled replica's address
@@ -26,17 +27,24 @@ use pharos_wire::query::Question;
 use pharos_wire::{MAX_STREAM_MESSAGE, MessageWriter, Query, flags, name, rcode, types};
 use pharos_zone::Zone;
 
+use crate::tsig::{self, Checked};
 use crate::{Answered, Client, OptSource, Outcome, ResponseOptions, Snapshot, finish, opt_room, write_refusal};
 
-/// Who may transfer one zone.
+/// Who may transfer one zone: a client from a listed prefix, with a
+/// request signed by one of the listed keys if any are listed.
 #[derive(Debug, Clone)]
 pub struct TransferAcl {
     /// The zone's origin, lowercase wire form.
     pub zone: Box<[u8]>,
     /// The client prefixes allowed to transfer it.
     pub allowed: PrefixMap<()>,
+    /// The TSIG keys (names, lowercase wire form) one of which must sign
+    /// the request; empty: none needed.
+    pub keys: Vec<Box<[u8]>>,
 }
 
+/// A request whose TSIG record cannot be read.
+const UNREADABLE_TSIG: ExtendedError = ExtendedError::other("TSIG record malformed");
 /// RFC 8914 section 4.19, with the reason Knot DNS gives.
 const NOT_ALLOWED: ExtendedError = ExtendedError { info_code: 18, extra_text: "transfer not allowed" };
 /// Section 4.22: what Pharos does not offer, and why.
@@ -48,35 +56,78 @@ pub fn is_transfer(question: &Question) -> bool {
     matches!(question.qtype, types::AXFR | types::IXFR)
 }
 
-/// Answers a transfer query that came over a stream (TCP or TLS), handing
-/// each response message to `send` in order; returns what the first one
-/// said, with `len` the octets of them all.
-pub fn respond_transfer<'s>(query: &Query<'_>, client: &Client, snapshot: &'s Snapshot, mut send: impl FnMut(&[u8])) -> Answered<'s> {
+/// Answers a transfer query that came over a stream (TCP or TLS) at
+/// `now` (Unix seconds, for TSIG), handing each response message to
+/// `send` in order; returns what the first one said, with `len` the
+/// octets of them all.
+pub fn respond_transfer<'s>(
+    query: &Query<'_>,
+    client: &Client,
+    snapshot: &'s Snapshot,
+    now: u64,
+    mut send: impl FnMut(&[u8]),
+) -> Answered<'s> {
     let options = ResponseOptions::default();
     let opt = OptSource { settings: &snapshot.settings, options: &options };
     let mut message = Vec::new();
     let question = query.question.expect("a parsed query has its question");
-    let zone = match transferable(query, client, snapshot) {
-        Ok(zone) => zone,
-        Err((rcode, extended)) => {
-            let answered = write_refusal(query, rcode, Some(extended), opt, &mut message);
+    let mut signing = match tsig::check(query.packet, query.tsig_at, &snapshot.settings.tsig_keys, now) {
+        None => {
+            let answered = write_refusal(query, rcode::FORMERR, Some(UNREADABLE_TSIG), opt, &mut message);
             send(&message);
             return answered;
         }
+        Some(Checked::Refused(refusal)) => {
+            let answered = write_refusal(query, rcode::NOTAUTH, Some(tsig_refusal(refusal.error)), opt, &mut message);
+            refusal.append_to(&mut message, now);
+            send(&message);
+            return Answered { len: message.len(), ..answered };
+        }
+        Some(Checked::Unsigned) => None,
+        Some(Checked::Signed(signing)) => Some(signing),
+    };
+    let key_name = signing.as_ref().map(|signing| signing.key_name().to_vec());
+    let mut sign_and_send = |message: &mut Vec<u8>| {
+        if let Some(signing) = signing.as_mut() {
+            signing.sign(message, now);
+        }
+        send(message);
+        message.len()
+    };
+    let zone = match transferable(query, client, snapshot, key_name.as_deref()) {
+        Ok(zone) => zone,
+        Err((rcode, extended)) => {
+            let answered = write_refusal(query, rcode, Some(extended), opt, &mut message);
+            return Answered { len: sign_and_send(&mut message), ..answered };
+        }
     };
     let records = zone_records(zone, snapshot);
-    let room = MAX_STREAM_MESSAGE - opt_room(query.edns, opt);
+    let tsig_room = key_name.as_deref().map_or(0, tsig::record_len);
+    let room = MAX_STREAM_MESSAGE - opt_room(query.edns, opt) - tsig_room;
     let mut total = 0;
-    write_messages(query, &records, room, opt, &mut message, |message| {
-        total += message.len();
-        send(message);
-    });
+    write_messages(query, &records, room, opt, &mut message, |message| total += sign_and_send(message));
     Answered { rcode: rcode::NOERROR, smallest_ttl: None, len: total, qtype: Some(question.qtype), routed: None }
 }
 
-/// The zone `query` asks to transfer, if `client` may have it; else the
-/// RCODE and reason of the refusal.
-fn transferable<'s>(query: &Query<'_>, client: &Client, snapshot: &'s Snapshot) -> Result<&'s Zone, (u16, ExtendedError)> {
+/// Why a request's TSIG refused it, for clients that read EDNS.
+fn tsig_refusal(error: u16) -> ExtendedError {
+    let why = match error {
+        tsig::BADKEY => "TSIG key unknown (BADKEY)",
+        tsig::BADSIG => "TSIG signature wrong (BADSIG)",
+        _ => "TSIG time outside the fudge (BADTIME)",
+    };
+    ExtendedError { info_code: 18, extra_text: why }
+}
+
+/// The zone `query` asks to transfer, if `client` may have it with the
+/// request signed by the key named `key`; else the RCODE and reason of
+/// the refusal.
+fn transferable<'s>(
+    query: &Query<'_>,
+    client: &Client,
+    snapshot: &'s Snapshot,
+    key: Option<&[u8]>,
+) -> Result<&'s Zone, (u16, ExtendedError)> {
     let question = query.question.expect("a parsed query has its question");
     let mut origin = [0u8; name::MAX_NAME_LEN];
     let origin = &mut origin[..question.name_len];
@@ -84,7 +135,7 @@ fn transferable<'s>(query: &Query<'_>, client: &Client, snapshot: &'s Snapshot) 
     // Only a zone's apex names it: NOTAUTH otherwise, as Knot DNS says.
     let zone = snapshot.zones.zone_for(origin).filter(|zone| *zone.origin == *origin);
     let zone = zone.ok_or((rcode::NOTAUTH, ExtendedError::NOT_AUTHORITATIVE))?;
-    if !allowed(&snapshot.settings.transfer_acls, origin, client.address) {
+    if !allowed(&snapshot.settings.transfer_acls, origin, client.address, key) {
         return Err((rcode::REFUSED, NOT_ALLOWED));
     }
     if zone.signer.is_some() {
@@ -93,9 +144,11 @@ fn transferable<'s>(query: &Query<'_>, client: &Client, snapshot: &'s Snapshot) 
     Ok(zone)
 }
 
-/// True when `client` may transfer the zone at `origin`.
-fn allowed(acls: &[TransferAcl], origin: &[u8], client: IpAddr) -> bool {
-    acls.iter().any(|acl| *acl.zone == *origin && acl.allowed.lookup(client).value.is_some())
+/// True when `client` may transfer the zone at `origin` with a request
+/// signed by `key`.
+fn allowed(acls: &[TransferAcl], origin: &[u8], client: IpAddr, key: Option<&[u8]>) -> bool {
+    let key_fits = |acl: &TransferAcl| acl.keys.is_empty() || key.is_some_and(|key| acl.keys.iter().any(|listed| **listed == *key));
+    acls.iter().any(|acl| *acl.zone == *origin && acl.allowed.lookup(client).value.is_some() && key_fits(acl))
 }
 
 /// One record to transfer; its data uncompressed.
@@ -154,7 +207,7 @@ fn write_messages(
     room: usize,
     opt: OptSource<'_>,
     message: &mut Vec<u8>,
-    mut send: impl FnMut(&[u8]),
+    mut send: impl FnMut(&mut Vec<u8>),
 ) {
     let mut remaining = records;
     let mut first = true;
@@ -178,7 +231,7 @@ fn write_messages(
         }
         let counts = [u16::from(first), written as u16, 0, 0];
         finish(&mut writer, query, &Outcome { flags: flags::AA, rcode: rcode::NOERROR, counts, scope: 0, extended: None }, opt);
-        send(writer.message());
+        send(message);
         remaining = &remaining[written..];
         first = false;
     }

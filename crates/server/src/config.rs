@@ -71,6 +71,9 @@ pub struct Config {
     /// Signatures of the zones with `dnssec = true`.
     #[serde(default)]
     pub dnssec: DnssecConfig,
+    /// The TSIG keys zone transfers may be signed with.
+    #[serde(default, rename = "tsig_key")]
+    pub tsig_keys: Vec<TsigKeyConfig>,
     /// Zones given on the command line; kept across reloads of the file.
     #[serde(skip)]
     pub flag_zones: Vec<ZoneConfig>,
@@ -646,6 +649,27 @@ pub struct ZoneConfig {
     /// over TCP or TLS; empty: nobody.
     #[serde(default)]
     pub allow_transfer: Vec<String>,
+    /// The TSIG keys (`[[tsig_key]]` names) one of which must sign a
+    /// transfer request besides; empty: none needed.
+    #[serde(default)]
+    pub transfer_keys: Vec<String>,
+}
+
+/// A TSIG key (RFC 8945): its name, algorithm and secret (base64), given
+/// in the file or in a file of its own.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TsigKeyConfig {
+    pub name: String,
+    #[serde(default = "default_tsig_algorithm")]
+    pub algorithm: String,
+    pub secret: Option<String>,
+    /// A file holding the secret, base64, alone (blanks around it ignored).
+    pub secret_file: Option<PathBuf>,
+}
+
+fn default_tsig_algorithm() -> String {
+    "hmac-sha256".into()
 }
 
 impl ZoneConfig {
@@ -657,7 +681,13 @@ impl ZoneConfig {
         if origin.is_empty() || file.is_empty() {
             bail!("--zone {flag:?}: both the origin and the file are needed");
         }
-        Ok(ZoneConfig { origin: origin.to_string(), file: PathBuf::from(file), dnssec: false, allow_transfer: Vec::new() })
+        Ok(ZoneConfig {
+            origin: origin.to_string(),
+            file: PathBuf::from(file),
+            dnssec: false,
+            allow_transfer: Vec::new(),
+            transfer_keys: Vec::new(),
+        })
     }
 }
 
@@ -681,7 +711,8 @@ impl Config {
             config.tls.certificate.as_mut(),
             config.tls.key.as_mut(),
         ];
-        for path in relative_paths.into_iter().flatten().filter(|path| path.is_relative()) {
+        let secret_files = config.tsig_keys.iter_mut().filter_map(|key| key.secret_file.as_mut());
+        for path in relative_paths.into_iter().flatten().chain(secret_files).filter(|path| path.is_relative()) {
             *path = directory.join(&*path);
         }
         config.source = Some(path.to_path_buf());
@@ -696,6 +727,7 @@ impl Config {
         let file = Config::from_file(path)?;
         Ok(Config {
             zones: file.zones,
+            tsig_keys: file.tsig_keys,
             datacenters: file.datacenters,
             regions: file.regions,
             services: file.services,

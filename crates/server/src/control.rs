@@ -30,7 +30,9 @@ use std::time::Instant;
 
 use anyhow::Context;
 use arc_swap::{ArcSwap, ArcSwapOption};
-use pharos_answer::{Settings, SharedSnapshot, Snapshot, TransferAcl};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use pharos_answer::{Settings, SharedSnapshot, Snapshot, TransferAcl, TsigKey};
 use pharos_bgp::BgpTables;
 use pharos_control::health::{ProbeResult, ReplicaHealth, describe};
 use pharos_control::load::{LoadSettings, LoadStatus};
@@ -720,17 +722,55 @@ fn settings(config: &Config) -> Result<Settings, String> {
         udp_payload: server.udp_payload,
         trusted_subnet_senders,
         transfer_acls: transfer_acls(config)?,
+        tsig_keys: tsig_keys(config)?,
     })
+}
+
+/// The `[[tsig_key]]`s, secrets read and decoded; a bad one is refused, named.
+fn tsig_keys(config: &Config) -> Result<Vec<TsigKey>, String> {
+    let mut keys: Vec<TsigKey> = Vec::new();
+    for spec in &config.tsig_keys {
+        let field = format!("tsig_key {:?}", spec.name);
+        let name = service_name(&spec.name).map_err(|message| format!("{field}: {message}"))?;
+        if keys.iter().any(|key| key.name == name) {
+            return Err(format!("{field} is declared twice"));
+        }
+        if spec.algorithm != "hmac-sha256" {
+            return Err(format!("{field}: algorithm {:?} is not offered (hmac-sha256 is)", spec.algorithm));
+        }
+        let text = match (&spec.secret, &spec.secret_file) {
+            (Some(secret), None) => secret.clone(),
+            (None, Some(file)) => {
+                std::fs::read_to_string(file).map_err(|error| format!("{field}: cannot read {}: {error}", file.display()))?
+            }
+            _ => return Err(format!("{field}: give secret or secret_file, one of them")),
+        };
+        let secret = STANDARD.decode(text.trim()).map_err(|error| format!("{field}: the secret is not base64 ({error})"))?;
+        if secret.is_empty() {
+            return Err(format!("{field}: the secret is empty"));
+        }
+        keys.push(TsigKey::new(name, secret.into()));
+    }
+    Ok(keys)
 }
 
 /// Who may transfer each zone with an `allow_transfer` list.
 fn transfer_acls(config: &Config) -> Result<Vec<TransferAcl>, String> {
+    if let Some(zone) = config.all_zones().find(|zone| zone.allow_transfer.is_empty() && !zone.transfer_keys.is_empty()) {
+        return Err(format!("zone {}: transfer_keys without allow_transfer lets nobody transfer; list the clients' prefixes", zone.origin));
+    }
     let listed = config.all_zones().filter(|zone| !zone.allow_transfer.is_empty());
     listed
         .map(|zone| {
             let field = format!("zone {} allow_transfer", zone.origin);
             let origin = service_name(&zone.origin).map_err(|message| format!("{field}: {message}"))?;
-            Ok(TransferAcl { zone: origin, allowed: prefix_set(&field, &zone.allow_transfer)? })
+            let keys = zone.transfer_keys.iter().enumerate().map(|(index, key)| {
+                let declared =
+                    config.tsig_keys.iter().any(|spec| spec.name.trim_end_matches('.').eq_ignore_ascii_case(key.trim_end_matches('.')));
+                let unknown = || format!("zone {} transfer_keys[{index}]: no [[tsig_key]] is named {key:?}", zone.origin);
+                if declared { service_name(key).map_err(|_| unknown()) } else { Err(unknown()) }
+            });
+            Ok(TransferAcl { zone: origin, allowed: prefix_set(&field, &zone.allow_transfer)?, keys: keys.collect::<Result<_, _>>()? })
         })
         .collect()
 }

@@ -17,8 +17,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
-use pharos_answer::{Client, ResponseOptions, SharedSnapshot, Transport, is_transfer, parse_query, respond_parsed, respond_transfer};
+use pharos_answer::{
+    Answered, Client, Query, ResponseOptions, SharedSnapshot, Snapshot, Transport, is_transfer, parse_query, respond_parsed,
+    respond_transfer,
+};
 use pharos_wire::framing::{push_framed, push_framed_with, split_frame};
+use pharos_wire::{name, rcode};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -242,7 +246,7 @@ fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, r
             let answered = match parse_query(message) {
                 // A zone transfer is many messages, framed one by one.
                 Ok(query) if query.question.as_ref().is_some_and(is_transfer) => {
-                    Some(respond_transfer(&query, &connection.client, &current, |response| push_framed(output, response)))
+                    Some(transfer(&query, connection, &current, received, output))
                 }
                 parsed => push_framed_with(output, |output| {
                     respond_parsed(parsed, &connection.client, &connection.options, &current, rng, output)
@@ -270,4 +274,25 @@ fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, r
         counting.latency(answered_count, arrived.elapsed());
     });
     input.len() - unread.len()
+}
+
+/// Answers a zone transfer query, appending its framed messages to
+/// `output`, and logs it: transfers are rare, and an operator wants to
+/// know who copied which zone, or was refused.
+fn transfer<'s>(
+    query: &Query<'_>,
+    connection: &Stream,
+    snapshot: &'s Snapshot,
+    received: SystemTime,
+    output: &mut Vec<u8>,
+) -> Answered<'s> {
+    let now = received.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |since| since.as_secs());
+    let answered = respond_transfer(query, &connection.client, snapshot, now, |response| push_framed(output, response));
+    let (client, zone, octets) = (connection.peer, name::Display(query.qname()), answered.len);
+    if answered.rcode == rcode::NOERROR {
+        tracing::info!(%client, %zone, octets, signed = query.tsig_at.is_some(), "zone transferred");
+    } else {
+        tracing::info!(%client, %zone, rcode = answered.rcode, signed = query.tsig_at.is_some(), "zone transfer refused");
+    }
+    answered
 }

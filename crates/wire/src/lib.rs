@@ -32,6 +32,7 @@ pub mod types {
     pub const OPT: u16 = 41;
     pub const DS: u16 = 43;
     pub const RRSIG: u16 = 46;
+    pub const TSIG: u16 = 250;
     pub const IXFR: u16 = 251;
     pub const AXFR: u16 = 252;
     pub const MAILB: u16 = 253;

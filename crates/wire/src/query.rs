@@ -29,6 +29,10 @@ pub struct Query<'a> {
     pub flags: u16,
     pub question: Option<Question>,
     pub edns: Option<Edns>,
+    /// Where the TSIG record starts (RFC 8945), if the query is signed:
+    /// the last record, in the additional section. (An offset in a message
+    /// fits 16 bits, and keeps the query small.)
+    pub tsig_at: Option<u16>,
 }
 
 /// What to do with a packet that is not a well-formed query.
@@ -68,7 +72,7 @@ pub fn parse_query(packet: &[u8]) -> Result<Query<'_>, Reject<'_>> {
     if flags_word & flags::QR != 0 {
         return Err(Reject::Drop);
     }
-    let mut query = Query { packet, id: read_u16(header, 0).unwrap_or(0), flags: flags_word, question: None, edns: None };
+    let mut query = Query { packet, id: read_u16(header, 0).unwrap_or(0), flags: flags_word, question: None, edns: None, tsig_at: None };
     let counts = [4, 6, 8, 10].map(|at| read_u16(header, at).unwrap_or(0));
     let body = match counts[0] {
         1 => {
@@ -99,8 +103,8 @@ fn parse_question(packet: &[u8]) -> Result<Question, ()> {
 }
 
 /// Walks the answer, authority and additional sections, picking out the
-/// OPT record. Records other than OPT are skipped (a query has no use for
-/// them), but they must be well formed.
+/// OPT record and finding the TSIG record. Other records are skipped (a
+/// query has no use for them), but they must be well formed.
 fn parse_records(packet: &[u8], query: &mut Query<'_>, counts: [u16; 4]) -> Result<(), ()> {
     let mut pos = query.question.map_or(HEADER_LEN, |question| question.end());
     let record_count = counts[1] as usize + counts[2] as usize + counts[3] as usize;
@@ -122,6 +126,13 @@ fn parse_records(packet: &[u8], query: &mut Query<'_>, counts: [u16; 4]) -> Resu
                 return Err(());
             }
             query.edns = Some(Edns::parse(class, ttl, rdata).map_err(drop)?);
+        }
+        if rtype == types::TSIG {
+            // RFC 8945 section 5.1: the last record, or the query is malformed.
+            if index + 1 != record_count || !in_additional {
+                return Err(());
+            }
+            query.tsig_at = Some(u16::try_from(owner_at).map_err(drop)?);
         }
     }
     Ok(())
@@ -187,6 +198,17 @@ mod tests {
         assert_eq!(rcode_of(&query(0x1000, [1, 0, 0, 0], QUESTION)), Some(rcode::NOTIMP), "STATUS");
         let version_one = [&OPT[..5], &[0, 1], &OPT[7..]].concat();
         assert_eq!(rcode_of(&query(0, [1, 0, 0, 1], &[QUESTION, &version_one].concat())), Some(rcode::BADVERS));
+    }
+
+    #[test]
+    fn finds_a_tsig_record_only_where_rfc_8945_puts_it() {
+        // Owner "k", type TSIG, class ANY, TTL 0, two octets of data.
+        const TSIG: &[u8] = b"\x01k\x00\x00\xfa\x00\xff\x00\x00\x00\x00\x00\x02\xab\xcd";
+        let signed = query(0, [1, 0, 0, 2], &[QUESTION, OPT, TSIG].concat());
+        assert_eq!(parse_query(&signed).unwrap().tsig_at, Some((QUESTION.len() + OPT.len() + HEADER_LEN) as u16));
+        assert_eq!(parse_query(&query(0, [1, 0, 0, 1], &[QUESTION, OPT].concat())).unwrap().tsig_at, None);
+        assert_eq!(rcode_of(&query(0, [1, 0, 0, 2], &[QUESTION, TSIG, OPT].concat())), Some(rcode::FORMERR), "not last");
+        assert_eq!(rcode_of(&query(0, [1, 0, 1, 1], &[QUESTION, TSIG, OPT].concat())), Some(rcode::FORMERR), "in authority");
     }
 
     #[test]
