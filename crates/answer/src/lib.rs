@@ -29,7 +29,7 @@ use rand::Rng;
 pub use service::write_decision;
 pub use shared::SharedSnapshot;
 pub use transfer::{TransferAcl, is_transfer, respond_transfer};
-pub use tsig::{HMAC_SHA256, TsigKey};
+pub use tsig::TsigKey;
 
 /// The UDP payload size Pharos advertises unless configured otherwise:
 /// the DNS Flag Day 2020 value, which avoids IP fragmentation.

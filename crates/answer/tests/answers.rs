@@ -577,3 +577,20 @@ fn tsig_refusals_are_notauth_with_badkey_badsig_or_badtime() {
         (Time48::from_u64(NOW - 1000), Some(Time48::from_u64(NOW)), 32)
     );
 }
+
+#[test]
+fn a_zone_signed_online_is_not_transferred_and_a_malformed_tsig_is_formerr() {
+    use pharos_dnssec::{Algorithm, Role, Signer, Window, ZoneKey, ZoneKeys};
+    let mut zone = parse_zone_text("example.test", ZONE, "test.zone").unwrap();
+    let keys = ZoneKeys { keys: vec![ZoneKey::generate(Algorithm::Ed25519, Role::Csk, &ring::rand::SystemRandom::new()).unwrap()] };
+    zone.signer = Some(Signer::new(&zone.origin, keys, Window::from_now(NOW, 86_400)).unwrap().into());
+    let signed = Snapshot { zones: ZoneSet::new(vec![zone]).unwrap().into(), routes: Default::default(), settings: Settings::default() };
+    let refused = &transfer(&allowing_transfer(signed, "example.test"), "example.test", Rtype::AXFR)[0];
+    assert_eq!((refused.header().rcode(), extended_error(refused)), (Rcode::REFUSED, Some(21)), "no NSEC chain to give");
+    // A TSIG record whose data stops after two octets.
+    let mut packet = query("example.test", Rtype::AXFR.to_int(), Some((1232, 0, &[])));
+    packet[11] = 2;
+    packet.extend(b"\x07xfr-key\x00\x00\xfa\x00\xff\x00\x00\x00\x00\x00\x02\xab\xcd");
+    let malformed = Message::from_octets(transfer_bytes(&allowing_transfer(snapshot(), "example.test"), &packet, NOW).remove(0)).unwrap();
+    assert_eq!((malformed.header().rcode(), extended_error(&malformed)), (Rcode::FORMERR, Some(0)));
+}
