@@ -1,7 +1,8 @@
 //! Zone transfer out (AXFR, RFC 5936), over a stream: the whole zone,
 //! SOA first and last, in as few messages as fit 64 KiB each, names
 //! compressed. IXFR is answered the same way, in full, which RFC 1995
-//! section 4 allows a server that keeps no history.
+//! section 4 allows a server that keeps no history, or, to a client whose
+//! SOA serial is already the zone's, with that SOA alone (section 2).
 //!
 //! Who may transfer a zone is the zone's `allow_transfer` list of
 //! prefixes and, if it names any, its TSIG keys ([`TransferAcl`]);
@@ -101,7 +102,12 @@ pub fn respond_transfer<'s>(
             return Answered { len: sign_and_send(&mut message), ..answered };
         }
     };
-    let records = zone_records(zone, snapshot);
+    let records = if question.qtype == types::IXFR && client_is_current(query, zone) {
+        // RFC 1995 section 2: a client as new as the zone gets its SOA alone.
+        vec![soa_record(zone)]
+    } else {
+        zone_records(zone, snapshot)
+    };
     let tsig_room = key_name.as_deref().map_or(0, tsig::record_len);
     let room = MAX_STREAM_MESSAGE - opt_room(query.edns, opt) - tsig_room;
     let mut total = 0;
@@ -159,14 +165,41 @@ struct Record<'z> {
     rdata: std::borrow::Cow<'z, [u8]>,
 }
 
+/// True when the SOA an IXFR query carries (its first authority record)
+/// has the zone's serial or a later one (RFC 1982 arithmetic).
+fn client_is_current(query: &Query<'_>, zone: &Zone) -> bool {
+    let ours = soa_serial(&zone.soa().rdatas[0], 0);
+    client_serial(query).zip(ours).is_some_and(|(theirs, ours)| (ours.wrapping_sub(theirs) as i32) <= 0)
+}
+
+/// The serial of the SOA record an IXFR query carries, where the answer
+/// section (empty in a query) ends.
+fn client_serial(query: &Query<'_>) -> Option<u32> {
+    let packet = query.packet;
+    let record_at = query.question?.end();
+    let rdata_at = name::skip(packet, record_at).ok()? + 10;
+    let rtype = u16::from_be_bytes(packet.get(rdata_at - 10..rdata_at - 8)?.try_into().ok()?);
+    (rtype == types::SOA).then(|| soa_serial(packet, rdata_at)).flatten()
+}
+
+/// The serial of SOA data at `at` in `bytes`: past the two names, which
+/// in a message may be compressed.
+fn soa_serial(bytes: &[u8], at: usize) -> Option<u32> {
+    let serial_at = name::skip(bytes, name::skip(bytes, at).ok()?).ok()?;
+    Some(u32::from_be_bytes(bytes.get(serial_at..serial_at + 4)?.try_into().ok()?))
+}
+
+fn soa_record(zone: &Zone) -> Record<'_> {
+    let soa = zone.soa();
+    Record { owner: &zone.origin, rtype: types::SOA, ttl: soa.ttl, rdata: (&*soa.rdatas[0]).into() }
+}
+
 /// Every record of `zone`: the SOA, then each name's RRsets (names in
 /// wire order, apex first), then the SOA again (RFC 5936 section 2.2).
 fn zone_records<'z>(zone: &'z Zone, snapshot: &Snapshot) -> Vec<Record<'z>> {
-    let soa = zone.soa();
-    let soa_record = || Record { owner: &zone.origin, rtype: types::SOA, ttl: soa.ttl, rdata: (&*soa.rdatas[0]).into() };
     let mut owners: Vec<&[u8]> = zone.nodes.keys().map(|owner| &owner[..]).collect();
     owners.sort_unstable_by_key(|owner| (*owner != &*zone.origin, *owner));
-    let mut records = vec![soa_record()];
+    let mut records = vec![soa_record(zone)];
     for owner in owners {
         let node = &zone.nodes[owner];
         for rrset in node.rrsets.iter().filter(|rrset| rrset.rtype != types::SOA) {
@@ -176,7 +209,7 @@ fn zone_records<'z>(zone: &'z Zone, snapshot: &Snapshot) -> Vec<Record<'z>> {
             records.extend(replica_records(owner, snapshot));
         }
     }
-    records.push(soa_record());
+    records.push(soa_record(zone));
     records
 }
 

@@ -594,3 +594,29 @@ fn a_zone_signed_online_is_not_transferred_and_a_malformed_tsig_is_formerr() {
     let malformed = Message::from_octets(transfer_bytes(&allowing_transfer(snapshot(), "example.test"), &packet, NOW).remove(0)).unwrap();
     assert_eq!((malformed.header().rcode(), extended_error(&malformed)), (Rcode::FORMERR, Some(0)));
 }
+
+/// An IXFR query for big.test from a client whose SOA has `serial`.
+fn ixfr(serial: u32) -> Vec<u8> {
+    let mut packet = query("big.test", Rtype::IXFR.to_int(), None);
+    packet[9] = 1;
+    // Owner: the question's name; names in the data: the root.
+    packet.extend([0xC0, 12, 0, 6, 0, 1, 0, 0, 0, 0, 0, 22, 0, 0]);
+    packet.extend(serial.to_be_bytes());
+    packet.extend([0; 16]);
+    packet
+}
+
+#[test]
+fn ixfr_gets_the_soa_alone_when_the_client_is_current_else_the_whole_zone() {
+    let zone = parse_zone_text("big.test", &big_zone(), "big.zone").unwrap();
+    let snapshot = Snapshot { zones: ZoneSet::new(vec![zone]).unwrap().into(), routes: Default::default(), settings: Settings::default() };
+    let snapshot = allowing_transfer(snapshot, "big.test");
+    // The zone's serial is 7; 2^31 - 1 past it is still later (RFC 1982).
+    for (serial, messages, record_count) in [(7, 1, 1), (8, 1, 1), (6, 7, 6004), (7u32.wrapping_add((1 << 31) - 1), 1, 1)] {
+        let answers: Vec<Message<Vec<u8>>> =
+            transfer_bytes(&snapshot, &ixfr(serial), NOW).into_iter().map(|message| Message::from_octets(message).unwrap()).collect();
+        let count: usize = answers.iter().map(|message| records(message).len()).sum();
+        assert_eq!((answers.len(), count), (messages, record_count), "client serial {serial}");
+        assert!(records(&answers[0])[0].contains(" SOA ") && answers[0].header().rcode() == Rcode::NOERROR);
+    }
+}
