@@ -20,7 +20,7 @@ fn signed_snapshot() -> Snapshot {
     let mut zone = parse_zone_text("example.test", ZONE, "test").unwrap();
     let random = ring::rand::SystemRandom::new();
     let keys = ZoneKeys { keys: vec![ZoneKey::generate(Algorithm::EcdsaP256Sha256, Role::Csk, &random).unwrap()] };
-    zone.signer = Some(Arc::new(Signer::new(&zone.origin, keys, Window::from_now(1_800_000_000, 86_400)).unwrap()));
+    zone.signer = Some(Arc::new(Signer::new(&zone.origin, keys, Window::from_now(1_800_000_000, 86_400), 1_800_000_000).unwrap()));
     let replicas: Vec<ReplicaSpec> = ["192.0.2.31", "192.0.2.32", "192.0.2.33"]
         .iter()
         .enumerate()

@@ -6,6 +6,12 @@
 //! RRset) or a key-signing key (flags 257, signs the DNSKEY RRset) and a
 //! zone-signing key (flags 256, signs the rest): RFC 4034 section 2.1.1 and
 //! RFC 6781 section 3.1.
+//!
+//! Each key carries the times it enters each state ([`KeyTimes`], RFC 7583
+//! section 3.1): published (in the DNSKEY RRset), active (signing), retired
+//! (published, no longer signing) and removed; what a key does at a time
+//! is a function of that time, so the server and `pharos key show` agree
+//! without either writing the store as time passes.
 
 use std::fmt;
 
@@ -66,7 +72,8 @@ pub enum Role {
 }
 
 impl Role {
-    fn name(self) -> &'static str {
+    /// The name the store and `pharos key show` use.
+    pub fn name(self) -> &'static str {
         match self {
             Role::Csk => "csk",
             Role::Ksk => "ksk",
@@ -110,10 +117,101 @@ enum Pair {
     Ed25519(Ed25519KeyPair),
 }
 
-/// One private key with its algorithm and role.
+/// Where a key is in its life (RFC 7583 section 3.1), at a given time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyState {
+    /// In the DNSKEY RRset, signing nothing yet: validators learn it.
+    Published,
+    /// In the DNSKEY RRset and signing what its role signs.
+    Active,
+    /// Still in the DNSKEY RRset for the signatures it made, signing no more.
+    Retired,
+    /// Gone from the zone.
+    Removed,
+}
+
+impl KeyState {
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyState::Published => "published",
+            KeyState::Active => "active",
+            KeyState::Retired => "retired",
+            KeyState::Removed => "removed",
+        }
+    }
+}
+
+/// When a key enters each state, in Unix seconds; `None` for a step not
+/// scheduled (yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KeyTimes {
+    pub published: u64,
+    pub active: Option<u64>,
+    pub retired: Option<u64>,
+    pub removed: Option<u64>,
+}
+
+impl KeyTimes {
+    /// A key published and signing from `now` on.
+    pub fn active_from(now: u64) -> KeyTimes {
+        KeyTimes { published: now, active: Some(now), retired: None, removed: None }
+    }
+
+    /// The state at `now`: the latest step reached.
+    pub fn state(&self, now: u64) -> KeyState {
+        let reached = |time: Option<u64>| time.is_some_and(|time| time <= now);
+        if reached(self.removed) {
+            KeyState::Removed
+        } else if reached(self.retired) {
+            KeyState::Retired
+        } else if reached(self.active) {
+            KeyState::Active
+        } else {
+            KeyState::Published
+        }
+    }
+
+    /// The first step after `now`, if one is scheduled.
+    pub fn next_step(&self, now: u64) -> Option<u64> {
+        [self.active, self.retired, self.removed].into_iter().flatten().filter(|&time| time > now).min()
+    }
+
+    /// The steps as kept in the store: `published=T active=T ...`.
+    fn to_fields(self) -> String {
+        let steps = [("active", self.active), ("retired", self.retired), ("removed", self.removed)];
+        let scheduled = steps.iter().filter_map(|(name, time)| Some(format!(" {name}={}", (*time)?)));
+        format!("published={}{}", self.published, scheduled.collect::<String>())
+    }
+
+    /// Reads the fields [`KeyTimes::to_fields`] writes; none at all is a
+    /// key kept before keys had times: published and active since ever.
+    fn from_fields(fields: &[&str]) -> Result<KeyTimes, String> {
+        if fields.is_empty() {
+            return Ok(KeyTimes::active_from(0));
+        }
+        let mut times = KeyTimes::default();
+        let mut published = None;
+        for field in fields {
+            let (name, value) = field.split_once('=').ok_or_else(|| format!("expected STEP=TIME, found {field:?}"))?;
+            let value: u64 = value.parse().map_err(|_| format!("{name}: {value:?} is not a time in seconds"))?;
+            match name {
+                "published" => published = Some(value),
+                "active" => times.active = Some(value),
+                "retired" => times.retired = Some(value),
+                "removed" => times.removed = Some(value),
+                _ => return Err(format!("unknown key step {name:?}")),
+            }
+        }
+        times.published = published.ok_or("a key without its published time")?;
+        Ok(times)
+    }
+}
+
+/// One private key with its algorithm, role and schedule.
 pub struct ZoneKey {
     pub algorithm: Algorithm,
     pub role: Role,
+    pub times: KeyTimes,
     /// The private key as PKCS#8 (what `ring` generates and reads).
     pkcs8: Vec<u8>,
     pair: Pair,
@@ -121,7 +219,8 @@ pub struct ZoneKey {
 }
 
 impl ZoneKey {
-    /// Generates a new key from `random` (ring's `SystemRandom` in the server).
+    /// Generates a new key from `random` (ring's `SystemRandom` in the
+    /// server), active since ever until its `times` say otherwise.
     pub fn generate(algorithm: Algorithm, role: Role, random: &dyn SecureRandom) -> Result<ZoneKey, KeyError> {
         let pkcs8 = match algorithm {
             Algorithm::EcdsaP256Sha256 => EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, random),
@@ -146,7 +245,12 @@ impl ZoneKey {
                 (Pair::Ed25519(pair), public_key)
             }
         };
-        Ok(ZoneKey { algorithm, role, pkcs8, pair, public_key })
+        Ok(ZoneKey { algorithm, role, times: KeyTimes::active_from(0), pkcs8, pair, public_key })
+    }
+
+    /// This key on the schedule `times`.
+    pub fn with_times(self, times: KeyTimes) -> ZoneKey {
+        ZoneKey { times, ..self }
     }
 
     /// Whether this key signs RRsets of type `rtype`.
@@ -238,12 +342,20 @@ impl ZoneKeys {
         Ok(ZoneKeys::setting_name(&zone))
     }
 
-    /// The text kept in the store: one line per key, `ROLE ALGORITHM PKCS8-BASE64`.
+    /// The text kept in the store: one line per key, `ROLE ALGORITHM
+    /// PKCS8-BASE64 published=T [active=T] [retired=T] [removed=T]`.
     pub fn to_setting(&self) -> String {
         self.keys
             .iter()
-            .map(|key| format!("{} {} {}\n", key.role.name(), key.algorithm.name(), base64::encode_string(&key.pkcs8)))
+            .map(|key| {
+                format!("{} {} {} {}\n", key.role.name(), key.algorithm.name(), base64::encode_string(&key.pkcs8), key.times.to_fields())
+            })
             .collect()
+    }
+
+    /// The first step of any key after `now`: when the signer must change.
+    pub fn next_step(&self, now: u64) -> Option<u64> {
+        self.keys.iter().filter_map(|key| key.times.next_step(now)).min()
     }
 
     /// Reads the text [`ZoneKeys::to_setting`] writes.
@@ -254,13 +366,15 @@ impl ZoneKeys {
             .map(|(index, line)| {
                 let corrupt = |problem: String| KeyError::Corrupt { line: index + 1, problem };
                 let fields: Vec<&str> = line.split_whitespace().collect();
-                let [role, algorithm, pkcs8] = fields[..] else {
-                    return Err(corrupt(format!("expected ROLE ALGORITHM KEY, found {} fields", fields.len())));
+                let [role, algorithm, pkcs8, ref times @ ..] = fields[..] else {
+                    return Err(corrupt(format!("expected ROLE ALGORITHM KEY [STEP=TIME...], found {} fields", fields.len())));
                 };
+                let times = KeyTimes::from_fields(times).map_err(corrupt)?;
                 let role = Role::from_name(role).ok_or_else(|| corrupt(format!("unknown role {role:?}")))?;
                 let algorithm = Algorithm::from_name(algorithm).map_err(|error| corrupt(error.to_string()))?;
                 let pkcs8 = base64::decode::<Vec<u8>>(pkcs8).map_err(|error| corrupt(format!("bad base64: {error}")))?;
-                ZoneKey::from_pkcs8(algorithm, role, pkcs8, random).map_err(corrupt)
+                let key = ZoneKey::from_pkcs8(algorithm, role, pkcs8, random).map_err(corrupt)?;
+                Ok(key.with_times(times))
             })
             .collect::<Result<_, _>>()?;
         Ok(ZoneKeys { keys })
@@ -288,6 +402,7 @@ mod tests {
         };
         let read = ZoneKeys::from_setting(&keys.to_setting(), &random).unwrap();
         assert_eq!(read.keys.len(), 2);
+        assert_eq!(read.keys[0].times, KeyTimes::active_from(0));
         for (before, after) in keys.keys.iter().zip(&read.keys) {
             assert_eq!((before.role, before.algorithm), (after.role, after.algorithm));
             assert_eq!(before.dnskey_rdata(), after.dnskey_rdata());
@@ -302,7 +417,11 @@ mod tests {
     fn corrupt_store_text_is_a_clear_error() {
         let random = SystemRandom::new();
         let cases = [
-            ("csk ed25519", "expected ROLE ALGORITHM KEY, found 2 fields"),
+            ("csk ed25519", "expected ROLE ALGORITHM KEY [STEP=TIME...], found 2 fields"),
+            ("csk ed25519 AAAA active", "expected STEP=TIME, found \"active\""),
+            ("csk ed25519 AAAA active=soon", "active: \"soon\" is not a time in seconds"),
+            ("csk ed25519 AAAA born=1", "unknown key step \"born\""),
+            ("csk ed25519 AAAA active=1", "a key without its published time"),
             ("boss ed25519 AAAA", "unknown role \"boss\""),
             ("csk rsasha1 AAAA", "unknown DNSSEC algorithm \"rsasha1\""),
             ("csk ed25519 !!!", "bad base64"),

@@ -26,7 +26,7 @@ use pharos_wire::types;
 use quick_cache::sync::Cache;
 use ring::rand::SystemRandom;
 
-use crate::keys::ZoneKeys;
+use crate::keys::{KeyState, ZoneKeys};
 
 /// The NSEC record type (RFC 4034 section 4).
 pub const NSEC: u16 = 47;
@@ -61,11 +61,17 @@ impl Window {
     }
 }
 
-/// The signer of one zone: its keys and the window of the signatures made.
+/// The signer of one zone at one time: its keys in the states they are
+/// in then, and the window of the signatures made.
 pub struct Signer {
     /// Lowercase wire form: the signer's name in every RRSIG.
     zone: Box<[u8]>,
+    /// The keys of the DNSKEY RRset: published, active or retired.
     keys: ZoneKeys,
+    /// Whether each of `keys` is active, and so signs.
+    signing: Vec<bool>,
+    /// When a key next changes state: this signer is stale from then on.
+    next_step: Option<u64>,
     window: Window,
     random: SystemRandom,
     /// Keyed by the window and the RRset's canonical records, which hold
@@ -84,14 +90,27 @@ impl fmt::Debug for Signer {
 }
 
 impl Signer {
-    /// A signer for the zone `origin` (lowercase wire form). A zone needs
-    /// a key for the DNSKEY RRset and one for the rest.
-    pub fn new(origin: &[u8], keys: ZoneKeys, window: Window) -> Result<Signer, String> {
-        let covers = |rtype| keys.keys.iter().any(|key| key.signs(rtype));
+    /// A signer for the zone `origin` (lowercase wire form) with its keys
+    /// in the states they are in at `now` (Unix seconds). A zone needs an
+    /// active key for the DNSKEY RRset and one for the rest.
+    pub fn new(origin: &[u8], keys: ZoneKeys, window: Window, now: u64) -> Result<Signer, String> {
+        let next_step = keys.next_step(now);
+        let keys = ZoneKeys { keys: keys.keys.into_iter().filter(|key| key.times.state(now) != KeyState::Removed).collect() };
+        let signing: Vec<bool> = keys.keys.iter().map(|key| key.times.state(now) == KeyState::Active).collect();
+        let covers = |rtype| keys.keys.iter().zip(&signing).any(|(key, &active)| active && key.signs(rtype));
         if !covers(crate::keys::DNSKEY) || !covers(types::SOA) {
-            return Err(format!("zone {} needs a CSK, or a KSK and a ZSK: run `pharos key generate`", name::Display(origin)));
+            return Err(format!(
+                "zone {} needs an active CSK, or an active KSK and ZSK: run `pharos key generate` (or see `pharos key show`)",
+                name::Display(origin)
+            ));
         }
-        Ok(Signer { zone: origin.into(), keys, window, random: SystemRandom::new(), cache: Cache::new(CACHED_RRSETS) })
+        Ok(Signer { zone: origin.into(), keys, signing, next_step, window, random: SystemRandom::new(), cache: Cache::new(CACHED_RRSETS) })
+    }
+
+    /// When a key changes state next (Unix seconds): the zone must be
+    /// signed again then, by a new signer.
+    pub fn next_step(&self) -> Option<u64> {
+        self.next_step
     }
 
     /// The record data of the zone's DNSKEY RRset, published at the apex.
@@ -130,8 +149,9 @@ impl Signer {
         self.keys
             .keys
             .iter()
-            .filter(|key| key.signs(rtype))
-            .map(|key| {
+            .zip(&self.signing)
+            .filter(|(key, active)| **active && key.signs(rtype))
+            .map(|(key, _)| {
                 let mut rrsig = Vec::with_capacity(18 + self.zone.len() + 64);
                 rrsig.extend_from_slice(&rtype.to_be_bytes());
                 rrsig.push(key.algorithm.number());
@@ -220,7 +240,7 @@ mod tests {
     fn signer(algorithm: Algorithm, roles: &[Role]) -> Signer {
         let random = SystemRandom::new();
         let keys = ZoneKeys { keys: roles.iter().map(|role| ZoneKey::generate(algorithm, *role, &random).unwrap()).collect() };
-        Signer::new(ZONE, keys, Window::from_now(1_800_000_000, 86_400)).unwrap()
+        Signer::new(ZONE, keys, Window::from_now(1_800_000_000, 86_400), 1_800_000_000).unwrap()
     }
 
     /// Checks each RRSIG with ring against the DNSKEY whose tag it names.
@@ -284,11 +304,36 @@ mod tests {
     }
 
     #[test]
+    fn published_and_retired_keys_are_in_the_dnskey_rrset_but_sign_nothing() {
+        use crate::keys::KeyTimes;
+        let random = SystemRandom::new();
+        let now = 1_800_000_000;
+        let zsk = |times| ZoneKey::generate(Algorithm::Ed25519, Role::Zsk, &random).unwrap().with_times(times);
+        let retired = KeyTimes { published: 0, active: Some(0), retired: Some(now - 1), removed: Some(now + 50) };
+        let removed = KeyTimes { published: 0, active: Some(0), retired: Some(1), removed: Some(now) };
+        let published = KeyTimes { published: now, active: Some(now + 100), retired: None, removed: None };
+        let keys = vec![
+            ZoneKey::generate(Algorithm::Ed25519, Role::Ksk, &random).unwrap(),
+            zsk(retired),
+            zsk(removed),
+            zsk(published),
+            zsk(KeyTimes::active_from(0)),
+        ];
+        let tags: Vec<u16> = keys.iter().map(ZoneKey::key_tag).collect();
+        let signer = Signer::new(ZONE, ZoneKeys { keys }, Window::from_now(now, 86_400), now).unwrap();
+        assert_eq!(signer.dnskey_rdatas().len(), 4, "the removed key is gone");
+        let rrsigs = signer.sign(ZONE, types::A, 60, &[Box::new([192, 0, 2, 1])]);
+        assert_eq!(rrsigs.len(), 1);
+        assert_eq!(rrsigs[0][16..18], tags[4].to_be_bytes(), "only the active ZSK signs");
+        assert_eq!(signer.next_step(), Some(now + 50));
+    }
+
+    #[test]
     fn a_zone_without_a_key_for_every_rrset_is_refused() {
         let random = SystemRandom::new();
         let only_ksk = ZoneKeys { keys: vec![ZoneKey::generate(Algorithm::Ed25519, Role::Ksk, &random).unwrap()] };
-        let error = Signer::new(ZONE, only_ksk, Window::from_now(0, 1)).unwrap_err();
-        assert!(error.contains("needs a CSK, or a KSK and a ZSK"), "{error}");
+        let error = Signer::new(ZONE, only_ksk, Window::from_now(0, 1), 0).unwrap_err();
+        assert!(error.contains("needs an active CSK, or an active KSK and ZSK"), "{error}");
     }
 
     #[test]

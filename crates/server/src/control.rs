@@ -835,20 +835,22 @@ fn load_zones(config: &Config, store: &mut dyn Store, now: u64) -> anyhow::Resul
         .map(|spec| {
             let mut zone = load_zone_file(&spec.origin, &spec.file).with_context(|| format!("zone {}", spec.origin))?;
             if spec.dnssec {
-                zone.signer = Some(Arc::new(signer_of(&zone, store, window).with_context(|| format!("zone {}", spec.origin))?));
+                let signer = signer_of(&zone, store, window, now / 1000).with_context(|| format!("zone {}", spec.origin))?;
+                zone.signer = Some(Arc::new(signer));
             }
             Ok(zone)
         })
         .collect()
 }
 
-/// The signer of `zone`, with the keys the store keeps for it.
-fn signer_of(zone: &Zone, store: &mut dyn Store, window: Window) -> anyhow::Result<Signer> {
+/// The signer of `zone`, with the keys the store keeps for it in the
+/// states they are in at `now` (Unix seconds).
+fn signer_of(zone: &Zone, store: &mut dyn Store, window: Window, now: u64) -> anyhow::Result<Signer> {
     let Some(text) = store.setting(&ZoneKeys::setting_name_of_wire(&zone.origin)?)? else {
         anyhow::bail!("dnssec = true but the store has no keys for it: run `pharos key generate` first");
     };
     let keys = ZoneKeys::from_setting(&text, &ring::rand::SystemRandom::new())?;
-    Signer::new(&zone.origin, keys, window).map_err(anyhow::Error::msg)
+    Signer::new(&zone.origin, keys, window, now).map_err(anyhow::Error::msg)
 }
 
 /// Reads "192.0.2.1" or "192.0.2.0/24" as the routing core's asker.

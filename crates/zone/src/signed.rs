@@ -63,7 +63,7 @@ mod tests {
         let mut zone = parse_zone_text("example.test", TEXT, "test").unwrap();
         let random = ring::rand::SystemRandom::new();
         let keys = ZoneKeys { keys: vec![ZoneKey::generate(Algorithm::Ed25519, Role::Csk, &random).unwrap()] };
-        let signer = Signer::new(&zone.origin, keys, Window::from_now(1_800_000_000, 86_400)).unwrap();
+        let signer = Signer::new(&zone.origin, keys, Window::from_now(1_800_000_000, 86_400), 1_800_000_000).unwrap();
         zone.signer = Some(Arc::new(signer));
         let signer = zone.signer.clone().unwrap();
         sign_zone(&mut zone, &signer);
