@@ -317,8 +317,8 @@ impl Default for ControlConfig {
     }
 }
 
-/// When the signatures of signed zones are valid, and how often they are
-/// made again.
+/// When the signatures of signed zones are valid, how often they are made
+/// again, and what key rollovers wait on beyond the zone's own TTLs.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DnssecConfig {
@@ -329,13 +329,19 @@ pub struct DnssecConfig {
     /// reload, as SIGHUP does), in seconds: less than the validity, so that
     /// no answer outlives its signatures.
     pub refresh_seconds: u32,
+    /// How long a change takes to reach every server of a zone and of its
+    /// parent, in seconds (RFC 7583's propagation delay).
+    pub propagation_seconds: u32,
+    /// The TTL of the zones' DS records at their parents, in seconds.
+    pub ds_ttl_seconds: u32,
 }
 
 impl Default for DnssecConfig {
     /// Two weeks valid, refreshed every week: a validator sees a signature
-    /// valid for at least a week, more than any TTL here.
+    /// valid for at least a week, more than any TTL here. An hour for
+    /// changes to propagate, a day for the DS (the TTL most TLDs give it).
     fn default() -> Self {
-        DnssecConfig { validity_seconds: 14 * 86_400, refresh_seconds: 7 * 86_400 }
+        DnssecConfig { validity_seconds: 14 * 86_400, refresh_seconds: 7 * 86_400, propagation_seconds: 3600, ds_ttl_seconds: 86_400 }
     }
 }
 
@@ -1005,6 +1011,8 @@ mod tests {
         assert!(config.zones[0].dnssec);
         assert_eq!((config.dnssec.validity_seconds, config.dnssec.refresh_seconds), (1_209_600, 604_800));
         assert_eq!(with_dnssec("validity_seconds = 7200\nrefresh_seconds = 3600").unwrap().dnssec.refresh_seconds, 3600);
+        let rollover = with_dnssec("propagation_seconds = 2\nds_ttl_seconds = 5").unwrap().dnssec;
+        assert_eq!((rollover.propagation_seconds, rollover.ds_ttl_seconds), (2, 5));
         for (dnssec, expected) in [
             ("validity_seconds = 3600\nrefresh_seconds = 3600", "dnssec.refresh_seconds = 3600: must be at least 1 and less than"),
             ("refresh_seconds = 0", "dnssec.refresh_seconds = 0"),
