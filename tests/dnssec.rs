@@ -6,7 +6,8 @@
 //! algorithms and both key layouts. Answers to DO=0
 //! queries are compared byte for byte with those of the same zone unsigned.
 //! Answers routed by a service's policy validate too, in every order the
-//! policy gives. A zone marked `dnssec = true` without keys does not start.
+//! policy gives, and so does the NODATA of a service whose replicas are all
+//! down. A zone marked `dnssec = true` without keys does not start.
 
 mod common;
 
@@ -121,7 +122,8 @@ fn anchors(ds: &[String]) -> String {
 }
 
 /// app.example.test: round robin over three IPv4 replicas and one IPv6;
-/// v4.example.test: one IPv4 replica only.
+/// v4.example.test: one IPv4 replica only; down.example.test: its one
+/// replica down, answered NODATA.
 fn services() -> String {
     Declarations::new()
         .service("app.example.test")
@@ -134,6 +136,11 @@ fn services() -> String {
         .service("v4.example.test")
         .policy("round-robin")
         .replica("a", "192.0.2.41")
+        .service("down.example.test")
+        .policy("round-robin")
+        .line("when_all_down = \"nodata\"")
+        .replica("a", "192.0.2.51")
+        .line("down = true")
         .toml()
 }
 
@@ -167,6 +174,8 @@ fn validators_accept_signed_answers_and_denials() {
             ("v4.example.test", "A", "fully validated"),
             ("app.example.test", "TXT", "negative response, fully validated"),
             ("v4.example.test", "AAAA", "negative response, fully validated"),
+            // Its NSEC lists A, which it has when the replica is up: not now.
+            ("down.example.test", "A", "negative response, fully validated"),
         ];
         for (name, rtype, verdict) in cases {
             let Some(said) = delv(pharos.address, &anchor_file, name, rtype) else { return };

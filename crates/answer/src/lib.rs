@@ -24,6 +24,7 @@ use pharos_wire::query::Question;
 use pharos_wire::{Edns, HEADER_LEN, MAX_STREAM_MESSAGE, MIN_UDP_PAYLOAD, MessageWriter, flags, rcode, types};
 pub use pharos_wire::{Query, Reject, parse_query};
 use pharos_zone::encode::{answer_flags, fit, smallest_ttl, write_answer};
+use pharos_zone::lookup::routed_nodata;
 use pharos_zone::{Body, Fitted, Lookup, ZoneSet};
 use rand::Rng;
 pub use service::write_decision;
@@ -253,13 +254,14 @@ fn answer_query<'s>(
     writer.question(query.question_bytes());
     let dnssec_ok = query.edns.is_some_and(|edns| edns.dnssec_ok);
     let routed = snapshot.routes.service(qname).and_then(|routed| Some((routed, service::family_of(routed, question.qtype)?)));
+    let mut denied_routed = None;
     if let Some((routed_service, family)) = routed {
         let asker = service::asker(client, query.edns, settings);
         // Only a DO=1 query looks for its zone's signer: the others need no zone here.
-        let signer = dnssec_ok.then(|| snapshot.zones.zone_for(qname)).flatten().and_then(|zone| zone.signer.as_deref());
-        let signing = signer.map(|signer| (signer, &*qname));
-        if let Some((fitted, written)) = service::write_addresses(&mut writer, routed_service, family, &asker, snapshot, rng, room, signing)
-        {
+        let signed_zone = dnssec_ok.then(|| snapshot.zones.zone_for(qname)).flatten().filter(|zone| zone.signer.is_some());
+        let signing = signed_zone.and_then(|zone| Some((zone.signer.as_deref()?, &*qname)));
+        let written = service::write_addresses(&mut writer, routed_service, family, &asker, snapshot, rng, room, signing);
+        if let Some((fitted, written)) = written {
             let service::Written { scope, ttl, region, first_replica } = written;
             // A subnet that was not used says nothing about this answer's reach.
             let scope = if asker.from_client_subnet { scope } else { 0 };
@@ -271,8 +273,10 @@ fn answer_query<'s>(
             let routed = Some(RoutedTo { service: routed_service, region, first_replica });
             return Answered { rcode: rcode::NOERROR, smallest_ttl, len: writer.len(), qtype: Some(question.qtype), routed };
         }
+        // No replica chosen: NODATA, whose signed proof must not list the type denied.
+        denied_routed = signed_zone.map(|zone| Lookup::Resolved(routed_nodata(zone, qname, service::routed_type(routed_service, family))));
     }
-    let lookup = snapshot.zones.lookup(qname, question.qtype, dnssec_ok);
+    let lookup = denied_routed.unwrap_or_else(|| snapshot.zones.lookup(qname, question.qtype, dnssec_ok));
     let extended = extended_error(&lookup);
     let room = room - extended.filter(|_| query.edns.is_some()).map_or(0, |extended| extended.option_len());
     let (header_flags, rcode, fitted, smallest_ttl) = match lookup {

@@ -130,6 +130,12 @@ fn address_octets(address: std::net::IpAddr) -> Box<[u8]> {
     }
 }
 
+/// The type of the RRset a routed answer of `service` carries for
+/// `family`: CNAME for second-tier redirectors, else the family's addresses.
+pub fn routed_type(service: &Service, family: Family) -> u16 {
+    if service.redirectors_family().is_some() { types::CNAME } else { family_type(family) }
+}
+
 /// The record type of a family's addresses.
 fn family_type(family: Family) -> u16 {
     match family {

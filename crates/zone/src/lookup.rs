@@ -192,6 +192,23 @@ pub fn resolve<'z>(zone: &'z Zone, qname: &[u8], qtype: u16, dnssec: bool) -> An
     }
 }
 
+/// The signed NODATA for a routed name (`qname`, lowercase) whose policy
+/// chose no record of type `absent` (every replica down, answered
+/// NODATA): the NSEC stored at the name lists the types its answers carry
+/// (addresses, or CNAME for redirectors), which would deny this very
+/// denial, so this one, made now (and cached by the signer), leaves
+/// `absent` out.
+pub fn routed_nodata<'z>(zone: &'z Zone, qname: &[u8], absent: u16) -> Answer<'z> {
+    let mut answer = Answer::new(zone.signer.as_deref());
+    add_negative_soa(&mut answer, zone);
+    let node = zone.node(qname);
+    let stored = node.into_iter().flat_map(|node| node.rrsets.iter().map(|rrset| rrset.rtype));
+    let routed = node.into_iter().flat_map(|node| node.routed_types.iter().copied());
+    let present: Vec<u16> = stored.chain(routed).filter(|&rtype| rtype != absent).chain([types::RRSIG, NSEC]).collect();
+    answer.push_made_nsec(zone, Owner::Question, qname, &present);
+    answer
+}
+
 /// The first name of a chain keeps the client's spelling; later ones use
 /// the stored name.
 fn owner_or_stored<'z>(owner: Owner<'z>, stored: &'z [u8]) -> Owner<'z> {
