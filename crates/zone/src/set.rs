@@ -25,14 +25,21 @@ impl NameAnswers {
     }
 }
 
+/// The answers built for one existing name: one map entry holds both, so
+/// that a query hashes its name once whatever its DO bit.
+#[derive(Debug)]
+struct BuiltName {
+    unsigned: NameAnswers,
+    /// The answers to DO=1 queries, for the names of signed zones.
+    signed: Option<NameAnswers>,
+}
+
 /// The zones a server answers for, frozen.
 #[derive(Debug, Default)]
 pub struct ZoneSet {
     zones: Vec<Zone>,
     by_origin: FxHashMap<Box<[u8]>, usize>,
-    built: FxHashMap<Box<[u8]>, NameAnswers>,
-    /// The answers to DO=1 queries for the names of signed zones.
-    built_signed: FxHashMap<Box<[u8]>, NameAnswers>,
+    built: FxHashMap<Box<[u8]>, BuiltName>,
 }
 
 /// How a question is answered.
@@ -78,8 +85,8 @@ impl ZoneSet {
     pub fn built_names(&self) -> impl Iterator<Item = (&[u8], impl Iterator<Item = u16> + '_)> {
         self.built
             .iter()
-            .filter(|(owner, _)| !self.built_signed.contains_key(*owner))
-            .map(|(owner, answers)| (&owner[..], answers.by_type.iter().map(|(qtype, _)| *qtype)))
+            .filter(|(_, built)| built.signed.is_none())
+            .map(|(owner, built)| (&owner[..], built.unsigned.by_type.iter().map(|(qtype, _)| *qtype)))
     }
 
     /// The zone with the longest origin at or above `qname` (lowercase).
@@ -95,8 +102,8 @@ impl ZoneSet {
         {
             return Lookup::Resolved(resolve(parent, qname, qtype, dnssec));
         }
-        let signed = if dnssec { self.built_signed.get(qname) } else { None };
-        if let Some(answers) = signed.or_else(|| self.built.get(qname)) {
+        if let Some(built) = self.built.get(qname) {
+            let answers = built.signed.as_ref().filter(|_| dnssec).unwrap_or(&built.unsigned);
             return Lookup::Built(answers.for_type(qtype));
         }
         match self.zone_for(qname) {
@@ -118,16 +125,12 @@ impl ZoneSet {
     /// Encodes the answers of every name of zone `index` that this zone,
     /// and not a more specific one, is authoritative for.
     fn build_answers(&mut self, index: usize) {
-        let built = self.answers_of(index, false);
+        let built = self.answers_of(index);
         self.built.extend(built);
-        if self.zones[index].signer.is_some() {
-            let built = self.answers_of(index, true);
-            self.built_signed.extend(built);
-        }
     }
 
-    /// The answers of zone `index`'s names, signed or not.
-    fn answers_of(&self, index: usize, dnssec: bool) -> Vec<(Box<[u8]>, NameAnswers)> {
+    /// The answers of zone `index`'s names: unsigned, and signed too if the zone is.
+    fn answers_of(&self, index: usize) -> Vec<(Box<[u8]>, BuiltName)> {
         let zone = &self.zones[index];
         let mut asked_types = zone.types_present();
         asked_types.extend([types::DS, types::ANY, types::CNAME, NSEC]);
@@ -139,13 +142,17 @@ impl ZoneSet {
             if !std::ptr::eq(self.zone_for(owner).expect("a zone holds its own names"), zone) {
                 continue;
             }
-            let other_types = Body::build(&resolve(zone, owner, absent_type, dnssec), owner);
-            let by_type = asked_types
-                .iter()
-                .map(|&qtype| (qtype, Body::build(&resolve(zone, owner, qtype, dnssec), owner)))
-                .filter(|(_, body)| *body != other_types)
-                .collect();
-            built.push((owner.clone(), NameAnswers { by_type, other_types }));
+            let answers = |dnssec: bool| {
+                let other_types = Body::build(&resolve(zone, owner, absent_type, dnssec), owner);
+                let by_type = asked_types
+                    .iter()
+                    .map(|&qtype| (qtype, Body::build(&resolve(zone, owner, qtype, dnssec), owner)))
+                    .filter(|(_, body)| *body != other_types)
+                    .collect();
+                NameAnswers { by_type, other_types }
+            };
+            let signed = zone.signer.is_some().then(|| answers(true));
+            built.push((owner.clone(), BuiltName { unsigned: answers(false), signed }));
         }
         built
     }

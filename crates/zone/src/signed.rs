@@ -125,6 +125,38 @@ mod tests {
     }
 
     #[test]
+    fn one_built_entry_per_name_answers_both_do_bits() {
+        let unsigned = parse_zone_text("other.test", "@ 300 SOA ns hostmaster 1 7200 3600 1209600 60\n@ 300 NS ns\n", "test").unwrap();
+        let set = crate::ZoneSet::new(vec![signed_zone(), unsigned]).unwrap();
+        let built = |qname: &str, dnssec| match set.lookup(&name(qname), types::NS, dnssec) {
+            crate::Lookup::Built(body) => body as *const crate::Body,
+            other => panic!("{qname}: {other:?}"),
+        };
+        assert_eq!(built("other.test", true), built("other.test", false), "an unsigned zone has one answer for both");
+        assert_ne!(built("example.test", true), built("example.test", false), "a signed zone has two");
+        let fast_path: Vec<&[u8]> = set.built_names().map(|(owner, _)| owner).collect();
+        assert_eq!(fast_path, [&name("other.test")[..]], "only unsigned names go to the kernel fast path");
+    }
+
+    #[test]
+    fn a_routed_nodata_denies_the_type_its_stored_proof_lists() {
+        let mut zone = signed_zone();
+        let routed = name("app.example.test");
+        zone.reserve_name(&routed, &[types::A, types::AAAA]).unwrap();
+        let signer = zone.signer.clone().unwrap();
+        sign_zone(&mut zone, &signer);
+        let stored = &zone.node(&routed).unwrap().nsec.as_ref().unwrap().rdatas[0];
+        assert!(bitmap_lists(stored, &routed, types::A), "replicas have IPv4 addresses");
+        let nodata = crate::lookup::routed_nodata(&zone, &routed, types::A);
+        assert_eq!(
+            (nodata.rcode, section(&nodata, ANSWER), section(&nodata, AUTHORITY)),
+            (rcode::NOERROR, vec![], vec![(types::SOA, 1), (NSEC, 1)])
+        );
+        let Records::Made(rdata) = &nodata.sections[AUTHORITY][1].records else { panic!("a made NSEC") };
+        assert!(!bitmap_lists(rdata, &routed, types::A) && bitmap_lists(rdata, &routed, types::AAAA) && bitmap_lists(rdata, &routed, NSEC));
+    }
+
+    #[test]
     fn do_zero_answers_of_a_signed_zone_carry_nothing_of_dnssec() {
         let zone = signed_zone();
         let absent = resolve(&zone, &name("nope.example.test"), types::A, false);
