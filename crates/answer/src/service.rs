@@ -1,15 +1,19 @@
 //! Step 4 of a query's life (DESIGN.md): the name is a service, so the
 //! routing core picks the addresses; asked with DO=1 in a signed zone, the
 //! answer carries the RRSIGs over the addresses as a set, made once per
-//! set (in any order) and window by the zone's signer and then cached. A
-//! service whose replicas are second-tier redirectors answers instead a
-//! CNAME to the chosen one's name, whatever the type asked.
+//! set (in any order) by the zone's signer and then cached, keyed by the
+//! sorted addresses themselves: a hit makes no record data. A service
+//! whose replicas are second-tier redirectors answers instead a CNAME to
+//! the chosen one's name, whatever the type asked.
+
+use std::net::IpAddr;
 
 use pharos_dnssec::Signer;
 use pharos_route::{Asker, Family, RegionId, Routed, Service, route};
 use pharos_wire::{Edns, MessageWriter, types};
 use pharos_zone::Fitted;
 use rand::Rng;
+use smallvec::SmallVec;
 
 use crate::{Client, Settings, Snapshot};
 
@@ -57,14 +61,13 @@ pub fn write_addresses(
     if let Some((signer, owner)) = signing
         && !fitted.truncated
     {
-        let (rtype, rdatas) = match cname_of(service, &decision.replicas) {
-            Some(target) => (types::CNAME, vec![Box::from(target)]),
+        let rrsigs = match cname_of(service, &decision.replicas) {
+            Some(target) => signer.sign_cached(owner, types::CNAME, decision.ttl, &[Box::from(target)]),
             None => {
-                let addresses = decision.replicas.iter().map(|&index| address_octets(service.replicas[index].address));
-                (family_type(family), addresses.collect())
+                let mut addresses: SmallVec<[IpAddr; 8]> = decision.replicas.iter().map(|&index| service.replicas[index].address).collect();
+                signer.sign_addresses(owner, decision.ttl, &mut addresses)
             }
         };
-        let rrsigs = signer.sign_cached(owner, rtype, decision.ttl, &rdatas);
         fitted = write_rrsigs(writer, body_start, &rrsigs, decision.ttl, room, fitted);
     }
     let first_replica = decision.replicas[0];
@@ -89,8 +92,8 @@ pub fn write_decision(writer: &mut MessageWriter<'_>, service: &Service, replica
     }
     for &index in replicas {
         match service.replicas[index].address {
-            std::net::IpAddr::V4(v4) => writer.address_record_at(question, ttl, &v4.octets()),
-            std::net::IpAddr::V6(v6) => writer.address_record_at(question, ttl, &v6.octets()),
+            IpAddr::V4(v4) => writer.address_record_at(question, ttl, &v4.octets()),
+            IpAddr::V6(v6) => writer.address_record_at(question, ttl, &v6.octets()),
         }
     }
     Some(fit(writer, body_start, replicas.len() as u16, room))
@@ -121,13 +124,6 @@ fn write_rrsigs(writer: &mut MessageWriter<'_>, body_start: usize, rrsigs: &[Box
         writer.record_at(pharos_wire::HEADER_LEN as u16, types::RRSIG, types::CLASS_IN, ttl, rrsig);
     }
     fit(writer, body_start, fitted.counts[0] + rrsigs.len() as u16, room)
-}
-
-fn address_octets(address: std::net::IpAddr) -> Box<[u8]> {
-    match address {
-        std::net::IpAddr::V4(v4) => Box::new(v4.octets()),
-        std::net::IpAddr::V6(v6) => Box::new(v6.octets()),
-    }
 }
 
 /// The type of the RRset a routed answer of `service` carries for

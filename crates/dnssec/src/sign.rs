@@ -7,12 +7,14 @@
 //! and canonical order (by record data), duplicates once.
 //!
 //! Signatures made per query (routed answers, wildcards, denials) are
-//! cached by that signed data and the window, so that every order of the
-//! same addresses, asked again and again, is signed once: a bounded cache
-//! shared by every thread, dropped with its signer when the zone is
-//! signed again.
+//! cached, so that every order of the same addresses, asked again and
+//! again, is signed once: bounded caches shared by every thread, dropped
+//! with their signer when the zone is signed again. Wildcards and denials
+//! are keyed by the signed data and the window; routed answers, the hot
+//! path, by the owner, TTL and sorted addresses, which a query has at hand.
 
 use std::fmt;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use domain::base::iana::Rtype;
@@ -23,6 +25,7 @@ use domain::rdata::ZoneRecordData;
 use domain::rdata::dnssec::RtypeBitmap;
 use pharos_wire::name::{self, MAX_NAME_LEN};
 use pharos_wire::types;
+use quick_cache::Equivalent;
 use quick_cache::sync::Cache;
 use ring::rand::SystemRandom;
 
@@ -61,6 +64,31 @@ impl Window {
     }
 }
 
+/// What an address RRset is made of, as the per-query cache keys it:
+/// cheap to build from a routing decision (no record data, no parse), and
+/// hashed alike whether owned (in the cache) or borrowed (a query's).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct AddressSet {
+    owner: Box<[u8]>,
+    ttl: u32,
+    /// Sorted: the same set in any order is the same key.
+    addresses: Box<[IpAddr]>,
+}
+
+/// An [`AddressSet`] borrowed from a query, to look the cache up with.
+#[derive(Hash)]
+struct AddressSetRef<'a> {
+    owner: &'a [u8],
+    ttl: u32,
+    addresses: &'a [IpAddr],
+}
+
+impl Equivalent<AddressSet> for AddressSetRef<'_> {
+    fn equivalent(&self, key: &AddressSet) -> bool {
+        self.owner == &*key.owner && self.ttl == key.ttl && self.addresses == &*key.addresses
+    }
+}
+
 /// The signer of one zone at one time: its keys in the states they are
 /// in then, and the window of the signatures made.
 pub struct Signer {
@@ -77,6 +105,8 @@ pub struct Signer {
     /// Keyed by the window and the RRset's canonical records, which hold
     /// its owner, type, TTL and content.
     cache: Cache<(Window, Box<[u8]>), Rrsigs>,
+    /// The routed answers' address RRsets (A or AAAA by the addresses' family).
+    addresses: Cache<AddressSet, Rrsigs>,
 }
 
 impl fmt::Debug for Signer {
@@ -104,7 +134,16 @@ impl Signer {
                 name::Display(origin)
             ));
         }
-        Ok(Signer { zone: origin.into(), keys, signing, next_step, window, random: SystemRandom::new(), cache: Cache::new(CACHED_RRSETS) })
+        Ok(Signer {
+            zone: origin.into(),
+            keys,
+            signing,
+            next_step,
+            window,
+            random: SystemRandom::new(),
+            cache: Cache::new(CACHED_RRSETS),
+            addresses: Cache::new(CACHED_RRSETS),
+        })
     }
 
     /// When a key changes state next (Unix seconds): the zone must be
@@ -137,9 +176,26 @@ impl Signer {
         rrsigs
     }
 
-    /// How many RRsets the per-query cache holds signatures for.
+    /// Like [`Signer::sign_cached`], for the address RRset of a routed
+    /// answer: `addresses`, all of one family, owned by `owner` (lowercase
+    /// wire form), are sorted in place and the set looked up as it is, so
+    /// that a hit costs a sort and a hash; the records are made only to
+    /// sign a set seen for the first time.
+    pub fn sign_addresses(&self, owner: &[u8], ttl: u32, addresses: &mut [IpAddr]) -> Rrsigs {
+        addresses.sort_unstable();
+        if let Some(rrsigs) = self.addresses.get(&AddressSetRef { owner, ttl, addresses }) {
+            return rrsigs;
+        }
+        let rtype = if addresses.first().is_some_and(IpAddr::is_ipv6) { types::AAAA } else { types::A };
+        let rdatas: Vec<Box<[u8]>> = addresses.iter().map(address_rdata).collect();
+        let rrsigs: Rrsigs = self.sign(owner, rtype, ttl, &rdatas).into();
+        self.addresses.insert(AddressSet { owner: owner.into(), ttl, addresses: addresses.into() }, rrsigs.clone());
+        rrsigs
+    }
+
+    /// How many RRsets the per-query caches hold signatures for.
     pub fn cached(&self) -> usize {
-        self.cache.len()
+        self.cache.len() + self.addresses.len()
     }
 
     /// Signs `records`, an RRset of type `rtype` and `ttl` in canonical form and order.
@@ -166,6 +222,14 @@ impl Signer {
                 rrsig.into_boxed_slice()
             })
             .collect()
+    }
+}
+
+/// An address's record data: 4 octets for A, 16 for AAAA.
+fn address_rdata(address: &IpAddr) -> Box<[u8]> {
+    match address {
+        IpAddr::V4(v4) => Box::new(v4.octets()),
+        IpAddr::V6(v6) => Box::new(v6.octets()),
     }
 }
 
@@ -350,6 +414,28 @@ mod tests {
         assert_ne!(signer.sign_cached(owner, types::A, 30, &forward), first, "another TTL is another RRset");
         assert_ne!(signer.sign_cached(owner, types::A, 60, &forward[..1]), first, "other content");
         assert_eq!(signer.cached(), 3);
+    }
+
+    #[test]
+    fn routed_address_sets_are_signed_once_whatever_their_order() {
+        let signer = signer(Algorithm::EcdsaP256Sha256, &[Role::Csk]);
+        let owner = b"\x03app\x07example\x04test\x00";
+        let v4: [IpAddr; 3] = ["192.0.2.2", "192.0.2.10", "192.0.2.1"].map(|address| address.parse().unwrap());
+        let first = signer.sign_addresses(owner, 60, &mut v4.clone());
+        let mut reversed = v4;
+        reversed.reverse();
+        // ECDSA signatures are randomized: the same bytes again come from the cache.
+        assert_eq!(signer.sign_addresses(owner, 60, &mut reversed), first);
+        assert_eq!(signer.cached(), 1);
+        let rdatas: Vec<Box<[u8]>> = v4.iter().map(address_rdata).collect();
+        verify(&signer, owner, types::A, 60, &rdatas, &first);
+        assert_ne!(signer.sign_addresses(owner, 30, &mut v4.clone()), first, "another TTL is another RRset");
+        assert_ne!(signer.sign_addresses(owner, 60, &mut v4[..2].to_vec()), first, "other content");
+        let v6: IpAddr = "2001:db8::1".parse().unwrap();
+        let aaaa = signer.sign_addresses(owner, 60, &mut [v6]);
+        assert_eq!(aaaa[0][..2], types::AAAA.to_be_bytes(), "IPv6 addresses make an AAAA RRset");
+        verify(&signer, owner, types::AAAA, 60, &[address_rdata(&v6)], &aaaa);
+        assert_eq!(signer.cached(), 4);
     }
 
     #[test]
