@@ -7,13 +7,15 @@
 //! queries are compared byte for byte with those of the same zone unsigned.
 //! Answers routed by a service's policy validate too, in every order the
 //! policy gives, and so does the NODATA of a service whose replicas are all
-//! down. A zone marked `dnssec = true` without keys does not start.
+//! down. A zone marked `dnssec = true` without keys does not start. The CD
+//! bit is cleared in signed answers, as Knot DNS clears it when it signs
+//! the same zone (RFC 4035 section 3.1.6: an authoritative server SHOULD).
 
 mod common;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::declarations::Declarations;
@@ -237,4 +239,94 @@ fn a_signed_zone_without_keys_does_not_start() {
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "a signed zone without keys served");
     assert!(said.contains("zone example.test") && said.contains("run `pharos key generate` first"), "{said}");
+}
+
+/// A query for NAME TYPE with DO=1 and the CD and AD bits set.
+fn checking_disabled_query(name: &str, rtype: Rtype) -> Vec<u8> {
+    let mut query = common::ecs_query(9, name, rtype, None);
+    query[3] |= CD | AD;
+    let flags_at = query.len() - 4;
+    query[flags_at] |= 0x80;
+    query
+}
+
+/// The CD bit, in the second octet of the header's flags.
+const CD: u8 = 0x10;
+/// The AD bit, beside it.
+const AD: u8 = 0x20;
+
+/// The header's second flags octet of the answer `server` gives `query`.
+fn second_flags(server: SocketAddr, query: &[u8]) -> u8 {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    socket.send_to(query, server).unwrap();
+    let mut buf = [0; 4096];
+    let len = socket.recv(&mut buf).expect("an answer");
+    assert!(len >= 12, "a header");
+    buf[3]
+}
+
+/// knotd, stopped when dropped.
+struct Knot {
+    child: Child,
+    address: SocketAddr,
+}
+
+impl Drop for Knot {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// knotd serving ZONE signed by itself (onlinesign's sibling, automatic
+/// signing with its default policy), from files in `dir` (its log in
+/// knot.log); None (with a loud SKIP, a failure under CI) without
+/// Debian's knot.
+fn knot_signing(dir: &Path) -> Option<Knot> {
+    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    std::fs::write(dir.join("example.test.zone"), ZONE).unwrap();
+    // Knot 3.2 makes neither its database's directory nor its keys'.
+    for made in ["db", "keys"] {
+        std::fs::create_dir(dir.join(made)).unwrap();
+    }
+    let d = dir.display();
+    let config = format!(
+        "server:\n  rundir: \"{d}\"\n  listen: {}@{}\n  udp-workers: 1\n  tcp-workers: 1\n  background-workers: 1\n\
+         database:\n  storage: \"{d}/db\"\n  kasp-db: \"{d}/keys\"\n\
+         template:\n  - id: default\n    storage: \"{d}\"\n    zonefile-sync: -1\n\
+         zone:\n  - domain: example.test\n    file: example.test.zone\n    dnssec-signing: on\n",
+        address.ip(),
+        address.port()
+    );
+    std::fs::write(dir.join("knot.conf"), config).unwrap();
+    let mut command = Command::new("knotd");
+    let log = std::fs::File::create(dir.join("knot.log")).unwrap();
+    command.arg("-c").arg(dir.join("knot.conf")).stdout(Stdio::null()).stderr(log);
+    said(Command::new("knotd").arg("--version"), "knot")?;
+    let knot = Knot { child: command.spawn().unwrap(), address };
+    wait_until("knotd answers", || udp_query(address, "example.test", Rtype::SOA).is_some_and(|answer| answer.header().aa()));
+    Some(knot)
+}
+
+#[test]
+fn signed_answers_clear_the_cd_bit_as_knot_does() {
+    let (pharos, _) = serve_signed(&[]);
+    let knot_dir = tempfile::tempdir().unwrap();
+    let Some(knot) = knot_signing(knot_dir.path()) else { return };
+    let questions = [
+        ("example.test", Rtype::SOA),
+        ("www.example.test", Rtype::A),
+        ("mail.example.test", Rtype::AAAA),
+        ("nope.example.test", Rtype::A),
+        ("host.lab.example.test", Rtype::A),
+    ];
+    for (name, rtype) in questions {
+        let query = checking_disabled_query(name, rtype);
+        let (ours, knots) = (second_flags(pharos.address, &query), second_flags(knot.address, &query));
+        assert_eq!(ours & (CD | AD), knots & (CD | AD), "{name} {rtype}: CD and AD as Knot sets them");
+        assert_eq!(ours & CD, 0, "{name} {rtype}: CD cleared");
+    }
+    // A routed answer, which Knot has no counterpart of, too.
+    assert_eq!(second_flags(pharos.address, &checking_disabled_query("app.example.test", Rtype::A)) & CD, 0);
 }

@@ -380,8 +380,9 @@ struct Outcome {
 
 /// Fills in the header and appends the OPT record if the query had one.
 fn finish(writer: &mut MessageWriter<'_>, query: &Query<'_>, outcome: &Outcome, opt: OptSource<'_>) {
-    // CD is for security-aware servers to copy (RFC 4035 section 3.1.6);
-    // without DNSSEC, Pharos clears it, as Knot DNS and NSD do.
+    // CD is cleared, signed zones included: RFC 4035 section 3.1.6 says an
+    // authoritative response SHOULD clear it (copying it is a recursive
+    // server's duty, section 3.2.2), as Knot DNS and NSD do.
     let echoed = query.flags & (flags::OPCODE_MASK | flags::RD);
     writer.set_id(query.id);
     writer.set_flags(flags::QR | echoed | outcome.flags | (outcome.rcode & 0xF));
