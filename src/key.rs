@@ -8,24 +8,23 @@
 //! zone is first signed, often before any server runs. A running server
 //! holds a SQLite store for itself: run the command with it stopped, and
 //! start it again; with PostgreSQL, run it beside the server and reload it
-//! (SIGHUP). Once it has read the keys, the server follows their states by
-//! itself, signing the zone again at each step.
+//! (SIGHUP). A running server takes the same steps through its API
+//! (`/v1/zones/{zone}/keys`, the steps in `pharos_server::keys`). Once it
+//! has read the keys, the server follows their states by itself, signing
+//! the zone again at each step.
 
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
-use domain::base::{Name, ToName};
-use pharos_dnssec::{Algorithm, KeyState, KeyTimes, Role, Timings, ZoneKey, ZoneKeys};
+use domain::base::Name;
+use pharos_dnssec::{Algorithm, KeyTimes, Role, ZoneKey, ZoneKeys};
 use pharos_server::config::{Config, StoreConfig};
 use pharos_server::control::open_store;
+use pharos_server::keys::{self, KeyStep, StepError};
 use pharos_store::Store;
 use ring::rand::SystemRandom;
-
-/// The TTL printed on the records (the zone's own TTL applies once signed).
-const SHOWN_TTL: u32 = 3600;
 
 #[derive(Args)]
 pub struct KeyArgs {
@@ -94,9 +93,7 @@ struct Target {
 impl Target {
     /// The zone's name, lowercase: records are printed as zone files write them.
     fn zone(&self) -> anyhow::Result<Name<Vec<u8>>> {
-        let zone: Name<Vec<u8>> =
-            Name::from_str(&self.zone).map_err(|error| anyhow::anyhow!("zone {:?} is not a domain name: {error}", self.zone))?;
-        Ok(zone.to_canonical_name())
+        keys::zone_name(&self.zone)
     }
 
     fn open_store(&self) -> anyhow::Result<Box<dyn Store>> {
@@ -110,34 +107,6 @@ impl Target {
         open_store(&store_config)
     }
 
-    /// What a rollover of the zone waits on: its DNSKEY TTL (the SOA's,
-    /// which the signer gives the DNSKEY RRset), its largest TTL (records,
-    /// negative answers, the services in it, from the configuration and
-    /// the store), and the configuration's delays.
-    fn timings(&self, store: &mut dyn Store) -> anyhow::Result<Timings> {
-        let path = self.config.as_ref().expect("rollovers take --config");
-        let config = Config::from_file(path)?;
-        let origin = self.zone()?;
-        let same_zone = |spec: &&pharos_server::config::ZoneConfig| {
-            Name::<Vec<u8>>::from_str(&absolute(&spec.origin)).is_ok_and(|name| name.to_canonical_name::<Vec<u8>>() == origin)
-        };
-        let Some(spec) = config.all_zones().find(same_zone) else {
-            bail!("{} serves no zone {}", path.display(), self.zone);
-        };
-        let zone = pharos_zone::load_zone_file(&spec.origin, &spec.file)?;
-        let records = zone.nodes.values().flat_map(|node| &node.rrsets).map(|rrset| rrset.ttl);
-        let (state, _) = store.load()?;
-        let inside = |name: &str| Name::<Vec<u8>>::from_str(&absolute(name)).is_ok_and(|name| name.ends_with(&origin));
-        let services = config.services.iter().chain(&state.services).filter(|service| inside(&service.name)).map(|service| service.ttl);
-        let max_ttl = records.chain(services).chain([zone.negative_ttl]).max().unwrap_or_default();
-        Ok(Timings {
-            dnskey_ttl: zone.soa().ttl,
-            max_ttl,
-            propagation: config.dnssec.propagation_seconds,
-            ds_ttl: config.dnssec.ds_ttl_seconds,
-        })
-    }
-
     /// Where the keys are, for messages (never the url, which may hold a password).
     fn where_kept(&self) -> String {
         match (&self.config, &self.store) {
@@ -145,11 +114,6 @@ impl Target {
             (None, store) => store.iter().map(|path| path.display().to_string()).collect(),
         }
     }
-}
-
-/// `name` with its final dot, as zone names are written in configurations either way.
-fn absolute(name: &str) -> String {
-    if name.ends_with('.') { name.to_string() } else { format!("{name}.") }
 }
 
 pub fn run(args: KeyArgs) -> anyhow::Result<()> {
@@ -173,32 +137,13 @@ pub fn run(args: KeyArgs) -> anyhow::Result<()> {
         KeyCommand::Show { target } => {
             let zone = target.zone()?;
             let mut store = target.open_store()?;
-            print_records(&stored_keys(&mut *store, &target, &random)?, &zone, unix_now());
+            print_records(&stored_keys(&mut *store, &target)?, &zone, unix_now());
         }
         KeyCommand::Rollover { config, zsk, zone, .. } => {
-            let target = Target { config: Some(config), store: None, zone };
-            let mut store = target.open_store()?;
-            let timings = target.timings(&mut *store)?;
-            let mut keys = stored_keys(&mut *store, &target, &random)?;
-            let now = unix_now();
-            if zsk {
-                keys.roll_zsk(now, timings, &random)?
-            } else {
-                keys.roll_ksk(now, &random)?
-            }
-            store.set_setting(&ZoneKeys::setting_name(&target.zone()?), &keys.to_setting())?;
-            print_records(&keys, &target.zone()?, now);
+            let step = if zsk { KeyStep::RollZsk } else { KeyStep::RollKsk };
+            take_step(Target { config: Some(config), store: None, zone }, step)?;
         }
-        KeyCommand::DsChanged { config, zone } => {
-            let target = Target { config: Some(config), store: None, zone };
-            let mut store = target.open_store()?;
-            let timings = target.timings(&mut *store)?;
-            let mut keys = stored_keys(&mut *store, &target, &random)?;
-            let now = unix_now();
-            keys.ds_changed(now, timings)?;
-            store.set_setting(&ZoneKeys::setting_name(&target.zone()?), &keys.to_setting())?;
-            print_records(&keys, &target.zone()?, now);
-        }
+        KeyCommand::DsChanged { config, zone } => take_step(Target { config: Some(config), store: None, zone }, KeyStep::DsChanged)?,
     }
     Ok(())
 }
@@ -207,32 +152,40 @@ fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("the clock is after 1970").as_secs()
 }
 
+/// Takes `step` in the target's keys, kept in the store its configuration names.
+fn take_step(target: Target, step: KeyStep) -> anyhow::Result<()> {
+    let config = Config::from_file(target.config.as_ref().expect("key steps take --config"))?;
+    let zone = target.zone()?;
+    let mut store = target.open_store()?;
+    let now = unix_now();
+    let keys = match keys::take_step(&config, &mut *store, &zone, step, now) {
+        Ok(keys) => keys,
+        Err(StepError::NoKeys(_)) => bail!("zone {} has no keys in {}: run `pharos key generate` first", target.zone, target.where_kept()),
+        Err(error) => return Err(error.into()),
+    };
+    print_records(&keys, &zone, now);
+    Ok(())
+}
+
 /// The keys `store` keeps for the target's zone.
-fn stored_keys(store: &mut dyn Store, target: &Target, random: &SystemRandom) -> anyhow::Result<ZoneKeys> {
-    let Some(text) = store.setting(&ZoneKeys::setting_name(&target.zone()?))? else {
+fn stored_keys(store: &mut dyn Store, target: &Target) -> anyhow::Result<ZoneKeys> {
+    let Some(keys) = keys::stored_keys(store, &target.zone()?)? else {
         bail!("zone {} has no keys in {}: run `pharos key generate` first", target.zone, target.where_kept());
     };
-    Ok(ZoneKeys::from_setting(&text, random)?)
+    Ok(keys)
 }
 
 /// The DNSKEY of every key still in the zone, a DS for each key the
-/// parent should point at, then every key's state as a comment.
+/// parent should point at, then every key's state and schedule as a comment.
 fn print_records(keys: &ZoneKeys, zone: &Name<Vec<u8>>, now: u64) {
-    let in_zone = || keys.keys.iter().filter(|key| key.times.state(now) != KeyState::Removed);
-    for key in in_zone() {
-        println!("{}", key.dnskey_record(zone, SHOWN_TTL));
+    let views = keys::key_views(keys, zone, now);
+    for record in views.iter().filter_map(|view| view.dnskey.as_ref()).chain(views.iter().filter_map(|view| view.ds.as_ref())) {
+        println!("{record}");
     }
-    for key in in_zone().filter(|key| key.role.signs_keys()) {
-        println!("{}", key.ds_record(zone, SHOWN_TTL));
+    for view in &views {
+        let times = &view.times;
+        let steps = [("active", times.active), ("retired", times.retired), ("removed", times.removed)];
+        let scheduled: String = steps.iter().filter_map(|(name, time)| Some(format!(" {name}={}", (*time)?))).collect();
+        println!("; key {} {} {}: published={}{scheduled}", view.tag, view.role, view.state, times.published);
     }
-    for key in &keys.keys {
-        let state = key.times.state(now).name();
-        println!("; key {} {} {state}: published={}{}", key.key_tag(), key.role.name(), key.times.published, scheduled(&key.times));
-    }
-}
-
-/// The steps of `times` after publication, as ` active=T retired=T removed=T`.
-fn scheduled(times: &KeyTimes) -> String {
-    let steps = [("active", times.active), ("retired", times.retired), ("removed", times.removed)];
-    steps.iter().filter_map(|(name, time)| Some(format!(" {name}={}", (*time)?))).collect()
 }

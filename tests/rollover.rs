@@ -4,11 +4,15 @@
 //! for a static name, a routed name, a name that does not exist and the
 //! keys themselves.
 //!
+//! The ZSK rollover and the DS change go through the API of the running
+//! server; the KSK rollover through `pharos key`, with the server stopped
+//! while it writes the SQLite store the server owns.
+//!
 //! The DS change of the KSK rollover is real, not simulated in Unbound:
 //! the same server serves the parent zone `test.` (signed with its own key,
 //! the one trust anchor Unbound has), which delegates `example.test.` with
 //! a DS; the test rewrites that DS in the parent's file and reloads, as a
-//! registry would, then says so with `pharos key ds-changed`. TTLs are 2 s
+//! registry would, then says so to the API (`ds-changed`). TTLs are 2 s
 //! and the configured delays 1 s, so a whole rollover takes seconds; every
 //! step is polled with a deadline, asking Unbound between polls.
 
@@ -20,11 +24,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::declarations::Declarations;
-use common::{free_port, spawn_with, wait_until};
+use common::{free_port, request, spawn_with, wait_until};
 use domain::base::iana::{Rcode, Rtype};
 use domain::base::name::ParsedName;
 use domain::base::{Message, MessageBuilder, Name};
 use domain::rdata::{Dnskey, Ds, Rrsig};
+use serde_json::json;
 
 const CHILD: &str = "$TTL 2\n@ SOA ns hostmaster 1 7200 3600 1209600 2\n NS ns\nns A 192.0.2.1\nwww A 192.0.2.2\n";
 const PARENT: &str = "$TTL 2\n@ SOA ns hostmaster 1 7200 3600 1209600 2\n NS ns\nns A 192.0.2.1\n\
@@ -37,9 +42,13 @@ const STEP_DEADLINE: Duration = Duration::from_secs(60);
 struct Served {
     child: Child,
     address: SocketAddr,
+    /// The control API's base URL (token [`TOKEN`]).
+    api: String,
     dir: tempfile::TempDir,
     config: PathBuf,
 }
+
+const TOKEN: &str = "rollover-token";
 
 impl Drop for Served {
     fn drop(&mut self) {
@@ -91,12 +100,31 @@ impl Served {
         printed
     }
 
+    /// `POST /v1/zones/example.test/keys` with `step`, which must succeed:
+    /// the keys after it, as (tag, role, state).
+    fn key_step(&self, step: &str) -> Vec<(u64, String, String)> {
+        let (status, keys) = self.api_keys("POST", Some(json!({ "step": step })));
+        assert_eq!(status, 200, "{step}: {keys}");
+        key_states(&keys)
+    }
+
+    /// The keys API of example.test: status and body.
+    fn api_keys(&self, method: &str, body: Option<serde_json::Value>) -> (u16, serde_json::Value) {
+        request(method, &format!("{}/v1/zones/example.test/keys", self.api), Some(TOKEN), body)
+    }
+
     /// Writes the parent zone delegating example.test with `ds` (a DS line
     /// `pharos key` printed) and reloads (SIGHUP), as a registry would.
     fn delegate_with(&self, ds: &str) {
         std::fs::write(self.dir.path().join("test.zone"), format!("{PARENT}example DS {}\n", ds_data(ds))).unwrap();
         assert_eq!(unsafe { libc::kill(self.child.id() as i32, libc::SIGHUP) }, 0);
     }
+}
+
+/// (tag, role, state) of each key in an answer of the keys API.
+fn key_states(keys: &serde_json::Value) -> Vec<(u64, String, String)> {
+    let field = |key: &serde_json::Value, name: &str| key[name].as_str().unwrap().to_string();
+    keys.as_array().unwrap().iter().map(|key| (key["tag"].as_u64().unwrap(), field(key, "role"), field(key, "state"))).collect()
 }
 
 /// The record data of a DS line `pharos key` printed (its last four fields).
@@ -267,10 +295,12 @@ fn serve() -> (Served, String) {
         .replica("b", "192.0.2.32")
         .toml();
     let config = dir.path().join("pharos.toml");
+    let api = format!("127.0.0.1:{}", free_port());
     std::fs::write(
         &config,
         format!(
             "[server]\nlisten = [\"{address}\"]\nthreads = 1\nrandom_seed = 1\n[store]\npath = \"state.db\"\n\
+             [control]\nlisten = \"{api}\"\ntoken = \"{TOKEN}\"\n\
              [dnssec]\npropagation_seconds = 1\nds_ttl_seconds = 2\n\
              [[zone]]\norigin = \"test\"\nfile = \"test.zone\"\ndnssec = true\n\
              [[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\ndnssec = true\n{services}"
@@ -288,7 +318,7 @@ fn serve() -> (Served, String) {
     let child = spawn_with(&config, &dir.path().join("pharos.log"), |command| {
         command.current_dir(dir.path());
     });
-    let served = Served { child, address, dir, config };
+    let served = Served { child, address, api: format!("http://{api}"), dir, config };
     wait_until("the signed zones are served", || dnskeys(address).len() == 2);
     (served, parent_ds)
 }
@@ -315,12 +345,17 @@ fn unbound_validates_through_a_zsk_and_a_ksk_rollover() {
     let (ksk, old_zsk) = (tags_with(&keys, 257), tags_with(&keys, 256));
     let mut polls = 0;
 
-    // ZSK by pre-publication.
-    let printed = served.key_while_stopped(&["rollover", "example.test", "--zsk"]);
-    polls += through(&unbound, "new ZSK published", || tags_with(&dnskeys(server), 256).len() == 2);
-    let new_zsk: Vec<u16> = tags_with(&dnskeys(server), 256).into_iter().filter(|tag| !old_zsk.contains(tag)).collect();
+    // ZSK by pre-publication, through the API of the running server.
+    let keys = served.key_step("roll-zsk");
+    let new_zsk: Vec<u16> =
+        keys.iter().filter(|(tag, role, _)| role == "zsk" && !old_zsk.contains(&(*tag as u16))).map(|key| key.0 as u16).collect();
+    assert_eq!(keys.iter().filter(|(_, _, state)| state == "published").count(), 1, "{keys:?}");
+    assert_eq!(tags_with(&dnskeys(server), 256).len(), 2, "the API reloads: the new ZSK is published on return");
+    assert_secure(&unbound, "new ZSK published");
+    let (_, shown) = served.api_keys("GET", None);
+    let active_at = shown.as_array().unwrap().iter().find(|key| key["tag"] == new_zsk[0]).unwrap()["times"]["active"].as_u64().unwrap();
     let signed_before = signed_by(server, "www.example.test", Rtype::A);
-    if unix_now() < step_time(&printed, new_zsk[0], "active") {
+    if unix_now() < active_at {
         assert_eq!(signed_before, old_zsk, "a published ZSK signs nothing yet");
     }
     polls += through(&unbound, "new ZSK active", || signed_by(server, "www.example.test", Rtype::A) == new_zsk);
@@ -329,7 +364,8 @@ fn unbound_validates_through_a_zsk_and_a_ksk_rollover() {
     let removed = Instant::now();
     polls += through(&unbound, "caches past the old ZSK", || removed.elapsed() > Duration::from_secs(5));
 
-    // KSK by double signature, with the DS changed at the parent.
+    // KSK by double signature, with the DS changed at the parent; by the
+    // command line, with the server stopped (it owns its SQLite store).
     let printed = served.key_while_stopped(&["rollover", "example.test", "--ksk"]);
     polls += through(&unbound, "new KSK published", || tags_with(&dnskeys(server), 257).len() == 2);
     let both = tags_with(&dnskeys(server), 257);
@@ -340,7 +376,7 @@ fn unbound_validates_through_a_zsk_and_a_ksk_rollover() {
     polls += through(&unbound, "new KSK known to caches", || unix_now() >= published + 3);
     served.delegate_with(line_with(&printed, " DS ", new_ksk[0]));
     polls += through(&unbound, "the parent's DS changed", || ds_tags(server) == new_ksk);
-    served.key_while_stopped(&["ds-changed", "example.test"]);
+    served.key_step("ds-changed");
     polls += through(&unbound, "old KSK removed", || tags_with(&dnskeys(server), 257) == new_ksk);
     assert_eq!(signed_by(server, "example.test", Rtype::DNSKEY), new_ksk);
     let removed = Instant::now();
@@ -351,6 +387,24 @@ fn unbound_validates_through_a_zsk_and_a_ksk_rollover() {
 #[test]
 fn rollover_refusals_are_clear() {
     let (mut served, _) = serve();
+    let step = |zone: &str, step: &str| {
+        let url = format!("{}/v1/zones/{zone}/keys", served.api);
+        request("POST", &url, Some(TOKEN), Some(json!({ "step": step })))
+    };
+    let refusals = [
+        ("example.test", "ds-changed", 409, "no KSK rollover waits for its DS"),
+        ("test", "roll-zsk", 409, "the zone has a CSK"),
+        ("other.test", "roll-zsk", 404, "zone other.test not found"),
+        ("example.test", "roll-everything", 422, "unknown variant"),
+    ];
+    for (zone, name, status, why) in refusals {
+        let (answered, body) = step(zone, name);
+        assert!(answered == status && body.to_string().contains(why), "{zone} {name}: {answered} {body}");
+    }
+    assert_eq!(step("example.test", "roll-zsk").0, 200);
+    let (answered, body) = step("example.test", "roll-zsk");
+    assert!(answered == 409 && body["error"].as_str().unwrap().contains("a ZSK rollover is under way"), "{body}");
+
     served.stop();
     let refused = |args: &[&str]| served.refused(args);
     let csk = refused(&["rollover", "test", "--zsk"]);
@@ -362,5 +416,6 @@ fn rollover_refusals_are_clear() {
     assert!(refused(&["rollover", "other.test", "--zsk"]).contains("serves no zone other.test"));
     let shown = served.key(&["show", "example.test"]);
     assert_eq!(shown.matches("ksk active").count(), 2, "{shown}");
+    assert_eq!(shown.matches("zsk published").count(), 1, "{shown}");
     assert_eq!(shown.matches(" DS ").count(), 2, "{shown}");
 }

@@ -37,6 +37,7 @@ use tokio::sync::oneshot;
 use crate::artemis::AddressView;
 use crate::control::Control;
 use crate::history::QueryHistory;
+use crate::keys::{KeyStep, KeyView};
 use crate::plane::ControlHandle;
 
 const OPENAPI: &str = include_str!("openapi.json");
@@ -249,6 +250,7 @@ fn router(api: Api) -> Router {
         .route("/v1/events", get(|State(api): State<Api>| async move { Json(api.control.events()) }))
         .route("/v1/services/{name}/replicas/{id}/load", put(put_load))
         .route("/v1/rrl", get(rrl_status))
+        .route("/v1/zones/{name}/keys", get(get_zone_keys).post(post_key_step))
         .route("/metrics", get(|State(api): State<Api>, headers: HeaderMap| metrics(api.control, api.limits, headers)))
         .layer(middleware::from_fn_with_state(api.clone(), require_token));
     Router::new()
@@ -565,4 +567,19 @@ async fn rrl_status(State(api): State<Api>) -> Json<serde_json::Value> {
 async fn reload(State(api): State<Api>) -> Reply<StatusCode> {
     api.control.reload().await?;
     Ok(StatusCode::OK)
+}
+
+async fn get_zone_keys(State(api): State<Api>, Path(zone): Path<String>) -> Reply<Json<Vec<KeyView>>> {
+    Ok(Json(api.control.zone_keys(zone, None).await?))
+}
+
+/// A key step: `{"step": "roll-zsk" | "roll-ksk" | "ds-changed"}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyStepRequest {
+    step: KeyStep,
+}
+
+async fn post_key_step(State(api): State<Api>, Path(zone): Path<String>, Json(request): Json<KeyStepRequest>) -> Reply<Json<Vec<KeyView>>> {
+    Ok(Json(api.control.zone_keys(zone, Some(request.step)).await?))
 }

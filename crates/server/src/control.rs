@@ -60,6 +60,7 @@ use crate::data::{BgpStatus, BgpSummary, DataFile, DataStatus, LatencyStatus};
 use crate::fastpath::{FastPathStatus, KernelFastPath};
 use crate::following::StoreStatus;
 use crate::history::EventLog;
+use crate::keys::{self, KeyStep, KeyView, StepError};
 use crate::metrics::ControlActivity;
 use crate::split::SplitWindow;
 use crate::state_cache::{self, Cached};
@@ -115,6 +116,10 @@ pub struct Control {
     cached: Option<u64>,
     /// Health shared with the fleet (a shared store's nodes only).
     fleet_health: Option<FleetHealth>,
+    /// The last key step (Unix seconds) the zones were signed again for:
+    /// if that reload failed, the step is not tried again until the next
+    /// reload (SIGHUP, the refresh, the API) rather than at once, forever.
+    key_step_tried: Option<u64>,
 }
 
 /// When a node of a fleet reports its health and reads the others'.
@@ -235,8 +240,21 @@ impl Control {
             next_report: now,
             exchanged: None,
         });
-        let mut control =
-            Control { config, plane, store, snapshot, data, published, probe_plan, fast_path: None, applied, cache, cached, fleet_health };
+        let mut control = Control {
+            config,
+            plane,
+            store,
+            snapshot,
+            data,
+            published,
+            probe_plan,
+            fast_path: None,
+            applied,
+            cache,
+            cached,
+            fleet_health,
+            key_step_tried: None,
+        };
         control.latencies_changed();
         if from_cache {
             // The file's declarations wait for the next reload.
@@ -308,6 +326,32 @@ impl Control {
         let kept = self.store.setting_or_insert(key, &made)?;
         let made_here = kept == made;
         Ok((kept, made_here))
+    }
+
+    /// The DNSSEC keys of `zone` as shown at `now` (Unix ms), after taking
+    /// `step` in them if given; a step is followed by a reload, so that the
+    /// zones are signed with the keys in their new states at once.
+    pub fn zone_keys(&mut self, zone: &str, step: Option<KeyStep>, now: u64) -> Result<Vec<KeyView>, ControlError> {
+        let name = keys::zone_name(zone).map_err(|error| ControlError::invalid("zone", error.to_string()))?;
+        if keys::zone_config(&self.config, &name).is_none() {
+            return Err(ControlError::NotFound(format!("zone {zone}")));
+        }
+        let no_keys = || ControlError::NotFound(format!("keys of zone {zone}"));
+        let kept = match step {
+            None => keys::stored_keys(self.store.as_mut(), &name).map_err(zones_error)?.ok_or_else(no_keys)?,
+            Some(step) => match keys::take_step(&self.config, self.store.as_mut(), &name, step, now / 1000) {
+                Ok(kept) => {
+                    self.reload(now)?;
+                    kept
+                }
+                Err(StepError::NoKeys(_)) => return Err(no_keys()),
+                Err(StepError::Refused(refused)) => {
+                    return Err(ControlError::Conflict { field: "step".into(), message: refused.to_string() });
+                }
+                Err(StepError::Other(error)) => return Err(zones_error(error)),
+            },
+        };
+        Ok(keys::key_views(&kept, &name, now / 1000))
     }
 
     /// Applies `changes` all or nothing (see the module comment), at `now`
@@ -625,17 +669,31 @@ impl Control {
     }
 
     /// When the control thread must next wake by itself (Unix ms): for a
-    /// measurement to expire, a load-control round or a health report to
-    /// the fleet.
+    /// measurement to expire, a load-control round, a health report to the
+    /// fleet or a key's step.
     pub fn next_wakeup(&self) -> Option<u64> {
         let report = self.fleet_health.as_ref().map(|fleet| fleet.next_report);
-        self.plane.next_wakeup().into_iter().chain(report).min()
+        let key_step = self.next_key_step().map(|step| step * 1000);
+        self.plane.next_wakeup().into_iter().chain(report).chain(key_step).min()
     }
 
-    /// Does what is due at `now`: drops expired measurements, reports
-    /// health to the fleet, runs due load-control rounds and installs what
-    /// they computed.
+    /// When a key of a signed zone next changes state (Unix seconds), a
+    /// rollover's step not tried yet: the zones are signed again then.
+    fn next_key_step(&self) -> Option<u64> {
+        let snapshot = self.snapshot.load();
+        let steps = snapshot.zones.zones().iter().filter_map(|zone| zone.signer.as_ref()?.next_step());
+        steps.filter(|&step| Some(step) != self.key_step_tried).min()
+    }
+
+    /// Does what is due at `now`: signs the zones again when a key changes
+    /// state, drops expired measurements, reports health to the fleet, runs
+    /// due load-control rounds and installs what they computed.
     pub fn wake(&mut self, now: u64) -> Result<(), ControlError> {
+        if let Some(step) = self.next_key_step().filter(|&step| step * 1000 <= now) {
+            self.key_step_tried = Some(step);
+            self.reload(now)?;
+            tracing::info!("signed zones signed again: a key changed state");
+        }
         if self.plane.measurements_expired(now) {
             self.expire_measurements(now)?;
         }

@@ -6,7 +6,8 @@
 //! `scheduling`), the kernel fast path it keeps in step with every
 //! snapshot ([`fastpath`], the one module that calls `pharos-xdp`), what
 //! the node knows of its store and of following it ([`following`]) and
-//! its local copy of a shared store's state (`state_cache`), its
+//! its local copy of a shared store's state (`state_cache`), zones'
+//! DNSSEC keys as the API and `pharos key` step them ([`keys`]), its
 //! HTTP API (`api`) with its Prometheus metrics ([`metrics`]), Artemis's
 //! service addresses ([`artemis`]), the split delivered against the
 //! configured one ([`split`]), the recent query rate and events
@@ -25,6 +26,7 @@ pub mod data;
 pub mod fastpath;
 pub mod following;
 pub mod history;
+pub mod keys;
 pub mod metrics;
 pub mod plane;
 mod prober;

@@ -40,6 +40,7 @@ use crate::data::{DataStatus, unix_millis};
 use crate::fastpath::FastPathStatus;
 use crate::following::StoreStatus;
 use crate::history::Event;
+use crate::keys::{KeyStep, KeyView};
 use crate::metrics::ControlActivity;
 use crate::prober;
 use crate::split::Splits;
@@ -83,6 +84,12 @@ enum Command {
     },
     LoadStatus {
         done: oneshot::Sender<LoadStatus>,
+    },
+    /// A zone's DNSSEC keys, after a step in them if one is given.
+    Keys {
+        zone: String,
+        step: Option<KeyStep>,
+        done: oneshot::Sender<Result<Vec<KeyView>, ControlError>>,
     },
     /// Apply what other nodes logged; `queued` is set while this is queued.
     CatchUp {
@@ -184,6 +191,12 @@ impl ControlHandle {
         let (done, reply) = oneshot::channel();
         let bgp = self.ask(Request::Command(Command::Reload { done }), reply).await??;
         self.load_bgp(&bgp).map_err(|error| ControlError::Zones(format!("cannot start loading the BGP tables: {error}")))
+    }
+
+    /// The DNSSEC keys of `zone`, after taking `step` in them if given.
+    pub async fn zone_keys(&self, zone: String, step: Option<KeyStep>) -> Result<Vec<KeyView>, ControlError> {
+        let (done, reply) = oneshot::channel();
+        self.ask(Request::Command(Command::Keys { zone, step, done }), reply).await?
     }
 
     /// Every probed replica's state, as the control thread has it.
@@ -357,6 +370,7 @@ fn serve_command(control: &mut Control, command: Command) {
         Command::FastPath { done } => drop(done.send(control.fastpath_now())),
         Command::Load { service, replica, value, done } => drop(done.send(control.record_load(&service, &replica, value, now))),
         Command::LoadStatus { done } => drop(done.send(control.load_status())),
+        Command::Keys { zone, step, done } => drop(done.send(control.zone_keys(&zone, step, now))),
         Command::CatchUp { queued } => {
             // Cleared first: a change logged from now on queues another.
             queued.store(false, Ordering::Release);

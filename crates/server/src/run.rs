@@ -71,17 +71,6 @@ impl Server {
     }
 }
 
-/// How long until a key of a signed zone changes state (a rollover's
-/// step), when the zones must be signed again; `None` when no step is
-/// ahead, or one passed that a failed reload did not take (the next
-/// refresh or SIGHUP tries again).
-fn until_key_step(server: &Server) -> Option<Duration> {
-    let snapshot = server.snapshot.load();
-    let step = snapshot.zones.zones().iter().filter_map(|zone| zone.signer.as_ref()?.next_step()).min()?;
-    let step = std::time::UNIX_EPOCH + Duration::from_secs(step);
-    step.duration_since(std::time::SystemTime::now()).ok()
-}
-
 /// Runs a server until SIGINT or SIGTERM, reloading zones on SIGHUP.
 pub async fn run(config: Config) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
@@ -97,7 +86,6 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let mut resign = tokio::time::interval_at(tokio::time::Instant::now() + refresh, refresh);
     let signs = server.config.all_zones().any(|zone| zone.dnssec);
     loop {
-        let key_step = until_key_step(&server);
         tokio::select! {
             _ = hangup.recv() => match server.reload().await {
                 Ok(()) => tracing::info!("zones reloaded"),
@@ -106,10 +94,6 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             _ = resign.tick(), if signs => match server.reload().await {
                 Ok(()) => tracing::info!("signed zones signed again"),
                 Err(error) => tracing::error!("signing again failed, old signatures still serving: {error:#}"),
-            },
-            _ = tokio::time::sleep(key_step.unwrap_or_default()), if key_step.is_some() => match server.reload().await {
-                Ok(()) => tracing::info!("signed zones signed again: a key changed state"),
-                Err(error) => tracing::error!("signing with the keys' new states failed, old keys still serving: {error:#}"),
             },
             _ = terminate.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
