@@ -583,7 +583,7 @@ fn a_zone_signed_online_is_not_transferred_and_a_malformed_tsig_is_formerr() {
     use pharos_dnssec::{Algorithm, Role, Signer, Window, ZoneKey, ZoneKeys};
     let mut zone = parse_zone_text("example.test", ZONE, "test.zone").unwrap();
     let keys = ZoneKeys { keys: vec![ZoneKey::generate(Algorithm::Ed25519, Role::Csk, &ring::rand::SystemRandom::new()).unwrap()] };
-    zone.signer = Some(Signer::new(&zone.origin, keys, Window::from_now(NOW, 86_400)).unwrap().into());
+    zone.signer = Some(Signer::new(&zone.origin, keys, Window::from_now(NOW, 86_400), NOW).unwrap().into());
     let signed = Snapshot { zones: ZoneSet::new(vec![zone]).unwrap().into(), routes: Default::default(), settings: Settings::default() };
     let refused = &transfer(&allowing_transfer(signed, "example.test"), "example.test", Rtype::AXFR)[0];
     assert_eq!((refused.header().rcode(), extended_error(refused)), (Rcode::REFUSED, Some(21)), "no NSEC chain to give");
