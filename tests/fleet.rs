@@ -8,7 +8,8 @@
 //! serves the state it cached. Health is shared by quorum: a replica one
 //! node's probes fail stays up everywhere; one most nodes' probes fail goes
 //! down everywhere, and comes back likewise; a node cut off from the
-//! database serves its own probes' view.
+//! database serves its own probes' view. Latency measurements posted to
+//! one node steer every node's answers.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -41,6 +42,14 @@ impl Node {
     /// The address the node answers first for the service, if any.
     fn answer(&self) -> Option<IpAddr> {
         let response = udp_query(self.pharos.address, SERVICE, Rtype::A)?;
+        let record = response.answer().ok()?.limit_to::<A>().next()?.ok()?;
+        Some(IpAddr::V4(record.data().addr()))
+    }
+
+    /// The address the node answers first for the service to a client
+    /// in `subnet` (by ECS).
+    fn answer_to(&self, subnet: (Ipv4Addr, u8)) -> Option<IpAddr> {
+        let response = Asked::new(self.pharos.address).ask(&ecs_query(1, SERVICE, Rtype::A, Some((subnet.0.into(), subnet.1))));
         let record = response.answer().ok()?.limit_to::<A>().next()?.ok()?;
         Some(IpAddr::V4(record.data().addr()))
     }
@@ -132,6 +141,43 @@ fn a_change_through_any_node_is_answered_by_all_and_alternating_changes_leave_on
     let printed = String::from_utf8_lossy(&status.stdout);
     assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
     assert_eq!(printed, format!("store: postgresql, following\n  last change applied: sequence {logged}\n"));
+}
+
+#[test]
+fn latency_measurements_posted_to_one_node_steer_every_node_s_answers() {
+    let (_database, nodes) = fleet();
+    for (id, latitude, longitude) in [("iad", 38.94, -77.46), ("fra", 50.03, 8.57)] {
+        let datacenter = json!({ "id": id, "latitude": latitude, "longitude": longitude });
+        let (status, reply) = nodes[0].call("PUT", &format!("/v1/datacenters/{id}"), Some(datacenter));
+        assert_eq!(status, 200, "{reply}");
+    }
+    let service = json!({ "name": SERVICE, "policy": "lowest-latency", "fallback": "static", "replica": [
+        { "id": "iad", "address": "192.0.2.30", "datacenter": "iad" },
+        { "id": "fra", "address": "192.0.2.10", "datacenter": "fra" },
+    ] });
+    let (status, reply) = nodes[1].call("PUT", &format!("/v1/services/{SERVICE}"), Some(service));
+    assert_eq!(status, 200, "{reply}");
+    let client = (Ipv4Addr::new(10, 1, 2, 0), 24);
+    let (iad, fra) = (IpAddr::V4(Ipv4Addr::new(192, 0, 2, 30)), IpAddr::V4(Ipv4Addr::new(192, 0, 2, 10)));
+    for (number, node) in nodes.iter().enumerate() {
+        within_propagation(&format!("node {number} answers iad, declared first"), || node.answer_to(client) == Some(iad));
+    }
+    // Posted to node 0 only, each round's RTTs make the other data center
+    // the nearer; every node follows.
+    for (near, far, expected) in [("fra", "iad", fra), ("iad", "fra", iad)] {
+        let measured = json!([
+            { "subnet": "10.1.0.0/16", "datacenter": near, "rtt_ms": 5.0 },
+            { "subnet": "10.1.0.0/16", "datacenter": far, "rtt_ms": 90.0 },
+        ]);
+        assert_eq!(nodes[0].call("POST", "/v1/measurements", Some(measured)), (200, json!({ "accepted": 2 })));
+        for (number, node) in nodes.iter().enumerate() {
+            within_propagation(&format!("node {number} answers {near}, now the nearer"), || node.answer_to(client) == Some(expected));
+        }
+    }
+    for node in &nodes {
+        let (_, data) = node.call("GET", "/v1/data", None);
+        assert_eq!(data["latency"]["measurements"], 2, "{data}");
+    }
 }
 
 #[test]

@@ -89,7 +89,7 @@ impl Plane {
     /// published nothing yet; the measurements fresh at `now` are used.
     pub fn new(
         state: State,
-        measurements: MeasurementBook,
+        measurements: Vec<Measurement>,
         sources: DataSources,
         snapshots: SnapshotBuilder,
         settings: PlaneSettings,
@@ -102,10 +102,10 @@ impl Plane {
             health: HealthBook::default(),
             load: LoadControl::new(settings.load),
             probe_plan: Vec::new(),
-            measurements,
+            measurements: MeasurementBook::new(),
             latency_max_age_seconds: settings.latency_max_age_seconds,
         };
-        plane.refresh_latencies(now);
+        plane.keep_measurements(measurements, now);
         plane
     }
 
@@ -301,7 +301,7 @@ mod tests {
         let zone = parse_zone_text("example.test", ZONE, "example.test.zone").unwrap();
         let snapshots = SnapshotBuilder::new(vec![zone], Settings::default());
         let settings = PlaneSettings { load: LoadSettings { max_age_seconds: 30, smoothing: 1.0 }, latency_max_age_seconds: 60 };
-        Plane::new(State::default(), MeasurementBook::new(), DataSources::default(), snapshots, settings, 0)
+        Plane::new(State::default(), Vec::new(), DataSources::default(), snapshots, settings, 0)
     }
 
     fn service(extra: serde_json::Value) -> ServiceSpec {

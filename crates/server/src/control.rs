@@ -17,6 +17,10 @@
 //! concurrent read-modify-writes through different nodes never undo one
 //! another.
 //!
+//! Measurements posted to any node reach the others the same way: each
+//! catch-up also reads the batches of measurements recorded after the
+//! last one read (by their stamps, see `pharos_store`).
+//!
 //! Nodes sharing a database also share health (see
 //! `pharos_control::quorum`): each reports its probes' verdicts when they
 //! change, and that it is alive every `health.report_interval_ms`, reading
@@ -45,7 +49,7 @@ use pharos_control::{Change, ControlError, State};
 use pharos_dnssec::{Signer, Window, ZoneKeys};
 use pharos_route::as_paths::AsPaths;
 use pharos_route::external::ExternalRegions;
-use pharos_route::latency::{MeasurementBook, MeasurementSpec};
+use pharos_route::latency::MeasurementSpec;
 use pharos_route::prefix::prefix_set;
 use pharos_route::sources::{AsnTable, GeoDatabase};
 use pharos_route::{Asker, Explanation, Family, Routed, route};
@@ -110,6 +114,8 @@ pub struct Control {
     /// The sequence of the last batch of the store's change log that the
     /// state holds.
     applied: u64,
+    /// The stamp of the last batch of measurements read from the store.
+    measured: u64,
     /// Where the state is cached locally (a shared store's nodes only).
     cache: Option<PathBuf>,
     /// The sequence of the state cached last, if any.
@@ -220,11 +226,12 @@ impl Control {
         let load = LoadSettings { max_age_seconds: config.load.max_age_seconds, smoothing: config.load.smoothing };
         let settings = PlaneSettings { load, latency_max_age_seconds: config.latency.max_age_seconds };
         let from_cache = cached.is_some();
-        let (state, applied, measurements) = match cached {
-            Some(Cached { sequence, state }) => (state, sequence, MeasurementBook::new()),
+        // Measurements wait for the database when serving from the cache.
+        let (state, applied, (measurements, measured)) = match cached {
+            Some(Cached { sequence, state }) => (state, sequence, (Vec::new(), 0)),
             None => {
                 let (state, applied) = store.load()?;
-                (state, applied, store.load_measurements()?)
+                (state, applied, store.measurements_after(0)?)
             }
         };
         let mut plane = Plane::new(state, measurements, sources, snapshots, settings, now);
@@ -250,6 +257,7 @@ impl Control {
             probe_plan,
             fast_path: None,
             applied,
+            measured,
             cache,
             cached,
             fleet_health,
@@ -380,11 +388,12 @@ impl Control {
     }
 
     /// Applies the batches logged after the last one the state holds, in
-    /// order and as one commit (one snapshot), without writing them back.
-    /// If they cannot be applied (this node's zones lack a name another
-    /// node's have, say), nothing is and the status says why.
+    /// order and as one commit (one snapshot), without writing them back;
+    /// then serves the measurements other nodes recorded since the last
+    /// read. If the batches cannot be applied (this node's zones lack a
+    /// name another node's have, say), none is and the status says why.
     pub fn catch_up(&mut self, now: u64) -> Result<(), ControlError> {
-        let caught_up = self.apply_logged(now);
+        let caught_up = self.apply_logged(now).and_then(|()| self.take_measurements(now));
         let error = caught_up.as_ref().err().map(ToString::to_string);
         self.published.update_store_status(|status| {
             // Reached: the state is the database's from now on.
@@ -408,6 +417,19 @@ impl Control {
         // Listed with this node's own changes: whichever node took them.
         self.published.events.changed(now, &changes);
         Ok(())
+    }
+
+    /// Serves the measurements recorded (by any node) after the last
+    /// batch read.
+    fn take_measurements(&mut self, now: u64) -> Result<(), ControlError> {
+        let (batch, measured) = self.store.measurements_after(self.measured)?;
+        self.measured = measured;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.plane.keep_measurements(batch, now);
+        self.latencies_changed();
+        self.republish(now)
     }
 
     /// The sequence of the last batch of the store's change log that the
@@ -464,7 +486,12 @@ impl Control {
     /// and serves from them at once.
     pub fn record_measurements(&mut self, specs: &[MeasurementSpec], now: u64) -> Result<usize, ControlError> {
         let (batch, older_than) = self.plane.check_measurements(specs, now)?;
-        self.store.record_measurements(&batch, older_than)?;
+        let stamp = self.store.record_measurements(&batch, older_than)?;
+        // Stamps have no gaps: right after the last read, this batch need
+        // not be read back.
+        if stamp == self.measured + 1 {
+            self.measured = stamp;
+        }
         self.plane.keep_measurements(batch, now);
         self.latencies_changed();
         self.republish(now)?;

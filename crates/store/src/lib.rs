@@ -1,7 +1,10 @@
 //! The source of truth for routing state: regions and services as the
 //! operator declared them ([`State`], changed by [`Change`]s, both defined
 //! by the control plane), and latency measurements. The live snapshot is
-//! built from what is here.
+//! built from what is here. Each batch of measurements is stamped one
+//! more than the last, so that nodes sharing a database read the batches
+//! others recorded after the last they have
+//! ([`Store::measurements_after`]).
 //!
 //! A [`Store`] applies a batch of changes in one transaction and returns
 //! only once it is committed, so an acknowledged update survives a crash.
@@ -24,7 +27,7 @@ mod sqlite;
 
 use pharos_control::quorum::{FleetReports, NodeVerdict};
 use pharos_control::{Change, ControlError, Measurement, State};
-use pharos_route::latency::{Measured, MeasurementBook};
+use pharos_route::latency::Measured;
 use pharos_route::prefix::parse_prefix;
 use serde::de::DeserializeOwned;
 
@@ -90,12 +93,15 @@ pub trait Store: Send {
     /// `verdicts`, and returns every node's last report and verdicts, in
     /// one transaction.
     fn exchange_health(&mut self, node: &str, now: u64, verdicts: &[NodeVerdict]) -> Result<FleetReports, StoreError>;
-    /// Every latency measurement kept.
-    fn load_measurements(&mut self) -> Result<MeasurementBook, StoreError>;
+    /// The latency measurements kept by batches recorded after the one
+    /// stamped `stamp` (all of them after 0), and the stamp to ask after
+    /// next time.
+    fn measurements_after(&mut self, stamp: u64) -> Result<(Vec<Measurement>, u64), StoreError>;
     /// Keeps `batch` (a measurement older than the one kept for its pair
     /// is ignored) and forgets those measured before `older_than` (Unix
-    /// seconds), in one transaction.
-    fn record_measurements(&mut self, batch: &[Measurement], older_than: u64) -> Result<(), StoreError>;
+    /// seconds), in one transaction; returns the batch's stamp, one more
+    /// than the last batch's.
+    fn record_measurements(&mut self, batch: &[Measurement], older_than: u64) -> Result<u64, StoreError>;
 }
 
 /// The JSON row a change writes, or `None` for a deletion; every
@@ -145,14 +151,23 @@ fn fleet_reports(reported: Vec<(String, i64)>, verdicts: Vec<NodeVerdict>) -> Fl
     FleetReports { reported: reported.into_iter().map(|(node, at)| (node, at.max(0) as u64)).collect(), verdicts }
 }
 
+/// Takes the next measurement batch's stamp; both engines read it alike.
+const NEXT_MEASUREMENT_STAMP: &str = "UPDATE measurement_stamp SET last = last + 1 RETURNING last";
+
 /// How a measurement's client subnet is kept: `network/length`.
 fn subnet_text(measurement: &Measurement) -> String {
     format!("{}/{}", measurement.subnet.0, measurement.subnet.1)
 }
 
-/// Adds one stored measurement row to `book`.
-fn add_measurement(book: &mut MeasurementBook, subnet: String, datacenter: String, rtt_ms: f64, at: i64) -> Result<(), StoreError> {
-    let prefix = parse_prefix(&subnet).map_err(|message| StoreError::CorruptMeasurement { subnet, message })?;
-    book.entry(prefix).or_default().insert(datacenter, Measured { rtt_ms, at: at.max(0) as u64 });
-    Ok(())
+/// A stored measurement row read back.
+fn read_measurement(subnet: String, datacenter: String, rtt_ms: f64, at: i64) -> Result<Measurement, StoreError> {
+    let subnet = parse_prefix(&subnet).map_err(|message| StoreError::CorruptMeasurement { subnet, message })?;
+    Ok(Measurement { subnet, datacenter, measured: Measured { rtt_ms, at: at.max(0) as u64 } })
+}
+
+/// The stamp to read after next time: the highest of the rows read (a
+/// batch with a higher one committed after all those with lower ones), or
+/// `after` if none was read.
+fn last_stamp(after: u64, stamps: impl Iterator<Item = i64>) -> u64 {
+    stamps.map(|stamp| stamp.max(0) as u64).fold(after, u64::max)
 }

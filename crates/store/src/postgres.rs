@@ -22,15 +22,14 @@ use std::time::Duration;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use pharos_control::quorum::{FleetReports, NodeVerdict};
 use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
-use pharos_route::latency::MeasurementBook;
 use serde::de::DeserializeOwned;
 use tokio::runtime::Runtime;
 use tokio_postgres::config::TargetSessionAttrs;
 use tokio_postgres::{AsyncMessage, Config, IsolationLevel, NoTls};
 
 use crate::{
-    Change, Measurement, State, Store, StoreError, add_measurement, batch_row, check_not_behind, declaration_row, fleet_reports,
-    millis_row, read_batch, read_declaration, schema, subnet_text,
+    Change, Measurement, NEXT_MEASUREMENT_STAMP, State, Store, StoreError, batch_row, check_not_behind, declaration_row, fleet_reports,
+    last_stamp, millis_row, read_batch, read_declaration, read_measurement, schema, subnet_text,
 };
 
 /// How long to wait for a connection (to connect, or for a free one in the
@@ -296,38 +295,40 @@ impl Store for PostgresStore {
         })
     }
 
-    fn load_measurements(&mut self) -> Result<MeasurementBook, StoreError> {
+    fn measurements_after(&mut self, stamp: u64) -> Result<(Vec<Measurement>, u64), StoreError> {
+        let after = i64::try_from(stamp).unwrap_or(i64::MAX);
         self.runtime.block_on(async {
             let client = self.connection().await?;
-            let rows = client.query("SELECT subnet, datacenter, rtt_ms, measured_at FROM measurements", &[]).await?;
-            let mut book = MeasurementBook::new();
-            for row in rows {
-                add_measurement(&mut book, row.get(0), row.get(1), row.get(2), row.get(3))?;
-            }
-            Ok(book)
+            let rows =
+                client.query("SELECT subnet, datacenter, rtt_ms, measured_at, stamp FROM measurements WHERE stamp > $1", &[&after]).await?;
+            let measurements = rows.iter().map(|row| read_measurement(row.get(0), row.get(1), row.get(2), row.get(3)));
+            Ok((measurements.collect::<Result<_, _>>()?, last_stamp(stamp, rows.iter().map(|row| row.get(4)))))
         })
     }
 
-    fn record_measurements(&mut self, batch: &[Measurement], older_than: u64) -> Result<(), StoreError> {
+    fn record_measurements(&mut self, batch: &[Measurement], older_than: u64) -> Result<u64, StoreError> {
         self.runtime.block_on(async {
             let mut client = self.connection().await?;
             let transaction = client.transaction().await?;
+            // The counter row stays locked until commit (see the schema).
+            let stamp: i64 = transaction.query_one(NEXT_MEASUREMENT_STAMP, &[]).await?.get(0);
             let upsert = transaction
                 .prepare_cached(
-                    "INSERT INTO measurements (subnet, datacenter, rtt_ms, measured_at) VALUES ($1, $2, $3, $4)
-                     ON CONFLICT (subnet, datacenter) DO UPDATE SET rtt_ms = excluded.rtt_ms, measured_at = excluded.measured_at
+                    "INSERT INTO measurements (subnet, datacenter, rtt_ms, measured_at, stamp) VALUES ($1, $2, $3, $4, $5)
+                     ON CONFLICT (subnet, datacenter)
+                     DO UPDATE SET rtt_ms = excluded.rtt_ms, measured_at = excluded.measured_at, stamp = excluded.stamp
                      WHERE excluded.measured_at >= measurements.measured_at",
                 )
                 .await?;
             for measurement in batch {
                 let at = i64::try_from(measurement.measured.at).unwrap_or(i64::MAX);
                 let subnet = subnet_text(measurement);
-                transaction.execute(&upsert, &[&subnet, &measurement.datacenter, &measurement.measured.rtt_ms, &at]).await?;
+                transaction.execute(&upsert, &[&subnet, &measurement.datacenter, &measurement.measured.rtt_ms, &at, &stamp]).await?;
             }
             let older_than = i64::try_from(older_than).unwrap_or(i64::MAX);
             transaction.execute("DELETE FROM measurements WHERE measured_at < $1", &[&older_than]).await?;
             transaction.commit().await?;
-            Ok(())
+            Ok(stamp.max(0) as u64)
         })
     }
 

@@ -53,6 +53,18 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
              up BOOLEAN NOT NULL, reason TEXT NOT NULL, since BIGINT NOT NULL,
              PRIMARY KEY (node, service, replica));",
     ),
+    // 6: measurements shared by a fleet: each batch recorded takes the next
+    // stamp from a one-row counter and marks the rows it writes with it, so
+    // a node reads what others recorded after the last stamp it has. The
+    // counter row stays locked until the batch commits: stamps commit in
+    // order and without gaps (a clock or an id sequence would not). Rows
+    // kept before are stamp 1.
+    Migration::portable(
+        "CREATE TABLE measurement_stamp (last BIGINT NOT NULL);
+         INSERT INTO measurement_stamp (last) VALUES (1);
+         ALTER TABLE measurements ADD COLUMN stamp BIGINT NOT NULL DEFAULT 1;
+         CREATE INDEX measurements_by_stamp ON measurements (stamp);",
+    ),
 ];
 
 /// The migrations a database at `version` still needs, numbered from 1;

@@ -4,13 +4,12 @@ use std::path::Path;
 
 use pharos_control::quorum::{FleetReports, NodeVerdict};
 use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
-use pharos_route::latency::MeasurementBook;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::de::DeserializeOwned;
 
 use crate::{
-    Change, Measurement, State, Store, StoreError, add_measurement, batch_row, check_not_behind, declaration_row, fleet_reports,
-    millis_row, read_batch, read_declaration, schema, subnet_text,
+    Change, Measurement, NEXT_MEASUREMENT_STAMP, State, Store, StoreError, batch_row, check_not_behind, declaration_row, fleet_reports,
+    last_stamp, millis_row, read_batch, read_declaration, read_measurement, schema, subnet_text,
 };
 
 /// Routing state in a SQLite database file.
@@ -141,36 +140,46 @@ impl Store for SqliteStore {
         Ok(fleet_reports(reported, read))
     }
 
-    fn load_measurements(&mut self) -> Result<MeasurementBook, StoreError> {
-        let mut statement = self.connection.prepare("SELECT subnet, datacenter, rtt_ms, measured_at FROM measurements")?;
+    fn measurements_after(&mut self, stamp: u64) -> Result<(Vec<Measurement>, u64), StoreError> {
+        let after = i64::try_from(stamp).unwrap_or(i64::MAX);
+        let mut statement =
+            self.connection.prepare("SELECT subnet, datacenter, rtt_ms, measured_at, stamp FROM measurements WHERE stamp > ?1")?;
         let rows = statement
-            .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?, row.get::<_, f64>(2)?, row.get::<_, i64>(3)?)))?;
-        let mut book = MeasurementBook::new();
-        for row in rows {
-            let (subnet, datacenter, rtt_ms, at) = row?;
-            add_measurement(&mut book, subnet, datacenter, rtt_ms, at)?;
-        }
-        Ok(book)
+            .query_map(params![after], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, f64>(2)?,
+                    row.get::<_, i64>(3)?,
+                    row.get::<_, i64>(4)?,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        let last = last_stamp(stamp, rows.iter().map(|row| row.4));
+        let measurements = rows.into_iter().map(|(subnet, datacenter, rtt_ms, at, _)| read_measurement(subnet, datacenter, rtt_ms, at));
+        Ok((measurements.collect::<Result<_, _>>()?, last))
     }
 
-    fn record_measurements(&mut self, batch: &[Measurement], older_than: u64) -> Result<(), StoreError> {
-        let transaction = self.connection.transaction()?;
+    fn record_measurements(&mut self, batch: &[Measurement], older_than: u64) -> Result<u64, StoreError> {
+        let transaction = self.connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let stamp: i64 = transaction.query_row(NEXT_MEASUREMENT_STAMP, [], |row| row.get(0))?;
         {
             let mut upsert = transaction.prepare(
-                "INSERT INTO measurements (subnet, datacenter, rtt_ms, measured_at) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (subnet, datacenter) DO UPDATE SET rtt_ms = excluded.rtt_ms, measured_at = excluded.measured_at
+                "INSERT INTO measurements (subnet, datacenter, rtt_ms, measured_at, stamp) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (subnet, datacenter)
+                 DO UPDATE SET rtt_ms = excluded.rtt_ms, measured_at = excluded.measured_at, stamp = excluded.stamp
                  WHERE excluded.measured_at >= measurements.measured_at",
             )?;
             for measurement in batch {
                 let subnet = subnet_text(measurement);
                 let at = i64::try_from(measurement.measured.at).unwrap_or(i64::MAX);
-                upsert.execute(params![subnet, measurement.datacenter, measurement.measured.rtt_ms, at])?;
+                upsert.execute(params![subnet, measurement.datacenter, measurement.measured.rtt_ms, at, stamp])?;
             }
             let older_than = i64::try_from(older_than).unwrap_or(i64::MAX);
             transaction.execute("DELETE FROM measurements WHERE measured_at < ?1", params![older_than])?;
         }
         transaction.commit()?;
-        Ok(())
+        Ok(stamp.max(0) as u64)
     }
 
     fn setting(&mut self, key: &str) -> Result<Option<String>, StoreError> {

@@ -97,6 +97,7 @@ on_both_engines!(
     refuses_a_schema_newer_than_it_knows,
     reports_corrupt_rows_by_name,
     the_newest_measurement_per_pair_is_kept_and_old_ones_are_forgotten,
+    a_node_reads_only_the_measurements_recorded_after_its_last_stamp,
     every_batch_is_logged_under_the_next_sequence,
     a_batch_made_from_a_state_without_the_last_one_logged_is_refused,
     a_corrupt_logged_batch_is_named_by_its_sequence,
@@ -216,33 +217,49 @@ fn measurement(subnet: &str, datacenter: &str, rtt_ms: f64, at: u64) -> Measurem
     Measurement { subnet: parse_prefix(subnet).unwrap(), datacenter: datacenter.into(), measured: Measured { rtt_ms, at } }
 }
 
-fn the_newest_measurement_per_pair_is_kept_and_old_ones_are_forgotten(engine: &dyn Engine) {
-    let mut store = engine.open().unwrap();
-    store
-        .record_measurements(
-            &[
-                measurement("10.1.0.0/16", "fra", 20.0, 1000),
-                measurement("10.1.0.0/16", "iad", 80.0, 1000),
-                measurement("2001:db8::/32", "fra", 5.0, 1000),
-            ],
-            0,
-        )
-        .unwrap();
-    // An older report of a known pair changes nothing; a newer one wins.
-    store.record_measurements(&[measurement("10.1.0.0/16", "fra", 99.0, 900), measurement("10.1.0.0/16", "iad", 70.1, 1100)], 0).unwrap();
-    store.record_measurements(&[measurement("10.2.0.0/16", "fra", 1.0, 2000)], 1001).unwrap();
-    drop(store);
-    let book = engine.open().unwrap().load_measurements().unwrap();
-    let mut kept: Vec<(String, &str, f64, u64)> = book
+/// `(subnet, data center, rtt, at)` of each measurement, sorted.
+fn listed(measurements: &[Measurement]) -> Vec<(String, &str, f64, u64)> {
+    let mut listed: Vec<_> = measurements
         .iter()
-        .flat_map(|((network, length), by_datacenter)| {
-            by_datacenter
-                .iter()
-                .map(move |(datacenter, measured)| (format!("{network}/{length}"), datacenter.as_str(), measured.rtt_ms, measured.at))
+        .map(|kept| {
+            let (network, length) = kept.subnet;
+            (format!("{network}/{length}"), kept.datacenter.as_str(), kept.measured.rtt_ms, kept.measured.at)
         })
         .collect();
-    kept.sort_by(|a, b| a.0.cmp(&b.0));
-    assert_eq!(kept, [("10.1.0.0/16".to_string(), "iad", 70.1, 1100), ("10.2.0.0/16".to_string(), "fra", 1.0, 2000)]);
+    listed.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    listed
+}
+
+fn the_newest_measurement_per_pair_is_kept_and_old_ones_are_forgotten(engine: &dyn Engine) {
+    let mut store = engine.open().unwrap();
+    let first = [
+        measurement("10.1.0.0/16", "fra", 20.0, 1000),
+        measurement("10.1.0.0/16", "iad", 80.0, 1000),
+        measurement("2001:db8::/32", "fra", 5.0, 1000),
+    ];
+    assert_eq!(store.record_measurements(&first, 0).unwrap(), 2, "batches are stamped from 2 on");
+    // An older report of a known pair changes nothing; a newer one wins.
+    let second = [measurement("10.1.0.0/16", "fra", 99.0, 900), measurement("10.1.0.0/16", "iad", 70.1, 1100)];
+    assert_eq!(store.record_measurements(&second, 0).unwrap(), 3);
+    assert_eq!(store.record_measurements(&[measurement("10.2.0.0/16", "fra", 1.0, 2000)], 1001).unwrap(), 4);
+    drop(store);
+    let (kept, last) = engine.open().unwrap().measurements_after(0).unwrap();
+    assert_eq!(listed(&kept), [("10.1.0.0/16".to_string(), "iad", 70.1, 1100), ("10.2.0.0/16".to_string(), "fra", 1.0, 2000)]);
+    assert_eq!(last, 4);
+}
+
+fn a_node_reads_only_the_measurements_recorded_after_its_last_stamp(engine: &dyn Engine) {
+    let mut store = engine.open().unwrap();
+    let stamp = store.record_measurements(&[measurement("10.1.0.0/16", "fra", 20.0, 1000)], 0).unwrap();
+    let (kept, last) = store.measurements_after(0).unwrap();
+    assert_eq!((listed(&kept), last), (vec![("10.1.0.0/16".to_string(), "fra", 20.0, 1000)], stamp));
+    assert_eq!(store.measurements_after(last).unwrap(), (vec![], last), "nothing new");
+    let newer = [measurement("10.1.0.0/16", "fra", 7.0, 1001), measurement("10.9.0.0/16", "iad", 30.0, 1001)];
+    let next = store.record_measurements(&newer, 0).unwrap();
+    assert_eq!(next, stamp + 1);
+    let (kept, last) = store.measurements_after(stamp).unwrap();
+    assert_eq!(listed(&kept), [("10.1.0.0/16".to_string(), "fra", 7.0, 1001), ("10.9.0.0/16".to_string(), "iad", 30.0, 1001)]);
+    assert_eq!(last, next);
 }
 
 #[test]
@@ -309,7 +326,7 @@ fn nodes_starting_together_on_a_new_database_migrate_it_once() {
             store.join().unwrap().unwrap();
         }
     });
-    assert_eq!(engine.server.sql("pharos", "SELECT count(*), max(version) FROM pharos_schema"), "1|5\n");
+    assert_eq!(engine.server.sql("pharos", "SELECT count(*), max(version) FROM pharos_schema"), "1|6\n");
 }
 
 #[test]
@@ -412,7 +429,7 @@ fn a_store_opened_while_the_database_is_down_connects_and_migrates_at_its_first_
     assert!(error.starts_with("PostgreSQL cannot be reached"), "{error}");
     engine.server.start_server();
     assert_eq!(store.apply(0, &[Change::PutService(service("a.test"))]).unwrap(), 1);
-    assert_eq!(engine.server.sql("pharos", "SELECT max(version) FROM pharos_schema"), "5\n");
+    assert_eq!(engine.server.sql("pharos", "SELECT max(version) FROM pharos_schema"), "6\n");
 }
 
 fn verdict(node: &str, replica: &str, up: bool, since: u64) -> NodeVerdict {
