@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::probe::{Hysteresis, ProbeKind, ProbeTarget, Probed, ProbedHealth, Purpose};
-use crate::quorum::{FleetReports, FleetView, NodeVerdict, Quorum};
+use crate::quorum::{FleetVerdicts, FleetView, NodeVerdict, Quorum};
 use crate::state::State;
 
 /// Addresses this node probes replicas at instead of the declared ones, by
@@ -206,8 +206,8 @@ impl HealthBook {
 
     /// Serves the fleet's verdicts, weighed from `reports` at `now`; returns
     /// the replicas whose served state changed.
-    pub fn weigh(&mut self, quorum: &Quorum, reports: &FleetReports, now: u64) -> Vec<Flip> {
-        self.serve(|(service, replica), entry| Some(quorum.weigh(service, replica, (entry.state.up, &entry.last), reports, now)))
+    pub fn weigh(&mut self, quorum: &Quorum, fleet: &FleetVerdicts, now: u64) -> Vec<Flip> {
+        self.serve(|(service, replica), entry| Some(quorum.weigh(service, replica, (entry.state.up, &entry.last), fleet, now)))
     }
 
     /// Serves this node's own view again (the fleet's reports are stale);
@@ -271,6 +271,7 @@ pub fn describe(target: &ProbeTarget) -> String {
 
 #[cfg(test)]
 mod tests {
+    use crate::quorum::FleetReports;
     use crate::spec::{ReplicaSpec, ServiceSpec};
 
     use super::*;
@@ -335,11 +336,13 @@ mod tests {
             reason: "probe passed".into(),
             since: 0,
         };
-        let reports = FleetReports {
+        let mut fleet = FleetVerdicts::default();
+        fleet.take(FleetReports {
             reported: [("n2".to_owned(), 5000), ("n3".to_owned(), 5000)].into(),
             verdicts: vec![up_elsewhere("a", "n2"), up_elsewhere("a", "n3")],
-        };
-        let flips = book.weigh(&quorum, &reports, 5000);
+            stamp: 1,
+        });
+        let flips = book.weigh(&quorum, &fleet, 5000);
         assert_eq!(flips, [Flip { service: "s.test".into(), replica: "a".into(), up: true, why: flips[0].why.clone() }]);
         let a = &book.report()[0];
         assert!(a.up && a.fleet.as_ref().unwrap().nodes_down == ["n1"], "served up: {a:?}");

@@ -22,7 +22,7 @@ use crate::health::{Effect, Flip, HealthBook, ProbeAddresses, ProbeResult, Repli
 use crate::load::{LoadControl, LoadSettings, LoadStatus, load_probe_targets};
 use crate::measurement::{Measurement, check_measurements};
 use crate::probe::{ProbeTarget, Purpose};
-use crate::quorum::{FleetReports, NodeVerdict, Quorum};
+use crate::quorum::{FleetVerdicts, NodeVerdict, Quorum};
 use crate::snapshot::{Built, SnapshotBuilder};
 use crate::spec::DataSources;
 use crate::state::{Change, State};
@@ -193,12 +193,12 @@ impl Plane {
         self.health.mark_published(verdicts);
     }
 
-    /// Serves the fleet's verdicts weighed from `reports` at `now` (or,
-    /// without reports, this node's own view); returns the replicas whose
+    /// Serves the fleet's verdicts weighed from `fleet` at `now` (or,
+    /// without it, this node's own view); returns the replicas whose
     /// served state changed: the driver commits (republishes) if any did.
-    pub fn weigh_fleet_health(&mut self, quorum: &Quorum, reports: Option<&FleetReports>, now: u64) -> Vec<Flip> {
-        match reports {
-            Some(reports) => self.health.weigh(quorum, reports, now),
+    pub fn weigh_fleet_health(&mut self, quorum: &Quorum, fleet: Option<&FleetVerdicts>, now: u64) -> Vec<Flip> {
+        match fleet {
+            Some(fleet) => self.health.weigh(quorum, fleet, now),
             None => self.health.fleet_lost(),
         }
     }

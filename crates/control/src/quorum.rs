@@ -6,8 +6,12 @@
 //! counts as live while its last report is younger than the staleness
 //! window; a node that cannot reach the store for that long serves its own
 //! view again.
+//!
+//! A node reads from the store only the verdicts that changed since its
+//! last read, and gathers them ([`FleetVerdicts`]) into the fleet's whole
+//! view.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
@@ -24,12 +28,48 @@ pub struct NodeVerdict {
     pub since: u64,
 }
 
-/// What the fleet's nodes have reported, as read from the store.
+/// What the fleet's nodes have reported, as read from the store: when
+/// each last reported, and the verdicts that changed after a stamp.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FleetReports {
     /// When each node last reported (Unix ms, its clock).
     pub reported: HashMap<String, u64>,
     pub verdicts: Vec<NodeVerdict>,
+    /// The stamp to read the verdicts changed after next time.
+    pub stamp: u64,
+}
+
+/// The fleet's whole view as one node has gathered it, read after read.
+#[derive(Debug, Clone, Default)]
+pub struct FleetVerdicts {
+    /// When each node last reported (Unix ms, its clock).
+    reported: HashMap<String, u64>,
+    /// By service and replica, then by node.
+    verdicts: HashMap<(String, String), BTreeMap<String, NodeVerdict>>,
+    stamp: u64,
+}
+
+impl FleetVerdicts {
+    /// The stamp to read the verdicts changed after.
+    pub fn stamp(&self) -> u64 {
+        self.stamp
+    }
+
+    /// Takes what a read brought: each verdict replaces the one its node
+    /// gave before on the same replica.
+    pub fn take(&mut self, reports: FleetReports) {
+        self.reported = reports.reported;
+        for verdict in reports.verdicts {
+            let by_node = self.verdicts.entry((verdict.service.clone(), verdict.replica.clone())).or_default();
+            by_node.insert(verdict.node.clone(), verdict);
+        }
+        self.stamp = reports.stamp;
+    }
+
+    /// Every node's verdict on `service`/`replica`.
+    fn on(&self, service: &str, replica: &str) -> impl Iterator<Item = &NodeVerdict> {
+        self.verdicts.get(&(service.to_owned(), replica.to_owned())).into_iter().flat_map(BTreeMap::values)
+    }
 }
 
 /// Who this node is in the fleet, when others count as gone, and how
@@ -60,15 +100,12 @@ pub struct FleetView {
 
 impl Quorum {
     /// The verdict on `service`/`replica` from this node's own view
-    /// (`own_up`, because of `own_reason`) and the live nodes' reports at
+    /// (`own_up`, because of `own_reason`) and the live nodes' verdicts at
     /// `now`: down only if more than [`Quorum::down_share`] of the nodes
     /// that report on it see it down.
-    pub fn weigh(&self, service: &str, replica: &str, (own_up, own_reason): (bool, &str), reports: &FleetReports, now: u64) -> FleetView {
-        let live = |node: &str| reports.reported.get(node).is_some_and(|&at| at.saturating_add(self.stale_after_ms) >= now);
-        let others = reports
-            .verdicts
-            .iter()
-            .filter(|verdict| verdict.service == service && verdict.replica == replica && verdict.node != self.node && live(&verdict.node));
+    pub fn weigh(&self, service: &str, replica: &str, (own_up, own_reason): (bool, &str), fleet: &FleetVerdicts, now: u64) -> FleetView {
+        let live = |node: &str| fleet.reported.get(node).is_some_and(|&at| at.saturating_add(self.stale_after_ms) >= now);
+        let others = fleet.on(service, replica).filter(|verdict| verdict.node != self.node && live(&verdict.node));
         let mut votes: Vec<(&str, bool, &str)> =
             others.map(|verdict| (verdict.node.as_str(), verdict.up, verdict.reason.as_str())).collect();
         votes.push((&self.node, own_up, own_reason));
@@ -117,8 +154,11 @@ mod tests {
         NodeVerdict { node: node.into(), service: "s".into(), replica: "a".into(), up, reason: reason.into(), since: 0 }
     }
 
-    fn reports(verdicts: &[NodeVerdict], reported_at: u64) -> FleetReports {
-        FleetReports { reported: verdicts.iter().map(|verdict| (verdict.node.clone(), reported_at)).collect(), verdicts: verdicts.to_vec() }
+    fn reports(verdicts: &[NodeVerdict], reported_at: u64) -> FleetVerdicts {
+        let reported = verdicts.iter().map(|verdict| (verdict.node.clone(), reported_at)).collect();
+        let mut fleet = FleetVerdicts::default();
+        fleet.take(FleetReports { reported, verdicts: verdicts.to_vec(), stamp: 1 });
+        fleet
     }
 
     fn quorum() -> Quorum {
@@ -155,5 +195,21 @@ mod tests {
         assert!(tie.up, "one of two is no majority: {tie:?}");
         let elsewhere = quorum().weigh("s", "b", (true, "probe passed"), &reports(&[verdict("n2", false)], 10_000), 10_000);
         assert_eq!(elsewhere.nodes_up, ["n1"], "n2 spoke of replica a only");
+    }
+
+    #[test]
+    fn verdicts_read_after_a_stamp_replace_only_their_nodes_ones() {
+        let mut fleet = reports(&[verdict("n2", true), verdict("n3", true)], 10_000);
+        let lone = quorum().weigh("s", "a", (false, "probe failed: refused"), &fleet, 10_000);
+        assert!(lone.up, "{lone:?}");
+        // Only n2's turn is read; n3's verdict, read before, still counts.
+        let reported = [("n2".to_owned(), 11_000), ("n3".to_owned(), 11_000)].into();
+        fleet.take(FleetReports { reported, verdicts: vec![verdict("n2", false)], stamp: 2 });
+        assert_eq!(fleet.stamp(), 2);
+        let majority = quorum().weigh("s", "a", (false, "probe failed: refused"), &fleet, 11_000);
+        assert_eq!(
+            (majority.up, majority.nodes_up, majority.nodes_down),
+            (false, vec!["n3".to_owned()], vec!["n1".to_owned(), "n2".into()])
+        );
     }
 }

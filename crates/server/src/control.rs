@@ -26,7 +26,8 @@
 //! change, and that it is alive every `health.report_interval_ms`, reading
 //! the others' at the same time; it serves the verdicts of the majority,
 //! and its own again once it has not reached the database for
-//! `health.stale_after_ms`.
+//! `health.stale_after_ms`. Each exchange reads only the verdicts that
+//! changed since the last one.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -42,7 +43,7 @@ use pharos_control::health::{ProbeResult, ReplicaHealth, describe};
 use pharos_control::load::{LoadSettings, LoadStatus};
 use pharos_control::plane::{AfterProbe, Plane, PlaneSettings};
 use pharos_control::probe::ProbeTarget;
-use pharos_control::quorum::Quorum;
+use pharos_control::quorum::{FleetVerdicts, Quorum};
 use pharos_control::snapshot::{SnapshotBuilder, service_name};
 use pharos_control::spec::DataSources;
 use pharos_control::{Change, ControlError, State};
@@ -136,6 +137,8 @@ struct FleetHealth {
     next_report: u64,
     /// When the last exchange with the store succeeded (Unix ms).
     exchanged: Option<u64>,
+    /// Every node's verdicts, gathered from what each exchange read.
+    known: FleetVerdicts,
 }
 
 /// How many times a change refused because other nodes changed the state
@@ -246,6 +249,7 @@ impl Control {
             interval_ms: config.health.report_interval_ms,
             next_report: now,
             exchanged: None,
+            known: FleetVerdicts::default(),
         });
         let mut control = Control {
             config,
@@ -652,7 +656,7 @@ impl Control {
     }
 
     /// Tells the store this node's new verdicts and that it is alive, reads
-    /// every node's, and serves the verdicts weighed from them (this node's
+    /// every node's (those changed since the last exchange), and serves the verdicts weighed from them (this node's
     /// own once the last exchange is older than the staleness window).
     /// Skipped while the store's follower is not connected: the call would
     /// wait for a connection the follower cannot make either.
@@ -663,7 +667,8 @@ impl Control {
         fleet.next_report = now + fleet.interval_ms;
         let verdicts = self.plane.unpublished_health(&fleet.quorum.node);
         let reachable = self.published.store_status().state == "following";
-        let reports = match reachable.then(|| self.store.exchange_health(&fleet.quorum.node, now, &verdicts)) {
+        let exchanged = reachable.then(|| self.store.exchange_health(&fleet.quorum.node, now, &verdicts, fleet.known.stamp()));
+        let reports = match exchanged {
             Some(Ok(reports)) => Some(reports),
             Some(Err(error)) => {
                 tracing::warn!("cannot share health with the fleet: {error}");
@@ -671,13 +676,15 @@ impl Control {
             }
             None => None,
         };
-        if reports.is_some() {
+        let reached = reports.is_some();
+        if let Some(reports) = reports {
+            fleet.known.take(reports);
             self.plane.health_published(&verdicts);
             fleet.exchanged = Some(now);
         } else if fleet.exchanged.is_some_and(|at| at + fleet.quorum.stale_after_ms > now) {
             return Ok(()); // the fleet's last verdicts hold a while longer
         }
-        let flips = self.plane.weigh_fleet_health(&fleet.quorum, reports.as_ref(), now);
+        let flips = self.plane.weigh_fleet_health(&fleet.quorum, reached.then_some(&fleet.known), now);
         for flip in &flips {
             self.published.activity.health_flipped(&flip.service, &flip.replica);
             match flip.up {

@@ -15,7 +15,8 @@
 //! logged since, so that no writer undoes what another wrote unseen.
 //! Nodes sharing a database are woken when one logs a batch
 //! ([`Store::follow`], [`Following`]), and share what their probes see of
-//! each replica ([`Store::exchange_health`]).
+//! each replica ([`Store::exchange_health`], reading only the verdicts
+//! stamped after the last read, as measurements are).
 //! Two engines implement it over one schema (`schema`: a migration list
 //! with each engine's dialect where they differ):
 //! - [`SqliteStore`] (`sqlite`): one embedded file, one node;
@@ -90,9 +91,10 @@ pub trait Store: Send {
     /// written first.
     fn setting_or_insert(&mut self, key: &str, value: &str) -> Result<String, StoreError>;
     /// Notes that `node` reports at `now` (Unix ms), keeps its changed
-    /// `verdicts`, and returns every node's last report and verdicts, in
-    /// one transaction.
-    fn exchange_health(&mut self, node: &str, now: u64, verdicts: &[NodeVerdict]) -> Result<FleetReports, StoreError>;
+    /// `verdicts` (stamped one more than the last verdicts kept), and
+    /// returns every node's last report and the verdicts stamped after
+    /// `after` (all of them after 0), in one transaction.
+    fn exchange_health(&mut self, node: &str, now: u64, verdicts: &[NodeVerdict], after: u64) -> Result<FleetReports, StoreError>;
     /// The latency measurements kept by batches recorded after the one
     /// stamped `stamp` (all of them after 0), and the stamp to ask after
     /// next time.
@@ -146,13 +148,18 @@ fn millis_row(at: u64) -> i64 {
     i64::try_from(at).unwrap_or(i64::MAX)
 }
 
-/// The reports read back: each node's last report time, and the verdicts.
-fn fleet_reports(reported: Vec<(String, i64)>, verdicts: Vec<NodeVerdict>) -> FleetReports {
-    FleetReports { reported: reported.into_iter().map(|(node, at)| (node, at.max(0) as u64)).collect(), verdicts }
+/// The reports read back: each node's last report time, and the verdicts
+/// stamped after `after`, each with its stamp.
+fn fleet_reports(reported: Vec<(String, i64)>, verdicts: Vec<(NodeVerdict, i64)>, after: u64) -> FleetReports {
+    let stamp = last_stamp(after, verdicts.iter().map(|(_, stamp)| *stamp));
+    let verdicts = verdicts.into_iter().map(|(verdict, _)| verdict).collect();
+    FleetReports { reported: reported.into_iter().map(|(node, at)| (node, at.max(0) as u64)).collect(), verdicts, stamp }
 }
 
 /// Takes the next measurement batch's stamp; both engines read it alike.
 const NEXT_MEASUREMENT_STAMP: &str = "UPDATE measurement_stamp SET last = last + 1 RETURNING last";
+/// Takes the next stamp of the verdicts an exchange keeps.
+const NEXT_VERDICT_STAMP: &str = "UPDATE verdict_stamp SET last = last + 1 RETURNING last";
 
 /// How a measurement's client subnet is kept: `network/length`.
 fn subnet_text(measurement: &Measurement) -> String {

@@ -28,8 +28,8 @@ use tokio_postgres::config::TargetSessionAttrs;
 use tokio_postgres::{AsyncMessage, Config, IsolationLevel, NoTls};
 
 use crate::{
-    Change, Measurement, NEXT_MEASUREMENT_STAMP, State, Store, StoreError, batch_row, check_not_behind, declaration_row, fleet_reports,
-    last_stamp, millis_row, read_batch, read_declaration, read_measurement, schema, subnet_text,
+    Change, Measurement, NEXT_MEASUREMENT_STAMP, NEXT_VERDICT_STAMP, State, Store, StoreError, batch_row, check_not_behind,
+    declaration_row, fleet_reports, last_stamp, millis_row, read_batch, read_declaration, read_measurement, schema, subnet_text,
 };
 
 /// How long to wait for a connection (to connect, or for a free one in the
@@ -256,42 +256,59 @@ impl Store for PostgresStore {
         self.runtime.spawn(follow(config, wake));
     }
 
-    fn exchange_health(&mut self, node: &str, now: u64, verdicts: &[NodeVerdict]) -> Result<FleetReports, StoreError> {
+    fn exchange_health(&mut self, node: &str, now: u64, verdicts: &[NodeVerdict], after: u64) -> Result<FleetReports, StoreError> {
+        let after_row = i64::try_from(after).unwrap_or(i64::MAX);
         self.runtime.block_on(async {
             let mut client = self.connection().await?;
             let transaction = client.transaction().await?;
             let report = "INSERT INTO health_nodes (node, reported_at) VALUES ($1, $2)
                           ON CONFLICT (node) DO UPDATE SET reported_at = excluded.reported_at";
             transaction.execute(report, &[&node, &millis_row(now)]).await?;
-            let upsert = transaction
-                .prepare_cached(
-                    "INSERT INTO health_verdicts (node, service, replica, up, reason, since) VALUES ($1, $2, $3, $4, $5, $6)
-                     ON CONFLICT (node, service, replica) DO UPDATE SET up = excluded.up, reason = excluded.reason, since = excluded.since",
-                )
-                .await?;
-            for verdict in verdicts {
-                let since = millis_row(verdict.since);
-                transaction
-                    .execute(&upsert, &[&verdict.node, &verdict.service, &verdict.replica, &verdict.up, &verdict.reason, &since])
+            if !verdicts.is_empty() {
+                // The counter row stays locked until commit (see the schema).
+                let stamp: i64 = transaction.query_one(NEXT_VERDICT_STAMP, &[]).await?.get(0);
+                let upsert = transaction
+                    .prepare_cached(
+                        "INSERT INTO health_verdicts (node, service, replica, up, reason, since, stamp)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7)
+                         ON CONFLICT (node, service, replica)
+                         DO UPDATE SET up = excluded.up, reason = excluded.reason, since = excluded.since, stamp = excluded.stamp",
+                    )
                     .await?;
+                for verdict in verdicts {
+                    let since = millis_row(verdict.since);
+                    transaction
+                        .execute(
+                            &upsert,
+                            &[&verdict.node, &verdict.service, &verdict.replica, &verdict.up, &verdict.reason, &since, &stamp],
+                        )
+                        .await?;
+                }
             }
             let reported = transaction.query("SELECT node, reported_at FROM health_nodes", &[]).await?;
             let read = transaction
-                .query("SELECT node, service, replica, up, reason, since FROM health_verdicts ORDER BY node, service, replica", &[])
+                .query(
+                    "SELECT node, service, replica, up, reason, since, stamp FROM health_verdicts WHERE stamp > $1
+                     ORDER BY node, service, replica",
+                    &[&after_row],
+                )
                 .await?;
             transaction.commit().await?;
             let verdicts = read
                 .iter()
-                .map(|row| NodeVerdict {
-                    node: row.get(0),
-                    service: row.get(1),
-                    replica: row.get(2),
-                    up: row.get(3),
-                    reason: row.get(4),
-                    since: row.get::<_, i64>(5).max(0) as u64,
+                .map(|row| {
+                    let verdict = NodeVerdict {
+                        node: row.get(0),
+                        service: row.get(1),
+                        replica: row.get(2),
+                        up: row.get(3),
+                        reason: row.get(4),
+                        since: row.get::<_, i64>(5).max(0) as u64,
+                    };
+                    (verdict, row.get(6))
                 })
                 .collect();
-            Ok(fleet_reports(reported.iter().map(|row| (row.get(0), row.get(1))).collect(), verdicts))
+            Ok(fleet_reports(reported.iter().map(|row| (row.get(0), row.get(1))).collect(), verdicts, after))
         })
     }
 

@@ -65,6 +65,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
          ALTER TABLE measurements ADD COLUMN stamp BIGINT NOT NULL DEFAULT 1;
          CREATE INDEX measurements_by_stamp ON measurements (stamp);",
     ),
+    // 7: health verdicts read by what changed: each exchange that writes
+    // verdicts stamps them as step 6 stamps measurements, and a node reads
+    // only the verdicts stamped after the last it read.
+    Migration::portable(
+        "CREATE TABLE verdict_stamp (last BIGINT NOT NULL);
+         INSERT INTO verdict_stamp (last) VALUES (1);
+         ALTER TABLE health_verdicts ADD COLUMN stamp BIGINT NOT NULL DEFAULT 1;
+         CREATE INDEX health_verdicts_by_stamp ON health_verdicts (stamp);",
+    ),
 ];
 
 /// The migrations a database at `version` still needs, numbered from 1;

@@ -8,8 +8,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::de::DeserializeOwned;
 
 use crate::{
-    Change, Measurement, NEXT_MEASUREMENT_STAMP, State, Store, StoreError, batch_row, check_not_behind, declaration_row, fleet_reports,
-    last_stamp, millis_row, read_batch, read_declaration, read_measurement, schema, subnet_text,
+    Change, Measurement, NEXT_MEASUREMENT_STAMP, NEXT_VERDICT_STAMP, State, Store, StoreError, batch_row, check_not_behind,
+    declaration_row, fleet_reports, last_stamp, millis_row, read_batch, read_declaration, read_measurement, schema, subnet_text,
 };
 
 /// Routing state in a SQLite database file.
@@ -103,16 +103,18 @@ impl Store for SqliteStore {
         .collect()
     }
 
-    fn exchange_health(&mut self, node: &str, now: u64, verdicts: &[NodeVerdict]) -> Result<FleetReports, StoreError> {
+    fn exchange_health(&mut self, node: &str, now: u64, verdicts: &[NodeVerdict], after: u64) -> Result<FleetReports, StoreError> {
         let transaction = self.connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
         transaction.execute("INSERT OR REPLACE INTO health_nodes (node, reported_at) VALUES (?1, ?2)", params![node, millis_row(now)])?;
-        {
+        if !verdicts.is_empty() {
+            let stamp: i64 = transaction.query_row(NEXT_VERDICT_STAMP, [], |row| row.get(0))?;
             let mut upsert = transaction.prepare_cached(
-                "INSERT OR REPLACE INTO health_verdicts (node, service, replica, up, reason, since) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT OR REPLACE INTO health_verdicts (node, service, replica, up, reason, since, stamp)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?;
             for verdict in verdicts {
                 let since = millis_row(verdict.since);
-                upsert.execute(params![verdict.node, verdict.service, verdict.replica, verdict.up, verdict.reason, since])?;
+                upsert.execute(params![verdict.node, verdict.service, verdict.replica, verdict.up, verdict.reason, since, stamp])?;
             }
         }
         let reported = {
@@ -120,24 +122,27 @@ impl Store for SqliteStore {
             statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?.collect::<Result<Vec<_>, _>>()?
         };
         let read = {
-            let mut statement = transaction
-                .prepare_cached("SELECT node, service, replica, up, reason, since FROM health_verdicts ORDER BY node, service, replica")?;
+            let mut statement = transaction.prepare_cached(
+                "SELECT node, service, replica, up, reason, since, stamp FROM health_verdicts WHERE stamp > ?1
+                 ORDER BY node, service, replica",
+            )?;
             statement
-                .query_map([], |row| {
+                .query_map(params![i64::try_from(after).unwrap_or(i64::MAX)], |row| {
                     let since: i64 = row.get(5)?;
-                    Ok(NodeVerdict {
+                    let verdict = NodeVerdict {
                         node: row.get(0)?,
                         service: row.get(1)?,
                         replica: row.get(2)?,
                         up: row.get(3)?,
                         reason: row.get(4)?,
                         since: since.max(0) as u64,
-                    })
+                    };
+                    Ok((verdict, row.get(6)?))
                 })?
                 .collect::<Result<Vec<_>, _>>()?
         };
         transaction.commit()?;
-        Ok(fleet_reports(reported, read))
+        Ok(fleet_reports(reported, read, after))
     }
 
     fn measurements_after(&mut self, stamp: u64) -> Result<(Vec<Measurement>, u64), StoreError> {

@@ -326,7 +326,7 @@ fn nodes_starting_together_on_a_new_database_migrate_it_once() {
             store.join().unwrap().unwrap();
         }
     });
-    assert_eq!(engine.server.sql("pharos", "SELECT count(*), max(version) FROM pharos_schema"), "1|6\n");
+    assert_eq!(engine.server.sql("pharos", "SELECT count(*), max(version) FROM pharos_schema"), "1|7\n");
 }
 
 #[test]
@@ -429,7 +429,7 @@ fn a_store_opened_while_the_database_is_down_connects_and_migrates_at_its_first_
     assert!(error.starts_with("PostgreSQL cannot be reached"), "{error}");
     engine.server.start_server();
     assert_eq!(store.apply(0, &[Change::PutService(service("a.test"))]).unwrap(), 1);
-    assert_eq!(engine.server.sql("pharos", "SELECT max(version) FROM pharos_schema"), "6\n");
+    assert_eq!(engine.server.sql("pharos", "SELECT max(version) FROM pharos_schema"), "7\n");
 }
 
 fn verdict(node: &str, replica: &str, up: bool, since: u64) -> NodeVerdict {
@@ -439,15 +439,22 @@ fn verdict(node: &str, replica: &str, up: bool, since: u64) -> NodeVerdict {
 
 fn each_node_keeps_one_verdict_per_replica_and_reads_every_node_s(engine: &dyn Engine) {
     let mut store = engine.open().unwrap();
-    let first = store.exchange_health("n1", 1000, &[verdict("n1", "a", true, 900), verdict("n1", "b", true, 900)]).unwrap();
+    let first = store.exchange_health("n1", 1000, &[verdict("n1", "a", true, 900), verdict("n1", "b", true, 900)], 0).unwrap();
     assert_eq!(first.reported, [("n1".to_owned(), 1000)].into());
     assert_eq!(first.verdicts, [verdict("n1", "a", true, 900), verdict("n1", "b", true, 900)]);
-    store.exchange_health("n2", 1500, &[verdict("n2", "a", false, 1400)]).unwrap();
+    assert_eq!(first.stamp, 2, "verdicts are stamped from 2 on");
+    let second = store.exchange_health("n2", 1500, &[verdict("n2", "a", false, 1400)], first.stamp).unwrap();
+    assert_eq!((second.verdicts, second.stamp), (vec![verdict("n2", "a", false, 1400)], 3), "only what changed");
     drop(store);
-    // A transition replaces the node's row; a report with none only says the node is alive.
+    // A transition replaces the node's row; a report with none only says
+    // the node is alive, and takes no stamp.
     let mut reopened = engine.open().unwrap();
-    reopened.exchange_health("n1", 2000, &[verdict("n1", "a", false, 1900)]).unwrap();
-    let reports = reopened.exchange_health("n2", 2500, &[]).unwrap();
+    let third = reopened.exchange_health("n1", 2000, &[verdict("n1", "a", false, 1900)], 0).unwrap();
+    assert_eq!(third.stamp, 4);
+    let reports = reopened.exchange_health("n2", 2500, &[], 0).unwrap();
     assert_eq!(reports.reported, [("n1".to_owned(), 2000), ("n2".to_owned(), 2500)].into());
     assert_eq!(reports.verdicts, [verdict("n1", "a", false, 1900), verdict("n1", "b", true, 900), verdict("n2", "a", false, 1400)]);
+    assert_eq!(reports.stamp, 4);
+    let quiet = reopened.exchange_health("n1", 3000, &[], 4).unwrap();
+    assert_eq!((quiet.verdicts, quiet.stamp, quiet.reported.len()), (vec![], 4, 2), "nothing changed: no verdict read");
 }
