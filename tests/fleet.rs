@@ -63,6 +63,16 @@ impl Node {
     fn store(&self) -> Value {
         self.call("GET", "/v1/store", None).1
     }
+
+    /// The value of the metric `family` scraped from the node.
+    fn metric(&self, family: &str) -> f64 {
+        let (status, text) = self.call("GET", "/metrics", None);
+        assert_eq!(status, 200, "{text}");
+        let text = text.as_str().expect("the text format").to_owned();
+        text.lines()
+            .find_map(|line| line.strip_prefix(family)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {family}: {text}"))
+    }
 }
 
 /// One PostgreSQL and three nodes keeping their state in it.
@@ -141,6 +151,26 @@ fn a_change_through_any_node_is_answered_by_all_and_alternating_changes_leave_on
     let printed = String::from_utf8_lossy(&status.stdout);
     assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
     assert_eq!(printed, format!("store: postgresql, following\n  last change applied: sequence {logged}\n"));
+}
+
+#[test]
+fn a_node_does_not_read_back_the_changes_it_notified_itself() {
+    let (_database, nodes) = fleet();
+    put_and_see_everywhere(&nodes, 0, Ipv4Addr::new(192, 0, 2, 10));
+    let reads = |node: &Node| node.metric("pharos_store_catch_up_reads_total");
+    let (before, started) = ((reads(&nodes[0]), reads(&nodes[1])), Instant::now());
+    const CHANGES: u32 = 100;
+    for weight in 1..=CHANGES {
+        let (status, reply) = nodes[0].call("PATCH", &format!("/v1/services/{SERVICE}/replicas/a"), Some(json!({ "weight": weight })));
+        assert_eq!(status, 200, "change {weight}: {reply}");
+    }
+    let (own_reads, seconds) = (reads(&nodes[0]) - before.0, started.elapsed().as_secs_f64());
+    // Its follower looks once after each quiet second; the notifications
+    // of its own changes read nothing.
+    assert!(own_reads <= seconds.ceil() + 1.0, "{own_reads} reads of the log in {seconds:.1} s while making {CHANGES} changes");
+    let logged = nodes[0].store()["last_sequence"].clone();
+    within_propagation("node 1 applied every change", || nodes[1].store()["last_sequence"] == logged);
+    assert!(reads(&nodes[1]) > before.1, "node 1 read the changes node 0 made");
 }
 
 #[test]

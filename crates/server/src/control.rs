@@ -141,6 +141,10 @@ struct FleetHealth {
     known: FleetVerdicts,
 }
 
+/// What a catch-up is asked for when any batch may be new: the store's
+/// follower was not notified of one (it looks now and then).
+pub const ANYTHING_NEW: u64 = u64::MAX;
+
 /// How many times a change refused because other nodes changed the state
 /// first is made again (after catching up) before its caller is told.
 pub const BEHIND_TRIES: usize = 5;
@@ -378,7 +382,7 @@ impl Control {
     fn catching_up<T>(&mut self, now: u64, attempt: impl Fn(&mut Control) -> Result<T, ControlError>) -> Result<T, ControlError> {
         for _ in 1..BEHIND_TRIES {
             match attempt(self) {
-                Err(ControlError::Behind(_)) => self.catch_up(now)?,
+                Err(ControlError::Behind(_)) => self.catch_up(ANYTHING_NEW, now)?,
                 outcome => return outcome,
             }
         }
@@ -396,7 +400,13 @@ impl Control {
     /// then serves the measurements other nodes recorded since the last
     /// read. If the batches cannot be applied (this node's zones lack a
     /// name another node's have, say), none is and the status says why.
-    pub fn catch_up(&mut self, now: u64) -> Result<(), ControlError> {
+    /// Nothing is read if the state holds `wanted` already (a batch this
+    /// node logged, notified back to it); [`ANYTHING_NEW`] reads anyway.
+    pub fn catch_up(&mut self, wanted: u64, now: u64) -> Result<(), ControlError> {
+        if wanted <= self.applied {
+            return Ok(());
+        }
+        self.published.activity.catch_up_read();
         let caught_up = self.apply_logged(now).and_then(|()| self.take_measurements(now));
         let error = caught_up.as_ref().err().map(ToString::to_string);
         self.published.update_store_status(|status| {

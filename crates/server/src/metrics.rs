@@ -44,6 +44,7 @@ pub struct ControlActivity {
     publish_seconds: Histogram,
     health_transitions: Family<ReplicaLabels, Counter>,
     load_rounds: Family<[(&'static str, String); 1], Counter>,
+    catch_up_reads: Counter,
 }
 
 impl Default for ControlActivity {
@@ -56,6 +57,7 @@ impl Default for ControlActivity {
             publish_seconds: Histogram::new(SECONDS_BOUNDS),
             health_transitions: Family::default(),
             load_rounds: Family::default(),
+            catch_up_reads: Counter::default(),
         }
     }
 }
@@ -86,6 +88,12 @@ impl ControlActivity {
         self.load_rounds.get_or_create(&[("service", service.to_string())]).inc();
     }
 
+    /// The shared store's change log was read for batches other nodes
+    /// logged.
+    pub fn catch_up_read(&self) {
+        self.catch_up_reads.inc();
+    }
+
     fn register(&self, registry: &mut Registry) {
         registry.register("pharos_control_commits", "Group commits of the control plane", self.commits.clone());
         registry.register("pharos_control_commit_batch_edits", "Edits per group commit", self.commit_batch.clone());
@@ -103,6 +111,7 @@ impl ControlActivity {
         );
         registry.register("pharos_health_transitions", "Replicas going up or down", self.health_transitions.clone());
         registry.register("pharos_load_control_rounds", "Load-control rounds run", self.load_rounds.clone());
+        registry.register("pharos_store_catch_up_reads", "Reads of the shared store's change log", self.catch_up_reads.clone());
     }
 }
 

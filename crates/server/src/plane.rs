@@ -15,11 +15,12 @@
 //!
 //! On a store shared by a fleet, the store's follower queues a catch-up
 //! whenever another node may have logged a change (at most one is queued
-//! at a time); edits the store refused because the state was behind are
+//! at a time; none for a batch this node logged itself, notified back to
+//! it); edits the store refused because the state was behind are
 //! made again, after catching up, from the newer state.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::time::{Duration, Instant};
 
@@ -35,7 +36,7 @@ use pharos_transport::metrics;
 use tokio::sync::oneshot;
 
 use crate::config::{BgpConfig, Config};
-use crate::control::{BEHIND_TRIES, Control, Published};
+use crate::control::{ANYTHING_NEW, BEHIND_TRIES, Control, Published};
 use crate::data::{DataStatus, unix_millis};
 use crate::fastpath::FastPathStatus;
 use crate::following::StoreStatus;
@@ -91,9 +92,10 @@ enum Command {
         step: Option<KeyStep>,
         done: oneshot::Sender<Result<Vec<KeyView>, ControlError>>,
     },
-    /// Apply what other nodes logged; `queued` is set while this is queued.
+    /// Apply what other nodes logged; `wanted` says up to where (see
+    /// `follower_news`) while this is queued, and is 0 once it is served.
     CatchUp {
-        queued: Arc<AtomicBool>,
+        wanted: Arc<AtomicU64>,
     },
 }
 
@@ -265,19 +267,27 @@ impl ControlHandle {
 
 /// Where the store's follower sends its news: into the store status, and,
 /// when others may have logged changes, a catch-up on the control thread's
-/// queue unless one is queued already.
+/// queue unless one is queued already. What the queued catch-up is for
+/// (`wanted`): nothing (none is queued), batches up to the highest
+/// sequence notified, or [`ANYTHING_NEW`].
 fn follower_news(requests: Sender<Request>, published: Arc<Published>) -> pharos_store::Wake {
-    let queued = Arc::new(AtomicBool::new(false));
+    let wanted = Arc::new(AtomicU64::new(0));
     Box::new(move |news| {
         published.update_store_status(|status| status.follow(&news));
-        match &news {
-            Following::Lost(why) => tracing::warn!("not following the store's changes, reconnecting: {why}"),
-            Following::Listening => tracing::info!("following the store's changes"),
-            Following::Notified(_) | Following::Look => {}
-        }
-        let wanted = !matches!(news, Following::Lost(_));
-        if wanted && !queued.swap(true, Ordering::AcqRel) {
-            let _ = requests.send(Request::Command(Command::CatchUp { queued: queued.clone() }));
+        let want = match &news {
+            Following::Lost(why) => {
+                tracing::warn!("not following the store's changes, reconnecting: {why}");
+                return;
+            }
+            Following::Listening => {
+                tracing::info!("following the store's changes");
+                ANYTHING_NEW
+            }
+            Following::Notified(sequence) if *sequence > 0 => *sequence,
+            Following::Notified(_) | Following::Look => ANYTHING_NEW,
+        };
+        if wanted.fetch_max(want, Ordering::AcqRel) == 0 {
+            let _ = requests.send(Request::Command(Command::CatchUp { wanted: wanted.clone() }));
         }
     })
 }
@@ -371,10 +381,10 @@ fn serve_command(control: &mut Control, command: Command) {
         Command::Load { service, replica, value, done } => drop(done.send(control.record_load(&service, &replica, value, now))),
         Command::LoadStatus { done } => drop(done.send(control.load_status())),
         Command::Keys { zone, step, done } => drop(done.send(control.zone_keys(&zone, step, now))),
-        Command::CatchUp { queued } => {
+        Command::CatchUp { wanted } => {
             // Cleared first: a change logged from now on queues another.
-            queued.store(false, Ordering::Release);
-            if let Err(error) = control.catch_up(now) {
+            let wanted = wanted.swap(0, Ordering::AcqRel);
+            if let Err(error) = control.catch_up(wanted, now) {
                 tracing::error!("cannot apply the changes other nodes made: {error}");
             }
         }
@@ -410,7 +420,7 @@ fn commit_edits(control: &mut Control, mut edits: Vec<Pending>) {
         if behind.is_empty() {
             break;
         }
-        if let Err(error) = control.catch_up(now) {
+        if let Err(error) = control.catch_up(ANYTHING_NEW, now) {
             behind.into_iter().for_each(|(_, done)| drop(done.send(Err(error.clone()))));
             break;
         }
