@@ -127,6 +127,16 @@ class PharosXdp(PharosSocket):
         return super().prepare() + ["--xdp", self.interface]
 
 
+class PharosPass(PharosSocket):
+    """The socket server with a program on its end that passes every
+    packet up: what having any XDP program there costs veth's receive
+    path, apart from what Pharos's program does."""
+    name = "pharos-pass"
+    label = "Pharos socket + XDP pass"
+    xdp = True
+    pass_program = True
+
+
 class KnotSocket(InNamespace, servers.Knot):
     name = "knot"
     label = "Knot socket"
@@ -142,7 +152,7 @@ class KnotXdp(KnotSocket):
         return "xdp:\n    listen: %s@%d\n    udp: on\n" % (self.interface, PORT)
 
 
-ALL = [PharosSocket, PharosXdp, KnotSocket, KnotXdp]
+ALL = [PharosSocket, PharosXdp, KnotSocket, KnotXdp, PharosPass]
 BY_NAME = {c.name: c for c in ALL}
 
 
