@@ -1,5 +1,6 @@
 //! `pharos replica`: an Artemis replica for tests and demonstrations.
 
+use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -50,7 +51,9 @@ pub fn run(args: ReplicaArgs) -> anyhow::Result<()> {
         replica
             .serve(|connected| {
                 let local = connected.local.map_or("?".into(), |address| address.to_string());
-                println!("{} -> {local}: {}", connected.client, String::from_utf8_lossy(&connected.alpn));
+                // A line for whoever watches; one who stopped reading must not
+                // stop the replica (println! would panic on a closed pipe).
+                let _ = writeln!(std::io::stdout(), "{} -> {local}: {}", connected.client, String::from_utf8_lossy(&connected.alpn));
             })
             .await;
         Ok(())
