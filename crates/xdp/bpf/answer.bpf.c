@@ -799,6 +799,17 @@ static __always_inline int within_limit(const struct limit *l, const struct sour
 	return 1;
 }
 
+// Keys the scratch's class key for a whole address (IPv4 in the first 4
+// octets) of `v6`'s family in `generation`: how the `classes`, `trusted`
+// and `rrl_whitelist` tries are asked.
+static __always_inline void set_class_key(struct scratch *s, __u32 generation, int v6, const __u8 *address)
+{
+	s->class_key.prefixlen = CLASS_PREFIX_BITS + (v6 ? 128 : 32);
+	s->class_key.generation = generation;
+	s->class_key.family = v6;
+	__builtin_memcpy(s->class_key.address, address, 16);
+}
+
 // Finds into `found` the client's class (NULL where no block holds it)
 // and the draw of the question in the scratch key for that class, or
 // everyone's. As user space's locate(), a /0 subnet is unclassified with
@@ -810,10 +821,7 @@ static __always_inline void find_draw(struct scratch *s, const struct query *q, 
 	struct class unclassified = {UNCLASSIFIED, 0};
 	struct class *class = &unclassified;
 	if (!q->from_subnet || q->subnet_bits) {
-		s->class_key.prefixlen = CLASS_PREFIX_BITS + (q->client_v6 ? 128 : 32);
-		s->class_key.generation = generation;
-		s->class_key.family = q->client_v6;
-		__builtin_memcpy(s->class_key.address, q->client, 16);
+		set_class_key(s, generation, q->client_v6, q->client);
 		class = bpf_map_lookup_elem(&classes, &s->class_key);
 	}
 	struct draw *d = NULL;
@@ -948,20 +956,14 @@ static __always_inline int trusted_sender(struct scratch *s, const struct query 
 {
 	if (cfg->trust_all)
 		return 1;
-	s->class_key.prefixlen = CLASS_PREFIX_BITS + (q->v6 ? 128 : 32);
-	s->class_key.generation = generation;
-	s->class_key.family = q->v6;
-	__builtin_memcpy(s->class_key.address, q->client, 16);
+	set_class_key(s, generation, q->v6, q->client);
 	return bpf_map_lookup_elem(&trusted, &s->class_key) != NULL;
 }
 
 // Whether the packet's sender is in the RRL whitelist.
 static __always_inline int whitelisted(struct scratch *s, const struct query *q)
 {
-	s->class_key.prefixlen = CLASS_PREFIX_BITS + (q->v6 ? 128 : 32);
-	s->class_key.generation = 0;
-	s->class_key.family = q->v6;
-	__builtin_memcpy(s->class_key.address, q->sender, 16);
+	set_class_key(s, 0, q->v6, q->sender);
 	return bpf_map_lookup_elem(&rrl_whitelist, &s->class_key) != NULL;
 }
 
