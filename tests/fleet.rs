@@ -387,19 +387,13 @@ impl Node {
     }
 }
 
-#[test]
-fn a_replica_is_down_fleet_wide_only_when_most_nodes_probes_fail_it() {
-    // Node i probes replica a at 127.0.0.(10 + i), its own path to it;
-    // replica b, at 127.0.0.13 for every node, always passes.
+/// A fleet whose node i probes replica a of the service at 127.0.0.(10 +
+/// i), its own path to it (the paths returned); replica b, at 127.0.0.13
+/// for every node, always passes.
+fn probed_fleet() -> (Vec<ProbedPath>, Postgres, Vec<Node>) {
     let port = free_port();
     let paths: Vec<ProbedPath> = (10..14).map(|last| ProbedPath::start((Ipv4Addr::new(127, 0, 0, last), port).into())).collect();
-    let (database, nodes) = fleet_with(|number| {
-        format!(
-            "[health]\nnode = \"n{number}\"\nreport_interval_ms = 200\nstale_after_ms = 1000\n\
-             probe_address = {{ \"{SERVICE}/a\" = \"127.0.0.{}\" }}",
-            10 + number
-        )
-    });
+    let (database, nodes) = fleet_with(|number| health_section(number, ""));
     let probe = json!({ "kind": "http", "port": port, "path": "/health", "interval_ms": 200, "rise": 1, "fall": 1 });
     let service = json!({ "name": SERVICE, "policy": "static", "health": probe, "replica": [
         { "id": "a", "address": "192.0.2.10" },
@@ -407,41 +401,61 @@ fn a_replica_is_down_fleet_wide_only_when_most_nodes_probes_fail_it() {
     ] });
     let (status, reply) = nodes[0].call("PUT", &format!("/v1/services/{SERVICE}"), Some(service));
     assert_eq!(status, 200, "{reply}");
+    (paths, database, nodes)
+}
+
+/// Node `number`'s `[health]` section in [`probed_fleet`], with `extra`.
+fn health_section(number: usize, extra: &str) -> String {
+    format!(
+        "[health]\nnode = \"n{number}\"\nreport_interval_ms = 200\nstale_after_ms = 1000\n\
+         probe_address = {{ \"{SERVICE}/a\" = \"127.0.0.{}\" }}\n{extra}",
+        10 + number
+    )
+}
+
+/// Waits until every node hears that exactly `down_nodes` see replica a
+/// of [`probed_fleet`] down and weighs a up or down as `served_up` says,
+/// then until each answers a (with b) or not accordingly.
+fn everywhere(nodes: &[Node], down_nodes: &[&str], served_up: bool) {
     let (a, b) = (IpAddr::V4(Ipv4Addr::new(192, 0, 2, 10)), IpAddr::V4(Ipv4Addr::new(192, 0, 2, 20)));
-    // Every node waits until all see a as `down_nodes` say, then checks what it serves.
-    let everywhere = |down_nodes: &[&str], served_up: bool| {
-        for (number, node) in nodes.iter().enumerate() {
-            within_propagation(&format!("node {number} hears that {down_nodes:?} see a down"), || {
-                let fleet = &node.health("a")["fleet"];
-                fleet["nodes_down"] == json!(down_nodes) && fleet["nodes_up"].as_array().map(Vec::len) == Some(3 - down_nodes.len())
-            });
+    for (number, node) in nodes.iter().enumerate() {
+        within_propagation(&format!("node {number} hears that {down_nodes:?} see a down, and serves a as up: {served_up}"), || {
             let health = node.health("a");
-            assert_eq!(health["up"], served_up, "node {number}: {health}");
-            let expected = if served_up { vec![a, b] } else { vec![b] };
-            within_propagation(&format!("node {number} answers {expected:?}"), || node.answers() == expected);
-        }
-    };
-    everywhere(&[], true);
+            let fleet = &health["fleet"];
+            fleet["nodes_down"] == json!(down_nodes)
+                && fleet["nodes_up"].as_array().map(Vec::len) == Some(3 - down_nodes.len())
+                && health["up"] == served_up
+        });
+        let expected = if served_up { vec![a, b] } else { vec![b] };
+        within_propagation(&format!("node {number} answers {expected:?}"), || node.answers() == expected);
+    }
+}
+
+#[test]
+fn a_replica_is_down_fleet_wide_only_when_most_nodes_probes_fail_it() {
+    let (paths, database, nodes) = probed_fleet();
+    let (a, b) = (IpAddr::V4(Ipv4Addr::new(192, 0, 2, 10)), IpAddr::V4(Ipv4Addr::new(192, 0, 2, 20)));
+    everywhere(&nodes, &[], true);
     paths[0].fail(true);
-    everywhere(&["n0"], true);
+    everywhere(&nodes, &["n0"], true);
     let (status, explained) = nodes[0].call("GET", &format!("/v1/explain?name={SERVICE}&client=198.51.100.1"), None);
     assert_eq!(status, 200, "{explained}");
     let why = explained["health"][0]["fleet"]["why"].as_str().unwrap_or_default();
     assert!(why.starts_with("up: 2 of 3 live nodes see it up; no majority sees it down (n0: probe failed"), "{explained}");
     paths[1].fail(true);
-    everywhere(&["n0", "n1"], false);
+    everywhere(&nodes, &["n0", "n1"], false);
     let (_, explained) = nodes[2].call("GET", &format!("/v1/explain?name={SERVICE}&client=198.51.100.1"), None);
     let why = explained["health"][0]["fleet"]["why"].as_str().unwrap_or_default();
     assert!(why.starts_with("down: 2 of 3 live nodes see it down, a majority (n0: probe failed"), "{explained}");
     assert!(explained["steps"].to_string().contains("down: 2 of 3"), "the routing steps say why a is left out: {explained}");
     paths[1].fail(false);
-    everywhere(&["n0"], true);
+    everywhere(&nodes, &["n0"], true);
     paths[0].fail(false);
-    everywhere(&[], true);
+    everywhere(&nodes, &[], true);
     // Cut off from the database for longer than the staleness window, each
     // node serves its own probes' view: n0's own probes fail a again.
     paths[0].fail(true);
-    everywhere(&["n0"], true);
+    everywhere(&nodes, &["n0"], true);
     database.stop();
     within_propagation("node 0, alone, serves its own view", || nodes[0].answers() == [b]);
     let alone = nodes[0].health("a");
@@ -451,4 +465,38 @@ fn a_replica_is_down_fleet_wide_only_when_most_nodes_probes_fail_it() {
     }
     paths[0].fail(false);
     within_propagation("node 0, alone, serves its own probes' turn", || nodes[0].answers() == [a, b]);
+}
+
+#[test]
+fn a_reload_takes_a_new_quorum_and_refuses_renaming_the_node() {
+    let (paths, _database, nodes) = probed_fleet();
+    everywhere(&nodes, &[], true);
+    paths[0].fail(true);
+    everywhere(&nodes, &["n0"], true);
+    // One node of three (33 %) is more than a 30 % quorum.
+    for (number, node) in nodes.iter().enumerate() {
+        rewrite_health(node, &health_section(number, "quorum = 0.3"));
+        let (status, reply) = node.call("POST", "/v1/reload", None);
+        assert_eq!(status, 200, "node {number}: {reply}");
+    }
+    everywhere(&nodes, &["n0"], false);
+    let (_, explained) = nodes[1].call("GET", &format!("/v1/explain?name={SERVICE}&client=198.51.100.1"), None);
+    let why = explained["health"][0]["fleet"]["why"].as_str().unwrap_or_default();
+    assert!(why.starts_with("down: 1 of 3 live nodes see it down, a quorum (over 30 %)"), "{explained}");
+    // A node renamed by a reload is refused, and keeps serving as it did.
+    rewrite_health(&nodes[2], &health_section(2, "quorum = 0.3").replace("\"n2\"", "\"n2-renamed\""));
+    let (status, reply) = nodes[2].call("POST", "/v1/reload", None);
+    assert_eq!(status, 422, "{reply}");
+    assert!(reply["field"] == "health.node" && reply["error"].as_str().unwrap_or_default().contains("takes a restart"), "{reply}");
+    paths[0].fail(false);
+    everywhere(&nodes, &[], true);
+}
+
+/// Replaces the `[health]` section of `node`'s config file with `section`
+/// (it is the file's last section but the zone's).
+fn rewrite_health(node: &Node, section: &str) {
+    let text = std::fs::read_to_string(&node.pharos.config).unwrap();
+    let (before, rest) = text.split_once("[health]").expect("a [health] section");
+    let zone = rest.find("[[zone]]").expect("the zone after it");
+    std::fs::write(&node.pharos.config, format!("{before}{section}\n{}", &rest[zone..])).unwrap();
 }

@@ -739,6 +739,7 @@ impl Config {
             services: file.services,
             geo: file.geo,
             artemis: file.artemis,
+            health: file.health,
             ..self.clone()
         })
     }

@@ -60,7 +60,7 @@ use rand::Rng;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::config::{Config, StoreConfig};
+use crate::config::{Config, HealthConfig, StoreConfig};
 use crate::data::{BgpStatus, BgpSummary, DataFile, DataStatus, LatencyStatus};
 use crate::fastpath::{FastPathStatus, KernelFastPath};
 use crate::following::StoreStatus;
@@ -139,6 +139,36 @@ struct FleetHealth {
     exchanged: Option<u64>,
     /// Every node's verdicts, gathered from what each exchange read.
     known: FleetVerdicts,
+}
+
+impl FleetHealth {
+    /// Takes a reloaded `[health]` section's quorum, staleness and report
+    /// interval; the next report follows the new interval.
+    fn follow(&mut self, health: &HealthConfig) {
+        self.quorum.stale_after_ms = health.stale_after_ms;
+        self.quorum.down_share = health.quorum;
+        self.next_report = self.next_report.saturating_sub(self.interval_ms) + health.report_interval_ms;
+        self.interval_ms = health.report_interval_ms;
+    }
+}
+
+/// Refuses a reload that renames a fleet's node (`health.node`, else the
+/// host name and first listen address) or moves its probe addresses: the
+/// fleet knows its verdicts by its name, and its probes' states hold
+/// for the paths they were taken on. Both take a restart.
+fn check_health_unmoved(serving: &Config, fresh: &Config) -> Result<(), ControlError> {
+    let restart =
+        "takes a restart, not a reload: the fleet keeps this node's verdicts under its name and its probes' states for the paths they took";
+    if fresh.health.node_name(&fresh.server) != serving.health.node_name(&serving.server) {
+        return Err(ControlError::invalid(
+            "health.node",
+            format!("changed from {:?}: renaming a node {restart}", serving.health.node_name(&serving.server)),
+        ));
+    }
+    if fresh.health.probe_address != serving.health.probe_address {
+        return Err(ControlError::invalid("health.probe_address", format!("changed: moving a probe {restart}")));
+    }
+    Ok(())
 }
 
 /// What a catch-up is asked for when any batch may be new: the store's
@@ -474,6 +504,9 @@ impl Control {
             external.clear();
         }
         let changed = self.changed_declarations(&fresh)?;
+        if self.fleet_health.is_some() {
+            check_health_unmoved(&self.config, &fresh)?;
+        }
         let previous_sources = std::mem::replace(self.plane.sources_mut(), sources);
         // Regions are rebuilt: the data they use was reloaded too.
         let snapshots = self.plane.snapshots().reloaded(loaded, settings(&fresh).map_err(ControlError::Zones)?);
@@ -482,6 +515,9 @@ impl Control {
             return Err(error);
         }
         self.remember_declarations(&changed)?;
+        if let Some(fleet) = &mut self.fleet_health {
+            fleet.follow(&self.config.health);
+        }
         if self.config.bgp.table.is_none() {
             self.data.bgp = BgpStatus::configured(&self.config);
         }
