@@ -14,6 +14,26 @@ pub(crate) struct CounterValues(pub [u64; REASONS]);
 // SAFETY: an array of u64, valid for any bit pattern.
 unsafe impl aya::Pod for CounterValues {}
 
+/// A `counter_slots` value: the interface that claimed the slot (0: none)
+/// and its counts.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct SlotCounterValues {
+    pub ifindex: u32,
+    pub padding: u32,
+    pub counts: CounterValues,
+}
+
+// SAFETY: two u32 and an array of u64, valid for any bit pattern.
+unsafe impl aya::Pod for SlotCounterValues {}
+
+impl SlotCounterValues {
+    /// A slot claimed by `ifindex`, counting from zero.
+    pub(crate) fn claimed_by(ifindex: u32) -> SlotCounterValues {
+        SlotCounterValues { ifindex, padding: 0, counts: CounterValues([0; REASONS]) }
+    }
+}
+
 /// Every interface the program has seen a packet on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counters {
@@ -59,7 +79,8 @@ pub struct InterfaceCounters {
 }
 
 impl InterfaceCounters {
-    /// Interface `ifindex`'s counts, summed over the CPUs' `per_cpu` values.
+    /// Interface `ifindex`'s counts, summed over its `per_cpu` values (of
+    /// each CPU, from each map that counted it).
     pub(crate) fn summed<'v>(ifindex: u32, per_cpu: impl Iterator<Item = &'v CounterValues>) -> InterfaceCounters {
         let mut sums = [0; REASONS];
         for values in per_cpu {

@@ -4,14 +4,14 @@
 use std::collections::{HashMap, hash_map};
 
 use aya::maps::lpm_trie::{Key, LpmTrie};
-use aya::maps::{Array, HashMap as BpfHashMap, MapData, MapError, PerCpuHashMap};
+use aya::maps::{Array, HashMap as BpfHashMap, MapData, MapError, PerCpuArray, PerCpuHashMap, PerCpuValues};
 use aya::programs::{ProgramError, Xdp, XdpMode};
 use aya::{Ebpf, EbpfError, EbpfLoader};
 use pharos_answer::Snapshot;
 
 use crate::PROGRAM;
 use crate::admission::{Demand, asked_room};
-use crate::counters::{CounterValues, Counters, InterfaceCounters};
+use crate::counters::{CounterValues, Counters, InterfaceCounters, SlotCounterValues};
 use crate::fill::fill;
 use crate::maps::{
     Answer, AnswerKey, ClassData, ClassValue, Config, Draw, DrawKey, Entry, Limit, PORT_WORDS, QuestionKey, ROUTED_VARIANTS, port_set,
@@ -25,6 +25,8 @@ use crate::settings::{Attached, Mode, ResponseLimit, Settings};
 const PROGRAM_NAME: &str = "answer";
 /// The `live` value that makes the program pass everything up.
 const SUSPENDED: u32 = 2;
+/// `COUNTER_SLOTS` in bpf/answer.bpf.c.
+const COUNTER_SLOTS: u32 = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FastPathError {
@@ -91,6 +93,8 @@ pub struct FastPath {
     config: Array<MapData, Config>,
     live: Array<MapData, u32>,
     counters: PerCpuHashMap<MapData, u32, CounterValues>,
+    /// The attached interfaces' counters (`counter_slots`).
+    counter_slots: PerCpuArray<MapData, SlotCounterValues>,
     demand: Demand,
     capacity: u32,
     /// What the last sync left out, and its threshold.
@@ -136,6 +140,7 @@ impl FastPath {
         let trusted = Mirrored::new(LpmTrie::try_from(take(&mut program, "trusted")?)?);
         let config = Array::try_from(take(&mut program, "config")?)?;
         let counters = PerCpuHashMap::try_from(take(&mut program, "counters")?)?;
+        let counter_slots = PerCpuArray::try_from(take(&mut program, "counter_slots")?)?;
         let demand = Demand::new(PerCpuHashMap::try_from(take(&mut program, "asked")?)?);
         let admission = (0, 0);
         let mut fast_path = FastPath {
@@ -148,6 +153,7 @@ impl FastPath {
             config,
             live,
             counters,
+            counter_slots,
             demand,
             capacity,
             admission,
@@ -183,7 +189,32 @@ impl FastPath {
             }
         };
         tracing::info!("XDP attached to {interface} in {used} mode");
+        self.claim_counter_slot(interface)?;
         Ok(Attached { interface: interface.into(), mode: used })
+    }
+
+    /// Gives `interface` its slot in `counter_slots` (see
+    /// bpf/answer.bpf.c), unless another interface holds it: then its
+    /// packets are counted in the `counters` hash map, as before a claim.
+    fn claim_counter_slot(&mut self, interface: &str) -> Result<(), FastPathError> {
+        let name = std::ffi::CString::new(interface).map_err(|_| FastPathError::Settings(format!("interface {interface:?} has a NUL")))?;
+        // SAFETY: `name` is a NUL-terminated string that outlives the call.
+        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        if ifindex == 0 {
+            return Ok(()); // gone since the attach: nothing to count
+        }
+        let slot = ifindex % COUNTER_SLOTS;
+        let held = self.counter_slots.get(&slot, 0)?;
+        if let Some(holder) = held.iter().map(|values| values.ifindex).find(|holder| *holder != 0) {
+            if holder != ifindex {
+                tracing::info!("XDP counters of {interface}: slot {slot} is interface {holder}'s, counted in the hash map");
+            }
+            return Ok(());
+        }
+        let cpus = held.len();
+        let claimed = PerCpuValues::try_from(vec![SlotCounterValues::claimed_by(ifindex); cpus]).map_err(MapError::from)?;
+        self.counter_slots.set(slot, claimed, 0)?;
+        Ok(())
     }
 
     fn attach_in(&mut self, interface: &str, mode: Mode) -> Result<(), FastPathError> {
@@ -256,11 +287,18 @@ impl FastPath {
     /// What the program did with the packets of each interface it has
     /// seen, summed over the CPUs, by ifindex.
     pub fn counters(&self) -> Result<Counters, FastPathError> {
-        let mut interfaces = Vec::new();
+        let mut per_interface: HashMap<u32, Vec<CounterValues>> = HashMap::new();
         for entry in self.counters.iter() {
             let (ifindex, per_cpu) = entry?;
-            interfaces.push(InterfaceCounters::summed(ifindex, per_cpu.iter()));
+            per_interface.entry(ifindex).or_default().extend(per_cpu.iter().copied());
         }
+        for slot in 0..COUNTER_SLOTS {
+            for values in self.counter_slots.get(&slot, 0)?.iter().filter(|values| values.ifindex != 0) {
+                per_interface.entry(values.ifindex).or_default().push(values.counts);
+            }
+        }
+        let mut interfaces: Vec<InterfaceCounters> =
+            per_interface.iter().map(|(ifindex, per_cpu)| InterfaceCounters::summed(*ifindex, per_cpu.iter())).collect();
         interfaces.sort_by_key(|counters| counters.ifindex);
         Ok(Counters { interfaces })
     }
