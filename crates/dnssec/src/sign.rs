@@ -17,6 +17,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use domain::base::cmp::CanonicalOrd;
 use domain::base::iana::Rtype;
 use domain::base::name::ParsedName;
 use domain::base::rdata::{ComposeRecordData, ParseRecordData};
@@ -280,17 +281,48 @@ fn canonical_rdata(rtype: u16, rdata: &[u8]) -> Vec<u8> {
 /// may be, the next name is the owner itself: the record then says only
 /// what the owner holds.
 pub fn nsec_rdata(owner: &[u8], present: impl IntoIterator<Item = u16>) -> Box<[u8]> {
-    let mut rdata = Vec::with_capacity(owner.len() + 2 + 34);
+    let mut next = Vec::with_capacity(owner.len() + 2);
     if owner.len() + 2 <= MAX_NAME_LEN {
-        rdata.extend_from_slice(&[1, 0]);
+        next.extend_from_slice(&[1, 0]);
     }
-    rdata.extend_from_slice(&owner.to_ascii_lowercase());
+    next.extend_from_slice(owner);
+    nsec_rdata_naming(&next, present)
+}
+
+/// The record data of an NSEC naming `next` (wire form) as the next
+/// owner and listing `present` types.
+fn nsec_rdata_naming(next: &[u8], present: impl IntoIterator<Item = u16>) -> Box<[u8]> {
+    let mut rdata = Vec::with_capacity(next.len() + 34);
+    rdata.extend_from_slice(&next.to_ascii_lowercase());
     let mut bitmap = RtypeBitmap::<Vec<u8>>::builder();
     for rtype in present {
         bitmap.add(Rtype::from_int(rtype)).expect("a Vec grows");
     }
     rdata.extend_from_slice(bitmap.finalize().as_slice());
     rdata.into_boxed_slice()
+}
+
+/// An owner name (wire form) and the types present at it.
+pub type OwnerTypes = (Box<[u8]>, Vec<u16>);
+
+/// An owner name (wire form) and its NSEC's record data.
+pub type ChainLink = (Box<[u8]>, Box<[u8]>);
+
+/// The NSEC chain over a zone's `owners` (RFC 4034 section 4.1; wire
+/// form, each with the types present at it, the zone's apex among them):
+/// sorted in canonical order (section 6.1), each owner's NSEC names the
+/// owner after it, the last the first (the apex). For a secondary, which
+/// has no signer to deny names with one by one.
+pub fn nsec_chain(mut owners: Vec<OwnerTypes>) -> Vec<ChainLink> {
+    owners.sort_by(|(a, _), (b, _)| canonical_name(a).canonical_cmp(&canonical_name(b)));
+    let nexts: Vec<Box<[u8]>> = owners.iter().cycle().skip(1).take(owners.len()).map(|(next, _)| next.clone()).collect();
+    owners.into_iter().zip(nexts).map(|((owner, present), next)| (owner, nsec_rdata_naming(&next, present))).collect()
+}
+
+/// `wire` (an uncompressed name from the zone) as a name to compare in
+/// canonical order.
+fn canonical_name(wire: &[u8]) -> &domain::base::Name<[u8]> {
+    domain::base::Name::from_slice(wire).expect("zone owners are valid names")
 }
 
 #[cfg(test)]
@@ -454,5 +486,36 @@ mod tests {
         let long_owner = [&[63u8][..], &[b'a'; 63], &[63], &[b'b'; 63], &[63], &[b'c'; 63], &[61], &[b'd'; 61], &[0]].concat();
         assert_eq!(long_owner.len(), 255);
         assert!(nsec_rdata(&long_owner, [NSEC]).starts_with(&long_owner));
+    }
+
+    #[test]
+    fn the_chain_runs_in_canonical_order_and_closes_at_the_apex() {
+        // RFC 4034 section 6.1's example, lowercase as zone owners are.
+        let ordered = [
+            "example",
+            "a.example",
+            "yljkjljk.a.example",
+            "z.a.example",
+            "zabc.a.example",
+            "z.example",
+            "\\001.z.example",
+            "*.z.example",
+            "\\200.z.example",
+        ];
+        let wire = |text: &str| -> Box<[u8]> {
+            let name: domain::base::Name<Vec<u8>> = text.parse().unwrap();
+            name.into_octets().into_boxed_slice()
+        };
+        let mut shuffled: Vec<OwnerTypes> = ordered.iter().map(|text| (wire(text), vec![types::A, NSEC])).collect();
+        shuffled.reverse();
+        shuffled.swap(2, 5);
+        let chain = nsec_chain(shuffled);
+        let owners: Vec<Box<[u8]>> = chain.iter().map(|(owner, _)| owner.clone()).collect();
+        assert_eq!(owners, ordered.iter().map(|text| wire(text)).collect::<Vec<_>>());
+        for (index, (_, rdata)) in chain.iter().enumerate() {
+            let next = &owners[(index + 1) % owners.len()];
+            assert!(rdata.starts_with(next), "record {index} names the next owner");
+            assert_eq!(rdata[next.len()..], nsec_rdata_naming(b"\0", [types::A, NSEC])[1..], "its types");
+        }
     }
 }

@@ -7,12 +7,14 @@
 //! itself, built here; a name that does not exist gets, per query, an NSEC
 //! at itself whose bitmap holds NXNAME (see [`crate::lookup`]). No record
 //! names a neighbour, so the zone cannot be walked, and a name a routing
-//! policy adds or removes changes no other name's proof. A routed name's
+//! policy adds or removes changes no other name's proof. A secondary has
+//! no signer: a zone transfer carries the chain of NSEC records over the
+//! zone's names instead ([`nsec_chain_of`]), made when it is asked for. A routed name's
 //! NSEC lists the address types its replicas have, so that no resolver
 //! infers from it (RFC 8198) that the name has no addresses.
 
 use pharos_dnssec::keys::DNSKEY;
-use pharos_dnssec::{NSEC, Signer, nsec_rdata};
+use pharos_dnssec::{NSEC, Signer, nsec_chain, nsec_rdata};
 use pharos_wire::types;
 
 use crate::zone::{Rrset, Zone};
@@ -24,24 +26,52 @@ pub(crate) fn sign_zone(zone: &mut Zone, signer: &Signer) {
     apex.rrsets.retain(|rrset| rrset.rtype != DNSKEY);
     apex.rrsets.push(Rrset { rtype: DNSKEY, ttl: key_ttl, rdatas: signer.dnskey_rdatas(), rrsigs: Vec::new() });
     apex.rrsets.sort_by_key(|rrset| rrset.rtype);
-    // Names below a cut or a DNAME hold no authoritative data.
-    let authoritative: Vec<(Box<[u8]>, bool)> =
-        zone.nodes.iter().filter(|(name, _)| !zone.is_occluded(name)).map(|(name, node)| (name.clone(), zone.is_cut(name, node))).collect();
     let negative_ttl = zone.negative_ttl;
-    for (name, is_cut) in authoritative {
+    for (name, is_cut, present) in authoritative_names(zone) {
         let node = zone.nodes.get_mut(&name).expect("listed from the zone");
         // At a cut only the DS is the parent's; NS and glue are the child's.
         let signed = |rtype: u16| !is_cut || rtype == types::DS;
         for rrset in node.rrsets.iter_mut().filter(|rrset| signed(rrset.rtype)) {
             rrset.rrsigs = signer.sign(&name, rrset.rtype, rrset.ttl, &rrset.rdatas);
         }
-        let listed = |rtype: &u16| !is_cut || *rtype == types::NS || *rtype == types::DS;
-        let stored = node.rrsets.iter().map(|rrset| rrset.rtype).filter(listed);
-        let present: Vec<u16> = stored.chain(node.routed_types.iter().copied()).chain([types::RRSIG, NSEC]).collect();
         let rdatas = vec![nsec_rdata(&name, present)];
         let rrsigs = signer.sign(&name, NSEC, negative_ttl, &rdatas);
         node.nsec = Some(Rrset { rtype: NSEC, ttl: negative_ttl, rdatas, rrsigs });
     }
+}
+
+/// The zone's names that hold authoritative data (not below a cut or a
+/// DNAME), each with whether it is a cut and the types an NSEC at it
+/// lists: at a cut NS and DS only, beside RRSIG and NSEC.
+fn authoritative_names(zone: &Zone) -> Vec<(Box<[u8]>, bool, Vec<u16>)> {
+    let authoritative = zone.nodes.iter().filter(|(name, _)| !zone.is_occluded(name));
+    authoritative
+        .map(|(name, node)| {
+            let is_cut = zone.is_cut(name, node);
+            let listed = |rtype: &u16| !is_cut || *rtype == types::NS || *rtype == types::DS;
+            let stored = node.rrsets.iter().map(|rrset| rrset.rtype).filter(listed);
+            let present = stored.chain(node.routed_types.iter().copied()).chain([types::RRSIG, NSEC]).collect();
+            (name.clone(), is_cut, present)
+        })
+        .collect()
+}
+
+/// The NSEC chain of a signed `zone` over its authoritative names, each
+/// NSEC signed (owner and RRset): what a secondary serves in place of
+/// compact denial, which only a signer can give. `None` for an unsigned
+/// zone.
+pub fn nsec_chain_of(zone: &Zone) -> Option<Vec<(Box<[u8]>, Rrset)>> {
+    let signer = zone.signer.as_ref()?;
+    // Empty non-terminals hold no data: no NSEC (RFC 4035 section 2.3).
+    let holds_data = |name: &[u8]| zone.nodes[name].rrsets.len() + zone.nodes[name].routed_types.len() > 0;
+    let owners =
+        authoritative_names(zone).into_iter().filter(|(name, _, _)| holds_data(name)).map(|(name, _, present)| (name, present)).collect();
+    let chain = nsec_chain(owners).into_iter().map(|(owner, rdata)| {
+        let rdatas = vec![rdata];
+        let rrsigs = signer.sign(&owner, NSEC, zone.negative_ttl, &rdatas);
+        (owner, Rrset { rtype: NSEC, ttl: zone.negative_ttl, rdatas, rrsigs })
+    });
+    Some(chain.collect())
 }
 
 #[cfg(test)]
@@ -81,7 +111,13 @@ mod tests {
 
     /// The type bitmap's window 0 of an NSEC made by `nsec_rdata` for `owner`.
     fn bitmap_lists(rdata: &[u8], owner: &[u8], rtype: u16) -> bool {
-        let bitmap = &rdata[owner.len() + 2..];
+        lists_past(rdata, owner.len() + 2, rtype)
+    }
+
+    /// The type bitmap's window 0 of an NSEC whose next name takes
+    /// `next_len` octets.
+    fn lists_past(rdata: &[u8], next_len: usize, rtype: u16) -> bool {
+        let bitmap = &rdata[next_len..];
         let (octet, bit) = (usize::from(rtype) / 8, rtype % 8);
         bitmap[0] == 0 && usize::from(bitmap[1]) > octet && bitmap[2 + octet] & (0x80 >> bit) != 0
     }
@@ -163,5 +199,27 @@ mod tests {
         assert_eq!((absent.rcode, section(&absent, AUTHORITY)), (rcode::NXDOMAIN, vec![(types::SOA, 0)]));
         let referral = resolve(&zone, &name("host.lab.example.test"), types::A, false);
         assert_eq!(section(&referral, AUTHORITY), [(types::NS, 0)]);
+    }
+
+    #[test]
+    fn the_transfer_chain_links_every_authoritative_name_in_canonical_order() {
+        let mut zone = signed_zone();
+        zone.reserve_name(&name("app.example.test"), &[types::A]).unwrap();
+        let chain = nsec_chain_of(&zone).expect("a signed zone has a chain");
+        let owners: Vec<Vec<u8>> = chain.iter().map(|(owner, _)| owner.to_vec()).collect();
+        // ns.lab is glue below the cut at lab: no NSEC; b is empty: none.
+        let expected =
+            ["example.test", "app.example.test", "a.b.example.test", "lab.example.test", "ns.example.test", "signed.example.test"];
+        assert_eq!(owners, expected.map(name));
+        for (index, (owner, nsec)) in chain.iter().enumerate() {
+            let next = name(expected[(index + 1) % expected.len()]);
+            assert!(nsec.rdatas[0].starts_with(&next), "{index}: names the next owner");
+            assert_eq!(nsec.rrsigs.len(), 1, "{index}: signed");
+            let listed = |rtype| lists_past(&nsec.rdatas[0], next.len(), rtype);
+            assert!(listed(NSEC) && listed(types::RRSIG), "{index}: lists its own types");
+            assert_eq!(listed(types::DS), **owner == *name("signed.example.test"), "{index}: DS only at the signed delegation");
+        }
+        assert!(lists_past(&chain[1].1.rdatas[0], name("a.b.example.test").len(), types::A), "the routed name's address type");
+        assert!(nsec_chain_of(&parse_zone_text("example.test", TEXT, "test").unwrap()).is_none(), "unsigned: no chain");
     }
 }
