@@ -17,7 +17,7 @@ use pharos_dnssec::keys::DNSKEY;
 use pharos_dnssec::{NSEC, Signer, nsec_chain, nsec_rdata};
 use pharos_wire::types;
 
-use crate::zone::{Rrset, Zone};
+use crate::zone::{Node, Rrset, Zone};
 
 /// Signs `zone` with `signer`, replacing any DNSKEY RRset its file held.
 pub(crate) fn sign_zone(zone: &mut Zone, signer: &Signer) {
@@ -27,7 +27,7 @@ pub(crate) fn sign_zone(zone: &mut Zone, signer: &Signer) {
     apex.rrsets.push(Rrset { rtype: DNSKEY, ttl: key_ttl, rdatas: signer.dnskey_rdatas(), rrsigs: Vec::new() });
     apex.rrsets.sort_by_key(|rrset| rrset.rtype);
     let negative_ttl = zone.negative_ttl;
-    for (name, is_cut, present) in authoritative_names(zone) {
+    for (name, is_cut, present) in authoritative_names(zone, &|_, node| node.routed_types.clone()) {
         let node = zone.nodes.get_mut(&name).expect("listed from the zone");
         // At a cut only the DS is the parent's; NS and glue are the child's.
         let signed = |rtype: u16| !is_cut || rtype == types::DS;
@@ -42,30 +42,34 @@ pub(crate) fn sign_zone(zone: &mut Zone, signer: &Signer) {
 
 /// The zone's names that hold authoritative data (not below a cut or a
 /// DNAME), each with whether it is a cut and the types an NSEC at it
-/// lists: at a cut NS and DS only, beside RRSIG and NSEC.
-fn authoritative_names(zone: &Zone) -> Vec<(Box<[u8]>, bool, Vec<u16>)> {
+/// lists: at a cut NS and DS only; at a service's name the types
+/// `routed` gives; RRSIG and NSEC.
+fn authoritative_names(zone: &Zone, routed: &dyn Fn(&[u8], &Node) -> Vec<u16>) -> Vec<(Box<[u8]>, bool, Vec<u16>)> {
     let authoritative = zone.nodes.iter().filter(|(name, _)| !zone.is_occluded(name));
     authoritative
         .map(|(name, node)| {
             let is_cut = zone.is_cut(name, node);
             let listed = |rtype: &u16| !is_cut || *rtype == types::NS || *rtype == types::DS;
             let stored = node.rrsets.iter().map(|rrset| rrset.rtype).filter(listed);
-            let present = stored.chain(node.routed_types.iter().copied()).chain([types::RRSIG, NSEC]).collect();
+            let present = stored.chain(routed(name, node)).chain([types::RRSIG, NSEC]).collect();
             (name.clone(), is_cut, present)
         })
         .collect()
 }
 
 /// The NSEC chain of a signed `zone` over its authoritative names, each
-/// NSEC signed (owner and RRset): what a secondary serves in place of
-/// compact denial, which only a signer can give. `None` for an unsigned
-/// zone.
-pub fn nsec_chain_of(zone: &Zone) -> Option<Vec<(Box<[u8]>, Rrset)>> {
+/// NSEC signed (owner and RRset), a service's name listing the types
+/// `transferred` says its records have: what a secondary serves in place
+/// of compact denial, which only a signer can give. `None` for an
+/// unsigned zone.
+pub fn nsec_chain_of(zone: &Zone, transferred: impl Fn(&[u8]) -> Vec<u16>) -> Option<Vec<(Box<[u8]>, Rrset)>> {
     let signer = zone.signer.as_ref()?;
-    // Empty non-terminals hold no data: no NSEC (RFC 4035 section 2.3).
-    let holds_data = |name: &[u8]| zone.nodes[name].rrsets.len() + zone.nodes[name].routed_types.len() > 0;
-    let owners =
-        authoritative_names(zone).into_iter().filter(|(name, _, _)| holds_data(name)).map(|(name, _, present)| (name, present)).collect();
+    let routed = |name: &[u8], node: &Node| if node.routed_types.is_empty() { Vec::new() } else { transferred(name) };
+    // A name whose NSEC would list only itself and its RRSIG holds no
+    // data (an empty non-terminal, a service with no replica): no NSEC
+    // (RFC 4035 section 2.3).
+    let names = authoritative_names(zone, &routed).into_iter().filter(|(_, _, present)| present.len() > 2);
+    let owners = names.map(|(name, _, present)| (name, present)).collect();
     let chain = nsec_chain(owners).into_iter().map(|(owner, rdata)| {
         let rdatas = vec![rdata];
         let rrsigs = signer.sign(&owner, NSEC, zone.negative_ttl, &rdatas);
@@ -205,7 +209,7 @@ mod tests {
     fn the_transfer_chain_links_every_authoritative_name_in_canonical_order() {
         let mut zone = signed_zone();
         zone.reserve_name(&name("app.example.test"), &[types::A]).unwrap();
-        let chain = nsec_chain_of(&zone).expect("a signed zone has a chain");
+        let chain = nsec_chain_of(&zone, |_| vec![types::A]).expect("a signed zone has a chain");
         let owners: Vec<Vec<u8>> = chain.iter().map(|(owner, _)| owner.to_vec()).collect();
         // ns.lab is glue below the cut at lab: no NSEC; b is empty: none.
         let expected =
@@ -220,6 +224,11 @@ mod tests {
             assert_eq!(listed(types::DS), **owner == *name("signed.example.test"), "{index}: DS only at the signed delegation");
         }
         assert!(lists_past(&chain[1].1.rdatas[0], name("a.b.example.test").len(), types::A), "the routed name's address type");
-        assert!(nsec_chain_of(&parse_zone_text("example.test", TEXT, "test").unwrap()).is_none(), "unsigned: no chain");
+        let no_replicas = nsec_chain_of(&zone, |_| Vec::new()).unwrap();
+        assert!(
+            no_replicas.iter().all(|(owner, _)| **owner != *name("app.example.test")),
+            "a service with nothing to transfer has no NSEC"
+        );
+        assert!(nsec_chain_of(&parse_zone_text("example.test", TEXT, "test").unwrap(), |_| Vec::new()).is_none(), "unsigned: no chain");
     }
 }
