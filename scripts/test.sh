@@ -18,6 +18,7 @@ declare -A needed=(
   [dnssec-dsfromkey]=bind9-utils  # computes the DS of our DNSKEYs (tests/keys.rs)
   [delv]=bind9-dnsutils   # validates signed answers from a trust anchor (tests/dnssec.rs)
   [unbound-host]=unbound-host  # Unbound's validator, the second one there
+  [ldns-verify-zone]=ldnsutils  # verifies a signed zone as transferred, NSEC chain and all (tests/dnssec.rs)
   [unbound]=unbound      # a real recursive resolver in front of two tiers of redirectors (tests/two_tier.rs), validating through key rollovers (tests/rollover.rs)
   [curl]=curl             # DNS over HTTPS client
   [iptables]=iptables     # NFQUEUE rules of the emulated lossy link (tests/tail.rs)

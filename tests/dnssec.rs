@@ -33,7 +33,8 @@ fn signed_config(dir: &Path, address: SocketAddr) -> std::path::PathBuf {
     let config = dir.join("pharos.toml");
     let text = format!(
         "[server]\nlisten = [\"{address}\"]\nthreads = 1\nrandom_seed = 1\n[store]\npath = \"state.db\"\n\
-         [[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\ndnssec = true\n{}",
+         [[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\ndnssec = true\n\
+         allow_transfer = [\"127.0.0.1/32\"]\n{}",
         services()
     );
     std::fs::write(&config, text).unwrap();
@@ -329,4 +330,38 @@ fn signed_answers_clear_the_cd_bit_as_knot_does() {
     }
     // A routed answer, which Knot has no counterpart of, too.
     assert_eq!(second_flags(pharos.address, &checking_disabled_query("app.example.test", Rtype::A)) & CD, 0);
+}
+
+/// The zone as kdig transferred it from `server` (AXFR over TCP), in
+/// presentation format, or None (a loud SKIP) without kdig.
+fn kdig_axfr(server: SocketAddr) -> Option<String> {
+    let mut command = Command::new("kdig");
+    command.arg(format!("@{}", server.ip())).args(["-p", &server.port().to_string(), "AXFR", "example.test", "+nocomments", "+nostats"]);
+    let output = command.output();
+    let Ok(output) = output else {
+        return said(&mut command, "knot-dnsutils").and(None);
+    };
+    assert!(output.status.success(), "kdig: {}", String::from_utf8_lossy(&output.stderr));
+    Some(String::from_utf8(output.stdout).unwrap())
+}
+
+#[test]
+fn an_axfr_of_a_signed_zone_verifies_with_its_nsec_chain() {
+    for key_args in [&["--algorithm", "ecdsap256sha256"][..], &["--algorithm", "ed25519", "--ksk-zsk"]] {
+        let (pharos, _) = serve_signed(key_args);
+        let Some(zone) = kdig_axfr(pharos.address) else { return };
+        let file = pharos._dir.path().join("transferred.zone");
+        std::fs::write(&file, &zone).unwrap();
+        let Some(verdict) = said(Command::new("ldns-verify-zone").arg("-V").arg("3").arg(&file), "ldnsutils") else { return };
+        assert!(verdict.contains("Zone is verified and complete"), "{key_args:?}: ldns-verify-zone said:\n{verdict}\nof:\n{zone}");
+        // The routed names: every enabled replica, health aside (a
+        // secondary keeps what it fetched), each RRset signed.
+        let records = |owner: &str, rtype: &str| {
+            zone.lines().filter(|line| line.starts_with(owner) && line.split_whitespace().nth(3) == Some(rtype)).count()
+        };
+        assert_eq!((records("app.example.test.", "A"), records("app.example.test.", "AAAA")), (3, 1), "{zone}");
+        assert_eq!((records("down.example.test.", "A"), records("down.example.test.", "NSEC")), (1, 1), "{zone}");
+        assert_eq!(records("app.example.test.", "RRSIG"), 3, "A, AAAA and NSEC, each signed by the zone-signing key: {zone}");
+        assert_eq!(records("ns.lab.example.test.", "NSEC"), 0, "glue has no NSEC: {zone}");
+    }
 }

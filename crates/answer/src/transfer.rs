@@ -16,17 +16,20 @@
 //! replica's state changes no serial, and the secondary would keep
 //! whichever subset it fetched.
 //!
-//! A zone that Pharos signs online is not transferred: its denials are
-//! made per query (compact denial), so there is no NSEC chain a secondary
-//! could serve, and the unsigned data under a published DS would be bogus.
+//! A zone that Pharos signs is transferred signed: every RRset with its
+//! RRSIGs (a service's replica set signed as it is sent), and, in place of
+//! the compact denial only a signer can give, the chain of NSEC records
+//! over the zone's names (`pharos_zone::signed::nsec_chain_of`), signed.
 
 use std::net::IpAddr;
 
+use pharos_dnssec::NSEC;
 use pharos_route::prefix::PrefixMap;
 use pharos_wire::edns::ExtendedError;
 use pharos_wire::query::Question;
 use pharos_wire::{MAX_STREAM_MESSAGE, MessageWriter, Query, flags, name, rcode, types};
-use pharos_zone::Zone;
+use pharos_zone::signed::nsec_chain_of;
+use pharos_zone::{Rrset, Zone};
 
 use crate::tsig::{self, Checked};
 use crate::{Answered, Client, OptSource, Outcome, ResponseOptions, Snapshot, finish, opt_room, write_refusal};
@@ -48,9 +51,6 @@ pub struct TransferAcl {
 const UNREADABLE_TSIG: ExtendedError = ExtendedError::other("TSIG record malformed");
 /// RFC 8914 section 4.19, with the reason Knot DNS gives.
 const NOT_ALLOWED: ExtendedError = ExtendedError { info_code: 18, extra_text: "transfer not allowed" };
-/// Section 4.22: what Pharos does not offer, and why.
-const SIGNED_ONLINE: ExtendedError =
-    ExtendedError { info_code: 21, extra_text: "zone is signed online (compact denial): no NSEC chain to transfer" };
 
 /// True for the question types answered by [`respond_transfer`].
 pub fn is_transfer(question: &Question) -> bool {
@@ -144,9 +144,6 @@ fn transferable<'s>(
     if !allowed(&snapshot.settings.transfer_acls, origin, client.address, key) {
         return Err((rcode::REFUSED, NOT_ALLOWED));
     }
-    if zone.signer.is_some() {
-        return Err((rcode::REFUSED, SIGNED_ONLINE));
-    }
     Ok(zone)
 }
 
@@ -202,14 +199,66 @@ fn zone_records<'z>(zone: &'z Zone, snapshot: &Snapshot) -> Vec<Record<'z>> {
     let mut records = vec![soa_record(zone)];
     for owner in owners {
         let node = &zone.nodes[owner];
-        for rrset in node.rrsets.iter().filter(|rrset| rrset.rtype != types::SOA) {
-            records.extend(rrset.rdatas.iter().map(|rdata| Record { owner, rtype: rrset.rtype, ttl: rrset.ttl, rdata: (&**rdata).into() }));
+        for rrset in &node.rrsets {
+            if rrset.rtype != types::SOA {
+                records.extend(rrset.rdatas.iter().map(|rdata| Record {
+                    owner,
+                    rtype: rrset.rtype,
+                    ttl: rrset.ttl,
+                    rdata: (&**rdata).into(),
+                }));
+            }
+            records.extend(rrsigs(owner, rrset.ttl, &rrset.rrsigs));
         }
         if !node.routed_types.is_empty() {
-            records.extend(replica_records(owner, snapshot));
+            let replicas = replica_records(owner, snapshot);
+            records.extend(replica_rrsigs(zone, owner, &replicas));
+            records.extend(replicas);
         }
     }
+    records.extend(nsec_chain(zone, snapshot));
     records.push(soa_record(zone));
+    records
+}
+
+/// The RRSIG records over an RRset of `owner` at `ttl`.
+fn rrsigs<'z>(owner: &'z [u8], ttl: u32, rrsigs: &'z [Box<[u8]>]) -> impl Iterator<Item = Record<'z>> {
+    rrsigs.iter().map(move |rrsig| Record { owner, rtype: types::RRSIG, ttl, rdata: (&**rrsig).into() })
+}
+
+/// The RRSIG records over each address RRset of a service's `replicas`,
+/// if `zone` is signed.
+fn replica_rrsigs<'z>(zone: &Zone, owner: &'z [u8], replicas: &[Record<'z>]) -> Vec<Record<'z>> {
+    let Some(signer) = &zone.signer else { return Vec::new() };
+    let mut signed = Vec::new();
+    for rtype in [types::A, types::AAAA] {
+        let rrset: Vec<&Record<'z>> = replicas.iter().filter(|record| record.rtype == rtype).collect();
+        let Some(ttl) = rrset.first().map(|record| record.ttl) else { continue };
+        let rdatas: Vec<Box<[u8]>> = rrset.iter().map(|record| Box::from(&*record.rdata)).collect();
+        let made = signer.sign(owner, rtype, ttl, &rdatas);
+        signed.extend(made.into_iter().map(|rrsig| Record { owner, rtype: types::RRSIG, ttl, rdata: rrsig.into_vec().into() }));
+    }
+    signed
+}
+
+/// A signed zone's NSEC chain with its RRSIGs (none for an unsigned zone),
+/// a service's name listing the address types of the replicas it sends.
+fn nsec_chain<'z>(zone: &'z Zone, snapshot: &Snapshot) -> Vec<Record<'z>> {
+    let transferred = |owner: &[u8]| {
+        let mut present: Vec<u16> = replica_records(owner, snapshot).iter().map(|record| record.rtype).collect();
+        present.sort_unstable();
+        present.dedup();
+        present
+    };
+    let Some(chain) = nsec_chain_of(zone, transferred) else { return Vec::new() };
+    let mut records = Vec::new();
+    for (owner, nsec) in chain {
+        // The zone's own copy of the owner, which outlives this chain.
+        let (owner, _) = zone.nodes.get_key_value(&owner).expect("the chain's owners are the zone's");
+        let Rrset { ttl, rdatas, rrsigs: signatures, .. } = nsec;
+        records.extend(rdatas.into_iter().map(|rdata| Record { owner, rtype: NSEC, ttl, rdata: rdata.into_vec().into() }));
+        records.extend(signatures.into_iter().map(|rrsig| Record { owner, rtype: types::RRSIG, ttl, rdata: rrsig.into_vec().into() }));
+    }
     records
 }
 

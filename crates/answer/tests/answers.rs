@@ -579,14 +579,22 @@ fn tsig_refusals_are_notauth_with_badkey_badsig_or_badtime() {
 }
 
 #[test]
-fn a_zone_signed_online_is_not_transferred_and_a_malformed_tsig_is_formerr() {
+fn a_signed_zone_is_transferred_with_a_signed_nsec_chain_and_a_malformed_tsig_is_formerr() {
     use pharos_dnssec::{Algorithm, Role, Signer, Window, ZoneKey, ZoneKeys};
     let mut zone = parse_zone_text("example.test", ZONE, "test.zone").unwrap();
     let keys = ZoneKeys { keys: vec![ZoneKey::generate(Algorithm::Ed25519, Role::Csk, &ring::rand::SystemRandom::new()).unwrap()] };
     zone.signer = Some(Signer::new(&zone.origin, keys, Window::from_now(NOW, 86_400), NOW).unwrap().into());
     let signed = Snapshot { zones: ZoneSet::new(vec![zone]).unwrap().into(), routes: Default::default(), settings: Settings::default() };
-    let refused = &transfer(&allowing_transfer(signed, "example.test"), "example.test", Rtype::AXFR)[0];
-    assert_eq!((refused.header().rcode(), extended_error(refused)), (Rcode::REFUSED, Some(21)), "no NSEC chain to give");
+    let messages = transfer(&allowing_transfer(signed, "example.test"), "example.test", Rtype::AXFR);
+    assert_eq!(messages[0].header().rcode(), Rcode::NOERROR);
+    let records: Vec<_> = messages.iter().flat_map(|message| message.answer().unwrap().map(Result::unwrap)).collect();
+    let owners_of = |rtype: Rtype| -> Vec<String> {
+        records.iter().filter(|record| record.rtype() == rtype).map(|record| record.owner().to_string()).collect()
+    };
+    let signed_nsec = |owner: &String| records.iter().any(|record| record.rtype() == Rtype::RRSIG && record.owner().to_string() == *owner);
+    let nsecs = owners_of(Rtype::NSEC);
+    assert!(nsecs.contains(&"ent.x.deep.example.test".to_string()) && !nsecs.contains(&"x.deep.example.test".to_string()), "{nsecs:?}");
+    assert!(nsecs.iter().all(signed_nsec) && owners_of(Rtype::DNSKEY).len() == 1, "{nsecs:?}");
     // A TSIG record whose data stops after two octets.
     let mut packet = query("example.test", Rtype::AXFR.to_int(), Some((1232, 0, &[])));
     packet[11] = 2;
