@@ -121,9 +121,10 @@ impl<'z> Answer<'z> {
     }
 
     /// Adds a stored RRset, with its stored RRSIGs if the answer is signed
-    /// and the section is not the additional one.
+    /// (in the additional section too, RFC 4035 section 3.1.1: they go
+    /// with the RRset when it is cut to fit; glue has none).
     fn push(&mut self, section: usize, owner: Owner<'z>, rrset: &'z Rrset, ttl: u32, required: bool) {
-        let rrsigs = if self.signer.is_some() && section != ADDITIONAL { &rrset.rrsigs[..] } else { &[] };
+        let rrsigs = if self.signer.is_some() { &rrset.rrsigs[..] } else { &[] };
         let entry = Entry { owner, rtype: rrset.rtype, ttl, records: Records::Stored(rrset), required, rrsigs: Rrsigs::Stored(rrsigs) };
         self.sections[section].push(entry);
     }
