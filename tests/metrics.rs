@@ -103,6 +103,32 @@ fn query_from_europe(id: u16, name: &str) -> Vec<u8> {
     ecs_query(id, name, Rtype::A, Some((IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)), 24)))
 }
 
+/// A scrape once the deltas of `family` since `before` are `expected`: a
+/// thread counts a batch after it has sent its answers, so a client can
+/// read an answer before it is counted.
+fn counted(server: &Metered, before: &BTreeMap<String, f64>, family: &str, expected: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    let mut after = BTreeMap::new();
+    wait_until(&format!("{family} moves by {expected:?}"), || {
+        after = samples(&scrape_text(&server.metrics, None));
+        deltas(before, &after, family) == *expected
+    });
+    after
+}
+
+/// The realized split once `answers` answers to `service` are in it (see
+/// [`counted`]).
+fn split_with(server: &Metered, service: &str, answers: u64) -> serde_json::Value {
+    let mut reported = serde_json::Value::Null;
+    wait_until(&format!("{answers} answers to {service} are in the split"), || {
+        let (status, split) = request("GET", &format!("{}/v1/split", server.api), Some(TOKEN), None);
+        assert_eq!(status, 200, "{split}");
+        reported = split;
+        let of_service = reported["splits"].as_array().unwrap().iter().filter(|split| split["service"] == service);
+        of_service.map(|split| split["answers"].as_u64().unwrap_or(0)).sum::<u64>() == answers
+    });
+    reported
+}
+
 /// Sends `packet` and returns the answer.
 fn udp_exchange(server: SocketAddr, packet: &[u8]) -> domain::base::Message<Vec<u8>> {
     udp_exchange_from(Ipv4Addr::LOCALHOST, server, packet)
@@ -187,8 +213,6 @@ fn a_known_set_of_queries_moves_the_counters_by_exactly_as_much() {
         assert_eq!((output.matches("status: NOERROR").count(), output.matches("status: NXDOMAIN").count()), (1, 1), "{output}");
         encrypted.push(label);
     }
-    let after = samples(&scrape_text(&server.metrics, None));
-
     let mut expected_queries = BTreeMap::from([("udp", 10.0), ("tcp", 3.0)]);
     let mut expected_responses = BTreeMap::from([
         (("udp", "NOERROR", "A"), 7.0),
@@ -206,7 +230,7 @@ fn a_known_set_of_queries_moves_the_counters_by_exactly_as_much() {
         .iter()
         .map(|(transport, count)| (format!("pharos_dns_queries_total{{transport=\"{transport}\"}}"), *count))
         .collect();
-    assert_eq!(deltas(&before, &after, "pharos_dns_queries_total"), queries);
+    let after = counted(&server, &before, "pharos_dns_queries_total", &queries);
     let responses: BTreeMap<String, f64> = expected_responses
         .iter()
         .map(|((transport, rcode, qtype), count)| {
@@ -285,8 +309,7 @@ fn the_realized_split_is_what_was_answered_beside_what_is_configured() {
         let answer = udp_exchange(server.pharos.address, &query_bytes(id, "split.example.test", Rtype::A));
         assert_ne!(first_address_and_ttl(&answer).0, fra);
     }
-    let (status, reported) = request("GET", &format!("{}/v1/split", server.api), Some(TOKEN), None);
-    assert_eq!(status, 200, "{reported}");
+    let reported = split_with(&server, "split.example.test", 250);
     let split_of = |region: &str| {
         let splits = reported["splits"].as_array().unwrap();
         splits.iter().find(|split| split["service"] == "split.example.test" && split["region"] == region).cloned().unwrap()
@@ -340,8 +363,7 @@ fn a_busy_resolver_shows_in_the_caching_skew() {
     };
     let busy_to_fra = (0..200).filter(|&id| to_fra(Ipv4Addr::new(127, 0, 9, 1), id)).count() as f64;
     let light_to_fra = (1..=20).filter(|&host| to_fra(Ipv4Addr::new(127, 0, 10, host), 0)).count() as f64;
-    let (status, reported) = request("GET", &format!("{}/v1/split", server.api), Some(TOKEN), None);
-    assert_eq!(status, 200, "{reported}");
+    let reported = split_with(&server, "skew.example.test", 220);
     let split = reported["splits"].as_array().unwrap().iter().find(|split| split["service"] == "skew.example.test").unwrap().clone();
     let view = &split["resolvers"];
     assert_eq!(view["resolvers"], 21, "{split}");
