@@ -66,6 +66,9 @@ struct Args {
     /// subnet i mod N as an EDNS Client Subnet option.
     #[arg(long)]
     ecs_file: Option<PathBuf>,
+    /// Set the DNSSEC OK bit (DO=1) in every query.
+    #[arg(long)]
+    dnssec: bool,
     /// A query unanswered after this long counts as lost.
     #[arg(long, default_value_t = 1000)]
     timeout_ms: u64,
@@ -91,7 +94,10 @@ fn main() {
 fn real_main() -> Result<()> {
     let args = Args::parse();
     let text = std::fs::read_to_string(&args.queries).with_context(|| format!("reading query file {}", args.queries.display()))?;
-    let queries = query::parse_query_file(&text).with_context(|| format!("{}", args.queries.display()))?;
+    let mut queries = query::parse_query_file(&text).with_context(|| format!("{}", args.queries.display()))?;
+    if args.dnssec {
+        queries.iter_mut().for_each(query::Query::set_dnssec_ok);
+    }
     let ecs = match &args.ecs_file {
         Some(p) => {
             let text = std::fs::read_to_string(p).with_context(|| format!("reading ECS file {}", p.display()))?;
@@ -249,7 +255,8 @@ impl Report<'_> {
             Some(r) => format!("open loop {r} q/s"),
             None => format!("closed loop, {} outstanding each", self.outstanding),
         };
-        format!("{transport}, {} thread(s), {lp}", self.threads)
+        let dnssec = if a.dnssec { ", DO=1" } else { "" };
+        format!("{transport}, {} thread(s), {lp}{dnssec}", self.threads)
     }
 
     fn json(&self) -> String {

@@ -49,6 +49,15 @@ impl Query {
         Ok(Query { wire, question_len })
     }
 
+    /// Sets the DNSSEC OK bit (RFC 3225) in the OPT record, so that a
+    /// signed zone answers with its signatures.
+    pub fn set_dnssec_ok(&mut self) {
+        // The OPT record ends the message: its TTL's third octet (four
+        // from the end, before the two of RDLENGTH) holds DO as its top bit.
+        let flags = self.wire.len() - 4;
+        self.wire[flags] |= 0x80;
+    }
+
     /// The question section bytes.
     pub fn question(&self) -> &[u8] {
         &self.wire[HEADER_LEN..HEADER_LEN + self.question_len]
@@ -335,6 +344,23 @@ mod tests {
         // Trailing dot makes no difference; RD (byte 2 bit 0) is clear.
         assert_eq!(Query::new("www.example.com.", 1).unwrap(), q);
         assert_eq!(q.wire[2] & 0x01, 0);
+    }
+
+    #[test]
+    fn dnssec_ok_sets_only_the_do_bit() {
+        let plain = Query::new("www.example.com", 1).unwrap();
+        let mut signed = plain.clone();
+        signed.set_dnssec_ok();
+        let end = plain.wire.len();
+        // OPT TTL: extended rcode 0, version 0, flags 0x8000 (DO); RDLENGTH 0.
+        assert_eq!(&signed.wire[end - 6..], &[0, 0, 0x80, 0, 0, 0]);
+        assert_eq!(&signed.wire[..end - 4], &plain.wire[..end - 4]);
+        // The ECS option is appended after the flags, which it leaves alone.
+        let opt = parse_subnet("203.0.113.0/24").unwrap();
+        let mut buf = [0u8; MAX_QUERY_LEN];
+        let n = signed.encode_into(&mut buf, 1, Some(&opt));
+        assert_eq!(buf[end - 4], 0x80);
+        assert_eq!(&buf[end..n], &opt[..]);
     }
 
     #[test]
