@@ -12,9 +12,10 @@ import struct
 from .dnsmsg import _skip_name
 
 
-def build_query(name, subnet, qid=None, rtype=1):
+def build_query(name, subnet, qid=None, rtype=1, dnssec=False):
     """A query for `name` (type A by default), RD clear, EDNS payload 1232,
-    with `subnet` ("10.1.2.0/24", or None for no ECS option)."""
+    with `subnet` ("10.1.2.0/24", or None for no ECS option), DO=1 with
+    `dnssec`."""
     qid = random.randrange(65536) if qid is None else qid
     hdr = struct.pack("!HHHHHH", qid, 0x0000, 1, 0, 0, 1)
     q = b""
@@ -30,7 +31,8 @@ def build_query(name, subnet, qid=None, rtype=1):
         addr = net.network_address.packed[:nbytes]
         ecs = struct.pack("!HBB", family, net.prefixlen, 0) + addr
         opt_data = struct.pack("!HH", 8, len(ecs)) + ecs
-    opt = b"\x00" + struct.pack("!HHIH", 41, 1232, 0, len(opt_data)) + opt_data
+    flags = 0x8000 if dnssec else 0  # the OPT TTL's low half: DO is its top bit
+    opt = b"\x00" + struct.pack("!HHIH", 41, 1232, flags, len(opt_data)) + opt_data
     return qid, hdr + q + opt
 
 
@@ -68,10 +70,12 @@ def parse(msg):
 
 
 class Client:
-    """One UDP socket reused for many checks (cheap enough for thousands)."""
+    """One UDP socket reused for many checks (cheap enough for thousands);
+    its queries ask for signatures (DO=1) with `dnssec`."""
 
-    def __init__(self, host, port, timeout=1.0):
+    def __init__(self, host, port, timeout=1.0, dnssec=False):
         self.addr = (host, port)
+        self.dnssec = dnssec
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.settimeout(timeout)
         self.sock.connect(self.addr)
@@ -79,7 +83,7 @@ class Client:
     def query(self, name, subnet, retries=2):
         last = None
         for _ in range(retries + 1):
-            qid, pkt = build_query(name, subnet)
+            qid, pkt = build_query(name, subnet, dnssec=self.dnssec)
             try:
                 self.sock.send(pkt)
                 while True:

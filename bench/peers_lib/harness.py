@@ -173,10 +173,10 @@ def _children_cpu():
 
 
 def dnsload(binary, cpu, port, queries, duration, rate=None, ecs=None, outstanding=None,
-            sockets=None, timeout_ms=None, host="127.0.0.1", sources=(), wrap=()):
+            sockets=None, timeout_ms=None, host="127.0.0.1", sources=(), wrap=(), dnssec=False):
     """Run target/release/dnsload pinned to `cpu` (inside `wrap`, e.g. `ip
-    netns exec NS`); return the peers-style dict (sent, completed, lost, qps,
-    mean_us, p50_us, p99_us, rcodes, loadgen_cpu_*)."""
+    netns exec NS`; DO=1 with `dnssec`); return the peers-style dict (sent,
+    completed, lost, qps, mean_us, p50_us, p99_us, rcodes, loadgen_cpu_*)."""
     argv = ["taskset", "-c", str(cpu)] + list(wrap) + [binary, "--server", "%s:%d" % (host, port),
                                                         "--queries", queries, "--duration", "%g" % duration]
     for source in sources:
@@ -191,6 +191,8 @@ def dnsload(binary, cpu, port, queries, duration, rate=None, ecs=None, outstandi
         argv += ["--sockets", str(sockets)]
     if timeout_ms:
         argv += ["--timeout-ms", str(timeout_ms)]
+    if dnssec:
+        argv.append("--dnssec")
     argv.append("--json")
     return run_generator("dnsload", argv, duration)
 

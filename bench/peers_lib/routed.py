@@ -204,8 +204,9 @@ def _toml_table(table):
 
 
 def pharos_config(port, zonefile, api_port=None, token="bench", store=None, seed=None,
-                  max_answers=None, host="127.0.0.1", resolver_view=False):
-    """TOML for `pharos serve --config`: the routed service plus the zone."""
+                  max_answers=None, host="127.0.0.1", resolver_view=False, dnssec=False):
+    """TOML for `pharos serve --config`: the routed service plus the zone
+    (signed with `dnssec`: its keys must be in `store`)."""
     parts = ["[server]", 'listen = ["%s:%d"]' % (host, port), "threads = 1"]
     if resolver_view:
         parts += ["[metrics]", "resolver_view = true"]
@@ -225,6 +226,8 @@ def pharos_config(port, zonefile, api_port=None, token="bench", store=None, seed
         parts += ["[[service.replica]]", 'id = "%s"' % rid, 'address = "%s"' % addr]
     parts.append(_toml_table(base_table()))
     parts += ["[[zone]]", 'origin = "%s"' % ZONE, 'file = "%s"' % zonefile]
+    if dnssec:
+        parts.append("dnssec = true")
     return "\n".join(parts) + "\n"
 
 

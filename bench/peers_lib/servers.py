@@ -267,12 +267,12 @@ BY_NAME = {c.name: c for c in ALL}
 PORT_OFFSET = {"pharos": 0, "knot": 1, "nsd": 2, "bind": 3, "pdns": 4, "gdnsd": 5}
 
 
-def pdns_base_conf(directory, port):
-    """pdns.conf for one pinned-down PowerDNS on loopback with the bind
-    backend reading DIRECTORY/named.conf; callers append their extras."""
-    return f"""\
-launch=bind
-bind-config={directory}/named.conf
+def pdns_base_conf(directory, port, backend=None):
+    """pdns.conf for one pinned-down PowerDNS on loopback with `backend`'s
+    lines (by default the bind backend reading DIRECTORY/named.conf);
+    callers append their extras."""
+    backend = backend or f"launch=bind\nbind-config={directory}/named.conf\n"
+    return backend + f"""\
 local-address=127.0.0.1:{port}
 daemon=no
 guardian=no
