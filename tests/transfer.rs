@@ -18,7 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::declarations::Declarations;
-use common::{free_port, query_bytes, read_frame, udp_query, wait_until};
+use common::{free_port, query_bytes, read_frame, request, udp_query, wait_until};
 use domain::base::iana::{Rcode, Rtype};
 use domain::base::{Message, ParsedName};
 use domain::rdata::AllRecordData;
@@ -37,6 +37,16 @@ struct Running {
 }
 
 impl Running {
+    fn dir(&self) -> &Path {
+        self._dir.path()
+    }
+
+    /// Asks the process to reload (SIGHUP, as `kill -HUP` does).
+    fn hang_up(&self) {
+        // SAFETY: sends a signal to a child this test started and has not reaped.
+        assert_eq!(unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGHUP) }, 0);
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -83,6 +93,12 @@ fn zone_copy() -> tempfile::TempDir {
 /// and if `key` is given, signed by it) and example.org (to nobody) on
 /// `address`. The key's secret is read from a file.
 fn start_pharos(address: SocketAddr, allow_transfer: &str, key: Option<&Tsig>) -> Running {
+    start_pharos_with(address, allow_transfer, key, "", "")
+}
+
+/// [`start_pharos`] with more tables (`tables`) and more keys in
+/// example.com's (`zone_keys`).
+fn start_pharos_with(address: SocketAddr, allow_transfer: &str, key: Option<&Tsig>, tables: &str, zone_keys: &str) -> Running {
     let dir = zone_copy();
     let key_tables = key.map_or(String::new(), |key| {
         std::fs::write(dir.path().join("xfr.secret"), format!("{}\n", key.secret)).unwrap();
@@ -99,8 +115,8 @@ fn start_pharos(address: SocketAddr, allow_transfer: &str, key: Option<&Tsig>) -
         .replica("c", "2001:db8::30")
         .toml();
     let config = format!(
-        "[server]\nlisten = [\"{address}\"]\nthreads = 1\n{services}\n{key_tables}\
-         [[zone]]\norigin = \"{ZONE}\"\nfile = \"example.com.zone\"\nallow_transfer = {allow_transfer}\n{transfer_keys}\
+        "[server]\nlisten = [\"{address}\"]\nthreads = 1\n{services}\n{key_tables}{tables}\n\
+         [[zone]]\norigin = \"{ZONE}\"\nfile = \"example.com.zone\"\nallow_transfer = {allow_transfer}\n{transfer_keys}{zone_keys}\n\
          [[zone]]\norigin = \"example.org\"\nfile = \"example.org.zone\"\n"
     );
     std::fs::write(dir.path().join("pharos.toml"), config).unwrap();
@@ -449,4 +465,72 @@ fn kdig_checks_signed_transfers_and_reads_badkey_badsig_and_badtime() {
     assert!(kdig_axfr(&kdig, &faketime, address, &WRONG_KEY, "+0s").contains("'BADSIG'"));
     assert!(kdig_axfr(&kdig, &faketime, address, &KEY, "-1000s").contains("'BADTIME'"));
     assert!(kdig_axfr(&kdig, &faketime, address, &KEY, "-200s").contains("188 records"), "within the fudge");
+}
+
+/// The serial of the zone's SOA as `server` answers it over UDP.
+fn serial(server: SocketAddr) -> Option<u32> {
+    let message = udp_query(server, ZONE, Rtype::SOA)?;
+    let answer = message.answer().ok()?.limit_to::<domain::rdata::Soa<ParsedName<_>>>().next()?.ok()?;
+    Some(answer.data().serial().into_int())
+}
+
+/// A primary with the control API, on `address`; its base URL.
+fn start_primary_with_api(address: SocketAddr, key: Option<&Tsig>, zone_keys: &str) -> (Running, String) {
+    let api = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let tables = format!("[control]\nlisten = \"{api}\"\ntoken = \"{API_TOKEN}\"\n");
+    let mut pharos = start_pharos_with(address, "[\"127.0.0.1/32\"]", key, &tables, zone_keys);
+    pharos.wait_for_zone("pharos", address);
+    (pharos, format!("http://{api}"))
+}
+
+const API_TOKEN: &str = "transfer-test-token";
+
+/// Enables or disables replica `id` of the service through the API.
+fn set_enabled(api: &str, id: &str, enabled: bool) {
+    let url = format!("{api}/v1/services/{SERVICE}/replicas/{id}");
+    let (status, reply) = request("PATCH", &url, Some(API_TOKEN), Some(serde_json::json!({ "enabled": enabled })));
+    assert_eq!(status, 200, "{reply}");
+}
+
+/// Rewrites the zone file in `dir` with `edit`, whole at once (a reload
+/// never reads half of it).
+fn edit_zone(dir: &Path, edit: impl FnOnce(String) -> String) {
+    let file = dir.join("example.com.zone");
+    let written = dir.join("example.com.zone.new");
+    std::fs::write(&written, edit(std::fs::read_to_string(&file).unwrap())).unwrap();
+    std::fs::rename(written, file).unwrap();
+}
+
+/// Reloads `pharos` and waits until it has.
+fn reload(pharos: &Running) {
+    let reloads = || pharos.log().matches("zones reloaded").count();
+    let before = reloads();
+    pharos.hang_up();
+    wait_until("pharos reloads", || reloads() > before);
+}
+
+#[test]
+fn every_change_a_secondary_would_see_moves_the_serial_forward() {
+    let address = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let (pharos, api) = start_primary_with_api(address, None, "");
+    assert_eq!(serial(address), Some(2024010101), "the file's serial, at first");
+    set_enabled(&api, "b", false);
+    assert_eq!(serial(address), Some(2024010102), "a replica left the set: {}", pharos.log());
+    assert!(!transferred(&axfr(address, ZONE)).iter().any(|record| record.ends_with("192.0.2.20")), "b is not transferred");
+    // Health is not transferred: no new version.
+    let url = format!("{api}/v1/services/{SERVICE}/replicas/a");
+    assert_eq!(request("PATCH", &url, Some(API_TOKEN), Some(serde_json::json!({ "down": true }))).0, 200);
+    set_enabled(&api, "b", false);
+    assert_eq!(serial(address), Some(2024010102), "nothing a secondary sees changed");
+    // An edit without a new serial in the file: the served one plus one.
+    edit_zone(pharos.dir(), |text| text.replace("A       192.0.2.1\n", "A       192.0.2.100\n"));
+    reload(&pharos);
+    assert_eq!(serial(address), Some(2024010103));
+    assert_eq!(answer(address, ZONE, Rtype::A).2, vec!["example.com 3600 A 192.0.2.100".to_string()]);
+    reload(&pharos);
+    assert_eq!(serial(address), Some(2024010103), "the same file again");
+    edit_zone(pharos.dir(), |text| text.replace("2024010101  ; serial", "2024060101  ; serial"));
+    reload(&pharos);
+    assert_eq!(serial(address), Some(2024060101), "the file's newer serial");
+    assert!(!pharos.log().contains("reload failed"), "{}", pharos.log());
 }

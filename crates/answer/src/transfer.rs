@@ -24,12 +24,13 @@
 use std::net::IpAddr;
 
 use pharos_dnssec::NSEC;
+use pharos_route::Service;
 use pharos_route::prefix::PrefixMap;
 use pharos_wire::edns::ExtendedError;
 use pharos_wire::query::Question;
 use pharos_wire::{MAX_STREAM_MESSAGE, MessageWriter, Query, flags, name, rcode, types};
 use pharos_zone::signed::nsec_chain_of;
-use pharos_zone::{Rrset, Zone};
+use pharos_zone::{Rrset, Zone, journal};
 
 use crate::tsig::{self, Checked};
 use crate::{Answered, Client, OptSource, Outcome, ResponseOptions, Snapshot, finish, opt_room, write_refusal};
@@ -265,19 +266,23 @@ fn nsec_chain<'z>(zone: &'z Zone, snapshot: &Snapshot) -> Vec<Record<'z>> {
 /// The enabled replicas of the service at `owner`, as A and AAAA records.
 fn replica_records<'z>(owner: &'z [u8], snapshot: &Snapshot) -> Vec<Record<'z>> {
     let Some(service) = snapshot.routes.service(owner) else { return Vec::new() };
-    let ttl = service.ttl_cap.map_or(service.ttl, |cap| service.ttl.min(cap));
-    service
-        .replicas
-        .iter()
-        .filter(|replica| replica.enabled)
-        .map(|replica| {
-            let (rtype, rdata): (u16, Box<[u8]>) = match replica.address {
-                IpAddr::V4(v4) => (types::A, v4.octets().into()),
-                IpAddr::V6(v6) => (types::AAAA, v6.octets().into()),
-            };
-            Record { owner, rtype, ttl, rdata: rdata.into_vec().into() }
-        })
+    routed_records(owner, service)
+        .map(|record| Record { owner, rtype: record.rtype, ttl: record.ttl, rdata: record.rdata.into_vec().into() })
         .collect()
+}
+
+/// What a secondary is given for `service`, named `owner`: an A or AAAA
+/// record for each enabled replica, at the service's TTL (capped as its
+/// answers are). A zone's versions ([`pharos_zone::journal`]) count these.
+pub fn routed_records<'s>(owner: &'s [u8], service: &'s Service) -> impl Iterator<Item = journal::Record> + 's {
+    let ttl = service.ttl_cap.map_or(service.ttl, |cap| service.ttl.min(cap));
+    service.replicas.iter().filter(|replica| replica.enabled).map(move |replica| {
+        let (rtype, rdata): (u16, Box<[u8]>) = match replica.address {
+            IpAddr::V4(v4) => (types::A, v4.octets().into()),
+            IpAddr::V6(v6) => (types::AAAA, v6.octets().into()),
+        };
+        journal::Record { owner: owner.into(), rtype, rdata, ttl }
+    })
 }
 
 /// Writes `records` into messages of at most `room` octets (the OPT

@@ -6,30 +6,41 @@
 //! next one can reuse: the regions (a region table can be large; most
 //! updates do not touch it) and the frozen zones (if the service names did
 //! not change).
+//!
+//! It also keeps what each zone served last ([`Served`]): a build whose
+//! zone files or routed replica sets differ, for a zone, from what it
+//! served makes a new version of it (a new serial, a difference in its
+//! journal, see `pharos_zone::journal`), and freezes the zones again.
 
 use std::sync::Arc;
 
-use pharos_answer::{Settings, Snapshot};
+use pharos_answer::{Settings, Snapshot, routed_records};
 use pharos_route::Routes;
 use pharos_wire::{name, types};
+use pharos_zone::journal::{Record, Served, file_records};
 use pharos_zone::{Zone, ZoneSet};
 
 use crate::error::ControlError;
 use crate::spec::{BuiltRegions, DataSources, Declared, RegionSpec, build_regions, build_routes_with};
 
 /// A frozen zone set and the service names reserved in it (sorted), each
-/// with the address types its replicas have.
+/// with the address types its replicas have, and the serials it serves.
 #[derive(Clone)]
 struct Frozen {
     set: Arc<ZoneSet>,
     reserved: Vec<(Box<[u8]>, Vec<u16>)>,
+    serials: Vec<u32>,
 }
 
 /// Builds snapshots over one set of loaded zones and settings.
 pub struct SnapshotBuilder {
     loaded: Vec<Zone>,
+    /// Each loaded zone's records, for its versions.
+    file_records: Vec<Arc<[Record]>>,
     settings: Settings,
     frozen: Option<Frozen>,
+    /// What each zone (by origin) served in the last build kept.
+    served: Vec<Served>,
     /// The regions last kept, and the declarations they were built from.
     regions: Option<(Vec<RegionSpec>, BuiltRegions)>,
 }
@@ -39,18 +50,21 @@ pub struct Built {
     pub snapshot: Snapshot,
     frozen: Frozen,
     regions: (Vec<RegionSpec>, BuiltRegions),
+    served: Vec<Served>,
 }
 
 impl SnapshotBuilder {
     /// A builder over `loaded` zones that has built nothing yet.
     pub fn new(loaded: Vec<Zone>, settings: Settings) -> SnapshotBuilder {
-        SnapshotBuilder { loaded, settings, frozen: None, regions: None }
+        let file_records = loaded.iter().map(file_records).collect();
+        SnapshotBuilder { loaded, file_records, settings, frozen: None, regions: None, served: Vec::new() }
     }
 
     /// A builder over newly `loaded` zones and their `settings` (a zone's
-    /// transfer list is reloaded with it), reusing nothing built before.
+    /// transfer list is reloaded with it), reusing nothing built before
+    /// but what the zones served: their next versions follow on.
     pub fn reloaded(&self, loaded: Vec<Zone>, settings: Settings) -> SnapshotBuilder {
-        SnapshotBuilder::new(loaded, settings)
+        SnapshotBuilder { served: self.served.clone(), ..SnapshotBuilder::new(loaded, settings) }
     }
 
     /// The zones alone, with no service routed (what serves until the
@@ -69,18 +83,40 @@ impl SnapshotBuilder {
         };
         let routes = build_routes_with(declared, sources, &regions, service_name).map_err(ControlError::Invalid)?;
         let names = sorted_names(&routes);
+        let served = self.versions(&routes);
+        let serials: Vec<u32> = served.iter().map(Served::serial).collect();
         let frozen = match &self.frozen {
-            Some(frozen) if frozen.reserved == names => frozen.clone(),
-            _ => freeze(&self.loaded, names)?,
+            Some(frozen) if frozen.reserved == names && frozen.serials == serials => frozen.clone(),
+            _ => freeze(&self.loaded, names, &served)?,
         };
         let snapshot = Snapshot { zones: frozen.set.clone(), routes, settings: self.settings.clone() };
-        Ok(Built { snapshot, frozen, regions: (declared.regions.to_vec(), regions) })
+        Ok(Built { snapshot, frozen, regions: (declared.regions.to_vec(), regions), served })
+    }
+
+    /// What each loaded zone serves with `routes`: what it served, or the
+    /// version after it if a secondary would see a change.
+    fn versions(&self, routes: &Routes) -> Vec<Served> {
+        let mut routed: Vec<Vec<Record>> = vec![Vec::new(); self.loaded.len()];
+        for (owner, service) in &routes.services {
+            // A service outside every zone is refused when the zones are frozen.
+            if let Some(index) = zone_of(&self.loaded, owner) {
+                routed[index].extend(routed_records(owner, service));
+            }
+        }
+        let zones = self.loaded.iter().zip(&self.file_records).zip(routed);
+        zones
+            .map(|((zone, records), routed)| match self.served.iter().find(|served| served.origin() == &*zone.origin) {
+                Some(served) => served.next(zone, records, routed).unwrap_or_else(|| served.clone()),
+                None => Served::first(zone, records.clone(), routed),
+            })
+            .collect()
     }
 
     /// Keeps what `built` made for the next build to reuse; returns its
     /// snapshot, to publish.
     pub fn keep(&mut self, built: Built) -> Snapshot {
         self.frozen = Some(built.frozen);
+        self.served = built.served;
         if self.regions.as_ref().is_none_or(|(specs, _)| *specs != built.regions.0) {
             self.regions = Some(built.regions);
         }
@@ -125,23 +161,29 @@ fn sorted_names(routes: &Routes) -> Vec<(Box<[u8]>, Vec<u16>)> {
     names
 }
 
-/// Freezes `loaded` zones with every service name in `names` reserved.
-fn freeze(loaded: &[Zone], names: Vec<(Box<[u8]>, Vec<u16>)>) -> Result<Frozen, ControlError> {
+/// Freezes `loaded` zones, each serving its version in `served`, with
+/// every service name in `names` reserved.
+fn freeze(loaded: &[Zone], names: Vec<(Box<[u8]>, Vec<u16>)>, served: &[Served]) -> Result<Frozen, ControlError> {
     let mut zones = loaded.to_vec();
+    for (zone, version) in zones.iter_mut().zip(served) {
+        version.apply_to(zone);
+    }
     for (service, routed_types) in &names {
         reserve_in_zone(&mut zones, service, routed_types)?;
     }
     let set = ZoneSet::new(zones).map_err(ControlError::Zones)?;
-    Ok(Frozen { set: Arc::new(set), reserved: names })
+    Ok(Frozen { set: Arc::new(set), reserved: names, serials: served.iter().map(Served::serial).collect() })
+}
+
+/// The index of the most specific zone containing `owner`.
+fn zone_of(zones: &[Zone], owner: &[u8]) -> Option<usize> {
+    let containing = zones.iter().enumerate().filter(|(_, zone)| name::is_at_or_below(owner, &zone.origin));
+    containing.max_by_key(|(_, zone)| zone.origin.len()).map(|(index, _)| index)
 }
 
 /// Makes a service's name exist in the most specific zone containing it.
 fn reserve_in_zone(zones: &mut [Zone], service: &[u8], routed_types: &[u16]) -> Result<(), ControlError> {
     let field = format!("service[{}].name", name::Display(service));
-    let zone = zones
-        .iter_mut()
-        .filter(|zone| name::is_at_or_below(service, &zone.origin))
-        .max_by_key(|zone| zone.origin.len())
-        .ok_or_else(|| ControlError::invalid(&field, "not inside any served zone"))?;
-    zone.reserve_name(service, routed_types).map_err(|message| ControlError::invalid(field, message))
+    let index = zone_of(zones, service).ok_or_else(|| ControlError::invalid(&field, "not inside any served zone"))?;
+    zones[index].reserve_name(service, routed_types).map_err(|message| ControlError::invalid(field, message))
 }

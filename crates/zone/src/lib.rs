@@ -10,8 +10,13 @@
 //! A zone with a signer ([`Zone::signer`], keys from `pharos_dnssec`) is
 //! signed when it is frozen ([`signed`]); its answers to DO=1 queries are
 //! built beside the unsigned ones and carry RRSIGs and compact denials.
+//!
+//! A zone's versions as secondaries see them (its file's records and its
+//! services' replicas), their serials and the differences between the last
+//! few (for IXFR) are kept by [`journal`].
 
 pub mod encode;
+pub mod journal;
 pub mod load;
 pub mod lookup;
 mod presentation;

@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use domain::base::iana::Class;
@@ -16,6 +17,7 @@ use domain::zonefile::inplace::{Entry, Zonefile};
 use pharos_wire::{name, types};
 use rustc_hash::FxHashMap;
 
+use crate::journal::{DEFAULT_JOURNAL_VERSIONS, Journal};
 use crate::presentation;
 use crate::zone::{Node, Rrset, Zone, add_empty_ancestors};
 
@@ -250,7 +252,8 @@ fn build_zone(origin: &Name<Bytes>, records: Vec<ReadRecord>, source: &str) -> R
     for node in nodes.values_mut() {
         node.rrsets.sort_by_key(|rrset| rrset.rtype);
     }
-    Ok(Zone { origin: origin_wire.into(), nodes, negative_ttl, signer: None })
+    let journal = Arc::new(Journal::new(DEFAULT_JOURNAL_VERSIONS));
+    Ok(Zone { origin: origin_wire.into(), nodes, negative_ttl, signer: None, journal })
 }
 
 fn add_record(nodes: &mut FxHashMap<Box<[u8]>, Node>, origin: &[u8], record: ReadRecord) -> Result<(), LoadError> {

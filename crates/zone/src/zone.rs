@@ -3,6 +3,8 @@
 use std::sync::Arc;
 
 use pharos_dnssec::Signer;
+
+use crate::journal::Journal;
 use pharos_wire::name;
 use pharos_wire::types;
 use rustc_hash::FxHashMap;
@@ -54,6 +56,9 @@ pub struct Zone {
     pub negative_ttl: u32,
     /// Signs the zone's answers to DO=1 queries; `None` serves it unsigned.
     pub signer: Option<Arc<Signer>>,
+    /// The differences between its last versions, for IXFR: empty, with
+    /// the configured capacity, as loaded; filled as it changes while served.
+    pub journal: Arc<Journal>,
 }
 
 impl Zone {
