@@ -534,3 +534,36 @@ fn every_change_a_secondary_would_see_moves_the_serial_forward() {
     assert_eq!(serial(address), Some(2024060101), "the file's newer serial");
     assert!(!pharos.log().contains("reload failed"), "{}", pharos.log());
 }
+
+/// kdig's output for an IXFR of the zone from `serial`.
+fn kdig_ixfr(kdig: &Path, server: SocketAddr, serial: u32) -> String {
+    let output = Command::new(kdig)
+        .args([&format!("@{}", server.ip()), "-p", &server.port().to_string(), ZONE, &format!("IXFR={serial}")])
+        .output()
+        .unwrap();
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+#[test]
+fn kdig_gets_what_changed_by_ixfr_and_the_whole_zone_from_an_unknown_serial() {
+    let Some(kdig) = require("kdig", "knot-dnsutils") else { return };
+    let address = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let (pharos, api) = start_primary_with_api(address, None, "");
+    set_enabled(&api, "b", false);
+    set_enabled(&api, "c", false);
+    set_enabled(&api, "c", true);
+    assert_eq!(serial(address), Some(2024010104));
+    let difference = kdig_ixfr(&kdig, address, 2024010101);
+    let lines: Vec<&str> = difference.lines().filter(|line| line.starts_with(ZONE) || line.starts_with(SERVICE)).collect();
+    assert_eq!(lines.len(), 5, "SOA, old SOA, the A removed, SOA, SOA: {difference}");
+    assert!(
+        lines[1].contains(" 2024010101 ") && lines[2].starts_with(&format!("{SERVICE}.")) && lines[2].ends_with("192.0.2.20"),
+        "{difference}"
+    );
+    assert!(lines[0].contains(" 2024010104 ") && lines[3].contains(" 2024010104 "), "{difference}");
+    assert!(difference.contains("5 records"), "c went and came back: not in the difference\n{difference}");
+    let whole = kdig_ixfr(&kdig, address, 2000000000);
+    assert!(whole.contains("187 records"), "the whole zone, b left out: {whole}");
+    assert!(pharos.log().contains("difference from serial 2024010101 to 2024010104"), "{}", pharos.log());
+    assert!(pharos.log().contains("whole zone at serial 2024010104"), "{}", pharos.log());
+}

@@ -29,7 +29,7 @@ use pharos_zone::{Body, Fitted, Lookup, ZoneSet};
 use rand::Rng;
 pub use service::write_decision;
 pub use shared::SharedSnapshot;
-pub use transfer::{TransferAcl, is_transfer, respond_transfer, routed_records};
+pub use transfer::{Sent, TransferAcl, Transferred, is_transfer, respond_transfer, routed_records};
 pub use tsig::TsigKey;
 
 /// The UDP payload size Pharos advertises unless configured otherwise:

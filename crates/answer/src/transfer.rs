@@ -1,8 +1,14 @@
 //! Zone transfer out (AXFR, RFC 5936), over a stream: the whole zone,
 //! SOA first and last, in as few messages as fit 64 KiB each, names
-//! compressed. IXFR is answered the same way, in full, which RFC 1995
-//! section 4 allows a server that keeps no history, or, to a client whose
-//! SOA serial is already the zone's, with that SOA alone (section 2).
+//! compressed. IXFR (RFC 1995) is answered from the zone's journal
+//! (`pharos_zone::journal`): to a client whose serial is a version the
+//! journal kept, the one condensed difference from it to the zone as
+//! served (the SOA, the client's SOA, what went, the SOA, what came, the
+//! SOA); to a client already as new as the zone, the SOA alone (section
+//! 2); to any other (its serial left the journal, or the node restarted
+//! since), the whole zone as for AXFR, as section 4 allows. A signed
+//! zone's IXFR is always answered whole: the journal holds the records,
+//! not their signatures or the NSEC chain over them.
 //!
 //! Who may transfer a zone is the zone's `allow_transfer` list of
 //! prefixes and, if it names any, its TSIG keys ([`TransferAcl`]);
@@ -29,8 +35,9 @@ use pharos_route::prefix::PrefixMap;
 use pharos_wire::edns::ExtendedError;
 use pharos_wire::query::Question;
 use pharos_wire::{MAX_STREAM_MESSAGE, MessageWriter, Query, flags, name, rcode, types};
+use pharos_zone::journal::{self, Difference};
 use pharos_zone::signed::nsec_chain_of;
-use pharos_zone::{Rrset, Zone, journal};
+use pharos_zone::{Rrset, Zone};
 
 use crate::tsig::{self, Checked};
 use crate::{Answered, Client, OptSource, Outcome, ResponseOptions, Snapshot, finish, opt_room, write_refusal};
@@ -58,17 +65,47 @@ pub fn is_transfer(question: &Question) -> bool {
     matches!(question.qtype, types::AXFR | types::IXFR)
 }
 
+/// What a transfer sent: the serials, for the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// The whole zone (AXFR, or IXFR from a serial not in the journal).
+    Whole { serial: u32 },
+    /// The difference from the client's version to the zone's (IXFR).
+    Difference { from: u32, to: u32 },
+    /// The SOA alone: the client's serial is the zone's or newer (IXFR).
+    Current { serial: u32 },
+}
+
+impl std::fmt::Display for Sent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Sent::Whole { serial } => write!(f, "whole zone at serial {serial}"),
+            Sent::Difference { from, to } => write!(f, "difference from serial {from} to {to}"),
+            Sent::Current { serial } => write!(f, "serial {serial}, client current"),
+        }
+    }
+}
+
+/// What [`respond_transfer`] answered.
+#[derive(Debug)]
+pub struct Transferred<'s> {
+    /// What the first message said, with `len` the octets of them all.
+    pub answered: Answered<'s>,
+    /// `None` when the transfer was refused.
+    pub sent: Option<Sent>,
+}
+
 /// Answers a transfer query that came over a stream (TCP or TLS) at
 /// `now` (Unix seconds, for TSIG), handing each response message to
-/// `send` in order; returns what the first one said, with `len` the
-/// octets of them all.
+/// `send` in order.
 pub fn respond_transfer<'s>(
     query: &Query<'_>,
     client: &Client,
     snapshot: &'s Snapshot,
     now: u64,
     mut send: impl FnMut(&[u8]),
-) -> Answered<'s> {
+) -> Transferred<'s> {
+    let refused = |answered| Transferred { answered, sent: None };
     let options = ResponseOptions::default();
     let opt = OptSource { settings: &snapshot.settings, options: &options };
     let mut message = Vec::new();
@@ -77,13 +114,13 @@ pub fn respond_transfer<'s>(
         None => {
             let answered = write_refusal(query, rcode::FORMERR, Some(UNREADABLE_TSIG), opt, &mut message);
             send(&message);
-            return answered;
+            return refused(answered);
         }
         Some(Checked::Refused(refusal)) => {
             let answered = write_refusal(query, rcode::NOTAUTH, Some(tsig_refusal(refusal.error)), opt, &mut message);
             refusal.append_to(&mut message, now);
             send(&message);
-            return Answered { len: message.len(), ..answered };
+            return refused(Answered { len: message.len(), ..answered });
         }
         Some(Checked::Unsigned) => None,
         Some(Checked::Signed(signing)) => Some(signing),
@@ -100,20 +137,26 @@ pub fn respond_transfer<'s>(
         Ok(zone) => zone,
         Err((rcode, extended)) => {
             let answered = write_refusal(query, rcode, Some(extended), opt, &mut message);
-            return Answered { len: sign_and_send(&mut message), ..answered };
+            return refused(Answered { len: sign_and_send(&mut message), ..answered });
         }
     };
-    let records = if question.qtype == types::IXFR && client_is_current(query, zone) {
+    let serial = journal::soa_serial(&zone.soa().rdatas[0]).expect("a loaded SOA has a serial");
+    let theirs = (question.qtype == types::IXFR).then(|| client_serial(query)).flatten();
+    // A signed zone's journal lacks its signatures and NSEC chain: whole.
+    let journaled = theirs.filter(|&theirs| journal::newer(serial, theirs) && zone.signer.is_none());
+    let difference = journaled.and_then(|theirs| Some((theirs, zone.journal.since(theirs)?)));
+    let (records, sent) = match (theirs, &difference) {
+        (_, Some((from, difference))) => (difference_records(zone, difference), Sent::Difference { from: *from, to: serial }),
         // RFC 1995 section 2: a client as new as the zone gets its SOA alone.
-        vec![soa_record(zone)]
-    } else {
-        zone_records(zone, snapshot)
+        (Some(theirs), None) if !journal::newer(serial, theirs) => (vec![soa_record(zone)], Sent::Current { serial }),
+        _ => (zone_records(zone, snapshot), Sent::Whole { serial }),
     };
     let tsig_room = key_name.as_deref().map_or(0, tsig::record_len);
     let room = MAX_STREAM_MESSAGE - opt_room(query.edns, opt) - tsig_room;
     let mut total = 0;
     write_messages(query, &records, room, opt, &mut message, |message| total += sign_and_send(message));
-    Answered { rcode: rcode::NOERROR, smallest_ttl: None, len: total, qtype: Some(question.qtype), routed: None }
+    let answered = Answered { rcode: rcode::NOERROR, smallest_ttl: None, len: total, qtype: Some(question.qtype), routed: None };
+    Transferred { answered, sent: Some(sent) }
 }
 
 /// Why a request's TSIG refused it, for clients that read EDNS.
@@ -163,13 +206,6 @@ struct Record<'z> {
     rdata: std::borrow::Cow<'z, [u8]>,
 }
 
-/// True when the SOA an IXFR query carries (its first authority record)
-/// has the zone's serial or a later one (RFC 1982 arithmetic).
-fn client_is_current(query: &Query<'_>, zone: &Zone) -> bool {
-    let ours = soa_serial(&zone.soa().rdatas[0], 0);
-    client_serial(query).zip(ours).is_some_and(|(theirs, ours)| (ours.wrapping_sub(theirs) as i32) <= 0)
-}
-
 /// The serial of the SOA record an IXFR query carries, where the answer
 /// section (empty in a query) ends.
 fn client_serial(query: &Query<'_>) -> Option<u32> {
@@ -188,8 +224,26 @@ fn soa_serial(bytes: &[u8], at: usize) -> Option<u32> {
 }
 
 fn soa_record(zone: &Zone) -> Record<'_> {
-    let soa = zone.soa();
-    Record { owner: &zone.origin, rtype: types::SOA, ttl: soa.ttl, rdata: (&*soa.rdatas[0]).into() }
+    soa_record_of(zone, &zone.soa().rdatas[0])
+}
+
+/// A SOA record of `zone` with the data `soa`, at the zone's SOA TTL.
+fn soa_record_of<'z>(zone: &'z Zone, soa: &'z [u8]) -> Record<'z> {
+    Record { owner: &zone.origin, rtype: types::SOA, ttl: zone.soa().ttl, rdata: soa.into() }
+}
+
+/// An incremental transfer of `difference` (RFC 1995 section 4): the
+/// zone's SOA, then the SOA before, the records removed, the SOA after
+/// and the records added, then the zone's SOA again.
+fn difference_records<'z>(zone: &'z Zone, difference: &'z Difference) -> Vec<Record<'z>> {
+    let record =
+        |record: &'z journal::Record| Record { owner: &record.owner, rtype: record.rtype, ttl: record.ttl, rdata: (&*record.rdata).into() };
+    let mut records = vec![soa_record(zone), soa_record_of(zone, &difference.from_soa)];
+    records.extend(difference.removed.iter().map(record));
+    records.push(soa_record_of(zone, &difference.to_soa));
+    records.extend(difference.added.iter().map(record));
+    records.push(soa_record(zone));
+    records
 }
 
 /// Every record of `zone`: the SOA, then each name's RRsets (names in

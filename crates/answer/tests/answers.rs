@@ -8,8 +8,8 @@ use domain::base::{Message, ParsedName};
 use domain::rdata::AllRecordData;
 use domain::rdata::tsig::Time48;
 use pharos_answer::{
-    Client, CookieReply, ResponseOptions, Settings, Snapshot, TransferAcl, Transport, TsigKey, is_transfer, respond, respond_transfer,
-    respond_with,
+    Client, CookieReply, ResponseOptions, Sent, Settings, Snapshot, TransferAcl, Transport, TsigKey, is_transfer, respond,
+    respond_transfer, respond_with,
 };
 use pharos_zone::{ZoneSet, parse_zone_text};
 use rand::SeedableRng;
@@ -313,8 +313,8 @@ fn transfer(snapshot: &Snapshot, name: &str, qtype: Rtype) -> Vec<Message<Vec<u8
     let parsed = pharos_answer::parse_query(&packet).unwrap();
     assert!(parsed.question.as_ref().is_some_and(is_transfer));
     let mut messages = Vec::new();
-    let answered = respond_transfer(&parsed, &client, snapshot, NOW, |message| messages.push(message.to_vec()));
-    assert_eq!(answered.len, messages.iter().map(Vec::len).sum::<usize>());
+    let transferred = respond_transfer(&parsed, &client, snapshot, NOW, |message| messages.push(message.to_vec()));
+    assert_eq!(transferred.answered.len, messages.iter().map(Vec::len).sum::<usize>());
     messages.into_iter().map(|message| Message::from_octets(message).unwrap()).collect()
 }
 
@@ -627,4 +627,57 @@ fn ixfr_gets_the_soa_alone_when_the_client_is_current_else_the_whole_zone() {
         assert_eq!((answers.len(), count), (messages, record_count), "client serial {serial}");
         assert!(records(&answers[0])[0].contains(" SOA ") && answers[0].header().rcode() == Rcode::NOERROR);
     }
+}
+
+/// big.test at serial 9, reached from 7 through two versions: 8 added
+/// new.big.test A 192.0.2.8, 9 removed it and t0's TXT, and added new's
+/// AAAA.
+fn big_zone_at_serial_9() -> Snapshot {
+    use pharos_zone::journal::{Record, Served, file_records};
+    let loaded = parse_zone_text("big.test", &big_zone(), "big.zone").unwrap();
+    let records = file_records(&loaded);
+    let new = |rtype: Rtype, rdata: &[u8]| Record {
+        owner: wire_name("new.big.test").into(),
+        rtype: rtype.to_int(),
+        rdata: rdata.into(),
+        ttl: 60,
+    };
+    let at_7 = Served::first(&loaded, records.clone(), Vec::new());
+    let at_8 = at_7.next(&loaded, &records, vec![new(Rtype::A, &[192, 0, 2, 8])]).unwrap();
+    let edited = parse_zone_text("big.test", &big_zone().replacen("t0 TXT", "; t0 TXT", 1), "big.zone").unwrap();
+    let at_9 = at_8
+        .next(&edited, &file_records(&edited), vec![new(Rtype::AAAA, &[0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8])])
+        .unwrap();
+    let mut zone = edited.clone();
+    at_9.apply_to(&mut zone);
+    let snapshot = Snapshot { zones: ZoneSet::new(vec![zone]).unwrap().into(), routes: Default::default(), settings: Settings::default() };
+    allowing_transfer(snapshot, "big.test")
+}
+
+/// Every record of the responses to an IXFR from `serial`, in order.
+fn ixfr_records(snapshot: &Snapshot, serial: u32) -> Vec<String> {
+    let messages = transfer_bytes(snapshot, &ixfr(serial), NOW);
+    messages.iter().flat_map(|message| records(&Message::from_octets(message.clone()).unwrap())).collect()
+}
+
+#[test]
+fn ixfr_from_a_journaled_serial_gets_the_condensed_difference() {
+    let snapshot = big_zone_at_serial_9();
+    let soa = |serial: u32| format!("big.test 60 SOA ns.big.test. hostmaster.big.test. {serial} 7200 3600 1209600 60");
+    let from_7 = ixfr_records(&snapshot, 7);
+    let t0 = format!("t0.big.test 60 TXT \"{}\"", "x".repeat(100));
+    let expected = [soa(9), soa(7), t0.clone(), soa(9), "new.big.test 60 AAAA 2001:db8::8".into(), soa(9)];
+    assert_eq!(from_7, expected, "8's A came and went: in neither list");
+    let from_8 = ixfr_records(&snapshot, 8);
+    assert_eq!(from_8.len(), 7, "{from_8:?}");
+    assert_eq!(from_8[1..5], [soa(8), t0, "new.big.test 60 A 192.0.2.8".into(), soa(9)], "removed in wire order");
+    assert_eq!(ixfr_records(&snapshot, 9), [soa(9)], "current");
+    assert_eq!(ixfr_records(&snapshot, 6).len(), 6003, "a serial the journal never held: the whole zone");
+    let transferred = |serial| {
+        let client = Client { address: IpAddr::V4(Ipv4Addr::LOCALHOST), transport: Transport::Stream };
+        respond_transfer(&pharos_answer::parse_query(&ixfr(serial)).unwrap(), &client, &snapshot, NOW, |_| {}).sent.unwrap()
+    };
+    assert_eq!(transferred(7), Sent::Difference { from: 7, to: 9 });
+    assert_eq!(transferred(9), Sent::Current { serial: 9 });
+    assert_eq!(transferred(6), Sent::Whole { serial: 9 });
 }

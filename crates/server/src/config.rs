@@ -659,6 +659,14 @@ pub struct ZoneConfig {
     /// transfer request besides; empty: none needed.
     #[serde(default)]
     pub transfer_keys: Vec<String>,
+    /// How many versions back an IXFR can be answered with a difference
+    /// (the zone's journal, in memory); older clients get the whole zone.
+    #[serde(default = "default_journal_versions")]
+    pub journal_versions: usize,
+}
+
+fn default_journal_versions() -> usize {
+    pharos_zone::journal::DEFAULT_JOURNAL_VERSIONS
 }
 
 /// A TSIG key (RFC 8945): its name, algorithm and secret (base64), given
@@ -693,6 +701,7 @@ impl ZoneConfig {
             dnssec: false,
             allow_transfer: Vec::new(),
             transfer_keys: Vec::new(),
+            journal_versions: default_journal_versions(),
         })
     }
 }

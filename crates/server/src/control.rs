@@ -55,6 +55,7 @@ use pharos_route::prefix::prefix_set;
 use pharos_route::sources::{AsnTable, GeoDatabase};
 use pharos_route::{Asker, Explanation, Family, Routed, route};
 use pharos_store::{PostgresStore, SqliteStore, Store, StoreError};
+use pharos_zone::journal::Journal;
 use pharos_zone::{Zone, load_zone_file};
 use rand::Rng;
 use serde::Serialize;
@@ -972,6 +973,7 @@ fn load_zones(config: &Config, store: &mut dyn Store, now: u64) -> anyhow::Resul
         .all_zones()
         .map(|spec| {
             let mut zone = load_zone_file(&spec.origin, &spec.file).with_context(|| format!("zone {}", spec.origin))?;
+            zone.journal = Arc::new(Journal::new(spec.journal_versions));
             if spec.dnssec {
                 let signer = signer_of(&zone, store, window, now / 1000).with_context(|| format!("zone {}", spec.origin))?;
                 zone.signer = Some(Arc::new(signer));

@@ -18,11 +18,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 use pharos_answer::{
-    Answered, Client, Query, ResponseOptions, SharedSnapshot, Snapshot, Transport, is_transfer, parse_query, respond_parsed,
+    Answered, Client, Query, ResponseOptions, SharedSnapshot, Snapshot, Transferred, Transport, is_transfer, parse_query, respond_parsed,
     respond_transfer,
 };
 use pharos_wire::framing::{push_framed, push_framed_with, split_frame};
-use pharos_wire::{name, rcode};
+use pharos_wire::{name, types};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -287,10 +287,12 @@ fn transfer<'s>(
     output: &mut Vec<u8>,
 ) -> Answered<'s> {
     let now = received.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |since| since.as_secs());
-    let answered = respond_transfer(query, &connection.client, snapshot, now, |response| push_framed(output, response));
+    let Transferred { answered, sent } =
+        respond_transfer(query, &connection.client, snapshot, now, |response| push_framed(output, response));
     let (client, zone, octets) = (connection.peer, name::Display(query.qname()), answered.len);
-    if answered.rcode == rcode::NOERROR {
-        tracing::info!(%client, %zone, octets, signed = query.tsig_at.is_some(), "zone transferred");
+    if let Some(sent) = sent {
+        let qtype = if query.question.is_some_and(|question| question.qtype == types::IXFR) { "IXFR" } else { "AXFR" };
+        tracing::info!(%client, %zone, octets, signed = query.tsig_at.is_some(), %sent, "zone transferred ({qtype})");
     } else {
         tracing::info!(%client, %zone, rcode = answered.rcode, signed = query.tsig_at.is_some(), "zone transfer refused");
     }
