@@ -403,6 +403,7 @@ fn bad_transfer_settings_stop_the_start_naming_them() {
         (key("secret_file = \"nowhere.secret\""), listed.to_string(), "tsig_key \"xfr-key\": cannot read"),
         (key(&format!("{secret}\nalgorithm = \"hmac-md5\"")), listed.to_string(), "algorithm \"hmac-md5\" is not offered (hmac-sha256 is)"),
         (format!("{}\n{}", key(&secret), key(&secret)), listed.to_string(), "tsig_key \"xfr-key\" is declared twice"),
+        (String::new(), "notify = [\"192.0.2.53\"]".to_string(), "invalid socket address syntax"),
     ];
     for (tables, zone_keys, expected) in cases {
         let said = start_refused(&tables, &zone_keys);
@@ -566,4 +567,51 @@ fn kdig_gets_what_changed_by_ixfr_and_the_whole_zone_from_an_unknown_serial() {
     assert!(whole.contains("187 records"), "the whole zone, b left out: {whole}");
     assert!(pharos.log().contains("difference from serial 2024010101 to 2024010104"), "{}", pharos.log());
     assert!(pharos.log().contains("whole zone at serial 2024010104"), "{}", pharos.log());
+}
+
+/// The next NOTIFY `secondary` receives (within 10 s): its bytes, sender
+/// and the serial it carries.
+fn receive_notify(secondary: &std::net::UdpSocket) -> (Vec<u8>, SocketAddr, u32) {
+    let mut buffer = vec![0; 1024];
+    let (len, from) = secondary.recv_from(&mut buffer).expect("a NOTIFY within 10 s");
+    buffer.truncate(len);
+    let message = Message::from_octets(buffer.clone()).unwrap();
+    assert_eq!(message.header().opcode(), domain::base::iana::Opcode::NOTIFY);
+    let soa = message.answer().unwrap().limit_to::<domain::rdata::Soa<ParsedName<_>>>().next().unwrap().unwrap();
+    (buffer, from, soa.data().serial().into_int())
+}
+
+/// Replies to the NOTIFY `notify` from `from`, as a secondary does.
+fn acknowledge(secondary: &std::net::UdpSocket, notify: &[u8], from: SocketAddr) {
+    let mut reply = notify.to_vec();
+    reply[2] |= 0x80;
+    // The question alone: no answer section, no TSIG.
+    reply[6..12].fill(0);
+    let question_end = 12 + reply[12..].iter().position(|&octet| octet == 0).unwrap() + 5;
+    reply.truncate(question_end);
+    secondary.send_to(&reply, from).unwrap();
+}
+
+#[test]
+fn pharos_notifies_each_new_serial_signed_and_retries_until_answered() {
+    let secondary = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    secondary.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let address = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let notify = format!("notify = [\"{}\"]\n", secondary.local_addr().unwrap());
+    let (pharos, api) = start_primary_with_api(address, Some(&KEY), &notify);
+    let (first, from, serial) = receive_notify(&secondary);
+    assert_eq!(serial, 2024010101, "a NOTIFY at start");
+    // Its signature is checked by domain in pharos-answer, by knotd below.
+    let message = Message::from_octets(first.clone()).unwrap();
+    let tsig = message.additional().unwrap().next().unwrap().unwrap();
+    assert_eq!((tsig.rtype(), tsig.owner().to_string()), (Rtype::TSIG, KEY.name.to_string()), "signed with the zone's transfer key");
+    let (again, _, _) = receive_notify(&secondary);
+    assert_eq!(again[..2], first[..2], "unanswered, the same NOTIFY is sent again");
+    acknowledge(&secondary, &again, from);
+    wait_until("pharos logs the acknowledgement", || pharos.log().contains("NOTIFY acknowledged"));
+    set_enabled(&api, "b", false);
+    let (changed, from, serial) = receive_notify(&secondary);
+    assert_eq!(serial, 2024010102, "a NOTIFY for the new serial");
+    acknowledge(&secondary, &changed, from);
+    wait_until("both acknowledged", || pharos.log().matches("NOTIFY acknowledged").count() == 2);
 }

@@ -6,8 +6,11 @@
 //! sent from the [`Answered`] they return, without reading it back. The
 //! kernel fast path pre-encodes routed answers with [`write_decision`],
 //! the encoder the query path uses. Zone transfers out, many messages
-//! for one query, come from [`respond_transfer`] (module `transfer`).
+//! for one query, come from [`respond_transfer`] (module `transfer`), and
+//! the NOTIFYs that tell secondaries a zone changed from
+//! [`notify_message`] (module `notify`).
 
+mod notify;
 mod service;
 mod shared;
 mod transfer;
@@ -15,6 +18,7 @@ mod tsig;
 
 use std::net::IpAddr;
 
+pub use notify::{notify_message, notify_reply};
 use pharos_route::Routes;
 use pharos_route::prefix::PrefixMap;
 use pharos_wire::edns::{

@@ -1,5 +1,6 @@
 //! TSIG (RFC 8945) for zone transfers: the request's signature checked,
-//! every response message signed, the first over the request's MAC and
+//! every response message signed (and the NOTIFYs Pharos sends signed as
+//! requests), the first over the request's MAC and
 //! the TSIG variables, each later one over the one before's MAC and the
 //! timers (section 5.3.1; Knot DNS and NSD accept every message signed).
 //! HMAC-SHA256 only, from RustCrypto's `hmac` and `sha2`.
@@ -184,6 +185,18 @@ fn variables(key: &TsigKey, time_signed: u64, fudge: u16, error: u16, other_with
     digested.extend(error.to_be_bytes());
     digested.extend(other_with_len);
     digested
+}
+
+/// Signs a request Pharos sends (a NOTIFY) with `key` at `now`: the MAC
+/// covers the message and the TSIG variables (section 4.3.1).
+pub(crate) fn sign_request(key: &TsigKey, message: &mut Vec<u8>, now: u64) {
+    let mut mac = key.mac();
+    mac.update(message);
+    mac.update(&variables(key, now, FUDGE, 0, NO_OTHER));
+    let digest = mac.finalize().into_bytes();
+    let id = u16::from_be_bytes([message[0], message[1]]);
+    let record = Record { key_name: &key.name, algorithm: HMAC_SHA256, time_signed: now, fudge: FUDGE, mac: &digest };
+    record.append_to(message, id, 0, NO_OTHER);
 }
 
 /// Octets a TSIG record named `key_name` adds to a response, at most.

@@ -663,6 +663,10 @@ pub struct ZoneConfig {
     /// (the zone's journal, in memory); older clients get the whole zone.
     #[serde(default = "default_journal_versions")]
     pub journal_versions: usize,
+    /// Secondaries sent a NOTIFY whenever the zone's serial moves; empty:
+    /// none.
+    #[serde(default)]
+    pub notify: Vec<std::net::SocketAddr>,
 }
 
 fn default_journal_versions() -> usize {
@@ -702,6 +706,7 @@ impl ZoneConfig {
             allow_transfer: Vec::new(),
             transfer_keys: Vec::new(),
             journal_versions: default_journal_versions(),
+            notify: Vec::new(),
         })
     }
 }

@@ -68,6 +68,7 @@ use crate::following::StoreStatus;
 use crate::history::EventLog;
 use crate::keys::{self, KeyStep, KeyView, StepError};
 use crate::metrics::ControlActivity;
+use crate::notify;
 use crate::split::SplitWindow;
 use crate::state_cache::{self, Cached};
 
@@ -111,6 +112,8 @@ pub struct Control {
     published: Arc<Published>,
     /// The probes the prober should be running.
     probe_plan: watch::Sender<Arc<Vec<ProbeTarget>>>,
+    /// The zones the notifier tells secondaries about.
+    notify_plan: watch::Sender<notify::Plan>,
     /// The kernel's copy of the answers, once started.
     fast_path: Option<KernelFastPath>,
     /// The sequence of the last batch of the store's change log that the
@@ -261,6 +264,7 @@ impl Control {
             store: std::sync::Mutex::new(StoreStatus::new(&config.store)),
         });
         let (probe_plan, _) = watch::channel(Arc::new(Vec::new()));
+        let (notify_plan, _) = watch::channel(notify::Plan::default());
         let load = LoadSettings { max_age_seconds: config.load.max_age_seconds, smoothing: config.load.smoothing };
         let settings = PlaneSettings { load, latency_max_age_seconds: config.latency.max_age_seconds };
         let from_cache = cached.is_some();
@@ -294,6 +298,7 @@ impl Control {
             data,
             published,
             probe_plan,
+            notify_plan,
             fast_path: None,
             applied,
             measured,
@@ -622,6 +627,7 @@ impl Control {
     fn commit(&mut self, next: State, changes: &[Change], files: Option<(Config, SnapshotBuilder)>, now: u64) -> Result<(), ControlError> {
         let started = Instant::now();
         let (config, snapshots) = files.unzip();
+        let reloaded = config.is_some();
         let prepared = self.plane.prepare(next, snapshots, now)?;
         if !changes.is_empty() {
             self.applied = self.store.apply(self.applied, changes)?;
@@ -636,7 +642,15 @@ impl Control {
         if let Some(fast_path) = &mut self.fast_path {
             fast_path.sync(&effects.snapshot);
         }
-        self.snapshot.store(Arc::new(effects.snapshot));
+        let snapshot = Arc::new(effects.snapshot);
+        self.snapshot.store(snapshot.clone());
+        self.notify_plan.send_if_modified(|plan| {
+            let changed = reloaded || plan.zones_changed(&snapshot);
+            if changed {
+                *plan = notify::Plan { snapshot: Some(snapshot), secondaries: notify::secondaries(&self.config) };
+            }
+            changed
+        });
         if let Some(targets) = effects.probe_plan {
             self.probe_plan.send_replace(Arc::new(targets));
         }
@@ -668,6 +682,11 @@ impl Control {
     /// The probes to run, as they change.
     pub fn probe_plan(&self) -> watch::Receiver<Arc<Vec<ProbeTarget>>> {
         self.probe_plan.subscribe()
+    }
+
+    /// What the notifier should tell secondaries, as it changes.
+    pub fn notify_plan(&self) -> watch::Receiver<notify::Plan> {
+        self.notify_plan.subscribe()
     }
 
     /// Takes a probe result; a replica that goes up or down (or, for a

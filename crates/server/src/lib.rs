@@ -8,7 +8,8 @@
 //! the node knows of its store and of following it ([`following`]) and
 //! its local copy of a shared store's state (`state_cache`), zones'
 //! DNSSEC keys as the API and `pharos key` step them ([`keys`]), its
-//! HTTP API (`api`) with its Prometheus metrics ([`metrics`]), Artemis's
+//! HTTP API (`api`) with its Prometheus metrics ([`metrics`]), the NOTIFYs
+//! that tell secondaries a zone changed ([`notify`]), Artemis's
 //! service addresses ([`artemis`]), the split delivered against the
 //! configured one ([`split`]), the recent query rate and events
 //! ([`history`]) and the operator's web page that shows them all
@@ -28,6 +29,7 @@ pub mod following;
 pub mod history;
 pub mod keys;
 pub mod metrics;
+pub mod notify;
 pub mod plane;
 mod prober;
 mod scheduling;

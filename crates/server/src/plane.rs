@@ -43,6 +43,7 @@ use crate::following::StoreStatus;
 use crate::history::Event;
 use crate::keys::{KeyStep, KeyView};
 use crate::metrics::ControlActivity;
+use crate::notify;
 use crate::prober;
 use crate::split::Splits;
 
@@ -123,6 +124,7 @@ impl ControlHandle {
         let snapshot = control.snapshot().clone();
         let bgp = control.config().bgp.clone();
         let probe_plan = control.probe_plan();
+        tokio::spawn(notify::run(control.notify_plan()));
         control.follow_store(follower_news(requests.clone(), published.clone()));
         std::thread::Builder::new().name("control".into()).spawn(move || serve(control, queue, window))?;
         let handle = ControlHandle { requests, published, snapshot };
