@@ -4,7 +4,11 @@
 //! holds what Knot DNS's AXFR of the same file holds; unlisted zones, UDP
 //! and bad transfer settings are refused. With a TSIG key, both transfer,
 //! a wrong key is refused, and kdig checks the signatures and reads
-//! BADKEY, BADSIG and BADTIME (its clock moved by libfaketime).
+//! BADKEY, BADSIG and BADTIME (its clock moved by libfaketime). Every
+//! change a secondary would see (a replica through the API, a reloaded
+//! file) moves the serial; kdig gets the difference by IXFR, or the whole
+//! zone from a serial Pharos never served; Pharos NOTIFYs (signed, and
+//! again until answered), and knotd and nsd follow by IXFR.
 //!
 //! Without knotd, nsd, kdig or faketime the tests that need them print
 //! SKIP and pass, unless CI is set, where they fail.
@@ -193,13 +197,14 @@ fn start_nsd(nsd: &Path, port: u16, primary: SocketAddr, key: Option<&Tsig>) -> 
          \x20 zonesdir: \"{d}\"\n  database: \"\"\n  zonelistfile: \"{d}/zone.list\"\n  xfrdfile: \"{d}/xfrd.state\"\n\
          \x20 xfrdir: \"{d}\"\n  pidfile: \"{d}/nsd.pid\"\n  server-count: 1\n  verbosity: 2\n\
          remote-control:\n  control-enable: no\n{}\
-         zone:\n  name: \"{ZONE}\"\n  zonefile: \"secondary.zone\"\n  request-xfr: {}@{} {}\n  allow-notify: 127.0.0.1 NOKEY\n",
+         zone:\n  name: \"{ZONE}\"\n  zonefile: \"secondary.zone\"\n  request-xfr: {}@{} {}\n  allow-notify: 127.0.0.1 {}\n",
         key.map_or(String::new(), |key| format!(
             "key:\n  name: \"{}\"\n  algorithm: hmac-sha256\n  secret: \"{}\"\n",
             key.name, key.secret
         )),
         primary.ip(),
         primary.port(),
+        key.map_or("NOKEY", |key| key.name),
         key.map_or("NOKEY", |key| key.name),
     );
     std::fs::write(dir.path().join("nsd.conf"), conf).unwrap();
@@ -614,4 +619,68 @@ fn pharos_notifies_each_new_serial_signed_and_retries_until_answered() {
     assert_eq!(serial, 2024010102, "a NOTIFY for the new serial");
     acknowledge(&secondary, &changed, from);
     wait_until("both acknowledged", || pharos.log().matches("NOTIFY acknowledged").count() == 2);
+}
+
+/// The serial `server` serves and what it answers for the apex's and the
+/// service's addresses.
+fn served(server: SocketAddr) -> (Option<u32>, Vec<String>, Vec<String>) {
+    (serial(server), answer(server, ZONE, Rtype::A).2, answer(server, SERVICE, Rtype::A).2)
+}
+
+/// Waits until every secondary serves `serial`, the apex's addresses
+/// Pharos serves and the service's enabled IPv4 `replicas`.
+fn wait_for_serial(secondaries: &[(&str, SocketAddr)], pharos: SocketAddr, serial: u32, replicas: &[&str]) {
+    let replicas = replicas.iter().map(|address| format!("{SERVICE} 120 A {address}")).collect();
+    let expected = (Some(serial), answer(pharos, ZONE, Rtype::A).2, replicas);
+    for (name, address) in secondaries {
+        wait_until(&format!("{name} serves serial {serial}"), || served(*address) == expected);
+    }
+}
+
+/// How many transfers Pharos logged sending the difference between two serials.
+fn differences_sent(pharos: &Running, from: u32, to: u32) -> usize {
+    pharos.log().matches(&format!("difference from serial {from} to {to}")).count()
+}
+
+#[test]
+fn knot_and_nsd_follow_notify_after_api_and_file_changes_by_ixfr() {
+    let (Some(knotd), Some(nsd)) = (require("knotd", "knot"), require("nsd", "nsd")) else { return };
+    let address = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let (knot_port, nsd_port) = (free_port(), free_port());
+    let at = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+    let notify = format!("notify = [\"{}\", \"{}\"]\n", at(knot_port), at(nsd_port));
+    let (pharos, api) = start_primary_with_api(address, None, &notify);
+    let (mut knot, mut nsd) = (start_knot(&knotd, knot_port, Some(address), None), start_nsd(&nsd, nsd_port, address, None));
+    knot.wait_for_zone("knotd", at(knot_port));
+    nsd.wait_for_zone("nsd", at(nsd_port));
+    let secondaries = [("knotd", at(knot_port)), ("nsd", at(nsd_port))];
+    // A replica's change through the API.
+    set_enabled(&api, "b", false);
+    wait_for_serial(&secondaries, address, 2024010102, &["192.0.2.10"]);
+    assert_eq!(differences_sent(&pharos, 2024010101, 2024010102), 2, "both by IXFR:\n{}", pharos.log());
+    // The zone file's, by a reload.
+    edit_zone(pharos.dir(), |text| text.replace("A       192.0.2.1\n", "A       192.0.2.100\n"));
+    reload(&pharos);
+    wait_for_serial(&secondaries, address, 2024010103, &["192.0.2.10"]);
+    assert_eq!(answer(at(nsd_port), ZONE, Rtype::A).2, vec!["example.com 3600 A 192.0.2.100".to_string()]);
+    assert_eq!(differences_sent(&pharos, 2024010102, 2024010103), 2, "both by IXFR:\n{}", pharos.log());
+    assert!(knot.log().contains("IXFR"), "{}", knot.log());
+    assert_eq!(pharos.log().matches("NOTIFY given up").count(), 0, "{}", pharos.log());
+}
+
+#[test]
+fn nsd_follows_a_signed_notify_with_the_key() {
+    let Some(nsd) = require("nsd", "nsd") else { return };
+    let address = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let nsd_port = free_port();
+    let secondary = SocketAddr::from(([127, 0, 0, 1], nsd_port));
+    let (pharos, api) = start_primary_with_api(address, Some(&KEY), &format!("notify = [\"{secondary}\"]\n"));
+    let mut nsd = start_nsd(&nsd, nsd_port, address, Some(&KEY));
+    nsd.wait_for_zone("nsd", secondary);
+    set_enabled(&api, "b", false);
+    wait_for_serial(&[("nsd", secondary)], address, 2024010102, &["192.0.2.10"]);
+    assert!(nsd.log().contains("TSIG verified with key xfr-key"), "{}", nsd.log());
+    assert!(nsd.log().contains("notify for example.com. from 127.0.0.1 serial 2024010102"), "{}", nsd.log());
+    assert_eq!(differences_sent(&pharos, 2024010101, 2024010102), 1, "by IXFR:\n{}", pharos.log());
+    assert!(pharos.log().contains("signed=true"), "{}", pharos.log());
 }
