@@ -4,7 +4,8 @@
 //! What a zone transfers is its file's records and, for each service
 //! routed inside it, a record per enabled replica address (the records
 //! given here as `routed`). Each change of either, or of the file's SOA,
-//! is a new version ([`Served::next`]) with a new serial: the file's if it
+//! and each signing of it afresh (a signed zone's reload), is a new
+//! version ([`Served::next`]) with a new serial: the file's if it
 //! is newer than the one served (RFC 1982 arithmetic), else the served one
 //! plus one. A version's difference to the one before (records removed,
 //! records added, the SOA before and after) goes into the zone's
@@ -15,6 +16,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use pharos_dnssec::Signer;
 use pharos_wire::{name, types};
 
 use crate::zone::Zone;
@@ -123,6 +125,10 @@ pub struct Served {
     file_records: Arc<[Record]>,
     /// Sorted.
     routed: Vec<Record>,
+    /// What signed it: a zone signed again (a reload does, with fresh
+    /// signatures) is a new version, which secondaries must fetch before
+    /// the old signatures expire.
+    signer: Option<Arc<Signer>>,
     journal: Arc<Journal>,
 }
 
@@ -133,7 +139,8 @@ impl Served {
     pub fn first(zone: &Zone, file_records: Arc<[Record]>, mut routed: Vec<Record>) -> Served {
         routed.sort_unstable();
         let soa = zone.soa().rdatas[0].clone();
-        Served { origin: zone.origin.clone(), file_soa: soa.clone(), soa, file_records, routed, journal: zone.journal.clone() }
+        let (origin, signer, journal) = (zone.origin.clone(), zone.signer.clone(), zone.journal.clone());
+        Served { origin, file_soa: soa.clone(), soa, file_records, routed, signer, journal }
     }
 
     /// The version after this one for the loaded `zone` (its
@@ -148,7 +155,11 @@ impl Served {
         let (mut removed, mut added) = if same_file { (Vec::new(), Vec::new()) } else { changes(&self.file_records, file_records) };
         let (routed_removed, routed_added) = changes(&self.routed, &routed);
         let soa_changed = *file_soa != self.file_soa && (newer(file_serial, served) || with_serial(file_soa, served) != self.soa);
-        if !soa_changed && removed.is_empty() && added.is_empty() && routed_removed.is_empty() && routed_added.is_empty() {
+        let signed_again = match (&self.signer, &zone.signer) {
+            (Some(before), Some(now)) => !Arc::ptr_eq(before, now),
+            (before, now) => before.is_some() != now.is_some(),
+        };
+        if !soa_changed && !signed_again && removed.is_empty() && added.is_empty() && routed_removed.is_empty() && routed_added.is_empty() {
             return None;
         }
         removed.extend(routed_removed);
@@ -166,6 +177,7 @@ impl Served {
             file_soa: file_soa.clone(),
             file_records: file_records.clone(),
             routed,
+            signer: zone.signer.clone(),
             journal: Arc::new(journal.recorded(difference)),
         })
     }
@@ -359,5 +371,35 @@ mod tests {
         let next = served.next(&zone, &file_records(&zone), vec![longer.clone()]).unwrap();
         let difference = next.journal.since(2024010101).unwrap();
         assert_eq!((difference.removed, difference.added), (vec![address("svc.example.test", 1)], vec![longer]));
+    }
+}
+
+#[cfg(test)]
+mod signed_tests {
+    use pharos_dnssec::keys::{Algorithm, Role};
+    use pharos_dnssec::{Window, ZoneKey, ZoneKeys};
+
+    use super::*;
+    use crate::parse_zone_text;
+
+    /// The zone signed by a signer of its own (as each load makes one).
+    fn signed(zone: &Zone) -> Zone {
+        let random = ring::rand::SystemRandom::new();
+        let keys = ZoneKeys { keys: vec![ZoneKey::generate(Algorithm::Ed25519, Role::Csk, &random).unwrap()] };
+        let signer = Signer::new(&zone.origin, keys, Window::from_now(1_800_000_000, 86_400), 1_800_000_000).unwrap();
+        Zone { signer: Some(Arc::new(signer)), ..zone.clone() }
+    }
+
+    #[test]
+    fn a_zone_signed_again_is_a_new_version() {
+        let text = "$TTL 300\n@ SOA ns hostmaster 5 3600 600 86400 300\n@ NS ns\nns A 192.0.2.53\n";
+        let unsigned = parse_zone_text("example.test", text, "test").unwrap();
+        let loaded = signed(&unsigned);
+        let records = file_records(&loaded);
+        let served = Served::first(&loaded, records.clone(), Vec::new());
+        assert!(served.next(&loaded, &records, Vec::new()).is_none(), "the same signing");
+        let again = served.next(&signed(&unsigned), &records, Vec::new()).expect("signed afresh");
+        assert_eq!(again.serial(), 6);
+        assert_eq!(again.next(&unsigned, &records, Vec::new()).map(|next| next.serial()), Some(7), "no longer signed");
     }
 }
