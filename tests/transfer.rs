@@ -619,6 +619,12 @@ fn pharos_notifies_each_new_serial_signed_and_retries_until_answered() {
     assert_eq!(serial, 2024010102, "a NOTIFY for the new serial");
     acknowledge(&secondary, &changed, from);
     wait_until("both acknowledged", || pharos.log().matches("NOTIFY acknowledged").count() == 2);
+    let (_, metrics) = request("GET", &format!("{api}/metrics"), Some(API_TOKEN), None);
+    let metrics = metrics.as_str().unwrap().to_string();
+    for (outcome, count) in [("sent", 3), ("acknowledged", 2)] {
+        let line = format!("pharos_notifies_total{{zone=\"example.com.\",outcome=\"{outcome}\"}} {count}");
+        assert!(metrics.contains(&line), "{line} in\n{metrics}");
+    }
 }
 
 /// The serial `server` serves and what it answers for the apex's and the

@@ -45,6 +45,7 @@ pub struct ControlActivity {
     health_transitions: Family<ReplicaLabels, Counter>,
     load_rounds: Family<[(&'static str, String); 1], Counter>,
     catch_up_reads: Counter,
+    notifies: Family<[(&'static str, String); 2], Counter>,
 }
 
 impl Default for ControlActivity {
@@ -58,6 +59,7 @@ impl Default for ControlActivity {
             health_transitions: Family::default(),
             load_rounds: Family::default(),
             catch_up_reads: Counter::default(),
+            notifies: Family::default(),
         }
     }
 }
@@ -94,6 +96,12 @@ impl ControlActivity {
         self.catch_up_reads.inc();
     }
 
+    /// A NOTIFY for `zone` was sent, or ended as `outcome`
+    /// ("acknowledged", "refused", "given_up").
+    pub fn notify(&self, zone: &str, outcome: &'static str) {
+        self.notifies.get_or_create(&[("zone", zone.to_string()), ("outcome", outcome.to_string())]).inc();
+    }
+
     fn register(&self, registry: &mut Registry) {
         registry.register("pharos_control_commits", "Group commits of the control plane", self.commits.clone());
         registry.register("pharos_control_commit_batch_edits", "Edits per group commit", self.commit_batch.clone());
@@ -112,6 +120,7 @@ impl ControlActivity {
         registry.register("pharos_health_transitions", "Replicas going up or down", self.health_transitions.clone());
         registry.register("pharos_load_control_rounds", "Load-control rounds run", self.load_rounds.clone());
         registry.register("pharos_store_catch_up_reads", "Reads of the shared store's change log", self.catch_up_reads.clone());
+        registry.register("pharos_notifies", "NOTIFYs sent to secondaries, and how each ended", self.notifies.clone());
     }
 }
 

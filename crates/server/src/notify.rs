@@ -4,7 +4,8 @@
 //! secondary is sent the NOTIFY (`pharos_answer::notify_message`, signed
 //! with the zone's first transfer key if it lists any) over UDP, again
 //! after 1, 2, 4 and 8 seconds until its reply comes, and given up after
-//! the fifth try; each outcome is logged. A newer serial replaces a NOTIFY
+//! the fifth try; each outcome is logged and counted (`pharos_notifies`,
+//! by zone and outcome). A newer serial replaces a NOTIFY
 //! still being retried for the same secondary.
 //!
 //! The control thread hands the task a [`Plan`] after each publication
@@ -25,6 +26,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use crate::config::Config;
+use crate::control::Published;
 use crate::data::unix_millis;
 
 /// How many times a NOTIFY is sent before the secondary is given up on.
@@ -77,7 +79,7 @@ type Sending = (u32, AbortHandle);
 
 /// Runs until the plan's sender is dropped: notifies each secondary of
 /// every serial it has not been notified of yet.
-pub async fn run(mut plans: watch::Receiver<Plan>) {
+pub async fn run(mut plans: watch::Receiver<Plan>, published: Arc<Published>) {
     let mut sent: HashMap<(Box<[u8]>, SocketAddr), Sending> = HashMap::new();
     loop {
         let plan = plans.borrow_and_update().clone();
@@ -92,7 +94,7 @@ pub async fn run(mut plans: watch::Receiver<Plan>) {
                     if let Some((_, older)) = sent.remove(&key) {
                         older.abort();
                     }
-                    let task = tokio::spawn(notify(notice.clone(), secondary));
+                    let task = tokio::spawn(notify(notice.clone(), secondary, published.clone()));
                     sent.insert(key, (notice.serial, task.abort_handle()));
                 }
             }
@@ -122,8 +124,10 @@ fn notice_of(snapshot: &Snapshot, origin: &[u8]) -> Option<Notice> {
     })
 }
 
-/// Sends `notice` to `secondary` until it replies or the tries run out.
-async fn notify(notice: Notice, secondary: SocketAddr) {
+/// Sends `notice` to `secondary` until it replies or the tries run out,
+/// counting each message sent and the outcome in `published`'s activity.
+async fn notify(notice: Notice, secondary: SocketAddr, published: Arc<Published>) {
+    let count = |outcome| published.activity.notify(&notice.zone, outcome);
     let (zone, serial) = (&notice.zone, notice.serial);
     let local: SocketAddr = if secondary.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
     let socket = match UdpSocket::bind(local).await {
@@ -135,18 +139,24 @@ async fn notify(notice: Notice, secondary: SocketAddr) {
     let mut wait = FIRST_WAIT;
     for attempt in 1..=TRIES {
         let message = notify_message(id, &notice.origin, &notice.soa, notice.ttl, notice.key.as_ref(), unix_millis() / 1000);
-        if let Err(error) = socket.send_to(&message, secondary).await {
-            tracing::debug!(%zone, %secondary, attempt, "NOTIFY not sent: {error}");
+        match socket.send_to(&message, secondary).await {
+            Ok(_) => count("sent"),
+            Err(error) => tracing::debug!(%zone, %secondary, attempt, "NOTIFY not sent: {error}"),
         }
         if let Ok(rcode) = tokio::time::timeout(wait, reply(&socket, secondary, &message)).await {
             let signed = notice.key.is_some();
-            return match rcode {
-                0 => tracing::info!(%zone, %secondary, serial, attempt, signed, "NOTIFY acknowledged"),
-                rcode => tracing::warn!(%zone, %secondary, serial, rcode, signed, "NOTIFY refused"),
-            };
+            if rcode == 0 {
+                count("acknowledged");
+                tracing::info!(%zone, %secondary, serial, attempt, signed, "NOTIFY acknowledged");
+            } else {
+                count("refused");
+                tracing::warn!(%zone, %secondary, serial, rcode, signed, "NOTIFY refused");
+            }
+            return;
         }
         wait *= 2;
     }
+    count("given_up");
     tracing::warn!(%zone, %secondary, serial, tries = TRIES, "NOTIFY given up: no reply");
 }
 

@@ -124,7 +124,7 @@ impl ControlHandle {
         let snapshot = control.snapshot().clone();
         let bgp = control.config().bgp.clone();
         let probe_plan = control.probe_plan();
-        tokio::spawn(notify::run(control.notify_plan()));
+        tokio::spawn(notify::run(control.notify_plan(), published.clone()));
         control.follow_store(follower_news(requests.clone(), published.clone()));
         std::thread::Builder::new().name("control".into()).spawn(move || serve(control, queue, window))?;
         let handle = ControlHandle { requests, published, snapshot };
