@@ -171,14 +171,17 @@ fn start_knot(knotd: &Path, port: u16, primary: Option<SocketAddr>, key: Option<
         None => conf.push_str(&format!("zone:\n  - domain: {ZONE}.\n    file: example.com.zone\n    acl: loopback\n")),
         Some(primary) => conf.push_str(&format!(
             "{}remote:\n  - id: pharos\n    address: {}@{}\n{}\
-             zone:\n  - domain: {ZONE}.\n    file: secondary.zone\n    master: pharos\n    acl: loopback\n",
+             zone:\n  - domain: {ZONE}.\n    file: secondary.zone\n    master: pharos\n    acl: [loopback{}]\n",
+            // With a key, NOTIFYs signed by it are accepted too.
             key.map_or(String::new(), |key| format!(
-                "key:\n  - id: {}\n    algorithm: hmac-sha256\n    secret: {}\n",
+                "key:\n  - id: {0}\n    algorithm: hmac-sha256\n    secret: {1}\n\
+                 acl:\n  - id: signed\n    address: 127.0.0.0/8\n    action: notify\n    key: {0}\n",
                 key.name, key.secret
             )),
             primary.ip(),
             primary.port(),
             key.map_or(String::new(), |key| format!("    key: {}\n", key.name)),
+            if key.is_some() { ", signed" } else { "" },
         )),
     }
     std::fs::write(dir.path().join("knot.conf"), conf).unwrap();
@@ -675,18 +678,24 @@ fn knot_and_nsd_follow_notify_after_api_and_file_changes_by_ixfr() {
 }
 
 #[test]
-fn nsd_follows_a_signed_notify_with_the_key() {
-    let Some(nsd) = require("nsd", "nsd") else { return };
+fn knot_and_nsd_follow_a_notify_signed_with_their_key() {
+    let (Some(knotd), Some(nsd)) = (require("knotd", "knot"), require("nsd", "nsd")) else { return };
     let address = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let nsd_port = free_port();
-    let secondary = SocketAddr::from(([127, 0, 0, 1], nsd_port));
-    let (pharos, api) = start_primary_with_api(address, Some(&KEY), &format!("notify = [\"{secondary}\"]\n"));
+    let (knot_port, nsd_port) = (free_port(), free_port());
+    let at = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+    let notify = format!("notify = [\"{}\", \"{}\"]\n", at(knot_port), at(nsd_port));
+    let (pharos, api) = start_primary_with_api(address, Some(&KEY), &notify);
+    let mut knot = start_knot(&knotd, knot_port, Some(address), Some(&KEY));
     let mut nsd = start_nsd(&nsd, nsd_port, address, Some(&KEY));
-    nsd.wait_for_zone("nsd", secondary);
+    knot.wait_for_zone("knotd", at(knot_port));
+    nsd.wait_for_zone("nsd", at(nsd_port));
     set_enabled(&api, "b", false);
-    wait_for_serial(&[("nsd", secondary)], address, 2024010102, &["192.0.2.10"]);
+    wait_for_serial(&[("knotd", at(knot_port)), ("nsd", at(nsd_port))], address, 2024010102, &["192.0.2.10"]);
+    assert!(knot.log().contains("notify, incoming, remote 127.0.0.1"), "{}", knot.log());
     assert!(nsd.log().contains("TSIG verified with key xfr-key"), "{}", nsd.log());
     assert!(nsd.log().contains("notify for example.com. from 127.0.0.1 serial 2024010102"), "{}", nsd.log());
-    assert_eq!(differences_sent(&pharos, 2024010101, 2024010102), 1, "by IXFR:\n{}", pharos.log());
-    assert!(pharos.log().contains("signed=true"), "{}", pharos.log());
+    assert_eq!(differences_sent(&pharos, 2024010101, 2024010102), 2, "both by IXFR:\n{}", pharos.log());
+    let acknowledged =
+        || pharos.log().lines().filter(|line| line.contains("NOTIFY acknowledged") && line.contains("serial=2024010102")).count();
+    wait_until("both acknowledge the signed NOTIFY of the change", || acknowledged() == 2);
 }
