@@ -9,7 +9,8 @@
 //! probes and their hysteresis ([`probe`], [`health`]), weighed with the
 //! other nodes' on a shared store ([`quorum`]); load control in
 //! timed rounds ([`load_control`], [`load`]); and the one builder of the
-//! snapshot the query path answers from ([`snapshot`]). No sockets,
+//! snapshot the query path answers from, which moves a zone's serial when
+//! what a secondary would transfer of it changes ([`snapshot`]). No sockets,
 //! threads or clocks: times are Unix milliseconds, passed in.
 
 pub mod edit;

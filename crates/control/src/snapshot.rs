@@ -39,8 +39,9 @@ pub struct SnapshotBuilder {
     file_records: Vec<Arc<[Record]>>,
     settings: Settings,
     frozen: Option<Frozen>,
-    /// What each zone (by origin) served in the last build kept.
-    served: Vec<Served>,
+    /// What each zone (by origin) served in the last build kept; shared
+    /// with the next build while it does not change.
+    served: Vec<Arc<Served>>,
     /// The regions last kept, and the declarations they were built from.
     regions: Option<(Vec<RegionSpec>, BuiltRegions)>,
 }
@@ -50,7 +51,7 @@ pub struct Built {
     pub snapshot: Snapshot,
     frozen: Frozen,
     regions: (Vec<RegionSpec>, BuiltRegions),
-    served: Vec<Served>,
+    served: Vec<Arc<Served>>,
 }
 
 impl SnapshotBuilder {
@@ -84,7 +85,7 @@ impl SnapshotBuilder {
         let routes = build_routes_with(declared, sources, &regions, service_name).map_err(ControlError::Invalid)?;
         let names = sorted_names(&routes);
         let served = self.versions(&routes);
-        let serials: Vec<u32> = served.iter().map(Served::serial).collect();
+        let serials: Vec<u32> = served.iter().map(|served| served.serial()).collect();
         let frozen = match &self.frozen {
             Some(frozen) if frozen.reserved == names && frozen.serials == serials => frozen.clone(),
             _ => freeze(&self.loaded, names, &served)?,
@@ -95,7 +96,7 @@ impl SnapshotBuilder {
 
     /// What each loaded zone serves with `routes`: what it served, or the
     /// version after it if a secondary would see a change.
-    fn versions(&self, routes: &Routes) -> Vec<Served> {
+    fn versions(&self, routes: &Routes) -> Vec<Arc<Served>> {
         let mut routed: Vec<Vec<Record>> = vec![Vec::new(); self.loaded.len()];
         for (owner, service) in &routes.services {
             // A service outside every zone is refused when the zones are frozen.
@@ -106,8 +107,8 @@ impl SnapshotBuilder {
         let zones = self.loaded.iter().zip(&self.file_records).zip(routed);
         zones
             .map(|((zone, records), routed)| match self.served.iter().find(|served| served.origin() == &*zone.origin) {
-                Some(served) => served.next(zone, records, routed).unwrap_or_else(|| served.clone()),
-                None => Served::first(zone, records.clone(), routed),
+                Some(served) => served.next(zone, records, routed).map_or_else(|| served.clone(), Arc::new),
+                None => Arc::new(Served::first(zone, records.clone(), routed)),
             })
             .collect()
     }
@@ -163,7 +164,7 @@ fn sorted_names(routes: &Routes) -> Vec<(Box<[u8]>, Vec<u16>)> {
 
 /// Freezes `loaded` zones, each serving its version in `served`, with
 /// every service name in `names` reserved.
-fn freeze(loaded: &[Zone], names: Vec<(Box<[u8]>, Vec<u16>)>, served: &[Served]) -> Result<Frozen, ControlError> {
+fn freeze(loaded: &[Zone], names: Vec<(Box<[u8]>, Vec<u16>)>, served: &[Arc<Served>]) -> Result<Frozen, ControlError> {
     let mut zones = loaded.to_vec();
     for (zone, version) in zones.iter_mut().zip(served) {
         version.apply_to(zone);
@@ -172,7 +173,7 @@ fn freeze(loaded: &[Zone], names: Vec<(Box<[u8]>, Vec<u16>)>, served: &[Served])
         reserve_in_zone(&mut zones, service, routed_types)?;
     }
     let set = ZoneSet::new(zones).map_err(ControlError::Zones)?;
-    Ok(Frozen { set: Arc::new(set), reserved: names, serials: served.iter().map(Served::serial).collect() })
+    Ok(Frozen { set: Arc::new(set), reserved: names, serials: served.iter().map(|served| served.serial()).collect() })
 }
 
 /// The index of the most specific zone containing `owner`.
