@@ -1,7 +1,8 @@
 //! `GET /metrics` of the real server: the token on the control listener and
 //! none on the metrics listener; exact deltas of the query counters for a
-//! known set of queries over every transport; `promtool check metrics` on a
-//! real scrape; and a real Prometheus scraping the server. Loopback only;
+//! known set of queries over every transport; none of them with counting
+//! off; `promtool check metrics` on a real scrape, counting on and off; and
+//! a real Prometheus scraping the server. Loopback only;
 //! every wait has a deadline.
 
 use std::collections::BTreeMap;
@@ -394,12 +395,19 @@ fn without_the_resolver_view_nothing_is_tallied() {
 
 #[test]
 fn promtool_accepts_a_real_scrape() {
-    if Command::new("promtool").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
-        return skip("`promtool` is not installed (Debian package `prometheus`)");
-    }
     let server = start_metered();
     udp_exchange(server.pharos.address, &query_from_europe(1, "svc.example.test"));
     let text = scrape_text(&server.metrics, None);
+    assert_eq!(samples(&text)["pharos_dns_counting"], 1.0);
+    promtool_check(&text);
+}
+
+/// `promtool check metrics` must find nothing to say about `text`; a
+/// loud skip if promtool is not installed.
+fn promtool_check(text: &str) {
+    if Command::new("promtool").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+        return skip("`promtool` is not installed (Debian package `prometheus`)");
+    }
     let mut promtool = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -411,6 +419,39 @@ fn promtool_accepts_a_real_scrape() {
     let output = promtool.wait_with_output().unwrap();
     let said = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success() && said.trim().is_empty(), "promtool: {said}\non:\n{text}");
+}
+
+/// With `[metrics] counting = false`, queries over UDP and pipelined TCP
+/// (routed ones too) leave no trace in a scrape: the query families are
+/// absent, the switch says 0, the rest is still there, and promtool
+/// accepts the text.
+#[test]
+fn with_counting_off_a_scrape_has_no_query_families_and_is_still_valid() {
+    let server = start_metered_with_metrics("", "counting = false\n");
+    let address = server.pharos.address;
+    for id in 0..4 {
+        udp_exchange(address, &query_from_europe(id, "svc.example.test"));
+    }
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for id in 0..3 {
+        stream.write_all(&framed(&query_from_europe(id, "svc.example.test"))).unwrap();
+    }
+    for _ in 0..3 {
+        read_frame(&mut stream).unwrap();
+    }
+    let text = scrape_text(&server.metrics, None);
+    drop(stream);
+    let scraped = samples(&text);
+    assert_eq!(scraped["pharos_dns_counting"], 0.0, "{text}");
+    assert_eq!(scraped["pharos_connections_open"], 1.0, "what is not counted per query is still there: {text}");
+    for family in ["pharos_dns_queries", "pharos_dns_responses", "pharos_dns_answer", "pharos_routing_decisions", "pharos_split_"] {
+        assert!(!text.contains(family), "{family} is counted on the query path: {text}");
+    }
+    let (status, reported) = request("GET", &format!("{}/v1/split", server.api), Some(TOKEN), None);
+    assert_eq!(status, 200, "{reported}");
+    assert_eq!(reported["splits"], serde_json::json!([]), "no decisions counted, no split");
+    promtool_check(&text);
 }
 
 /// A Prometheus server, killed when dropped.

@@ -85,6 +85,18 @@ class Pharos(Server):
                 "--zone", "%s=%s" % (ZONE, self.zonefile), "--threads", "1"]
 
 
+class PharosNoMetrics(Pharos):
+    """The same build and flags with `[metrics] counting = false`: beside
+    `pharos` in one run, the q/s ratio is what counting costs (issue 17)."""
+    name = "pharos-nometrics"
+    threads = Pharos.threads + ", [metrics] counting = false"
+
+    def prepare(self):
+        exe, command, *flags = super().prepare()
+        conf = self._write("pharos.toml", "# written by bench/peers\n[metrics]\ncounting = false\n")
+        return [exe, command, "--config", conf] + flags
+
+
 class Knot(Server):
     name = "knot"
     binary = "knotd"
@@ -261,10 +273,11 @@ options => {{
         return ["gdnsd", "-c", d, "start"]
 
 
-ALL = [Pharos, Knot, Nsd, Bind, PowerDns, Gdnsd]
+ALL = [Pharos, Knot, Nsd, Bind, PowerDns, Gdnsd, PharosNoMetrics]
 BY_NAME = {c.name: c for c in ALL}
 # Offsets from --base-port, fixed per server so logs and configs are stable.
-PORT_OFFSET = {"pharos": 0, "knot": 1, "nsd": 2, "bind": 3, "pdns": 4, "gdnsd": 5}
+PORT_OFFSET = {"pharos": 0, "knot": 1, "nsd": 2, "bind": 3, "pdns": 4, "gdnsd": 5,
+               "pharos-nometrics": 6}
 
 
 def pdns_base_conf(directory, port, backend=None):

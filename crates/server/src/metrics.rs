@@ -7,7 +7,11 @@
 //! health of every probed replica, the kernel fast path's counters, what
 //! response rate limiting limited, the
 //! age of the proximity data and the store. Every label is a name the
-//! operator chose or one fixed here: nothing is keyed by client.
+//! operator chose or one fixed here: nothing is keyed by client. With
+//! counting off (`[metrics] counting = false`) the families counted on the
+//! query path (queries, responses, latency, decisions and the split made
+//! of them) are left out, not written as zeros a rate would take for no
+//! traffic, and `pharos_dns_counting` says 0.
 
 use pharos_control::ControlError;
 use pharos_control::health::ReplicaHealth;
@@ -131,6 +135,8 @@ fn replica_labels(service: &str, replica: &str) -> ReplicaLabels {
 /// Everything read afresh for one scrape.
 #[derive(Debug)]
 struct Scrape {
+    /// Whether the transports count (then `totals` and `splits` mean something).
+    counting: bool,
     totals: Totals,
     connections: counts::Connections,
     handshakes: [counts::Handshakes; 4],
@@ -153,6 +159,7 @@ struct Scrape {
 pub async fn render(control: &ControlHandle, limits: &UdpLimits) -> Result<String, ControlError> {
     let state = control.state();
     let scrape = Scrape {
+        counting: counts::counting_queries(),
         totals: counts::totals(),
         connections: counts::connections(),
         handshakes: counts::handshakes(),
@@ -225,14 +232,19 @@ fn gauge(value: i64) -> ConstGauge<i64> {
 
 impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
-        self.encode_queries(&mut encoder)?;
-        self.encode_decisions(&mut encoder)?;
+        let counting = [(vec![], gauge(i64::from(self.counting)))];
+        let help = "1 when the DNS transports count queries, 0 when [metrics] counting is off and the query families are left out";
+        family(&mut encoder, "pharos_dns_counting", help, None, MetricType::Gauge, counting)?;
+        if self.counting {
+            self.encode_queries(&mut encoder)?;
+            self.encode_decisions(&mut encoder)?;
+            self.encode_splits(&mut encoder)?;
+        }
         self.encode_connections(&mut encoder)?;
         self.encode_health(&mut encoder)?;
         self.encode_fastpath(&mut encoder)?;
         self.encode_rrl(&mut encoder)?;
-        self.encode_data(&mut encoder)?;
-        self.encode_splits(&mut encoder)
+        self.encode_data(&mut encoder)
     }
 }
 

@@ -46,6 +46,7 @@ impl Server {
         let api = api::start(listeners, control.clone(), limits.clone())?;
         // Logging before the first query can arrive.
         let dnstap = config.dnstap.as_ref().map(|dnstap| dnstap::start(dnstap.settings()?)).transpose()?;
+        pharos_transport::metrics::count_queries(config.metrics.counting);
         pharos_transport::metrics::tally_resolvers(config.metrics.resolver_view);
         let transports = Transports::start(&config.transport(limits.queries, limits.responses, cookies), &snapshot).await?;
         Ok(Server { config, control, snapshot, transports, api, dnstap })

@@ -11,7 +11,7 @@
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use base64::Engine;
 use base64::alphabet::URL_SAFE;
@@ -92,7 +92,7 @@ impl Connection {
     /// Answers `query` and counts it; its latency runs from the request
     /// read to the answer ready to send.
     fn respond(&self, query: &[u8], version: hyper::Version) -> Result<Response<Full<Bytes>>, Rejection> {
-        let arrived = Instant::now();
+        let counting = metrics::counting(Mechanism::Https);
         let received = SystemTime::now();
         let mut message = Vec::new();
         let current = self.snapshot.load();
@@ -100,7 +100,9 @@ impl Connection {
             let mut rng = self.rng.lock().expect("rng lock");
             respond_with(query, &self.client, &OPTIONS, &current, &mut *rng, &mut message)
         };
-        metrics::count_exchange(Mechanism::Https, answered.as_ref(), self.client.address, arrived.elapsed());
+        if let Some(counting) = counting {
+            counting.exchange(answered.as_ref(), self.client.address);
+        }
         let Some(answered) = answered else {
             return Err(Rejection::new(StatusCode::BAD_REQUEST, "the message is not a DNS query"));
         };

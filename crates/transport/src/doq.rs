@@ -11,7 +11,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use anyhow::Context;
 use pharos_answer::{Client, ResponseOptions, SharedSnapshot, Transport, respond_parsed};
@@ -138,13 +138,15 @@ async fn answer_stream(connection: Arc<Connection>, mut send: SendStream, mut re
 /// latency runs from the query read to the answer ready to send: the send
 /// then waits on the client's flow control.
 fn answer_counted(query: &[u8], parsed: Result<Query<'_>, Reject<'_>>, connection: &Connection, rng: &mut SmallRng) -> Option<Vec<u8>> {
-    let arrived = Instant::now();
+    let counting = metrics::counting(Mechanism::Quic);
     let received = SystemTime::now();
     let current = connection.snapshot.load();
     let mut response = Vec::new();
     let answered =
         push_framed_with(&mut response, |response| respond_parsed(parsed, &connection.client, &OPTIONS, &current, rng, response));
-    metrics::count_exchange(Mechanism::Quic, answered.as_ref(), connection.client.address, arrived.elapsed());
+    if let Some(counting) = counting {
+        counting.exchange(answered.as_ref(), connection.client.address);
+    }
     let answered = answered?;
     dnstap::log(&dnstap::Exchange {
         mechanism: Mechanism::Quic,

@@ -4,7 +4,9 @@
 //! into a shard of its own, found through a thread-local: plain relaxed
 //! loads and stores on the thread's own cache lines, no read-modify-write
 //! and no sharing, since only that thread ever writes them. [`totals`]
-//! merges the shards when a scraper asks, and only then.
+//! merges the shards when a scraper asks, and only then. Counting can be
+//! turned off ([`count_queries`]): a batch then finds no shard and reads
+//! no clock for it.
 //!
 //! What is counted: queries received and responses sent per mechanism,
 //! responses by RCODE and question type class, answer latency per
@@ -19,10 +21,11 @@
 //! ([`drain_resolvers`]): how resolvers' caches skew the split.
 
 use std::collections::BTreeMap;
+use std::marker::PhantomData;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
 
 use pharos_answer::Answered;
 use pharos_route::RegionId;
@@ -159,13 +162,15 @@ struct Shard {
     resolvers: Mutex<Resolvers>,
 }
 
-/// Every shard there has been: a thread's counts outlive the thread.
-static SHARDS: Mutex<Vec<Arc<Shard>>> = Mutex::new(Vec::new());
+/// Every shard there has been: a thread's counts outlive the thread, so
+/// each shard is leaked once, when its thread first counts (one per
+/// thread that ever answered a query).
+static SHARDS: Mutex<Vec<&'static Shard>> = Mutex::new(Vec::new());
 
 thread_local! {
-    static SHARD: Arc<Shard> = {
-        let shard = Arc::new(Shard::default());
-        lock(&SHARDS).push(shard.clone());
+    static SHARD: &'static Shard = {
+        let shard: &'static Shard = Box::leak(Box::default());
+        lock(&SHARDS).push(shard);
         shard
     };
 }
@@ -176,21 +181,44 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Whether the transports count what they answer (`[metrics] counting`).
+static COUNTING: AtomicBool = AtomicBool::new(true);
+
+/// Turns counting on the query path on or off: off, the query families of
+/// [`totals`] stay where they were.
+pub fn count_queries(on: bool) {
+    COUNTING.store(on, Ordering::Relaxed);
+}
+
+pub fn counting_queries() -> bool {
+    COUNTING.load(Ordering::Relaxed)
+}
+
 /// This thread's counts over one mechanism, found once for a batch of
 /// queries (a UDP batch, a read of pipelined TCP queries) rather than
 /// once per response: at the cheapest path's 0.2 us per query, the
 /// thread-local lookup per response was a measurable part of counting.
-pub struct Counting<'s> {
-    shard: &'s Shard,
+/// It also holds when the batch started, for its latency.
+pub struct Counting {
+    shard: &'static Shard,
     mechanism: usize,
+    started: Instant,
+    /// Only this thread writes its shard (see [`OwnCounter`]): a task that
+    /// moved to another thread must not take its counts along.
+    this_thread: PhantomData<*const ()>,
 }
 
-/// Runs `count` with this thread's counts over `mechanism`.
-pub fn counting<R>(mechanism: Mechanism, count: impl FnOnce(&Counting<'_>) -> R) -> R {
-    SHARD.with(|shard| count(&Counting { shard, mechanism: mechanism as usize }))
+/// This thread's counts over `mechanism`, with the batch's start read from
+/// the clock now; `None` when counting is off, without either.
+pub fn counting(mechanism: Mechanism) -> Option<Counting> {
+    if !counting_queries() {
+        return None;
+    }
+    let shard = SHARD.with(|shard| *shard);
+    Some(Counting { shard, mechanism: mechanism as usize, started: Instant::now(), this_thread: PhantomData })
 }
 
-impl Counting<'_> {
+impl Counting {
     /// Counts `queries` received, answered or not.
     pub fn received(&self, queries: u64) {
         self.shard.received[self.mechanism].add(queries);
@@ -216,31 +244,34 @@ impl Counting<'_> {
         }
     }
 
-    /// Counts `answers` responses, each `elapsed` after its query was
-    /// received: once per batch, so a stream of pipelined queries reads
-    /// the clock once per read, not once per query (measured: a clock
-    /// read per query cost pipelined TCP a third of its rate).
-    pub fn latency(&self, answers: u64, elapsed: Duration) {
+    /// Counts `answers` responses, each as long after its query was
+    /// received as the batch has taken until now: one clock read per
+    /// batch, so a stream of pipelined queries reads the clock once per
+    /// read, not once per query (measured: a clock read per query cost
+    /// pipelined TCP a third of its rate).
+    pub fn latency(&self, answers: u64) {
         if answers == 0 {
             return;
         }
-        let elapsed_ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        let elapsed_ns = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.count_latency(answers, elapsed_ns);
+    }
+
+    fn count_latency(&self, answers: u64, elapsed_ns: u64) {
         let bucket = LATENCY_BOUNDS_NS.iter().position(|&bound| elapsed_ns <= bound).unwrap_or(LATENCY_BOUNDS_NS.len());
         self.shard.latency[self.mechanism][bucket].add(answers);
         self.shard.latency_sum_ns[self.mechanism].add(elapsed_ns.saturating_mul(answers));
     }
-}
 
-/// One query received, answered (or not) and timed over `mechanism`: for
-/// the mechanisms that answer a query at a time (DoH, DoQ).
-pub fn count_exchange(mechanism: Mechanism, answered: Option<&Answered<'_>>, client: IpAddr, elapsed: Duration) {
-    counting(mechanism, |counting| {
-        counting.received(1);
+    /// Counts one query received, answered (or not) and timed: for the
+    /// mechanisms that answer a query at a time (DoH, DoQ).
+    pub fn exchange(&self, answered: Option<&Answered<'_>>, client: IpAddr) {
+        self.received(1);
         if let Some(answered) = answered {
-            counting.answered(answered, || Some(client));
-            counting.latency(1, elapsed);
+            self.answered(answered, || Some(client));
+            self.latency(1);
         }
-    });
+    }
 }
 
 fn count_decision(decisions: &mut Decisions, service: &str, replica: &str, region: RegionId) {
@@ -537,6 +568,11 @@ mod tests {
         assert_eq!(first, &ResolverAnswers { answers: 2, cached_seconds: BTreeMap::from([("fra".into(), 1), ("sin".into(), 30)]) });
     }
 
+    /// This thread's counts over `mechanism`: counting is on in unit tests.
+    fn counting_here(mechanism: Mechanism) -> Counting {
+        counting(mechanism).expect("counting is on unless a server turns it off")
+    }
+
     #[test]
     fn every_thread_counts_apart_and_the_totals_merge_them() {
         let before = totals();
@@ -544,12 +580,13 @@ mod tests {
         let threads: Vec<_> = (0..3)
             .map(|_| {
                 std::thread::spawn(move || {
-                    counting(Mechanism::Tls, |counting| {
-                        counting.received(2);
-                        counting.answered(&counted(3, Some(types::AAAA)), || None);
-                        counting.latency(1, Duration::from_micros(30));
-                    });
-                    count_exchange(Mechanism::Tls, Some(&counted(23, None)), IpAddr::from([192, 0, 2, 1]), Duration::from_secs(2));
+                    let counting = counting_here(Mechanism::Tls);
+                    counting.received(2);
+                    counting.answered(&counted(3, Some(types::AAAA)), || None);
+                    counting.count_latency(1, 30_000);
+                    let exchange = counting_here(Mechanism::Tls);
+                    exchange.exchange(Some(&counted(23, None)), IpAddr::from([192, 0, 2, 1]));
+                    exchange.count_latency(1, 2_000_000_000);
                 })
             })
             .collect();
@@ -563,17 +600,17 @@ mod tests {
         let bucket = |totals: &Totals, index: usize| totals.latency[tls].buckets[index];
         assert_eq!(bucket(&after, 2) - bucket(&before, 2), 3, "30 us falls at or under 50 us");
         assert_eq!(bucket(&after, LATENCY_BUCKETS - 1) - bucket(&before, LATENCY_BUCKETS - 1), 3, "2 s is past every bound");
-        assert_eq!(after.latency[tls].sum_ns - before.latency[tls].sum_ns, 3 * (30_000 + 2_000_000_000));
+        let answers = |totals: &Totals| totals.latency[tls].buckets.iter().sum::<u64>();
+        assert_eq!(answers(&after) - answers(&before), 9, "the exchanges' own latencies, and the counted ones");
     }
 
     #[test]
     fn a_batch_counts_its_latency_once_for_every_answer_and_an_empty_batch_nothing() {
         let before = totals();
         std::thread::spawn(|| {
-            counting(Mechanism::Https, |counting| {
-                counting.latency(4, Duration::from_micros(100));
-                counting.latency(0, Duration::from_secs(9));
-            })
+            let counting = counting_here(Mechanism::Https);
+            counting.count_latency(4, 100_000);
+            counting.latency(0);
         })
         .join()
         .unwrap();

@@ -235,44 +235,44 @@ async fn write_answers(stream: &mut (impl AsyncWrite + Unpin), output: &[u8], ti
 /// write (the whole read's, as for a UDP batch): how long the write then
 /// takes is the client's reading.
 fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, rng: &mut SmallRng, output: &mut Vec<u8>) -> usize {
-    let arrived = Instant::now();
+    let counting = metrics::counting(connection.mechanism);
     let received = SystemTime::now();
     let current = snapshot.load();
     let mut unread = input;
-    metrics::counting(connection.mechanism, |counting| {
-        let (mut received_count, mut answered_count) = (0, 0);
-        while let Ok((message, rest)) = split_frame(unread) {
-            let start = output.len();
-            let answered = match parse_query(message) {
-                // A zone transfer is many messages, framed one by one.
-                Ok(query) if query.question.as_ref().is_some_and(is_transfer) => {
-                    Some(transfer(&query, connection, &current, received, output))
-                }
-                parsed => push_framed_with(output, |output| {
-                    respond_parsed(parsed, &connection.client, &connection.options, &current, rng, output)
-                }),
-            };
-            received_count += 1;
-            if let Some(answered) = answered {
-                answered_count += 1;
-                counting.answered(&answered, || Some(connection.peer.ip()));
-                dnstap::log(&dnstap::Exchange {
-                    mechanism: connection.mechanism,
-                    client: connection.peer,
-                    server: connection.server,
-                    query: message,
-                    // The first message of a transfer stands for it.
-                    response: split_frame(&output[start..]).map_or(&[][..], |(first, _)| first),
-                    received,
-                    routed: answered.routed,
-                    http: None,
-                });
+    let (mut received_count, mut answered_count) = (0, 0);
+    while let Ok((message, rest)) = split_frame(unread) {
+        let start = output.len();
+        let answered = match parse_query(message) {
+            // A zone transfer is many messages, framed one by one.
+            Ok(query) if query.question.as_ref().is_some_and(is_transfer) => Some(transfer(&query, connection, &current, received, output)),
+            parsed => {
+                push_framed_with(output, |output| respond_parsed(parsed, &connection.client, &connection.options, &current, rng, output))
             }
-            unread = rest;
+        };
+        received_count += 1;
+        if let Some(answered) = answered {
+            answered_count += 1;
+            if let Some(counting) = &counting {
+                counting.answered(&answered, || Some(connection.peer.ip()));
+            }
+            dnstap::log(&dnstap::Exchange {
+                mechanism: connection.mechanism,
+                client: connection.peer,
+                server: connection.server,
+                query: message,
+                // The first message of a transfer stands for it.
+                response: split_frame(&output[start..]).map_or(&[][..], |(first, _)| first),
+                received,
+                routed: answered.routed,
+                http: None,
+            });
         }
+        unread = rest;
+    }
+    if let Some(counting) = counting {
         counting.received(received_count);
-        counting.latency(answered_count, arrived.elapsed());
-    });
+        counting.latency(answered_count);
+    }
     input.len() - unread.len()
 }
 

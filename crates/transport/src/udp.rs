@@ -317,22 +317,22 @@ pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, defenc
                 continue;
             }
         };
+        let counting = metrics::counting(Mechanism::Udp);
         let arrived = Instant::now();
         let received_at = dnstap::logging().then(SystemTime::now);
         let current = snapshot.load();
         let unix_seconds = defences.cookies.as_ref().map_or(0, |_| unix_seconds());
         let answers = batch.answer(received, &current, &mut rng, &defences, BatchTime { arrived, unix_seconds });
         batch.send(fd, answers.ready);
-        // Every query of the batch waited for the whole batch.
-        let elapsed = arrived.elapsed();
-        metrics::counting(Mechanism::Udp, |counting| {
+        if let Some(counting) = counting {
             counting.received(received as u64);
             // The first `ready` responses are all set.
             for (answered, &index) in answers.said.iter().flatten().zip(&answers.datagram) {
                 counting.answered(answered, || peer_address(&batch.peers[index]).map(|peer| peer.ip()));
             }
-            counting.latency(answers.ready as u64, elapsed);
-        });
+            // Every query of the batch waited for the whole batch.
+            counting.latency(answers.ready as u64);
+        }
         if let Some(received_at) = received_at {
             batch.log(&answers, server, received_at);
         }
