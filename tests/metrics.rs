@@ -385,6 +385,40 @@ fn a_busy_resolver_shows_in_the_caching_skew() {
     assert_eq!(scraped[series], 21.0, "the window keeps the tallies a reading drained");
 }
 
+/// Twice as many resolvers as a thread has slots, each asking once: some
+/// are not tallied (counted in `untallied_answers`), every answer is
+/// either tallied or counted so, and the cached split of those tallied
+/// is the realized split of all, as it must be when each resolver got
+/// one answer.
+#[test]
+fn more_resolvers_than_slots_are_sampled_and_the_rest_counted_untallied() {
+    let declarations = Declarations::new()
+        .service("wide.example.test")
+        .policy("region-probabilities")
+        .replica("fra", "192.0.2.10")
+        .replica("sin", "192.0.2.20")
+        .probabilities("default", &[("fra", 0.5, 60), ("sin", 0.5, 60)])
+        .toml();
+    let server = start_metered_with_metrics(&declarations, "resolver_view = true\n");
+    // One UDP worker (threads = 1) tallies into 8,192 slots.
+    let resolvers: u16 = 2 * 8192;
+    for number in 0..resolvers {
+        let source = Ipv4Addr::new(127, 20, (number / 254) as u8, (number % 254 + 1) as u8);
+        udp_exchange_from(source, server.pharos.address, &query_bytes(number, "wide.example.test", Rtype::A));
+    }
+    let (status, reported) = request("GET", &format!("{}/v1/split", server.api), Some(TOKEN), None);
+    assert_eq!(status, 200, "{reported}");
+    let split = reported["splits"].as_array().unwrap().iter().find(|split| split["service"] == "wide.example.test").unwrap().clone();
+    let tallied = split["resolvers"]["resolvers"].as_u64().unwrap();
+    let untallied = reported["untallied_answers"].as_u64().unwrap();
+    assert!(untallied > 0 && tallied <= 8192, "{tallied} tallied, {untallied} not");
+    assert_eq!(tallied + untallied, u64::from(resolvers), "one answer each: tallied or counted untallied");
+    assert_eq!(split["answers"], u64::from(resolvers), "the realized split counts every answer");
+    let fra = split["replicas"].as_array().unwrap().iter().find(|share| share["replica"] == "fra").unwrap();
+    let (realized, cached) = (fra["realized"].as_f64().unwrap(), fra["cached"].as_f64().unwrap());
+    assert!((realized - cached).abs() < 0.03, "a sample of {tallied} estimates the split of all: {split}");
+}
+
 #[test]
 fn without_the_resolver_view_nothing_is_tallied() {
     let server = start_metered();

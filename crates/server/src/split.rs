@@ -100,8 +100,9 @@ pub struct ReplicaShare {
 pub struct Splits {
     pub window_seconds: f64,
     pub splits: Vec<Split>,
-    /// Routed answers to resolvers beyond what the transports tally at
-    /// once, since the start; `None` unless resolvers are tallied.
+    /// Routed answers the transports did not tally (their resolver found
+    /// its slot taken), since the start; `None` unless resolvers are
+    /// tallied.
     pub untallied_answers: Option<u64>,
 }
 
