@@ -236,7 +236,9 @@ async fn write_answers(stream: &mut (impl AsyncWrite + Unpin), output: &[u8], ti
 /// takes is the client's reading.
 fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, rng: &mut SmallRng, output: &mut Vec<u8>) -> usize {
     let counting = metrics::counting(connection.mechanism);
-    let received = SystemTime::now();
+    // Whether the query log runs, asked once per read: without it, a query
+    // reads no wall clock and builds nothing for it.
+    let logged_at = dnstap::logging().then(SystemTime::now);
     let current = snapshot.load();
     let mut unread = input;
     let (mut received_count, mut answered_count) = (0, 0);
@@ -244,7 +246,7 @@ fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, r
         let start = output.len();
         let answered = match parse_query(message) {
             // A zone transfer is many messages, framed one by one.
-            Ok(query) if query.question.as_ref().is_some_and(is_transfer) => Some(transfer(&query, connection, &current, received, output)),
+            Ok(query) if query.question.as_ref().is_some_and(is_transfer) => Some(transfer(&query, connection, &current, output)),
             parsed => {
                 push_framed_with(output, |output| respond_parsed(parsed, &connection.client, &connection.options, &current, rng, output))
             }
@@ -255,17 +257,19 @@ fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, r
             if let Some(counting) = &counting {
                 counting.answered(&answered, || Some(connection.peer.ip()));
             }
-            dnstap::log(&dnstap::Exchange {
-                mechanism: connection.mechanism,
-                client: connection.peer,
-                server: connection.server,
-                query: message,
-                // The first message of a transfer stands for it.
-                response: split_frame(&output[start..]).map_or(&[][..], |(first, _)| first),
-                received,
-                routed: answered.routed,
-                http: None,
-            });
+            if let Some(received) = logged_at {
+                dnstap::log(&dnstap::Exchange {
+                    mechanism: connection.mechanism,
+                    client: connection.peer,
+                    server: connection.server,
+                    query: message,
+                    // The first message of a transfer stands for it.
+                    response: split_frame(&output[start..]).map_or(&[][..], |(first, _)| first),
+                    received,
+                    routed: answered.routed,
+                    http: None,
+                });
+            }
         }
         unread = rest;
     }
@@ -279,14 +283,8 @@ fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, r
 /// Answers a zone transfer query, appending its framed messages to
 /// `output`, and logs it: transfers are rare, and an operator wants to
 /// know who copied which zone, or was refused.
-fn transfer<'s>(
-    query: &Query<'_>,
-    connection: &Stream,
-    snapshot: &'s Snapshot,
-    received: SystemTime,
-    output: &mut Vec<u8>,
-) -> Answered<'s> {
-    let now = received.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |since| since.as_secs());
+fn transfer<'s>(query: &Query<'_>, connection: &Stream, snapshot: &'s Snapshot, output: &mut Vec<u8>) -> Answered<'s> {
+    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |since| since.as_secs());
     let Transferred { answered, sent } =
         respond_transfer(query, &connection.client, snapshot, now, |response| push_framed(output, response));
     let (client, zone, octets) = (connection.peer, name::Display(query.qname()), answered.len);
