@@ -343,20 +343,26 @@ fn the_realized_split_is_what_was_answered_beside_what_is_configured() {
     assert_eq!(scraped[series], 0.25);
 }
 
+/// A server with the resolver view on, answering `service` half to fra
+/// (192.0.2.10), half to sin, for every client.
+fn start_with_resolver_view(service: &str) -> Metered {
+    let declarations = Declarations::new()
+        .service(service)
+        .policy("region-probabilities")
+        .replica("fra", "192.0.2.10")
+        .replica("sin", "192.0.2.20")
+        .probabilities("default", &[("fra", 0.5, 60), ("sin", 0.5, 60)])
+        .toml();
+    start_metered_with_metrics(&declarations, "resolver_view = true\n")
+}
+
 /// One resolver asking 200 times beside 20 asking once each: the
 /// realized split follows the busy one's many draws, the cached split
 /// weighs it as one resolver of 21. Both are recomputed here from the
 /// answers each resolver got.
 #[test]
 fn a_busy_resolver_shows_in_the_caching_skew() {
-    let declarations = Declarations::new()
-        .service("skew.example.test")
-        .policy("region-probabilities")
-        .replica("fra", "192.0.2.10")
-        .replica("sin", "192.0.2.20")
-        .probabilities("default", &[("fra", 0.5, 60), ("sin", 0.5, 60)])
-        .toml();
-    let server = start_metered_with_metrics(&declarations, "resolver_view = true\n");
+    let server = start_with_resolver_view("skew.example.test");
     let fra: IpAddr = "192.0.2.10".parse().unwrap();
     let to_fra = |source: Ipv4Addr, id: u16| {
         let answer = udp_exchange_from(source, server.pharos.address, &query_bytes(id, "skew.example.test", Rtype::A));
@@ -392,14 +398,7 @@ fn a_busy_resolver_shows_in_the_caching_skew() {
 /// one answer.
 #[test]
 fn more_resolvers_than_slots_are_sampled_and_the_rest_counted_untallied() {
-    let declarations = Declarations::new()
-        .service("wide.example.test")
-        .policy("region-probabilities")
-        .replica("fra", "192.0.2.10")
-        .replica("sin", "192.0.2.20")
-        .probabilities("default", &[("fra", 0.5, 60), ("sin", 0.5, 60)])
-        .toml();
-    let server = start_metered_with_metrics(&declarations, "resolver_view = true\n");
+    let server = start_with_resolver_view("wide.example.test");
     // One UDP worker (threads = 1) tallies into 8,192 slots.
     let resolvers: u16 = 2 * 8192;
     for number in 0..resolvers {
