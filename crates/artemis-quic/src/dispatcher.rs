@@ -186,7 +186,7 @@ impl DispatcherConfig {
                 })
                 .collect();
             let service = Service::new(format!("{name}."), replicas, Policy::Weighted, Answering::plain(60, 0));
-            routes.services.insert(wire_name(&name).into(), service);
+            routes.services.insert(wire_name(&name).into(), service.into());
         }
         Ok(routes)
     }

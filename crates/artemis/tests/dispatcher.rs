@@ -31,7 +31,7 @@ fn routes(policy: Policy) -> Arc<Routes> {
     let replicas = vec![replica("a1", "10.0.1.1", "a"), replica("b1", "10.0.2.1", "b")];
     let service = Service::new(format!("{SERVER_NAME}."), replicas, policy, Answering::plain(60, 0));
     let mut routes = Routes::default();
-    routes.services.insert(b"\x03svc\x07example\x04test\x00".to_vec().into(), service);
+    routes.services.insert(b"\x03svc\x07example\x04test\x00".to_vec().into(), service.into());
     Arc::new(routes)
 }
 

@@ -2,8 +2,9 @@
 //! the state machine the server drives: each input (a commit, a probe
 //! result, a load report, a batch of latency measurements, a timer) takes
 //! the time and returns its effects. It is built from: the declarations and
-//! their checks ([`spec`], every error naming the field to fix); the
-//! routing state they make ([`State`], changed by [`Change`]s that the
+//! their checks ([`spec`], every error naming the field to fix), each
+//! service built again only when what it is built from changed
+//! ([`services`]); the routing state they make ([`State`], changed by [`Change`]s that the
 //! operator's [`edit`]s compute, committed in groups by [`group`]); latency
 //! measurements checked before they are kept ([`check_measurements`]);
 //! probes and their hysteresis ([`probe`], [`health`]), weighed with the
@@ -23,6 +24,7 @@ mod measurement;
 pub mod plane;
 pub mod probe;
 pub mod quorum;
+pub mod services;
 pub mod snapshot;
 pub mod spec;
 mod state;

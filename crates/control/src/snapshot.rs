@@ -4,8 +4,9 @@
 //!
 //! A [`SnapshotBuilder`] keeps what the last published build made that the
 //! next one can reuse: the regions (a region table can be large; most
-//! updates do not touch it) and the frozen zones (if the service names did
-//! not change).
+//! updates do not touch it), the services (see [`crate::services`]: only
+//! those a change touches are built again) and the frozen zones (if the
+//! service names and the zones' versions did not change).
 //!
 //! It also keeps what each zone served last ([`Served`]): a build whose
 //! zone files or routed replica sets differ, for a zone, from what it
@@ -16,12 +17,13 @@ use std::sync::Arc;
 
 use pharos_answer::{Settings, Snapshot, routed_records};
 use pharos_route::Routes;
-use pharos_wire::{name, types};
+use pharos_wire::name;
 use pharos_zone::journal::{Record, Served, file_records};
 use pharos_zone::{Zone, ZoneSet};
 
 use crate::error::ControlError;
-use crate::spec::{BuiltRegions, DataSources, Declared, RegionSpec, build_regions, build_routes_with};
+use crate::services::{ServiceBook, routed_types};
+use crate::spec::{BuiltRegions, DataSources, Declared, RegionSpec, build_regions};
 
 /// A frozen zone set and the service names reserved in it (sorted), each
 /// with the address types its replicas have, and the serials it serves.
@@ -44,13 +46,16 @@ pub struct SnapshotBuilder {
     served: Vec<Arc<Served>>,
     /// The regions last kept, and the declarations they were built from.
     regions: Option<(Vec<RegionSpec>, BuiltRegions)>,
+    services: ServiceBook,
 }
 
 /// A snapshot just built, and what the builder keeps if it is published.
 pub struct Built {
     pub snapshot: Snapshot,
     frozen: Frozen,
-    regions: (Vec<RegionSpec>, BuiltRegions),
+    /// Regions built anew, with their declarations.
+    regions: Option<(Vec<RegionSpec>, BuiltRegions)>,
+    services: ServiceBook,
     served: Vec<Arc<Served>>,
 }
 
@@ -58,7 +63,15 @@ impl SnapshotBuilder {
     /// A builder over `loaded` zones that has built nothing yet.
     pub fn new(loaded: Vec<Zone>, settings: Settings) -> SnapshotBuilder {
         let file_records = loaded.iter().map(file_records).collect();
-        SnapshotBuilder { loaded, file_records, settings, frozen: None, regions: None, served: Vec::new() }
+        SnapshotBuilder {
+            loaded,
+            file_records,
+            settings,
+            frozen: None,
+            regions: None,
+            services: ServiceBook::default(),
+            served: Vec::new(),
+        }
     }
 
     /// A builder over newly `loaded` zones and their `settings` (a zone's
@@ -78,20 +91,36 @@ impl SnapshotBuilder {
     /// The snapshot of `declared` over `sources`, checked whole: a
     /// declaration that cannot be served is refused, naming its field.
     pub fn build(&self, declared: &Declared<'_>, sources: &DataSources) -> Result<Built, ControlError> {
-        let regions = match &self.regions {
-            Some((built_from, built)) if built_from == declared.regions => built.clone(),
-            _ => build_regions(declared.regions, sources).map_err(ControlError::Invalid)?,
+        let (regions, built_regions) = match &self.regions {
+            Some((built_from, built)) if built_from == declared.regions => (built.clone(), None),
+            _ => {
+                let built = build_regions(declared.regions, sources).map_err(ControlError::Invalid)?;
+                (built.clone(), Some((declared.regions.to_vec(), built)))
+            }
         };
-        let routes = build_routes_with(declared, sources, &regions, service_name).map_err(ControlError::Invalid)?;
-        let names = sorted_names(&routes);
+        let services = self.services.build(declared, sources, &regions, service_name).map_err(ControlError::Invalid)?;
+        let routes = services.routes(&regions, sources);
         let served = self.versions(&routes);
-        let serials: Vec<u32> = served.iter().map(|served| served.serial()).collect();
-        let frozen = match &self.frozen {
-            Some(frozen) if frozen.reserved == names && frozen.serials == serials => frozen.clone(),
-            _ => freeze(&self.loaded, names, &served)?,
-        };
+        let frozen = self.frozen_for(&routes, services.names_changed(), &served)?;
         let snapshot = Snapshot { zones: frozen.set.clone(), routes, settings: self.settings.clone() };
-        Ok(Built { snapshot, frozen, regions: (declared.regions.to_vec(), regions), served })
+        Ok(Built { snapshot, frozen, regions: built_regions, services, served })
+    }
+
+    /// The zones, each serving its version in `served`, frozen with
+    /// `routes`' service names reserved: those kept, unless the versions,
+    /// the names or their types changed.
+    fn frozen_for(&self, routes: &Routes, names_changed: bool, served: &[Arc<Served>]) -> Result<Frozen, ControlError> {
+        let serials: Vec<u32> = served.iter().map(|served| served.serial()).collect();
+        match &self.frozen {
+            Some(frozen) if !names_changed && frozen.serials == serials => Ok(frozen.clone()),
+            kept => {
+                let names = sorted_names(routes);
+                match kept {
+                    Some(frozen) if frozen.reserved == names && frozen.serials == serials => Ok(frozen.clone()),
+                    _ => freeze(&self.loaded, names, served),
+                }
+            }
+        }
     }
 
     /// What each loaded zone serves with `routes`: what it served, or the
@@ -118,9 +147,10 @@ impl SnapshotBuilder {
     pub fn keep(&mut self, built: Built) -> Snapshot {
         self.frozen = Some(built.frozen);
         self.served = built.served;
-        if self.regions.as_ref().is_none_or(|(specs, _)| *specs != built.regions.0) {
-            self.regions = Some(built.regions);
+        if let Some(regions) = built.regions {
+            self.regions = Some(regions);
         }
+        self.services = built.services;
         built.snapshot
     }
 }
@@ -142,22 +172,10 @@ pub fn service_name(text: &str) -> Result<Box<[u8]>, String> {
     name::from_dotted(text).map(Box::from).map_err(|error| format!("{text:?} is not a domain name ({error:?})"))
 }
 
-/// The service names, sorted, each with the types it answers: those of
-/// its replicas' addresses (A, AAAA), or CNAME for second-tier
-/// redirectors. A signed zone's proofs at the name list them.
+/// The service names, sorted, each with the types it answers.
 fn sorted_names(routes: &Routes) -> Vec<(Box<[u8]>, Vec<u16>)> {
-    let mut names: Vec<(Box<[u8]>, Vec<u16>)> = routes
-        .services
-        .iter()
-        .map(|(name, service)| {
-            if service.redirectors_family().is_some() {
-                return (name.clone(), vec![types::CNAME]);
-            }
-            let has = |v4: bool| service.replicas.iter().any(|replica| replica.address.is_ipv4() == v4);
-            let types = [(types::A, true), (types::AAAA, false)].into_iter().filter(|(_, v4)| has(*v4)).map(|(rtype, _)| rtype);
-            (name.clone(), types.collect())
-        })
-        .collect();
+    let mut names: Vec<(Box<[u8]>, Vec<u16>)> =
+        routes.services.iter().map(|(name, service)| (Box::from(&name[..]), routed_types(service))).collect();
     names.sort();
     names
 }

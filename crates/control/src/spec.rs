@@ -20,12 +20,13 @@ use pharos_route::locate::Regions;
 use pharos_route::model::{AllDown, Answering, DEFAULT_TTL, Health, Replica, Service};
 use pharos_route::policy::{Policy, PolicyKind, ProbabilityTable, RegionRow};
 use pharos_route::prefix::parse_prefix;
-use pharos_route::proximity::{Point, Proximity};
+use pharos_route::proximity::Point;
 use pharos_route::sources::{AsnTable, Coordinates, GeoDatabase};
 use pharos_route::{RegionId, Routes, UNCLASSIFIED};
 
 use crate::load_control::LoadControlSpec;
 use crate::probe::{ProbeKind, ProbeSpec, Probed, ProbedHealth};
+use crate::services::ServiceBook;
 
 /// A named class of client addresses.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -273,7 +274,8 @@ fn policy_names(include: impl Fn(PolicyKind) -> bool) -> String {
 #[derive(Debug, Clone)]
 pub struct BuiltRegions {
     pub regions: Arc<Regions>,
-    pub ids: HashMap<String, RegionId>,
+    /// Shared: every service built with them holds on to them.
+    pub ids: Arc<HashMap<String, RegionId>>,
 }
 
 /// Checks regions and services together and builds the routing table.
@@ -284,36 +286,9 @@ pub fn build_routes(
     sources: &DataSources,
     wire_name: impl Fn(&str) -> Result<Box<[u8]>, String>,
 ) -> Result<Routes, SpecError> {
-    build_routes_with(declared, sources, &build_regions(declared.regions, sources)?, wire_name)
-}
-
-/// [`build_routes`] with regions built before from `declared.regions`
-/// and the same sources, so an update that leaves them alone does not
-/// rebuild them.
-pub fn build_routes_with(
-    declared: &Declared<'_>,
-    sources: &DataSources,
-    built: &BuiltRegions,
-    wire_name: impl Fn(&str) -> Result<Box<[u8]>, String>,
-) -> Result<Routes, SpecError> {
-    check_datacenters(declared.datacenters)?;
-    let region_ids = &built.ids;
-    let proximity = Proximity { latencies: sources.latencies.clone(), as_paths: sources.as_paths.clone(), geo: sources.geo.clone() };
-    let mut routes = Routes { services: Default::default(), regions: built.regions.clone(), proximity };
-    for spec in declared.services {
-        let field = format!("service[{}]", spec.name);
-        let name = wire_name(&spec.name).or_else(|message| fail(format!("{field}.name"), message))?;
-        for replica in &spec.replicas {
-            if let Some(datacenter) = replica.datacenter.as_ref().filter(|id| !declared.datacenters.iter().any(|known| known.id == **id)) {
-                return fail(format!("{field}.replica[{}].datacenter", replica.id), format!("no data center {datacenter:?} is declared"));
-            }
-        }
-        let service = build_service(spec, &field, region_ids, declared.datacenters, sources)?;
-        if routes.services.insert(name, service).is_some() {
-            return fail(field, "declared twice");
-        }
-    }
-    Ok(routes)
+    let regions = build_regions(declared.regions, sources)?;
+    let services = ServiceBook::default().build(declared, sources, &regions, wire_name)?;
+    Ok(services.routes(&regions, sources))
 }
 
 /// Checks region declarations and builds them against `sources`.
@@ -354,7 +329,7 @@ pub fn build_regions(specs: &[RegionSpec], sources: &DataSources) -> Result<Buil
         let continents = spec.continents.iter().map(|code| continent_code(code));
         add_codes(&mut regions.by_continent, spec, &field, "continents", continents, sources.geo.is_some(), "[geo] database")?;
     }
-    Ok(BuiltRegions { regions: Arc::new(regions), ids })
+    Ok(BuiltRegions { regions: Arc::new(regions), ids: Arc::new(ids) })
 }
 
 /// Adds a region's AS numbers or codes to their map, refusing bad ones,
@@ -398,7 +373,34 @@ fn continent_code(code: &str) -> Result<[u8; 2], String> {
     }
 }
 
-fn build_service(
+/// What a service's build reads besides its declaration; a service whose
+/// declaration and these did not change builds the same again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Uses {
+    /// Region ids, by name: its probability tables or load-control ranks.
+    pub regions: bool,
+    /// The data centers: a replica placed in one.
+    pub datacenters: bool,
+    /// Latencies, AS paths or the MaxMind DB: a proximity policy.
+    pub proximity: bool,
+    /// What its probes say: it has a health check (no other service's
+    /// replicas are probed, and none is built with probe results).
+    pub probes: bool,
+}
+
+impl Uses {
+    pub fn of(spec: &ServiceSpec) -> Uses {
+        Uses {
+            regions: !spec.probabilities.is_empty() || spec.load_control.is_some(),
+            datacenters: spec.replicas.iter().any(|replica| replica.datacenter.is_some()),
+            proximity: PolicyKind::named(&spec.policy).is_some_and(PolicyKind::needs_fallback),
+            probes: spec.health.is_some(),
+        }
+    }
+}
+
+/// Checks one service's declaration and builds it; `field` names it.
+pub(crate) fn build_service(
     spec: &ServiceSpec,
     field: &str,
     region_ids: &HashMap<String, RegionId>,
@@ -410,7 +412,10 @@ fn build_service(
         if replicas.iter().any(|known: &Replica| known.id == replica.id) {
             return fail(format!("{field}.replica[{}]", replica.id), "replica id used twice");
         }
-        let down_because = why_down(replica, sources.probed.get(&(spec.name.clone(), replica.id.clone())));
+        if let Some(datacenter) = replica.datacenter.as_ref().filter(|id| !datacenters.iter().any(|known| known.id == **id)) {
+            return fail(format!("{field}.replica[{}].datacenter", replica.id), format!("no data center {datacenter:?} is declared"));
+        }
+        let down_because = why_down(replica, probed_replica(spec, replica, &sources.probed));
         replicas.push(Replica {
             id: replica.id.clone(),
             address: replica.address,
@@ -498,7 +503,14 @@ fn why_down(replica: &ReplicaSpec, probed: Option<&Probed>) -> Option<Arc<str>> 
 
 /// Seconds until probes could change any of `spec`'s replicas' state.
 fn soonest_change(spec: &ServiceSpec, probed: &ProbedHealth) -> Option<u32> {
-    spec.replicas.iter().filter_map(|replica| probed.get(&(spec.name.clone(), replica.id.clone()))).map(|probed| probed.stable_for).min()
+    spec.replicas.iter().filter_map(|replica| probed_replica(spec, replica, probed)).map(|probed| probed.stable_for).min()
+}
+
+/// What the probes say of `replica` of `spec`: nothing for a service
+/// without a health check, whatever `probed` holds (what [`Uses`] says).
+pub(crate) fn probed_replica<'a>(spec: &ServiceSpec, replica: &ReplicaSpec, probed: &'a ProbedHealth) -> Option<&'a Probed> {
+    spec.health.as_ref()?;
+    probed.get(&(spec.name.clone(), replica.id.clone()))
 }
 
 /// The policy called `name`, for `spec`'s `replicas`.

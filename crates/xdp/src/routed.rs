@@ -164,7 +164,7 @@ pub struct RoutedFill {
 /// in name order, variants numbered in that order.
 pub fn fill_routed(snapshot: &Snapshot) -> RoutedFill {
     let routes = &snapshot.routes;
-    let mut services: Vec<(&[u8], &Service)> = routes.services.iter().map(|(name, service)| (&name[..], service)).collect();
+    let mut services: Vec<(&[u8], &Service)> = routes.services.iter().map(|(name, service)| (&name[..], &**service)).collect();
     services.sort_by_key(|(name, _)| *name);
     let mut fill = RoutedFill::default();
     // Computed once, when a question first needs regions.

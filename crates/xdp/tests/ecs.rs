@@ -62,7 +62,7 @@ fn routes() -> Routes {
     let mut routes = Routes { regions: Arc::new(regions), ..Routes::default() };
     for (name, policy) in [("geo", Policy::RegionProbabilities(table)), ("weighted", Policy::Weighted)] {
         let service = Service::new(format!("{name}.example.test."), replicas(), policy, Answering::plain(300, 1));
-        routes.services.insert(wire_name(&format!("{name}.example.test")).into(), service);
+        routes.services.insert(wire_name(&format!("{name}.example.test")).into(), service.into());
     }
     routes
 }

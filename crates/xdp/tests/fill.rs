@@ -32,7 +32,7 @@ fn routed_api() -> Routes {
     let replicas = vec![Replica::new("a", "192.0.2.91".parse().unwrap())];
     let service = Service::new("api.example.test.".into(), replicas, Policy::Static, Answering::plain(60, 0));
     let mut routes = Routes::default();
-    routes.services.insert(wire_name("api.example.test").into(), service);
+    routes.services.insert(wire_name("api.example.test").into(), service.into());
     routes
 }
 

@@ -75,7 +75,7 @@ fn routes_placing_198_51_100_in(region: u32) -> Routes {
         ("rotating", Policy::round_robin(), 0),
     ] {
         let service = Service::new(format!("{name}.example.test."), replicas(), policy, Answering::plain(300, max_answers));
-        routes.services.insert(wire_name(&format!("{name}.example.test")).into(), service);
+        routes.services.insert(wire_name(&format!("{name}.example.test")).into(), service.into());
     }
     let redirector = |id: &str, address: &str, zone: &str| Replica {
         cname: Some(wire_name(&format!("tiered.{zone}.example.test")).into()),
@@ -83,7 +83,7 @@ fn routes_placing_198_51_100_in(region: u32) -> Routes {
     };
     let redirectors = vec![redirector("eu", "192.0.2.101", "eu"), redirector("us", "192.0.2.102", "us")];
     let tiered = Service::new("tiered.example.test.".into(), redirectors, Policy::Weighted, Answering::plain(300, 0));
-    routes.services.insert(wire_name("tiered.example.test").into(), tiered);
+    routes.services.insert(wire_name("tiered.example.test").into(), tiered.into());
     routes
 }
 

@@ -1,0 +1,163 @@
+//! The services of a snapshot, built from their declarations and kept
+//! from one build to the next, so that a change costs what it changes: a
+//! service whose declaration, probe results and the inputs it reads
+//! ([`Uses`]: region ids, data centers, proximity data) are as they were
+//! is shared with the last snapshot as built, not built again.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use pharos_route::model::Service;
+use pharos_route::proximity::Proximity;
+use pharos_route::{RegionId, Routes};
+use pharos_wire::types;
+use rustc_hash::FxHashMap;
+
+use crate::probe::Probed;
+use crate::spec::{
+    BuiltRegions, DataCenterSpec, DataSources, Declared, ServiceSpec, SpecError, Uses, build_service, check_datacenters, probed_replica,
+};
+
+/// A service as built, with what it was built from.
+#[derive(Debug)]
+struct Kept {
+    spec: ServiceSpec,
+    /// What the probes said of each replica, for a service with probes.
+    probed: Vec<Option<Probed>>,
+    /// Lowercase wire form.
+    name: Arc<[u8]>,
+    service: Arc<Service>,
+}
+
+/// What every service is built with besides its own declaration, as the
+/// book's services were built with it.
+#[derive(Debug, Clone)]
+struct Inputs {
+    region_ids: Arc<HashMap<String, RegionId>>,
+    datacenters: Arc<[DataCenterSpec]>,
+    proximity: Proximity,
+}
+
+/// Every service built, by declared name.
+#[derive(Debug, Clone, Default)]
+pub struct ServiceBook {
+    /// `None` until something is built.
+    inputs: Option<Inputs>,
+    /// Hashed with std's SipHash, not Fx: Fx spreads names that differ in
+    /// a few characters (s1.example, s2.example...) so badly that the
+    /// lookups made a build at 10,000 services three times slower.
+    kept: HashMap<Arc<str>, Arc<Kept>>,
+    /// The same services by wire name, as the routing table has them.
+    services: FxHashMap<Arc<[u8]>, Arc<Service>>,
+    /// Whether the names served, or the types answered at a name, differ
+    /// from the book this one was built from (the zones must then be
+    /// frozen again).
+    names_changed: bool,
+}
+
+impl ServiceBook {
+    /// The book of `declared`'s services over `sources` and `regions`,
+    /// each taken from this book where nothing it was built from changed,
+    /// built afresh (and checked) otherwise.
+    pub fn build(
+        &self,
+        declared: &Declared<'_>,
+        sources: &DataSources,
+        regions: &BuiltRegions,
+        wire_name: impl Fn(&str) -> Result<Box<[u8]>, String>,
+    ) -> Result<ServiceBook, SpecError> {
+        let inputs = self.inputs_for(declared.datacenters, sources, regions)?;
+        let changed = |uses: Uses| match &self.inputs {
+            None => true,
+            Some(before) => {
+                (uses.regions && !Arc::ptr_eq(&before.region_ids, &inputs.region_ids))
+                    || (uses.datacenters && !Arc::ptr_eq(&before.datacenters, &inputs.datacenters))
+                    || (uses.proximity && !same_proximity(&before.proximity, &inputs.proximity))
+            }
+        };
+        let mut kept = HashMap::with_capacity(declared.services.len());
+        let mut services = FxHashMap::with_capacity_and_hasher(declared.services.len(), Default::default());
+        let mut names_changed = declared.services.len() != self.kept.len();
+        for spec in declared.services {
+            let field = || format!("service[{}]", spec.name);
+            let uses = Uses::of(spec);
+            let probed = if uses.probes { probed_replicas(spec, sources) } else { Vec::new() };
+            let before = self.kept.get(spec.name.as_str());
+            let entry = match before {
+                Some(before) if before.spec == *spec && before.probed == probed && !changed(uses) => before.clone(),
+                _ => {
+                    let name = wire_name(&spec.name).map_err(|message| SpecError { field: format!("{}.name", field()), message })?;
+                    let service = Arc::new(build_service(spec, &field(), &inputs.region_ids, &inputs.datacenters, sources)?);
+                    let name = Arc::from(name);
+                    names_changed |=
+                        before.is_none_or(|before| before.name != name || routed_types(&before.service) != routed_types(&service));
+                    Arc::new(Kept { spec: spec.clone(), probed, name, service })
+                }
+            };
+            let twice = services.insert(entry.name.clone(), entry.service.clone()).is_some();
+            if twice || kept.insert(Arc::from(spec.name.as_str()), entry).is_some() {
+                return Err(SpecError { field: field(), message: "declared twice".into() });
+            }
+        }
+        Ok(ServiceBook { inputs: Some(inputs), kept, services, names_changed })
+    }
+
+    /// Whether the names or their types changed since the book this one
+    /// was built from.
+    pub fn names_changed(&self) -> bool {
+        self.names_changed
+    }
+
+    /// The routing table of these services, over `regions` and `sources`.
+    pub fn routes(&self, regions: &BuiltRegions, sources: &DataSources) -> Routes {
+        let proximity = Proximity { latencies: sources.latencies.clone(), as_paths: sources.as_paths.clone(), geo: sources.geo.clone() };
+        Routes { services: self.services.clone(), regions: regions.regions.clone(), proximity }
+    }
+
+    /// The inputs to build with: this book's where they are the same (so
+    /// that a comparison of pointers tells what changed), else new ones;
+    /// the data centers checked.
+    fn inputs_for(&self, datacenters: &[DataCenterSpec], sources: &DataSources, regions: &BuiltRegions) -> Result<Inputs, SpecError> {
+        let before = self.inputs.as_ref();
+        let datacenters = match before {
+            Some(before) if *before.datacenters == *datacenters => before.datacenters.clone(),
+            _ => {
+                check_datacenters(datacenters)?;
+                Arc::from(datacenters)
+            }
+        };
+        let region_ids = match before {
+            Some(before) if *before.region_ids == *regions.ids => before.region_ids.clone(),
+            _ => regions.ids.clone(),
+        };
+        let proximity = Proximity { latencies: sources.latencies.clone(), as_paths: sources.as_paths.clone(), geo: sources.geo.clone() };
+        Ok(Inputs { region_ids, datacenters, proximity })
+    }
+}
+
+/// Whether two sets of proximity data are the same ones.
+fn same_proximity(a: &Proximity, b: &Proximity) -> bool {
+    fn same<T>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
+        match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        }
+    }
+    Arc::ptr_eq(&a.latencies, &b.latencies) && same(&a.as_paths, &b.as_paths) && same(&a.geo, &b.geo)
+}
+
+/// What the probes say of each of `spec`'s replicas.
+fn probed_replicas(spec: &ServiceSpec, sources: &DataSources) -> Vec<Option<Probed>> {
+    spec.replicas.iter().map(|replica| probed_replica(spec, replica, &sources.probed).cloned()).collect()
+}
+
+/// The types a service answers at its name: those of its replicas'
+/// addresses (A, AAAA), or CNAME for second-tier redirectors. A signed
+/// zone's proofs at the name list them.
+pub fn routed_types(service: &Service) -> Vec<u16> {
+    if service.redirectors_family().is_some() {
+        return vec![types::CNAME];
+    }
+    let has = |v4: bool| service.replicas.iter().any(|replica| replica.address.is_ipv4() == v4);
+    [(types::A, true), (types::AAAA, false)].into_iter().filter(|(_, v4)| has(*v4)).map(|(rtype, _)| rtype).collect()
+}
