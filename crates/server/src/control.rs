@@ -624,23 +624,29 @@ impl Control {
     /// if any), by building its snapshot, commits the changes (none, for
     /// batches the store has logged already), then publishes the snapshot
     /// and the probe plan.
+    /// Each phase's time is counted (`pharos_snapshot_publish_phase_seconds`).
     fn commit(&mut self, next: State, changes: &[Change], files: Option<(Config, SnapshotBuilder)>, now: u64) -> Result<(), ControlError> {
         let started = Instant::now();
+        let mut phases = Phases::start(self.published.clone());
         let (config, snapshots) = files.unzip();
         let reloaded = config.is_some();
         let prepared = self.plane.prepare(next, snapshots, now)?;
+        phases.end("build");
         if !changes.is_empty() {
             self.applied = self.store.apply(self.applied, changes)?;
             self.published.events.changed(now, changes);
+            phases.end("store");
         }
         if let Some(config) = config {
             self.config = config;
         }
         let effects = self.plane.adopt(prepared, now);
+        phases.end("adopt");
         // The kernel first: it never answers from an older snapshot than
         // user space, except while this one is being stored.
         if let Some(fast_path) = &mut self.fast_path {
             fast_path.sync(&effects.snapshot);
+            phases.end("kernel");
         }
         let snapshot = Arc::new(effects.snapshot);
         self.snapshot.store(snapshot.clone());
@@ -656,8 +662,10 @@ impl Control {
         }
         self.published.state.store(self.plane.state().clone());
         self.published.update_store_status(|status| status.last_sequence = self.applied);
+        phases.end("swap");
         self.keep_cache();
         self.publish_data();
+        phases.end("cache");
         self.published.activity.published(started.elapsed().as_secs_f64());
         Ok(())
     }
@@ -814,6 +822,25 @@ impl Control {
     /// Smoothed loads and the last round of each load-controlled service.
     pub fn load_status(&self) -> LoadStatus {
         self.plane.load_status()
+    }
+}
+
+/// Times the phases of a publication one after another.
+struct Phases {
+    published: Arc<Published>,
+    since: Instant,
+}
+
+impl Phases {
+    fn start(published: Arc<Published>) -> Phases {
+        Phases { published, since: Instant::now() }
+    }
+
+    /// Counts the time since the last phase ended as `phase`'s.
+    fn end(&mut self, phase: &'static str) {
+        let now = Instant::now();
+        self.published.activity.publish_phase(phase, (now - self.since).as_secs_f64());
+        self.since = now;
     }
 }
 

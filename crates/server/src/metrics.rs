@@ -36,6 +36,9 @@ pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; char
 /// The older text format, for every other client (promtool, curl).
 pub const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+/// The label of a publication's phase.
+type PhaseLabels = [(&'static str, &'static str); 1];
+
 /// Labels of a replica's metrics.
 type ReplicaLabels = [(&'static str, String); 2];
 
@@ -46,6 +49,7 @@ pub struct ControlActivity {
     commit_batch: Histogram,
     commit_seconds: Histogram,
     publish_seconds: Histogram,
+    publish_phase_seconds: Family<PhaseLabels, Histogram, fn() -> Histogram>,
     health_transitions: Family<ReplicaLabels, Counter>,
     load_rounds: Family<[(&'static str, String); 1], Counter>,
     catch_up_reads: Counter,
@@ -60,6 +64,7 @@ impl Default for ControlActivity {
             commit_batch: Histogram::new([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]),
             commit_seconds: Histogram::new(SECONDS_BOUNDS),
             publish_seconds: Histogram::new(SECONDS_BOUNDS),
+            publish_phase_seconds: Family::new_with_constructor(|| Histogram::new(SECONDS_BOUNDS)),
             health_transitions: Family::default(),
             load_rounds: Family::default(),
             catch_up_reads: Counter::default(),
@@ -82,6 +87,12 @@ impl ControlActivity {
     /// A snapshot built and published in `seconds`.
     pub fn published(&self, seconds: f64) {
         self.publish_seconds.observe(seconds);
+    }
+
+    /// One phase of a publication (see `Control::commit`) that took
+    /// `seconds`.
+    pub fn publish_phase(&self, phase: &'static str, seconds: f64) {
+        self.publish_phase_seconds.get_or_create(&[("phase", phase)]).observe(seconds);
     }
 
     /// A replica went up or down.
@@ -120,6 +131,13 @@ impl ControlActivity {
             "Time to build and publish a snapshot",
             Unit::Seconds,
             self.publish_seconds.clone(),
+        );
+        registry.register_with_unit(
+            "pharos_snapshot_publish_phase",
+            "Time each phase of a publication took: build (validate and build the snapshot), store (commit the changes), \
+             adopt (make it the control plane's), kernel (the fast path's copy), swap (serve it), cache (the state kept locally by a fleet's node)",
+            Unit::Seconds,
+            self.publish_phase_seconds.clone(),
         );
         registry.register("pharos_health_transitions", "Replicas going up or down", self.health_transitions.clone());
         registry.register("pharos_load_control_rounds", "Load-control rounds run", self.load_rounds.clone());
