@@ -680,7 +680,7 @@ impl Control {
         if self.cached == Some(self.applied) {
             return;
         }
-        let cached = Cached { sequence: self.applied, state: self.plane.state().as_ref().clone() };
+        let cached = Cached { sequence: self.applied, state: self.plane.state().as_ref() };
         match state_cache::write(path, &cached) {
             Ok(()) => self.cached = Some(self.applied),
             Err(error) => tracing::warn!("cannot cache the state locally: {error:#}"),

@@ -15,11 +15,13 @@ use crate::config::Config;
 
 const FILE_NAME: &str = "pharos-state-cache.json";
 
-/// The cached state and the sequence of the last batch it holds.
+/// The cached state and the sequence of the last batch it holds; written
+/// from a borrowed state (`Cached<&State>`): a copy of a large state
+/// costs more than writing it.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Cached {
+pub struct Cached<S = State> {
     pub sequence: u64,
-    pub state: State,
+    pub state: S,
 }
 
 /// Where a node on a shared database caches its state; `None` for a store
@@ -31,7 +33,7 @@ pub fn path(config: &Config) -> Option<PathBuf> {
 
 /// Replaces the cache at `path` whole: written beside it, then renamed
 /// over it, so a crash leaves the old one or the new one.
-pub fn write(path: &Path, cached: &Cached) -> anyhow::Result<()> {
+pub fn write(path: &Path, cached: &Cached<&State>) -> anyhow::Result<()> {
     let written = path.with_extension("json.new");
     std::fs::write(&written, serde_json::to_vec(cached)?).with_context(|| format!("cannot write {}", written.display()))?;
     std::fs::rename(&written, path).with_context(|| format!("cannot replace {}", path.display()))
