@@ -124,13 +124,21 @@ impl SnapshotBuilder {
     }
 
     /// What each loaded zone serves with `routes`: what it served, or the
-    /// version after it if a secondary would see a change.
+    /// version after it if a secondary would see a change. Only a zone
+    /// some client may transfer (`allow_transfer`) counts its services'
+    /// replica sets: no secondary reads the others', and a new serial
+    /// re-encodes every answer of the zone (those carrying the SOA), a
+    /// cost proportional to the zone, not to the change.
     fn versions(&self, routes: &Routes) -> Vec<Arc<Served>> {
+        let transferred: Vec<bool> =
+            self.loaded.iter().map(|zone| self.settings.transfer_acls.iter().any(|acl| acl.zone == zone.origin)).collect();
         let mut routed: Vec<Vec<Record>> = vec![Vec::new(); self.loaded.len()];
-        for (owner, service) in &routes.services {
-            // A service outside every zone is refused when the zones are frozen.
-            if let Some(index) = zone_of(&self.loaded, owner) {
-                routed[index].extend(routed_records(owner, service));
+        if transferred.contains(&true) {
+            for (owner, service) in &routes.services {
+                // A service outside every zone is refused when the zones are frozen.
+                if let Some(index) = zone_of(&self.loaded, owner).filter(|index| transferred[*index]) {
+                    routed[index].extend(routed_records(owner, service));
+                }
             }
         }
         let zones = self.loaded.iter().zip(&self.file_records).zip(routed);

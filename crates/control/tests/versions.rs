@@ -1,0 +1,57 @@
+//! A zone's serial and routed changes: a zone some client may transfer
+//! gets a new serial when a service's replica set in it changes (its
+//! secondaries must see it), and is frozen again; a zone nobody may
+//! transfer keeps its serial and its frozen answers, so a change costs
+//! what it changes rather than re-encoding every answer of the zone.
+
+use std::sync::Arc;
+
+use pharos_answer::{Settings, Snapshot, TransferAcl};
+use pharos_control::snapshot::SnapshotBuilder;
+use pharos_control::spec::{DataSources, Declared, ReplicaSpec, ServiceSpec};
+use pharos_route::prefix::prefix_set;
+use pharos_zone::parse_zone_text;
+
+const ZONE: &str = "$TTL 300\n@ SOA ns hostmaster 7 7200 3600 1209600 60\n NS ns\nns A 192.0.2.1\n";
+const ORIGIN: &[u8] = b"\x07example\x04test\x00";
+
+/// Builds and keeps the snapshot of www.example.test answered by `address`.
+fn publish(builder: &mut SnapshotBuilder, address: &str) -> Snapshot {
+    let services = [ServiceSpec::new("www.example.test", "round-robin", vec![ReplicaSpec::new("a", address.parse().unwrap())])];
+    let declared = Declared { services: &services, ..Declared::default() };
+    let built = builder.build(&declared, &DataSources::default()).expect("the declarations build");
+    builder.keep(built)
+}
+
+/// The serial example.test serves in `snapshot`.
+fn serial(snapshot: &Snapshot) -> u32 {
+    let soa = &snapshot.zones.zone_for(ORIGIN).unwrap().soa().rdatas[0];
+    // After the two names (uncompressed in zone data): ns.example.test, hostmaster.example.test.
+    let serial_at = soa.len() - 20;
+    u32::from_be_bytes(soa[serial_at..serial_at + 4].try_into().unwrap())
+}
+
+/// Two replica changes through a builder with `settings`: the serials
+/// served, and whether the zones were frozen again for each change.
+fn serials_through_changes(settings: Settings) -> (Vec<u32>, Vec<bool>) {
+    let zone = parse_zone_text("example.test", ZONE, "test").unwrap();
+    let mut builder = SnapshotBuilder::new(vec![zone], settings);
+    let mut snapshots = vec![publish(&mut builder, "192.0.2.10")];
+    for address in ["192.0.2.11", "192.0.2.12"] {
+        snapshots.push(publish(&mut builder, address));
+    }
+    let refrozen = snapshots.windows(2).map(|pair| !Arc::ptr_eq(&pair[0].zones, &pair[1].zones)).collect();
+    (snapshots.iter().map(serial).collect(), refrozen)
+}
+
+#[test]
+fn a_transferred_zone_moves_its_serial_with_its_replica_sets() {
+    let allowed = prefix_set("allow_transfer", &["192.0.2.53/32".to_string()]).unwrap();
+    let settings = Settings { transfer_acls: vec![TransferAcl { zone: ORIGIN.into(), allowed, keys: Vec::new() }], ..Settings::default() };
+    assert_eq!(serials_through_changes(settings), (vec![7, 8, 9], vec![true, true]));
+}
+
+#[test]
+fn a_zone_nobody_transfers_keeps_its_serial_and_its_frozen_answers() {
+    assert_eq!(serials_through_changes(Settings::default()), (vec![7, 7, 7], vec![false, false]));
+}
