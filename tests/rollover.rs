@@ -2,7 +2,9 @@
 //! rolled by pre-publication and a KSK by double signature, while Unbound,
 //! trusting only the anchor it started with, keeps answering secure (AD)
 //! for a static name, a routed name, a name that does not exist and the
-//! keys themselves.
+//! keys themselves. And 1,000 routing updates through the API, each
+//! followed by Unbound's answer for the routed name: secure every time,
+//! never bogus, whatever the policy.
 //!
 //! The ZSK rollover and the DS change go through the API of the running
 //! server; the KSK rollover through `pharos key`, with the server stopped
@@ -382,6 +384,35 @@ fn unbound_validates_through_a_zsk_and_a_ksk_rollover() {
     let removed = Instant::now();
     polls += through(&unbound, "caches past the old KSK", || removed.elapsed() > Duration::from_secs(5));
     eprintln!("{polls} polls of {} questions, every answer secure", WATCHED.len());
+}
+
+#[test]
+fn unbound_finds_every_answer_secure_through_1000_routing_updates() {
+    const UPDATES: u32 = 1000;
+    const POLICIES: [&str; 4] = ["round-robin", "static", "weighted", "failover"];
+    let (served, parent_ds) = serve();
+    let Some(unbound) = start_unbound(served.dir.path(), served.address, &parent_ds) else { return };
+    wait_until("Unbound answers", || ask(unbound.address, "www.example.test", Rtype::A).is_some());
+    for update in 0..UPDATES {
+        // Two replicas at addresses that move with every update (TTL 1 s:
+        // Unbound asks again at least every second).
+        let (a, b) = (update % 250 + 1, (update * 7) % 250 + 1);
+        let service = json!({ "name": "app.example.test", "policy": POLICIES[update as usize % POLICIES.len()], "ttl": 1, "replica": [
+            { "id": "a", "address": format!("192.0.2.{a}") },
+            { "id": "b", "address": format!("198.51.100.{b}") },
+        ] });
+        let (status, reply) = request("PUT", &format!("{}/v1/services/app.example.test", served.api), Some(TOKEN), Some(service));
+        assert_eq!(status, 200, "update {update}: {reply}");
+        let response = ask(unbound.address, "app.example.test", Rtype::A).unwrap_or_else(|| panic!("update {update}: no answer"));
+        let header = response.header();
+        assert!(
+            header.rcode() == Rcode::NOERROR && header.ad(),
+            "update {update}: {:?} AD={} (see unbound.log)",
+            header.rcode(),
+            header.ad()
+        );
+    }
+    assert_secure(&unbound, "after the updates");
 }
 
 #[test]
