@@ -414,11 +414,23 @@ impl Control {
 
     /// Runs `attempt`; while the store refuses it because other nodes
     /// changed the state first, catches up and runs it again (at most
-    /// [`BEHIND_TRIES`] times in all).
+    /// [`BEHIND_TRIES`] times in all). An attempt refused as invalid is
+    /// refused only once this node holds what the store has logged: the
+    /// data center or region it names may be one another node declared
+    /// an instant ago, its notification still on the way.
     fn catching_up<T>(&mut self, now: u64, attempt: impl Fn(&mut Control) -> Result<T, ControlError>) -> Result<T, ControlError> {
+        let mut looked_for_news = false;
         for _ in 1..BEHIND_TRIES {
             match attempt(self) {
                 Err(ControlError::Behind(_)) => self.catch_up(ANYTHING_NEW, now)?,
+                Err(invalid @ ControlError::Invalid(_)) if !looked_for_news => {
+                    looked_for_news = true;
+                    let applied = self.applied;
+                    // The refusal stands if nothing new can be read.
+                    if self.catch_up(ANYTHING_NEW, now).is_err() || self.applied == applied {
+                        return Err(invalid);
+                    }
+                }
                 outcome => return outcome,
             }
         }
@@ -541,7 +553,7 @@ impl Control {
     /// Keeps a batch of latency measurements (refused whole if any is bad)
     /// and serves from them at once.
     pub fn record_measurements(&mut self, specs: &[MeasurementSpec], now: u64) -> Result<usize, ControlError> {
-        let (batch, older_than) = self.plane.check_measurements(specs, now)?;
+        let (batch, older_than) = self.catching_up(now, |control| control.plane.check_measurements(specs, now))?;
         let stamp = self.store.record_measurements(&batch, older_than)?;
         // Stamps have no gaps: right after the last read, this batch need
         // not be read back.
