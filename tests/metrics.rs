@@ -132,12 +132,13 @@ fn split_with(server: &Metered, service: &str, answers: u64) -> serde_json::Valu
 
 /// Sends `packet` and returns the answer.
 fn udp_exchange(server: SocketAddr, packet: &[u8]) -> domain::base::Message<Vec<u8>> {
-    udp_exchange_from(Ipv4Addr::LOCALHOST, server, packet)
+    udp_exchange_from((Ipv4Addr::LOCALHOST, 0), server, packet)
 }
 
-/// Sends `packet` from `source` (a loopback address) and returns the answer.
-fn udp_exchange_from(source: Ipv4Addr, server: SocketAddr, packet: &[u8]) -> domain::base::Message<Vec<u8>> {
-    let socket = UdpSocket::bind((source, 0)).unwrap();
+/// Sends `packet` from `source` (a loopback address and a port, 0 for
+/// any) and returns the answer.
+fn udp_exchange_from(source: (Ipv4Addr, u16), server: SocketAddr, packet: &[u8]) -> domain::base::Message<Vec<u8>> {
+    let socket = UdpSocket::bind(source).unwrap();
     socket.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     socket.send_to(packet, server).unwrap();
     let mut buffer = [0; 2048];
@@ -365,7 +366,7 @@ fn a_busy_resolver_shows_in_the_caching_skew() {
     let server = start_with_resolver_view("skew.example.test");
     let fra: IpAddr = "192.0.2.10".parse().unwrap();
     let to_fra = |source: Ipv4Addr, id: u16| {
-        let answer = udp_exchange_from(source, server.pharos.address, &query_bytes(id, "skew.example.test", Rtype::A));
+        let answer = udp_exchange_from((source, 0), server.pharos.address, &query_bytes(id, "skew.example.test", Rtype::A));
         first_address_and_ttl(&answer).0 == fra
     };
     let busy_to_fra = (0..200).filter(|&id| to_fra(Ipv4Addr::new(127, 0, 9, 1), id)).count() as f64;
@@ -401,12 +402,14 @@ fn more_resolvers_than_slots_are_sampled_and_the_rest_counted_untallied() {
     let server = start_with_resolver_view("wide.example.test");
     // One UDP worker (threads = 1) tallies into 8,192 slots.
     let resolvers: u16 = 2 * 8192;
+    // One source port for every resolver's address: thousands of ephemeral
+    // ports taken in turn would take ports other tests' servers were given.
+    let port = free_port();
     for number in 0..resolvers {
         let source = Ipv4Addr::new(127, 20, (number / 254) as u8, (number % 254 + 1) as u8);
-        udp_exchange_from(source, server.pharos.address, &query_bytes(number, "wide.example.test", Rtype::A));
+        udp_exchange_from((source, port), server.pharos.address, &query_bytes(number, "wide.example.test", Rtype::A));
     }
-    let (status, reported) = request("GET", &format!("{}/v1/split", server.api), Some(TOKEN), None);
-    assert_eq!(status, 200, "{reported}");
+    let reported = split_with(&server, "wide.example.test", u64::from(resolvers));
     let split = reported["splits"].as_array().unwrap().iter().find(|split| split["service"] == "wide.example.test").unwrap().clone();
     let tallied = split["resolvers"]["resolvers"].as_u64().unwrap();
     let untallied = reported["untallied_answers"].as_u64().unwrap();

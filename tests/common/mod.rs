@@ -129,8 +129,15 @@ pub fn start_at_with(address: SocketAddr, config_extra: &str, zone: &str, custom
     std::fs::write(&config, text).unwrap();
     let log_file = dir.path().join("pharos.log");
     let child = spawn_with(&config, &log_file, customize);
-    let pharos = Pharos { child, address, zone_file, log_file, config, _dir: dir };
-    wait_until("the server answers", || udp_query(pharos.address, "www.example.test", Rtype::A).is_some());
+    let mut pharos = Pharos { child, address, zone_file, log_file, config, _dir: dir };
+    wait_until("the server answers", || {
+        // A server that stopped (a port taken meanwhile, a bad config) will
+        // never answer: say why at once, with its log.
+        if let Some(status) = pharos.child.try_wait().unwrap() {
+            panic!("pharos serve exited ({status}) before answering:\n{}", pharos.log());
+        }
+        udp_query(pharos.address, "www.example.test", Rtype::A).is_some()
+    });
     pharos
 }
 
