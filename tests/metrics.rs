@@ -43,8 +43,7 @@ fn start_metered_with(config_extra: &str) -> Metered {
 
 /// [`start_metered_with`], with `metrics_extra` in `[metrics]`.
 fn start_metered_with_metrics(config_extra: &str, metrics_extra: &str) -> Metered {
-    let ports: Vec<u16> = distinct_free_ports(3);
-    let (metrics, encrypted_port, https_port) = (ports[0], ports[1], ports[2]);
+    let (metrics, encrypted_port, https_port) = (free_port(), free_port(), free_port());
     let declarations = Declarations::europe_service().toml();
     let tls = format!(
         "[tls]\nlisten = [\"127.0.0.1:{encrypted_port}\"]\nhttps_listen = [\"127.0.0.1:{https_port}\"]\nquic_listen = [\"127.0.0.1:{encrypted_port}\"]\n"
@@ -52,18 +51,6 @@ fn start_metered_with_metrics(config_extra: &str, metrics_extra: &str) -> Metere
     let extra = format!("{config_extra}{tls}[metrics]\nlisten = \"127.0.0.1:{metrics}\"\n{metrics_extra}{declarations}");
     let (pharos, api) = start_with_api(TOKEN, &extra);
     Metered { pharos, api, metrics: format!("http://127.0.0.1:{metrics}"), encrypted_port, https_port }
-}
-
-/// `count` free ports, all different.
-fn distinct_free_ports(count: usize) -> Vec<u16> {
-    let mut ports = Vec::new();
-    while ports.len() < count {
-        let port = free_port();
-        if !ports.contains(&port) {
-            ports.push(port);
-        }
-    }
-    ports
 }
 
 /// The text of `GET url/metrics`, which must answer 200.

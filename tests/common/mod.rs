@@ -76,15 +76,23 @@ pub fn spawn_with(config: &std::path::Path, log_file: &std::path::Path, customiz
     command.spawn().unwrap()
 }
 
-/// A port free for UDP and TCP on 127.0.0.1 and ::1 right now.
+/// A port free for UDP and TCP on 127.0.0.1 and ::1 right now, and not
+/// handed out before by this process.
 pub fn free_port() -> u16 {
+    // Ports handed out by this process: one is free until its server binds
+    // it, so two asked in a row (a server's DNS, API and HTTPS ports) could
+    // otherwise be the same.
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     loop {
         let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = tcp.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok()
+        let mut handed_out = HANDED_OUT.lock().unwrap();
+        if !handed_out.contains(&port)
+            && UdpSocket::bind(("127.0.0.1", port)).is_ok()
             && UdpSocket::bind(("::1", port)).is_ok()
             && TcpListener::bind(("::1", port)).is_ok()
         {
+            handed_out.push(port);
             return port;
         }
     }
