@@ -27,6 +27,7 @@
 //! the compact denial only a signer can give, the chain of NSEC records
 //! over the zone's names (`pharos_zone::signed::nsec_chain_of`), signed.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 
 use pharos_dnssec::NSEC;
@@ -252,6 +253,8 @@ fn zone_records<'z>(zone: &'z Zone, snapshot: &Snapshot) -> Vec<Record<'z>> {
     let mut owners: Vec<&[u8]> = zone.nodes.keys().map(|owner| &owner[..]).collect();
     owners.sort_unstable_by_key(|owner| (*owner != &*zone.origin, *owner));
     let mut records = vec![soa_record(zone)];
+    // Each service's address types as sent, for its name's NSEC.
+    let mut sent_types: HashMap<&[u8], Vec<u16>> = HashMap::new();
     for owner in owners {
         let node = &zone.nodes[owner];
         for rrset in &node.rrsets {
@@ -267,11 +270,15 @@ fn zone_records<'z>(zone: &'z Zone, snapshot: &Snapshot) -> Vec<Record<'z>> {
         }
         if !node.routed_types.is_empty() {
             let replicas = replica_records(owner, snapshot);
+            let mut types: Vec<u16> = replicas.iter().map(|record| record.rtype).collect();
+            types.sort_unstable();
+            types.dedup();
+            sent_types.insert(owner, types);
             records.extend(replica_rrsigs(zone, owner, &replicas));
             records.extend(replicas);
         }
     }
-    records.extend(nsec_chain(zone, snapshot));
+    records.extend(nsec_chain(zone, &sent_types));
     records.push(soa_record(zone));
     records
 }
@@ -298,13 +305,8 @@ fn replica_rrsigs<'z>(zone: &Zone, owner: &'z [u8], replicas: &[Record<'z>]) -> 
 
 /// A signed zone's NSEC chain with its RRSIGs (none for an unsigned zone),
 /// a service's name listing the address types of the replicas it sends.
-fn nsec_chain<'z>(zone: &'z Zone, snapshot: &Snapshot) -> Vec<Record<'z>> {
-    let transferred = |owner: &[u8]| {
-        let mut present: Vec<u16> = replica_records(owner, snapshot).iter().map(|record| record.rtype).collect();
-        present.sort_unstable();
-        present.dedup();
-        present
-    };
+fn nsec_chain<'z>(zone: &'z Zone, sent_types: &HashMap<&[u8], Vec<u16>>) -> Vec<Record<'z>> {
+    let transferred = |owner: &[u8]| sent_types.get(owner).cloned().unwrap_or_default();
     let Some(chain) = nsec_chain_of(zone, transferred) else { return Vec::new() };
     let mut records = Vec::new();
     for (owner, nsec) in chain {
