@@ -58,7 +58,8 @@ pub struct InterfaceCounters {
     /// Passed up: EDNS version above 0, options other than one plain Client
     /// Subnet (scope 0, as user space takes it), more than one additional record.
     pub edns_unsupported: u64,
-    /// Passed up: no entry for the question.
+    /// Passed up: no entry for the question, or none for its first label
+    /// (the first-label filter, read before the rest of the packet).
     pub no_entry: u64,
     /// Passed up: the reply is larger than the client takes.
     pub too_large: u64,

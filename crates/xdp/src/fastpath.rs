@@ -13,6 +13,7 @@ use crate::PROGRAM;
 use crate::admission::{Demand, asked_room};
 use crate::counters::{CounterValues, Counters, InterfaceCounters, SlotCounterValues};
 use crate::fill::fill;
+use crate::first_labels;
 use crate::maps::{
     Answer, AnswerKey, ClassData, ClassValue, Config, Draw, DrawKey, Entry, Limit, PORT_WORDS, QuestionKey, ROUTED_VARIANTS, port_set,
 };
@@ -90,6 +91,9 @@ pub struct FastPath {
     classes: Mirrored<LpmTrie<MapData, ClassData, ClassValue>>,
     /// The senders whose Client Subnet is believed (value 1).
     trusted: Mirrored<LpmTrie<MapData, ClassData, u8>>,
+    /// The first-label filter's words, and log2 of its bits per generation.
+    first_labels: Mirrored<Array<MapData, u64>>,
+    first_label_bits: u16,
     config: Array<MapData, Config>,
     live: Array<MapData, u32>,
     counters: PerCpuHashMap<MapData, u32, CounterValues>,
@@ -116,9 +120,11 @@ impl FastPath {
         let limit = settings.rate_limit.map(|rate_limit| rate_limit.bucket()).transpose().map_err(FastPathError::Settings)?;
         let response_limit = settings.response_limit.as_ref();
         let rrl = response_limit.map(ResponseLimit::settings).transpose().map_err(FastPathError::Settings)?;
+        let first_label_bits = first_labels::bits_for(u64::from(capacity) + MAX_DRAWS as u64);
         let mut program = EbpfLoader::new()
             .map_max_entries("answers", 2 * (capacity + MAX_DRAWS as u32))
             .map_max_entries("asked", asked_room(capacity))
+            .map_max_entries("first_labels", first_labels::map_words(first_label_bits))
             .map_max_entries("rrl_buckets", response_limit.map_or(1, |limits| limits.table_size))
             .load(PROGRAM.ok_or(FastPathError::NotBuilt)?)?;
         let mut rrl_settings = Array::try_from(take(&mut program, "rrl_settings")?)?;
@@ -138,6 +144,7 @@ impl FastPath {
         let variants = Mirrored::new(Array::try_from(take(&mut program, "variants")?)?);
         let classes = Mirrored::new(LpmTrie::try_from(take(&mut program, "classes")?)?);
         let trusted = Mirrored::new(LpmTrie::try_from(take(&mut program, "trusted")?)?);
+        let first_labels = Mirrored::new(Array::try_from(take(&mut program, "first_labels")?)?);
         let config = Array::try_from(take(&mut program, "config")?)?;
         let counters = PerCpuHashMap::try_from(take(&mut program, "counters")?)?;
         let counter_slots = PerCpuArray::try_from(take(&mut program, "counter_slots")?)?;
@@ -150,6 +157,8 @@ impl FastPath {
             variants,
             classes,
             trusted,
+            first_labels,
+            first_label_bits,
             config,
             live,
             counters,
@@ -245,8 +254,13 @@ impl FastPath {
     pub fn sync(&mut self, snapshot: &Snapshot) -> Result<Synced, FastPathError> {
         let target = 1 - self.serving;
         self.demand.gather()?;
-        let admitted = self.demand.admit(fill(snapshot), self.capacity as usize);
+        let statics = fill(snapshot);
         let routed = fill_routed(snapshot);
+        // Every question the kernel may answer, installed or not: those
+        // left out must still reach the lookup to be counted as asked.
+        let questions = statics.iter().map(|(question, _)| question).chain(&routed.questions);
+        let labels = first_labels::words(questions, self.first_label_bits, target);
+        let admitted = self.demand.admit(statics, self.capacity as usize);
         let (answers, collided) = keyed_entries(snapshot, target, admitted.entries, &routed);
         let left_out = admitted.left_out + routed.left_out + collided;
         let mut synced = Synced { left_out, threshold: admitted.threshold, ..Synced::default() };
@@ -265,9 +279,12 @@ impl FastPath {
         let trust_all = u16::from(trusted.is_none());
         let senders = trusted.unwrap_or_default().into_iter().map(|key| (in_target(key), 1));
         self.trusted.bring_up(target, senders.collect(), &mut synced)?;
+        // The filter's words are no answers: what they took is not reported.
+        self.first_labels.bring_up(target, labels, &mut Synced::default())?;
         let count_asked = u16::from(admitted.left_out > 0);
         let epoch = self.epoch.wrapping_add(1);
-        let config = Config { udp_payload: snapshot.settings.udp_payload, count_asked, trust_all, padding: 0, epoch };
+        let config =
+            Config { udp_payload: snapshot.settings.udp_payload, count_asked, trust_all, first_label_bits: self.first_label_bits, epoch };
         self.config.set(target, config, 0)?;
         self.epoch = epoch;
         self.live.set(0, target, 0)?;

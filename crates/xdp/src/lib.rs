@@ -14,7 +14,8 @@
 //! it to interfaces, swaps snapshots in atomically (two generations of
 //! entries, one live, each mirrored in user space so a sync writes only
 //! what changed; above capacity, the most asked answers by the
-//! program's counts of questions) and reads its per-interface [`Counters`]; [`kernel_path`]
+//! program's counts of questions; a first-label filter passes up
+//! at once what no question of the snapshot begins with) and reads its per-interface [`Counters`]; [`kernel_path`]
 //! says, for `explain`, whether a question is answered in the kernel or
 //! passes up, and why.
 
@@ -22,6 +23,7 @@ mod admission;
 mod counters;
 mod fastpath;
 pub mod fill;
+mod first_labels;
 pub mod maps;
 mod mirror;
 mod path;

@@ -121,8 +121,9 @@ pub struct Config {
     /// 1 when every sender's Client Subnet is believed, else only those
     /// of senders in the `trusted` trie (keyed as `classes`, value 1).
     pub trust_all: u16,
-    /// Always 0.
-    pub padding: u16,
+    /// Log2 of the bits per generation of the `first_labels` filter
+    /// ([`crate::first_labels`]); 0 leaves the filter out.
+    pub first_label_bits: u16,
     /// Which snapshot this is: a new one at every sync, so that the
     /// program's cache of client classes never answers from an earlier one.
     pub epoch: u32,
@@ -199,7 +200,7 @@ unsafe impl aya::Pod for QuestionKey {}
 unsafe impl aya::Pod for Entry {}
 // SAFETY: 8 octets of u16 fields, then an even-sized byte array.
 unsafe impl aya::Pod for Answer {}
-// SAFETY: four u16 (the last one padding, written as 0), then a u32 at 8.
+// SAFETY: four u16, then a u32 at 8: no padding.
 unsafe impl aya::Pod for Config {}
 // SAFETY: a QuestionKey (12 octets, 4-aligned) and a u32: no padding.
 unsafe impl aya::Pod for DrawKey {}

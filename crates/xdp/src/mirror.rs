@@ -47,6 +47,21 @@ impl Table for Array<MapData, Answer> {
     }
 }
 
+/// The `first_labels` filter's words, by index; an index is emptied by
+/// writing 0.
+impl Table for Array<MapData, u64> {
+    type Key = u32;
+    type Value = u64;
+
+    fn put(&mut self, &index: &u32, value: &u64) -> Result<(), MapError> {
+        self.set(index, value, 0)
+    }
+
+    fn delete(&mut self, &index: &u32) -> Result<(), MapError> {
+        self.set(index, 0, 0)
+    }
+}
+
 /// The `classes` and `trusted` tries, keyed by (prefix length, data).
 impl<V: aya::Pod + PartialEq> Table for LpmTrie<MapData, ClassData, V> {
     type Key = (u32, ClassData);
