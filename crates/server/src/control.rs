@@ -29,7 +29,7 @@
 //! `health.stale_after_ms`. Each exchange reads only the verdicts that
 //! changed since the last one.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -70,7 +70,7 @@ use crate::keys::{self, KeyStep, KeyView, StepError};
 use crate::metrics::ControlActivity;
 use crate::notify;
 use crate::split::SplitWindow;
-use crate::state_cache::{self, Cached};
+use crate::state_cache::{self, Cached, StateCache};
 
 /// The store the config names: a PostgreSQL database, a SQLite file, or
 /// else an in-memory SQLite. (The config has checked it names one.)
@@ -121,10 +121,8 @@ pub struct Control {
     applied: u64,
     /// The stamp of the last batch of measurements read from the store.
     measured: u64,
-    /// Where the state is cached locally (a shared store's nodes only).
-    cache: Option<PathBuf>,
-    /// The sequence of the state cached last, if any.
-    cached: Option<u64>,
+    /// The state cached locally (a shared store's nodes only).
+    cache: Option<StateCache>,
     /// Health shared with the fleet (a shared store's nodes only).
     fleet_health: Option<FleetHealth>,
     /// The last key step (Unix seconds) the zones were signed again for:
@@ -278,7 +276,6 @@ impl Control {
         };
         let mut plane = Plane::new(state, measurements, sources, snapshots, settings, now);
         plane.set_probe_addresses(config.health.probe_addresses()?);
-        let cached = from_cache.then_some(applied);
         let fleet_health = config.store.url.as_ref().map(|_| FleetHealth {
             quorum: Quorum {
                 node: config.health.node_name(&config.server),
@@ -302,8 +299,7 @@ impl Control {
             fast_path: None,
             applied,
             measured,
-            cache,
-            cached,
+            cache: cache.map(StateCache::new),
             fleet_health,
             key_step_tried: None,
         };
@@ -409,7 +405,7 @@ impl Control {
     /// Applies `changes` all or nothing (see the module comment), at `now`
     /// (Unix ms, as every time the control plane is given).
     pub fn apply(&mut self, changes: &[Change], now: u64) -> Result<(), ControlError> {
-        self.catching_up(now, |control| control.commit(control.plane.state().with(changes), changes, None, now))
+        self.catching_up(now, |control| control.commit(control.plane.state().with(changes), Made::ToStore(changes), None, now))
     }
 
     /// Runs `attempt`; while the store refuses it because other nodes
@@ -475,7 +471,7 @@ impl Control {
         let changes: Vec<Change> = batches.into_iter().flat_map(|(_, changes)| changes).collect();
         // Set first: the commit publishes it with the snapshot.
         let before = std::mem::replace(&mut self.applied, last);
-        self.commit(self.plane.state().with(&changes), &[], None, now).inspect_err(|_| self.applied = before)?;
+        self.commit(self.plane.state().with(&changes), Made::Logged(&changes), None, now).inspect_err(|_| self.applied = before)?;
         // Listed with this node's own changes: whichever node took them.
         self.published.events.changed(now, &changes);
         Ok(())
@@ -503,7 +499,7 @@ impl Control {
     /// [`Control::apply`] for a caller that has already applied `changes`
     /// to the state, making `next`: they are not applied a second time.
     pub fn apply_made(&mut self, next: State, changes: &[Change], now: u64) -> Result<(), ControlError> {
-        self.commit(next, changes, None, now)
+        self.commit(next, Made::ToStore(changes), None, now)
     }
 
     /// Re-reads the config file and the zone files, and re-applies the
@@ -528,7 +524,7 @@ impl Control {
         let previous_sources = std::mem::replace(self.plane.sources_mut(), sources);
         // Regions are rebuilt: the data they use was reloaded too.
         let snapshots = self.plane.snapshots().reloaded(loaded, settings(&fresh).map_err(ControlError::Zones)?);
-        if let Err(error) = self.commit(self.plane.state().with(&changed), &changed, Some((fresh, snapshots)), now) {
+        if let Err(error) = self.commit(self.plane.state().with(&changed), Made::ToStore(&changed), Some((fresh, snapshots)), now) {
             *self.plane.sources_mut() = previous_sources;
             return Err(error);
         }
@@ -607,7 +603,7 @@ impl Control {
     /// Builds and publishes a snapshot from the same state and the current
     /// data.
     fn republish(&mut self, now: u64) -> Result<(), ControlError> {
-        self.commit(self.plane.state().as_ref().clone(), &[], None, now)
+        self.commit(self.plane.state().as_ref().clone(), Made::ToStore(&[]), None, now)
     }
 
     /// The file's declarations that differ from the version of them last
@@ -632,23 +628,27 @@ impl Control {
         Ok(())
     }
 
-    /// Validates `next`, the state after `changes` (with newly read files,
-    /// if any), by building its snapshot, commits the changes (none, for
-    /// batches the store has logged already), then publishes the snapshot
-    /// and the probe plan.
+    /// Validates `next`, the state after `made` (with newly read files,
+    /// if any), by building its snapshot, commits the changes to the store
+    /// (unless it has logged them already), then publishes the snapshot
+    /// and the probe plan, and caches the state.
     /// Each phase's time is counted (`pharos_snapshot_publish_phase_seconds`).
-    fn commit(&mut self, next: State, changes: &[Change], files: Option<(Config, SnapshotBuilder)>, now: u64) -> Result<(), ControlError> {
+    fn commit(&mut self, next: State, made: Made<'_>, files: Option<(Config, SnapshotBuilder)>, now: u64) -> Result<(), ControlError> {
         let started = Instant::now();
         let mut phases = Phases::start(self.published.clone());
         let (config, snapshots) = files.unzip();
         let reloaded = config.is_some();
         let prepared = self.plane.prepare(next, snapshots, now)?;
         phases.end("build");
-        if !changes.is_empty() {
-            self.applied = self.store.apply(self.applied, changes)?;
-            self.published.events.changed(now, changes);
-            phases.end("store");
-        }
+        let changes = match made {
+            Made::ToStore(changes) if !changes.is_empty() => {
+                self.applied = self.store.apply(self.applied, changes)?;
+                self.published.events.changed(now, changes);
+                phases.end("store");
+                changes
+            }
+            Made::ToStore(changes) | Made::Logged(changes) => changes,
+        };
         if let Some(config) = config {
             self.config = config;
         }
@@ -675,27 +675,22 @@ impl Control {
         self.published.state.store(self.plane.state().clone());
         self.published.update_store_status(|status| status.last_sequence = self.applied);
         phases.end("swap");
-        self.keep_cache();
+        self.keep_cache(changes);
         self.publish_data();
         phases.end("cache");
         self.published.activity.published(started.elapsed().as_secs_f64());
         Ok(())
     }
 
-    /// Caches the state locally if it moved since it was last cached; a
-    /// failure is logged: the state is the database's, the cache only helps
-    /// a start without it.
-    fn keep_cache(&mut self) {
-        let Some(path) = &self.cache else {
+    /// Caches the state locally if `changes` moved its sequence; a failure
+    /// is logged: the state is the database's, the cache only helps a start
+    /// without it.
+    fn keep_cache(&mut self, changes: &[Change]) {
+        let Some(cache) = &mut self.cache else {
             return;
         };
-        if self.cached == Some(self.applied) {
-            return;
-        }
-        let cached = Cached { sequence: self.applied, state: self.plane.state().as_ref() };
-        match state_cache::write(path, &cached) {
-            Ok(()) => self.cached = Some(self.applied),
-            Err(error) => tracing::warn!("cannot cache the state locally: {error:#}"),
+        if let Err(error) = cache.keep(self.plane.state(), self.applied, changes) {
+            tracing::warn!("cannot cache the state locally: {error:#}");
         }
     }
 
@@ -835,6 +830,16 @@ impl Control {
     pub fn load_status(&self) -> LoadStatus {
         self.plane.load_status()
     }
+}
+
+/// What a commit changes in the state.
+enum Made<'a> {
+    /// Changes to commit to the store (none: the same state, published
+    /// again with newly read files or data).
+    ToStore(&'a [Change]),
+    /// Batches the store has logged already, read back (the sequence they
+    /// end at is set first).
+    Logged(&'a [Change]),
 }
 
 /// Times the phases of a publication one after another.
