@@ -46,7 +46,7 @@ use pharos_control::probe::ProbeTarget;
 use pharos_control::quorum::{FleetVerdicts, Quorum};
 use pharos_control::snapshot::{SnapshotBuilder, service_name};
 use pharos_control::spec::DataSources;
-use pharos_control::{Change, ControlError, State};
+use pharos_control::{Change, ControlError, Measurement, State};
 use pharos_dnssec::{Signer, Window, ZoneKeys};
 use pharos_route::as_paths::AsPaths;
 use pharos_route::external::ExternalRegions;
@@ -54,7 +54,7 @@ use pharos_route::latency::MeasurementSpec;
 use pharos_route::prefix::prefix_set;
 use pharos_route::sources::{AsnTable, GeoDatabase};
 use pharos_route::{Asker, Explanation, Family, Routed, route};
-use pharos_store::{PostgresStore, SqliteStore, Store, StoreError};
+use pharos_store::{Batches, PostgresStore, SqliteStore, Store, StoreError};
 use pharos_zone::journal::Journal;
 use pharos_zone::{Zone, load_zone_file};
 use rand::Rng;
@@ -442,7 +442,7 @@ impl Control {
     /// Applies the batches logged after the last one the state holds, in
     /// order and as one commit (one snapshot), without writing them back;
     /// then serves the measurements other nodes recorded since the last
-    /// read. If the batches cannot be applied (this node's zones lack a
+    /// read (both read at once). If the batches cannot be applied (this node's zones lack a
     /// name another node's have, say), none is and the status says why.
     /// Nothing is read if the state holds `wanted` already (a batch this
     /// node logged, notified back to it); [`ANYTHING_NEW`] reads anyway.
@@ -451,7 +451,10 @@ impl Control {
             return Ok(());
         }
         self.published.activity.catch_up_read();
-        let caught_up = self.apply_logged(now).and_then(|()| self.take_measurements(now));
+        let caught_up = self.store.news_after(self.applied, self.measured).map_err(ControlError::from).and_then(|news| {
+            self.apply_logged(news.batches, now)?;
+            self.take_measurements(news.measurements, now)
+        });
         let error = caught_up.as_ref().err().map(ToString::to_string);
         self.published.update_store_status(|status| {
             // Reached: the state is the database's from now on.
@@ -463,8 +466,7 @@ impl Control {
         caught_up
     }
 
-    fn apply_logged(&mut self, now: u64) -> Result<(), ControlError> {
-        let batches = self.store.changes_after(self.applied)?;
+    fn apply_logged(&mut self, batches: Batches, now: u64) -> Result<(), ControlError> {
         let Some(&(last, _)) = batches.last() else {
             return Ok(());
         };
@@ -478,9 +480,8 @@ impl Control {
     }
 
     /// Serves the measurements recorded (by any node) after the last
-    /// batch read.
-    fn take_measurements(&mut self, now: u64) -> Result<(), ControlError> {
-        let (batch, measured) = self.store.measurements_after(self.measured)?;
+    /// batch read, read with the stamp to ask after next time.
+    fn take_measurements(&mut self, (batch, measured): (Vec<Measurement>, u64), now: u64) -> Result<(), ControlError> {
         self.measured = measured;
         if batch.is_empty() {
             return Ok(());

@@ -68,6 +68,17 @@ impl From<StoreError> for ControlError {
     }
 }
 
+/// Batches logged, each with its sequence, in order.
+pub type Batches = Vec<(u64, Vec<Change>)>;
+
+/// What other nodes wrote since a node last read ([`Store::news_after`]).
+#[derive(Debug, PartialEq)]
+pub struct News {
+    pub batches: Batches,
+    /// The measurements, and the stamp to ask after next time.
+    pub measurements: (Vec<Measurement>, u64),
+}
+
 /// Durable storage of the routing state.
 pub trait Store: Send {
     /// Reads the whole state, and the sequence of the last batch it holds.
@@ -79,7 +90,7 @@ pub trait Store: Send {
     /// computed from a state without it could undo it.
     fn apply(&mut self, after: u64, changes: &[Change]) -> Result<u64, StoreError>;
     /// Every batch logged after `sequence`, in order, with its number.
-    fn changes_after(&mut self, sequence: u64) -> Result<Vec<(u64, Vec<Change>)>, StoreError>;
+    fn changes_after(&mut self, sequence: u64) -> Result<Batches, StoreError>;
     /// Calls `wake` from now on whenever other writers may have logged
     /// batches. An engine that only this process writes never calls it.
     fn follow(&mut self, _wake: Wake) {}
@@ -99,6 +110,14 @@ pub trait Store: Send {
     /// stamped `stamp` (all of them after 0), and the stamp to ask after
     /// next time.
     fn measurements_after(&mut self, stamp: u64) -> Result<(Vec<Measurement>, u64), StoreError>;
+    /// What other nodes wrote: the batches logged after `sequence` and the
+    /// measurements recorded after `stamp`, as [`Store::changes_after`]
+    /// and [`Store::measurements_after`] read them (a shared database
+    /// reads both in one round trip: a node reads them at each change
+    /// another node makes).
+    fn news_after(&mut self, sequence: u64, stamp: u64) -> Result<News, StoreError> {
+        Ok(News { batches: self.changes_after(sequence)?, measurements: self.measurements_after(stamp)? })
+    }
     /// Keeps `batch` (a measurement older than the one kept for its pair
     /// is ignored) and forgets those measured before `older_than` (Unix
     /// seconds), in one transaction; returns the batch's stamp, one more

@@ -33,10 +33,10 @@ use serde::de::DeserializeOwned;
 use tokio::runtime::Runtime;
 use tokio_postgres::config::TargetSessionAttrs;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{AsyncMessage, Config, IsolationLevel, NoTls};
+use tokio_postgres::{AsyncMessage, Config, IsolationLevel, NoTls, Row};
 
 use crate::{
-    Change, Measurement, NEXT_MEASUREMENT_STAMP, NEXT_VERDICT_STAMP, State, Store, StoreError, batch_row, check_not_behind,
+    Batches, Change, Measurement, NEXT_MEASUREMENT_STAMP, NEXT_VERDICT_STAMP, News, State, Store, StoreError, batch_row, check_not_behind,
     declaration_row, fleet_reports, last_stamp, millis_row, read_batch, read_declaration, read_measurement, schema, subnet_text,
 };
 
@@ -55,6 +55,8 @@ const CHANGE_LOG_LOCK: i64 = 0x0070_6861_726f_736c; // "pharosl"
 
 /// The last sequence logged (0 for none).
 const LAST_SEQUENCE: &str = "SELECT COALESCE(MAX(sequence), 0) FROM changes";
+const CHANGES_AFTER: &str = "SELECT sequence, batch FROM changes WHERE sequence > $1 ORDER BY sequence";
+const MEASUREMENTS_AFTER: &str = "SELECT subnet, datacenter, rtt_ms, measured_at, stamp FROM measurements WHERE stamp > $1";
 /// The channel each logged batch is notified on.
 const CHANGES_CHANNEL: &str = "pharos_changes";
 /// How often a follower looks for batches without being notified: a
@@ -196,6 +198,22 @@ async fn migrate(client: &mut Object) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// A sequence or stamp as the database keeps it.
+fn row_number(number: u64) -> i64 {
+    i64::try_from(number).unwrap_or(i64::MAX)
+}
+
+fn read_batches(rows: Vec<Row>) -> Result<Batches, StoreError> {
+    rows.iter().map(|row| read_batch(row.get(0), row.get(1))).collect()
+}
+
+/// The measurements in `rows` (read after `stamp`) and the stamp to ask
+/// after next time.
+fn read_measurements(rows: Vec<Row>, stamp: u64) -> Result<(Vec<Measurement>, u64), StoreError> {
+    let measurements = rows.iter().map(|row| read_measurement(row.get(0), row.get(1), row.get(2), row.get(3)));
+    Ok((measurements.collect::<Result<_, _>>()?, last_stamp(stamp, rows.iter().map(|row| row.get(4)))))
+}
+
 async fn read_all<T: DeserializeOwned>(client: &impl GenericClient, table: &str, what: &'static str) -> Result<Vec<T>, StoreError> {
     // Byte order, as SQLite sorts, whatever the database's collation.
     let rows = client.query(&format!("SELECT name, spec FROM {table} ORDER BY name COLLATE \"C\""), &[]).await?;
@@ -260,13 +278,24 @@ impl Store for PostgresStore {
         })
     }
 
-    fn changes_after(&mut self, sequence: u64) -> Result<Vec<(u64, Vec<Change>)>, StoreError> {
-        let after = i64::try_from(sequence).unwrap_or(i64::MAX);
+    fn changes_after(&mut self, sequence: u64) -> Result<Batches, StoreError> {
         self.runtime.block_on(async {
             let client = self.connection().await?;
-            let read = client.prepare_cached("SELECT sequence, batch FROM changes WHERE sequence > $1 ORDER BY sequence").await?;
-            let rows = client.query(&read, &[&after]).await?;
-            rows.iter().map(|row| read_batch(row.get(0), row.get(1))).collect()
+            let read = client.prepare_cached(CHANGES_AFTER).await?;
+            read_batches(client.query(&read, &[&row_number(sequence)]).await?)
+        })
+    }
+
+    fn news_after(&mut self, sequence: u64, stamp: u64) -> Result<News, StoreError> {
+        self.runtime.block_on(async {
+            let client = self.connection().await?;
+            let (changes, measurements) =
+                tokio::try_join!(client.prepare_cached(CHANGES_AFTER), client.prepare_cached(MEASUREMENTS_AFTER))?;
+            let (sequence_row, stamp_row) = (row_number(sequence), row_number(stamp));
+            let (after_sequence, after_stamp): ([&(dyn ToSql + Sync); 1], [&(dyn ToSql + Sync); 1]) = ([&sequence_row], [&stamp_row]);
+            // Sent together (pipelined): one round trip.
+            let (batches, measured) = tokio::try_join!(client.query(&changes, &after_sequence), client.query(&measurements, &after_stamp))?;
+            Ok(News { batches: read_batches(batches)?, measurements: read_measurements(measured, stamp)? })
         })
     }
 
@@ -334,14 +363,10 @@ impl Store for PostgresStore {
     }
 
     fn measurements_after(&mut self, stamp: u64) -> Result<(Vec<Measurement>, u64), StoreError> {
-        let after = i64::try_from(stamp).unwrap_or(i64::MAX);
         self.runtime.block_on(async {
             let client = self.connection().await?;
-            let read =
-                client.prepare_cached("SELECT subnet, datacenter, rtt_ms, measured_at, stamp FROM measurements WHERE stamp > $1").await?;
-            let rows = client.query(&read, &[&after]).await?;
-            let measurements = rows.iter().map(|row| read_measurement(row.get(0), row.get(1), row.get(2), row.get(3)));
-            Ok((measurements.collect::<Result<_, _>>()?, last_stamp(stamp, rows.iter().map(|row| row.get(4)))))
+            let read = client.prepare_cached(MEASUREMENTS_AFTER).await?;
+            read_measurements(client.query(&read, &[&row_number(stamp)]).await?, stamp)
         })
     }
 

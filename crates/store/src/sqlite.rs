@@ -8,7 +8,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::de::DeserializeOwned;
 
 use crate::{
-    Change, Measurement, NEXT_MEASUREMENT_STAMP, NEXT_VERDICT_STAMP, State, Store, StoreError, batch_row, check_not_behind,
+    Batches, Change, Measurement, NEXT_MEASUREMENT_STAMP, NEXT_VERDICT_STAMP, State, Store, StoreError, batch_row, check_not_behind,
     declaration_row, fleet_reports, last_stamp, millis_row, read_batch, read_declaration, read_measurement, schema, subnet_text,
 };
 
@@ -92,7 +92,7 @@ impl Store for SqliteStore {
         Ok(sequence)
     }
 
-    fn changes_after(&mut self, sequence: u64) -> Result<Vec<(u64, Vec<Change>)>, StoreError> {
+    fn changes_after(&mut self, sequence: u64) -> Result<Batches, StoreError> {
         let after = i64::try_from(sequence).unwrap_or(i64::MAX);
         let mut statement = self.connection.prepare_cached("SELECT sequence, batch FROM changes WHERE sequence > ?1 ORDER BY sequence")?;
         let rows = statement.query_map(params![after], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))?;

@@ -99,6 +99,7 @@ on_both_engines!(
     the_newest_measurement_per_pair_is_kept_and_old_ones_are_forgotten,
     a_node_reads_only_the_measurements_recorded_after_its_last_stamp,
     every_batch_is_logged_under_the_next_sequence,
+    news_are_the_batches_and_the_measurements_after_what_was_read,
     a_batch_made_from_a_state_without_the_last_one_logged_is_refused,
     a_corrupt_logged_batch_is_named_by_its_sequence,
     a_setting_made_by_several_at_once_is_the_first_one_written,
@@ -191,6 +192,22 @@ fn every_batch_is_logged_under_the_next_sequence(engine: &dyn Engine) {
     assert_eq!(reopened.changes_after(0).unwrap(), [(1, first), (2, second.clone())]);
     assert_eq!(reopened.changes_after(1).unwrap(), [(2, second)]);
     assert_eq!(reopened.changes_after(2).unwrap(), []);
+}
+
+fn news_are_the_batches_and_the_measurements_after_what_was_read(engine: &dyn Engine) {
+    let mut store = engine.open().unwrap();
+    let nothing = store.news_after(0, 0).unwrap();
+    assert_eq!((nothing.batches, nothing.measurements), (vec![], (vec![], 0)));
+    let first = vec![Change::PutService(service("a.test"))];
+    let second = vec![Change::PutService(service("b.test"))];
+    store.apply(0, &first).unwrap();
+    store.apply(1, &second).unwrap();
+    let stamp = store.record_measurements(&[measurement("10.1.0.0/16", "fra", 20.0, 1000)], 0).unwrap();
+    let news = store.news_after(1, 0).unwrap();
+    assert_eq!(news.batches, [(2, second)]);
+    assert_eq!((listed(&news.measurements.0), news.measurements.1), (vec![("10.1.0.0/16".to_string(), "fra", 20.0, 1000)], stamp));
+    let news = store.news_after(2, stamp).unwrap();
+    assert_eq!((news.batches, news.measurements), (vec![], (vec![], stamp)), "nothing new");
 }
 
 fn a_batch_made_from_a_state_without_the_last_one_logged_is_refused(engine: &dyn Engine) {
