@@ -78,7 +78,9 @@ use crate::state_cache::{self, Cached, StateCache};
 pub fn open_store(config: &StoreConfig) -> anyhow::Result<Box<dyn Store>> {
     Ok(match (&config.url, &config.path) {
         // The url may hold a password: it is not repeated in the error.
-        (Some(url), _) => Box::new(PostgresStore::open(url).context("cannot open the PostgreSQL store (store.url)")?),
+        (Some(url), _) => {
+            Box::new(PostgresStore::open(url, crate::scheduling::yield_to_queries).context("cannot open the PostgreSQL store (store.url)")?)
+        }
         (None, Some(path)) => Box::new(SqliteStore::open(path).with_context(|| format!("cannot open the store {}", path.display()))?),
         (None, None) => Box::new(SqliteStore::open(std::path::Path::new(":memory:"))?),
     })
@@ -98,7 +100,7 @@ fn open_store_or_cache(config: &Config, cache: Option<&Path>) -> anyhow::Result<
     };
     let cached = state_cache::read(cache)?;
     tracing::warn!("{error:#}; serving the state cached in {} (sequence {}) until it can be reached", cache.display(), cached.sequence);
-    Ok((Box::new(PostgresStore::open_later(url)?), Some(cached)))
+    Ok((Box::new(PostgresStore::open_later(url, crate::scheduling::yield_to_queries)?), Some(cached)))
 }
 
 /// Routing state, its store, and the snapshot published from them.

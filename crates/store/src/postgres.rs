@@ -99,9 +99,11 @@ pub struct PostgresStore {
 impl PostgresStore {
     /// Connects to the database `url` names and brings its schema up to
     /// date; fails if the url is not a connection string or no host listed
-    /// gives a read-write session.
-    pub fn open(url: &str) -> Result<PostgresStore, StoreError> {
-        let store = PostgresStore::open_later(url)?;
+    /// gives a read-write session. The store's runtime thread calls
+    /// `on_thread_start` first (a server makes it yield to its query
+    /// threads: it wakes for every round trip to the database).
+    pub fn open(url: &str, on_thread_start: fn()) -> Result<PostgresStore, StoreError> {
+        let store = PostgresStore::open_later(url, on_thread_start)?;
         // Reached and migrated; the connection goes back to the pool.
         drop(store.runtime.block_on(store.connection())?);
         Ok(store)
@@ -110,9 +112,9 @@ impl PostgresStore {
     /// Like [`PostgresStore::open`], without connecting yet: for a node
     /// that starts while the database is down. The first call that reaches
     /// it brings its schema up to date.
-    pub fn open_later(url: &str) -> Result<PostgresStore, StoreError> {
+    pub fn open_later(url: &str, on_thread_start: fn()) -> Result<PostgresStore, StoreError> {
         let config = connection_config(url)?;
-        let runtime = store_runtime()?;
+        let runtime = store_runtime(on_thread_start)?;
         let pool = pool(&config);
         Ok(PostgresStore { config, pool, runtime, migrated: AtomicBool::new(false) })
     }
@@ -129,8 +131,10 @@ impl PostgresStore {
 }
 
 /// The runtime thread that drives the store's connections.
-fn store_runtime() -> Result<Runtime, StoreError> {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("store").enable_all().build().map_err(StoreError::Runtime)
+fn store_runtime(on_thread_start: fn()) -> Result<Runtime, StoreError> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(1).thread_name("store").on_thread_start(on_thread_start).enable_all();
+    builder.build().map_err(StoreError::Runtime)
 }
 
 fn pool(config: &Config) -> Pool {

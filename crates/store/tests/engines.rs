@@ -68,7 +68,7 @@ impl Postgresql {
 
 impl Engine for Postgresql {
     fn open(&self) -> Result<Box<dyn Store>, StoreError> {
-        Ok(Box::new(PostgresStore::open(&self.url)?))
+        Ok(Box::new(PostgresStore::open(&self.url, || {})?))
     }
 
     fn execute(&self, sql: &str) {
@@ -282,7 +282,7 @@ fn a_node_reads_only_the_measurements_recorded_after_its_last_stamp(engine: &dyn
 #[test]
 fn a_url_that_is_no_connection_string_is_refused_saying_what_is_expected() {
     for url in ["postgres://[::1", "host=", "sqlite:///var/lib/pharos.db"] {
-        let error = PostgresStore::open(url).err().map(|error| error.to_string()).unwrap_or_default();
+        let error = PostgresStore::open(url, || {}).err().map(|error| error.to_string()).unwrap_or_default();
         assert!(error.starts_with("invalid store url (expected a libpq connection string"), "{url}: {error}");
     }
 }
@@ -290,7 +290,7 @@ fn a_url_that_is_no_connection_string_is_refused_saying_what_is_expected() {
 #[test]
 fn a_database_nobody_listens_for_is_reported_unreachable() {
     let closed_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let error = PostgresStore::open(&format!("postgres://postgres@127.0.0.1:{closed_port}/pharos")).err().unwrap().to_string();
+    let error = PostgresStore::open(&format!("postgres://postgres@127.0.0.1:{closed_port}/pharos"), || {}).err().unwrap().to_string();
     assert!(error.starts_with("PostgreSQL cannot be reached") && error.contains("refused"), "{error}");
 }
 
@@ -321,7 +321,7 @@ fn of_several_hosts_the_read_write_one_is_written_to() {
     standby.sql("postgres", "SELECT pg_reload_conf()");
     let primary = Postgresql::new();
     let url = format!("postgres://postgres@127.0.0.1:{},127.0.0.1:{}/pharos", standby.port, primary.server.port);
-    let mut store = PostgresStore::open(&url).unwrap();
+    let mut store = PostgresStore::open(&url, || {}).unwrap();
     store.apply(0, &[Change::PutService(service("a.test"))]).unwrap();
     assert_eq!(primary.server.sql("pharos", "SELECT name FROM services"), "a.test\n");
 }
@@ -335,7 +335,7 @@ fn nodes_starting_together_on_a_new_database_migrate_it_once() {
             .map(|_| {
                 scope.spawn(|| {
                     starting.wait();
-                    PostgresStore::open(&engine.url).map(drop)
+                    PostgresStore::open(&engine.url, || {}).map(drop)
                 })
             })
             .collect();
@@ -440,8 +440,8 @@ fn a_follower_is_woken_by_each_batch_another_logs_and_listens_again_when_cut_off
 fn a_store_opened_while_the_database_is_down_connects_and_migrates_at_its_first_call_that_reaches_it() {
     let engine = Postgresql::new();
     engine.server.stop();
-    assert!(PostgresStore::open(&engine.url).is_err(), "open connects at once");
-    let mut store = PostgresStore::open_later(&engine.url).unwrap();
+    assert!(PostgresStore::open(&engine.url, || {}).is_err(), "open connects at once");
+    let mut store = PostgresStore::open_later(&engine.url, || {}).unwrap();
     let error = store.apply(0, &[Change::PutService(service("a.test"))]).unwrap_err().to_string();
     assert!(error.starts_with("PostgreSQL cannot be reached"), "{error}");
     engine.server.start_server();
@@ -474,4 +474,24 @@ fn each_node_keeps_one_verdict_per_replica_and_reads_every_node_s(engine: &dyn E
     assert_eq!(reports.stamp, 4);
     let quiet = reopened.exchange_health("n1", 3000, &[], 4).unwrap();
     assert_eq!((quiet.verdicts, quiet.stamp, quiet.reported.len()), (vec![], 4, 2), "nothing changed: no verdict read");
+}
+
+/// The threads the store's runtime started, by name, as they started.
+static STARTED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+fn note_thread_start() {
+    let name = std::thread::current().name().unwrap_or_default().to_owned();
+    STARTED.lock().unwrap().push(name);
+}
+
+#[test]
+fn the_store_thread_runs_what_it_is_given_at_its_start() {
+    // Nothing listens there: the runtime starts without a connection.
+    let _store = PostgresStore::open_later("postgres://postgres@127.0.0.1:1/pharos", note_thread_start).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while STARTED.lock().unwrap().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the store's thread never started");
+        std::thread::yield_now();
+    }
+    assert_eq!(STARTED.lock().unwrap()[0], "store");
 }
