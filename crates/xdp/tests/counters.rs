@@ -45,8 +45,12 @@ fn checksum_of(segment: &[u8], partial: bool) -> u16 {
     pharos_xdp::maps::ones_complement_sum(&pseudo)
 }
 
-/// The counters of the one interface the test runs arrive on.
-fn only_interface(fast_path: &FastPath) -> InterfaceCounters {
+/// Runs each frame, checking the program's action on it, then reads the
+/// counters of the one interface the runs arrive on.
+fn counted_after(fast_path: &FastPath, sent: &[(Vec<u8>, u32)]) -> InterfaceCounters {
+    for (frame, action) in sent {
+        assert_eq!(run(fast_path, frame).0, *action);
+    }
     let counters = fast_path.counters().unwrap();
     assert_eq!(counters.interfaces.len(), 1, "{counters:?}");
     counters.interfaces[0].clone()
@@ -97,10 +101,7 @@ fn counts_each_answer_and_each_reason_to_pass_up() {
         (unchecked_v4, XDP_TX),
         (partial_v4, XDP_TX),
     ];
-    for (frame, action) in &sent {
-        assert_eq!(run(&fast_path, frame).0, *action);
-    }
-    let counters = only_interface(&fast_path);
+    let counters = counted_after(&fast_path, &sent);
     let expected = InterfaceCounters {
         ifindex: counters.ifindex,
         interface: Some("lo".into()),
@@ -140,10 +141,7 @@ fn a_first_label_no_question_has_passes_up_unread() {
         (version_1("longlabel2.example.test"), XDP_PASS),
         (version_1("unknown.example.test"), XDP_PASS),
     ];
-    for (frame, action) in &sent {
-        assert_eq!(run(&fast_path, frame).0, *action);
-    }
-    let counters = only_interface(&fast_path);
+    let counters = counted_after(&fast_path, &sent);
     let expected = InterfaceCounters {
         ifindex: counters.ifindex,
         interface: Some("lo".into()),
