@@ -32,33 +32,33 @@ impl<K: aya::Pod + Eq + Hash, V: aya::Pod + PartialEq> Table for BpfHashMap<MapD
     }
 }
 
-/// The `variants` array, by index; an index is emptied by writing
-/// [`Answer::NONE`] there.
-impl Table for Array<MapData, Answer> {
-    type Key = u32;
-    type Value = Answer;
-
-    fn put(&mut self, &index: &u32, value: &Answer) -> Result<(), MapError> {
-        self.set(index, value, 0)
-    }
-
-    fn delete(&mut self, &index: &u32) -> Result<(), MapError> {
-        self.set(index, Answer::NONE, 0)
-    }
+/// A value an array map's index holds when it holds nothing.
+pub(crate) trait Empty {
+    const EMPTY: Self;
 }
 
-/// The `first_labels` filter's words, by index; an index is emptied by
-/// writing 0.
-impl Table for Array<MapData, u64> {
-    type Key = u32;
-    type Value = u64;
+/// The `variants` array holds no answer where it holds [`Answer::NONE`].
+impl Empty for Answer {
+    const EMPTY: Answer = Answer::NONE;
+}
 
-    fn put(&mut self, &index: &u32, value: &u64) -> Result<(), MapError> {
+/// The `first_labels` filter: a word of no bits.
+impl Empty for u64 {
+    const EMPTY: u64 = 0;
+}
+
+/// An array map by index; an index is emptied by writing
+/// [`Empty::EMPTY`] there.
+impl<V: aya::Pod + PartialEq + Empty> Table for Array<MapData, V> {
+    type Key = u32;
+    type Value = V;
+
+    fn put(&mut self, &index: &u32, value: &V) -> Result<(), MapError> {
         self.set(index, value, 0)
     }
 
     fn delete(&mut self, &index: &u32) -> Result<(), MapError> {
-        self.set(index, 0, 0)
+        self.set(index, V::EMPTY, 0)
     }
 }
 
