@@ -1,9 +1,9 @@
 //! `GET /metrics` of the real server: the token on the control listener and
 //! none on the metrics listener; exact deltas of the query counters for a
-//! known set of queries over every transport; none of them with counting
-//! off; `promtool check metrics` on a real scrape, counting on and off; and
-//! a real Prometheus scraping the server. Loopback only;
-//! every wait has a deadline.
+//! known set of queries over every transport, and for 100 pipelined on one
+//! TCP connection; none of them with counting off; `promtool check
+//! metrics` on a real scrape, counting on and off; and a real Prometheus
+//! scraping the server. Loopback only; every wait has a deadline.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -234,6 +234,66 @@ fn a_known_set_of_queries_moves_the_counters_by_exactly_as_much() {
     assert_eq!(deltas(&before, &after, "pharos_dns_answer_seconds_count"), answered, "one latency sample per response");
     let decision = "pharos_routing_decisions_total{service=\"svc.example.test\",region=\"europe\",replica=\"fra\"}";
     assert_eq!(deltas(&before, &after, "pharos_routing_decisions_total"), BTreeMap::from([(decision.to_string(), 4.0)]));
+}
+
+/// One query of a pipelined mix: its name, type and whether it comes from
+/// europe (routed to fra when it asks for the service), and the RCODE its
+/// answer must carry.
+struct Pipelined {
+    name: &'static str,
+    rtype: Rtype,
+    from_europe: bool,
+    rcode: &'static str,
+}
+
+/// 100 queries in a fixed order: NOERROR, NXDOMAIN and routed answers in
+/// turn, and one REFUSED among them.
+fn pipelined_mix() -> Vec<Pipelined> {
+    let refused = Pipelined { name: "www.elsewhere.test", rtype: Rtype::TXT, from_europe: false, rcode: "REFUSED" };
+    let mut mix: Vec<Pipelined> = (0..99)
+        .map(|index| match index % 3 {
+            0 => Pipelined { name: "www.example.test", rtype: Rtype::A, from_europe: false, rcode: "NOERROR" },
+            1 => Pipelined { name: "nope.example.test", rtype: Rtype::MX, from_europe: false, rcode: "NXDOMAIN" },
+            _ => Pipelined { name: "svc.example.test", rtype: Rtype::A, from_europe: true, rcode: "NOERROR" },
+        })
+        .collect();
+    mix.insert(50, refused);
+    mix
+}
+
+#[test]
+fn a_hundred_pipelined_queries_on_one_connection_are_counted_exactly() {
+    let server = start_metered();
+    let mix = pipelined_mix();
+    let before = samples(&scrape_text(&server.metrics, None));
+    let mut stream = TcpStream::connect(server.pharos.address).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    // All in one write: the server reads them in as few reads as it can.
+    let mut burst = Vec::new();
+    for (id, query) in (0..).zip(&mix) {
+        let subnet = query.from_europe.then_some((IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)), 24));
+        burst.extend(framed(&ecs_query(id, query.name, query.rtype, subnet)));
+    }
+    stream.write_all(&burst).unwrap();
+    for (id, query) in (0..).zip(&mix) {
+        let answer = read_frame(&mut stream).unwrap();
+        assert_eq!((answer.header().id(), answer.header().rcode().to_string()), (id, query.rcode.to_string()), "{}", query.name);
+    }
+    drop(stream);
+    // www and the routed service both answer NOERROR for A.
+    let responses: BTreeMap<String, f64> = [("NOERROR", "A", 66.0), ("NXDOMAIN", "MX", 33.0), ("REFUSED", "TXT", 1.0)]
+        .into_iter()
+        .map(|(rcode, qtype, count)| {
+            (format!("pharos_dns_responses_total{{transport=\"tcp\",rcode=\"{rcode}\",qtype=\"{qtype}\"}}"), count)
+        })
+        .collect();
+    let queries = BTreeMap::from([("pharos_dns_queries_total{transport=\"tcp\"}".to_string(), 100.0)]);
+    let after = counted(&server, &before, "pharos_dns_queries_total", &queries);
+    assert_eq!(deltas(&before, &after, "pharos_dns_responses_total"), responses);
+    let timed = BTreeMap::from([("pharos_dns_answer_seconds_count{transport=\"tcp\"}".to_string(), 100.0)]);
+    assert_eq!(deltas(&before, &after, "pharos_dns_answer_seconds_count"), timed, "one latency sample per response");
+    let decision = "pharos_routing_decisions_total{service=\"svc.example.test\",region=\"europe\",replica=\"fra\"}";
+    assert_eq!(deltas(&before, &after, "pharos_routing_decisions_total"), BTreeMap::from([(decision.to_string(), 33.0)]));
 }
 
 #[test]

@@ -21,7 +21,7 @@ use pharos_answer::{
     Answered, Client, Query, ResponseOptions, SharedSnapshot, Snapshot, Transferred, Transport, is_transfer, parse_query, respond_parsed,
     respond_transfer,
 };
-use pharos_wire::framing::{push_framed, push_framed_with, split_frame};
+use pharos_wire::framing::{close_frame, open_frame, push_framed, split_frame};
 use pharos_wire::{name, types};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -235,49 +235,87 @@ async fn write_answers(stream: &mut (impl AsyncWrite + Unpin), output: &[u8], ti
 /// write (the whole read's, as for a UDP batch): how long the write then
 /// takes is the client's reading.
 fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, rng: &mut SmallRng, output: &mut Vec<u8>) -> usize {
-    let counting = metrics::counting(connection.mechanism);
-    // Whether the query log runs, asked once per read: without it, a query
-    // reads no wall clock and builds nothing for it.
-    let logged_at = dnstap::logging().then(SystemTime::now);
+    let mut read = ReadAccount {
+        counting: metrics::counting(connection.mechanism),
+        // Whether the query log runs, asked once per read: without it, a
+        // query reads no wall clock and builds nothing for it.
+        logged_at: dnstap::logging().then(SystemTime::now),
+        connection,
+        queries: 0,
+        answers: 0,
+    };
     let current = snapshot.load();
     let mut unread = input;
-    let (mut received_count, mut answered_count) = (0, 0);
     while let Ok((message, rest)) = split_frame(unread) {
         let start = output.len();
-        let answered = match parse_query(message) {
+        read.queries += 1;
+        // Each branch accounts for its own answer where the answer was
+        // made: merged into one `Option<Answered>` first, the response's
+        // summary was copied per query and then read back with wide loads
+        // of narrow stores (the profile's annotation), most of what
+        // counting cost pipelined TCP.
+        match parse_query(message) {
             // A zone transfer is many messages, framed one by one.
-            Ok(query) if query.question.as_ref().is_some_and(is_transfer) => Some(transfer(&query, connection, &current, output)),
+            Ok(query) if query.question.as_ref().is_some_and(is_transfer) => {
+                let answered = transfer(&query, connection, &current, output);
+                read.answered(&answered, message, &output[start..]);
+            }
             parsed => {
-                push_framed_with(output, |output| respond_parsed(parsed, &connection.client, &connection.options, &current, rng, output))
-            }
-        };
-        received_count += 1;
-        if let Some(answered) = answered {
-            answered_count += 1;
-            if let Some(counting) = &counting {
-                counting.answered(&answered, || Some(connection.peer.ip()));
-            }
-            if let Some(received) = logged_at {
-                dnstap::log(&dnstap::Exchange {
-                    mechanism: connection.mechanism,
-                    client: connection.peer,
-                    server: connection.server,
-                    query: message,
-                    // The first message of a transfer stands for it.
-                    response: split_frame(&output[start..]).map_or(&[][..], |(first, _)| first),
-                    received,
-                    routed: answered.routed,
-                    http: None,
-                });
+                let frame = open_frame(output);
+                let answered = respond_parsed(parsed, &connection.client, &connection.options, &current, rng, output);
+                close_frame(output, frame, answered.is_some());
+                if let Some(answered) = &answered {
+                    read.answered(answered, message, &output[start..]);
+                }
             }
         }
         unread = rest;
     }
-    if let Some(counting) = counting {
-        counting.received(received_count);
-        counting.latency(answered_count);
-    }
+    read.finish();
     input.len() - unread.len()
+}
+
+/// What one read's answers are counted and logged with, and how many
+/// queries it held and answered.
+struct ReadAccount<'c> {
+    counting: Option<metrics::Counting>,
+    logged_at: Option<SystemTime>,
+    connection: &'c Stream,
+    queries: u64,
+    answers: u64,
+}
+
+impl ReadAccount<'_> {
+    /// Counts and logs the answer to `query`, whose framed messages are
+    /// `framed`.
+    fn answered(&mut self, answered: &Answered<'_>, query: &[u8], framed: &[u8]) {
+        self.answers += 1;
+        let connection = self.connection;
+        if let Some(counting) = &self.counting {
+            counting.answered(answered, || Some(connection.peer.ip()));
+        }
+        if let Some(received) = self.logged_at {
+            dnstap::log(&dnstap::Exchange {
+                mechanism: connection.mechanism,
+                client: connection.peer,
+                server: connection.server,
+                query,
+                // The first message of a transfer stands for it.
+                response: split_frame(framed).map_or(&[][..], |(first, _)| first),
+                received,
+                routed: answered.routed,
+                http: None,
+            });
+        }
+    }
+
+    /// Counts the read's queries and its answers' latency.
+    fn finish(self) {
+        if let Some(counting) = self.counting {
+            counting.received(self.queries);
+            counting.latency(self.answers);
+        }
+    }
 }
 
 /// Answers a zone transfer query, appending its framed messages to
