@@ -8,7 +8,7 @@
 pub mod initial;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use domain::base::{Message, ParsedName};
 use domain::rdata::AllRecordData;
@@ -67,7 +67,7 @@ struct ServicesFile {
     #[serde(rename = "region")]
     regions: Vec<RegionSpec>,
     #[serde(rename = "service")]
-    services: Vec<ServiceSpec>,
+    services: Vec<Arc<ServiceSpec>>,
 }
 
 /// zones/services.toml, and a service with enough addresses to overflow

@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
 use std::time::Instant;
 
 use pharos_answer::{Client, Settings, Transport, respond};
@@ -32,7 +33,7 @@ fn main() {
     let zone = load_zone_file(origin, zone_file.as_ref()).unwrap_or_else(|error| panic!("{error}"));
     let service_name = format!("svc.{}", origin.trim_end_matches('.'));
     let (services, queries) = if routed {
-        (vec![service(&service_name)], (0..10_000u32).map(|index| routed_query(&service_name, index)).collect())
+        (vec![Arc::new(service(&service_name))], (0..10_000u32).map(|index| routed_query(&service_name, index)).collect())
     } else {
         let queries: Vec<Vec<u8>> = std::fs::read_to_string(query_file).expect("query file").lines().filter_map(encode_query).collect();
         (Vec::new(), queries)

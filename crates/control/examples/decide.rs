@@ -140,7 +140,7 @@ fn routes(sources: &DataSources) -> Routes {
     let regions: Vec<RegionSpec> = (1..=8)
         .map(|id| RegionSpec { id, name: format!("r{id}"), prefixes: vec![format!("{}.0.0.0/8", 20 + id * 20)], ..RegionSpec::default() })
         .collect();
-    let services: Vec<ServiceSpec> = POLICIES.iter().map(|policy| service(policy, &regions)).collect();
+    let services: Vec<Arc<ServiceSpec>> = POLICIES.iter().map(|policy| Arc::new(service(policy, &regions))).collect();
     let declared = Declared { datacenters: &datacenters, regions: &regions, services: &services };
     build_routes(&declared, sources, |name| Ok(name.as_bytes().into())).expect("valid declarations")
 }

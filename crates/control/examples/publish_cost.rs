@@ -9,6 +9,7 @@
 //! The figures are medians and 90th percentiles over the changes.
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pharos_answer::Settings;
@@ -25,7 +26,7 @@ fn main() {
     let count: u32 = std::env::args().nth(1).map_or(10_000, |text| text.parse().expect("a number of services"));
     let mut plane = plane();
     // Kept in name order, as changes keep it.
-    let mut services: Vec<ServiceSpec> = (0..count).map(|number| service(number, number)).collect();
+    let mut services: Vec<Arc<ServiceSpec>> = (0..count).map(|number| Arc::new(service(number, number))).collect();
     services.sort_by(|a, b| a.name.cmp(&b.name));
     let next = State { services, ..State::default() };
     let prepared = plane.prepare(next, None, 0).expect("valid services");

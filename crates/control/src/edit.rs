@@ -65,8 +65,8 @@ pub fn delete_region(state: &State, name: &str) -> Result<Vec<Change>, ControlEr
 }
 
 /// The declaration of the service `name`.
-pub fn find_service(state: &State, name: &str) -> Result<ServiceSpec, ControlError> {
-    state.services.iter().find(|service| service.name == name).cloned().ok_or_else(|| ControlError::NotFound(format!("service {name}")))
+pub fn find_service<'a>(state: &'a State, name: &str) -> Result<&'a ServiceSpec, ControlError> {
+    state.service(name).map(|service| &**service).ok_or_else(|| ControlError::NotFound(format!("service {name}")))
 }
 
 pub fn delete_service(state: &State, name: &str) -> Result<Vec<Change>, ControlError> {
@@ -76,13 +76,13 @@ pub fn delete_service(state: &State, name: &str) -> Result<Vec<Change>, ControlE
 
 /// MyXDNS's Update_Prob: replaces the service's whole table.
 pub fn set_probabilities(state: &State, name: &str, table: &Probabilities) -> Result<Vec<Change>, ControlError> {
-    let mut service = find_service(state, name)?;
+    let mut service = find_service(state, name)?.clone();
     service.probabilities = table.clone();
     Ok(vec![Change::PutService(service)])
 }
 
 pub fn patch_replica(state: &State, name: &str, id: &str, patch: &ReplicaPatch) -> Result<Vec<Change>, ControlError> {
-    let mut service = find_service(state, name)?;
+    let mut service = find_service(state, name)?.clone();
     let replica = service
         .replicas
         .iter_mut()

@@ -87,7 +87,7 @@ mod tests {
     /// An edit that adds `extra` to replica `a`'s weight of `name`.
     fn add_weight(name: &'static str, extra: u32) -> Edit {
         Box::new(move |state: &State| {
-            let mut service = state.services.iter().find(|known| known.name == name).cloned().ok_or(ControlError::NotFound(name.into()))?;
+            let mut service = crate::edit::find_service(state, name)?.clone();
             service.replicas[0].weight += extra;
             Ok(vec![Change::PutService(service)])
         })

@@ -281,7 +281,7 @@ mod tests {
             serde_json::from_value(serde_json::json!({ "kind": "tcp", "port": 80, "interval_ms": interval_ms, "rise": 2, "fall": 2 }));
         let replicas = replicas.iter().map(|id| ReplicaSpec::new(*id, "192.0.2.1".parse().unwrap())).collect();
         State {
-            services: vec![ServiceSpec { health: Some(probe.unwrap()), ..ServiceSpec::new("s.test", "static", replicas) }],
+            services: vec![Arc::new(ServiceSpec { health: Some(probe.unwrap()), ..ServiceSpec::new("s.test", "static", replicas) })],
             ..State::default()
         }
     }

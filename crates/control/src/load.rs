@@ -96,14 +96,14 @@ impl LoadControl {
         for (service, interval) in controlled {
             self.rounds.entry(service.to_string()).or_insert(now + interval);
         }
-        self.loads.retain(|(service, _), _| state.services.iter().any(|spec| spec.name == *service));
+        self.loads.retain(|(service, _), _| state.service(service).is_some());
     }
 
     /// One round for `service` at `now`: targets from the fresh loads,
     /// damped from the installed table. Returns the change that installs
     /// them, if they differ from the installed ones.
     pub fn run_round(&mut self, state: &State, service: &str, now: u64) -> Option<Change> {
-        let spec = state.services.iter().find(|spec| spec.name == service)?;
+        let spec = state.service(service)?;
         let control = spec.load_control.as_ref()?;
         self.rounds.insert(service.to_string(), now + control.interval_ms);
         let loaded = self.fresh_loads(spec, now);
@@ -114,7 +114,7 @@ impl LoadControl {
         let run = LoadRun { service: service.to_string(), at: now / 1000, loads, previous, targets, installed: installed.clone() };
         self.runs.insert(service.to_string(), run);
         let probabilities = control.as_probabilities(&installed);
-        (probabilities != spec.probabilities).then(|| Change::PutService(ServiceSpec { probabilities, ..spec.clone() }))
+        (probabilities != spec.probabilities).then(|| Change::PutService(ServiceSpec { probabilities, ..ServiceSpec::clone(spec) }))
     }
 
     /// What the last round for `service` did.

@@ -167,7 +167,7 @@ impl Plane {
         Ok(match self.health.record(result, now) {
             Effect::Flipped => AfterProbe::Flipped,
             Effect::Turned => AfterProbe::TellFleet,
-            Effect::Streak if self.state.services.iter().any(|spec| spec.name == *service && spec.shrink_ttl) => AfterProbe::Republish,
+            Effect::Streak if self.state.service(service).is_some_and(|spec| spec.shrink_ttl) => AfterProbe::Republish,
             Effect::Streak | Effect::Unchanged | Effect::Stale => AfterProbe::Nothing,
         })
     }

@@ -21,7 +21,8 @@ use crate::spec::{
 /// A service as built, with what it was built from.
 #[derive(Debug)]
 struct Kept {
-    spec: ServiceSpec,
+    /// Shared with the state it was declared in.
+    spec: Arc<ServiceSpec>,
     /// What the probes said of each replica, for a service with probes.
     probed: Vec<Option<Probed>>,
     /// Lowercase wire form.
@@ -84,7 +85,7 @@ impl ServiceBook {
             let probed = if uses.probes { probed_replicas(spec, sources) } else { Vec::new() };
             let before = self.kept.get(spec.name.as_str());
             let entry = match before {
-                Some(before) if before.spec == *spec && before.probed == probed && !changed(uses) => before.clone(),
+                Some(before) if same_spec(&before.spec, spec) && before.probed == probed && !changed(uses) => before.clone(),
                 _ => {
                     let name = wire_name(&spec.name).map_err(|message| SpecError { field: format!("{}.name", field()), message })?;
                     let service = Arc::new(build_service(spec, &field(), &inputs.region_ids, &inputs.datacenters, sources)?);
@@ -133,6 +134,12 @@ impl ServiceBook {
         let proximity = Proximity { latencies: sources.latencies.clone(), as_paths: sources.as_paths.clone(), geo: sources.geo.clone() };
         Ok(Inputs { region_ids, datacenters, proximity })
     }
+}
+
+/// Whether two declarations are equal: at once if they are one shared
+/// declaration, as every service a change leaves alone is.
+fn same_spec(a: &Arc<ServiceSpec>, b: &Arc<ServiceSpec>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
 }
 
 /// Whether two sets of proximity data are the same ones.

@@ -261,7 +261,7 @@ fn fail<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, Sp
 pub struct Declared<'a> {
     pub datacenters: &'a [DataCenterSpec],
     pub regions: &'a [RegionSpec],
-    pub services: &'a [ServiceSpec],
+    pub services: &'a [Arc<ServiceSpec>],
 }
 
 /// The names of the policies `include` picks, for error messages.
@@ -629,14 +629,17 @@ mod tests {
     }
 
     fn error(regions: &[RegionSpec], services: &[ServiceSpec]) -> String {
-        build_routes(&Declared { regions, services, ..Declared::default() }, &DataSources::default(), wire).unwrap_err().to_string()
+        let services: Vec<Arc<ServiceSpec>> = services.iter().cloned().map(Arc::new).collect();
+        build_routes(&Declared { regions, services: &services, ..Declared::default() }, &DataSources::default(), wire)
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
     fn builds_a_region_probability_service() {
         let mut spec = service("region-probabilities");
         spec.probabilities.insert("eu".into(), BTreeMap::from([("b".into(), ProbabilitySpec { probability: 1.0, ttl: 30 })]));
-        let declared = Declared { regions: &[region(1, "eu", &["192.0.2.0/24"])], services: &[spec], ..Declared::default() };
+        let declared = Declared { regions: &[region(1, "eu", &["192.0.2.0/24"])], services: &[Arc::new(spec)], ..Declared::default() };
         let routes = build_routes(&declared, &DataSources::default(), wire).unwrap();
         let Policy::RegionProbabilities(table) = &routes.services[&b"www.example.test"[..]].policy else { panic!() };
         assert_eq!(table.regions[&1], [RegionRow { probability: 0.0, ttl: 300 }, RegionRow { probability: 1.0, ttl: 30 }]);

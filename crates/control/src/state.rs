@@ -1,17 +1,28 @@
 //! The routing state as declared ([`State`]) and the changes made to it
 //! ([`Change`]): what the store keeps and the snapshot is built from.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::spec::{DataCenterSpec, Declared, RegionSpec, ServiceSpec};
 
-/// Everything stored, in a stable order (by name). Serializable: a node
-/// of a fleet keeps a copy of it locally.
+/// Everything stored, each list in order of its key (id or name, as
+/// strings compare: the order the stores read them in), which changes keep
+/// and lookups by name rely on. Serializable: a node of a fleet keeps a
+/// copy of it locally.
+///
+/// Each service's declaration is shared between the states a change
+/// makes: the next state copies a pointer per service it leaves alone
+/// (the builder then knows it unchanged by that pointer), not the
+/// service. (A persistent map would make the copy itself cheaper, but
+/// every build walks every service anyway, and the list keeps the order
+/// and serialized form the store and the state cache have.)
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct State {
     pub datacenters: Vec<DataCenterSpec>,
     pub regions: Vec<RegionSpec>,
-    pub services: Vec<ServiceSpec>,
+    pub services: Vec<Arc<ServiceSpec>>,
 }
 
 /// One change to the state. A batch of them is applied all or nothing.
@@ -73,33 +84,42 @@ impl State {
     pub fn apply(&mut self, changes: &[Change]) {
         for change in changes {
             match change {
-                Change::PutDataCenter(datacenter) => upsert(&mut self.datacenters, datacenter, |known| &known.id),
-                Change::DeleteDataCenter(id) => self.datacenters.retain(|known| known.id != *id),
-                Change::PutRegion(region) => upsert(&mut self.regions, region, |known| &known.name),
-                Change::DeleteRegion(name) => self.regions.retain(|known| known.name != *name),
-                Change::PutService(service) => upsert(&mut self.services, service, |known| &known.name),
-                Change::DeleteService(name) => self.services.retain(|known| known.name != *name),
+                Change::PutDataCenter(datacenter) => put(&mut self.datacenters, &datacenter.id, || datacenter.clone(), |known| &known.id),
+                Change::DeleteDataCenter(id) => delete(&mut self.datacenters, id, |known| &known.id),
+                Change::PutRegion(region) => put(&mut self.regions, &region.name, || region.clone(), |known| &known.name),
+                Change::DeleteRegion(name) => delete(&mut self.regions, name, |known| &known.name),
+                Change::PutService(service) => put(&mut self.services, &service.name, || Arc::new(service.clone()), |known| &known.name),
+                Change::DeleteService(name) => delete(&mut self.services, name, |known| &known.name),
             }
         }
     }
-}
 
-/// Puts `item` in `list`, replacing the one with its key, and keeps the
-/// list in key order (the sort is linear on a list already in order).
-fn upsert<T: Clone>(list: &mut Vec<T>, item: &T, key: impl Fn(&T) -> &String) {
-    match list.iter().position(|known| key(known) == key(item)) {
-        Some(position) => list[position] = item.clone(),
-        None => {
-            list.push(item.clone());
-            list.sort_by(|a, b| key(a).cmp(key(b)));
-        }
+    /// The declaration of the service `name`, found by its place in the
+    /// order.
+    pub fn service(&self, name: &str) -> Option<&Arc<ServiceSpec>> {
+        let found = self.services.binary_search_by(|known| known.name.as_str().cmp(name));
+        found.ok().map(|position| &self.services[position])
     }
-}
 
-impl State {
     /// Everything declared, as the routing core's builder takes it.
     pub fn declared(&self) -> Declared<'_> {
         Declared { datacenters: &self.datacenters, regions: &self.regions, services: &self.services }
+    }
+}
+
+/// Puts `made()` in `list`, in place of the item keyed `name` if there is
+/// one, else at its place in the key order.
+fn put<T>(list: &mut Vec<T>, name: &str, made: impl FnOnce() -> T, key: impl Fn(&T) -> &String) {
+    match list.binary_search_by(|known| key(known).as_str().cmp(name)) {
+        Ok(position) => list[position] = made(),
+        Err(position) => list.insert(position, made()),
+    }
+}
+
+/// Takes the item keyed `name` out of `list`, if it is there.
+fn delete<T>(list: &mut Vec<T>, name: &str, key: impl Fn(&T) -> &String) {
+    if let Ok(position) = list.binary_search_by(|known| key(known).as_str().cmp(name)) {
+        list.remove(position);
     }
 }
 
@@ -139,5 +159,16 @@ mod tests {
         }
         let storm: Vec<Change> = (0..10).map(|ttl| service("a.example.", ttl)).collect();
         assert_eq!(Change::coalesced(storm), vec![service("a.example.", 9)]);
+    }
+
+    #[test]
+    fn a_change_shares_the_services_it_leaves_alone_and_keeps_the_order() {
+        let before = State::default().with(&[service("c.example.", 1), service("a.example.", 1), service("e.example.", 1)]);
+        let after = before.with(&[service("d.example.", 2), service("a.example.", 3), Change::DeleteService("e.example.".into())]);
+        let names: Vec<&str> = after.services.iter().map(|spec| spec.name.as_str()).collect();
+        assert_eq!(names, ["a.example.", "c.example.", "d.example."]);
+        assert!(Arc::ptr_eq(before.service("c.example.").unwrap(), after.service("c.example.").unwrap()), "left alone: shared");
+        assert_eq!((before.service("a.example.").unwrap().ttl, after.service("a.example.").unwrap().ttl), (1, 3));
+        assert!(after.service("e.example.").is_none() && after.service("b.example.").is_none());
     }
 }

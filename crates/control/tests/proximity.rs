@@ -28,7 +28,7 @@ fn service(policy: &str, replicas: Vec<ReplicaSpec>) -> ServiceSpec {
 }
 
 fn routes(datacenters: &[DataCenterSpec], spec: ServiceSpec, sources: &DataSources) -> Routes {
-    let declared = Declared { datacenters, services: &[spec], ..Declared::default() };
+    let declared = Declared { datacenters, services: &[Arc::new(spec)], ..Declared::default() };
     build_routes(&declared, sources, |name| Ok(name.as_bytes().into())).unwrap()
 }
 
@@ -170,7 +170,7 @@ fn nearest_orders_by_great_circle_distance_from_the_maxmind_city() {
 #[test]
 fn proximity_policies_need_their_data_and_a_plain_fallback() {
     let error = |spec: ServiceSpec| {
-        let declared = Declared { services: &[spec], ..Declared::default() };
+        let declared = Declared { services: &[Arc::new(spec)], ..Declared::default() };
         build_routes(&declared, &DataSources::default(), |name| Ok(name.as_bytes().into())).unwrap_err().to_string()
     };
     let one = || vec![replica("a", "192.0.2.1", None, 1)];

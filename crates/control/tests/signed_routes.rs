@@ -26,7 +26,7 @@ fn signed_snapshot() -> Snapshot {
         .enumerate()
         .map(|(at, address)| ReplicaSpec::new(format!("r{at}"), address.parse().unwrap()))
         .collect();
-    let services = [ServiceSpec::new("www.example.test", "round-robin", replicas)];
+    let services = [Arc::new(ServiceSpec::new("www.example.test", "round-robin", replicas))];
     let declared = Declared { services: &services, ..Declared::default() };
     build_snapshot(vec![zone], Settings::default(), &declared, &DataSources::default()).unwrap()
 }

@@ -17,7 +17,7 @@ const ORIGIN: &[u8] = b"\x07example\x04test\x00";
 
 /// Builds and keeps the snapshot of www.example.test answered by `address`.
 fn publish(builder: &mut SnapshotBuilder, address: &str) -> Snapshot {
-    let services = [ServiceSpec::new("www.example.test", "round-robin", vec![ReplicaSpec::new("a", address.parse().unwrap())])];
+    let services = [Arc::new(ServiceSpec::new("www.example.test", "round-robin", vec![ReplicaSpec::new("a", address.parse().unwrap())]))];
     let declared = Declared { services: &services, ..Declared::default() };
     let built = builder.build(&declared, &DataSources::default()).expect("the declarations build");
     builder.keep(built)

@@ -359,12 +359,12 @@ async fn delete_region(State(api): State<Api>, Path(name): Path<String>) -> Repl
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn list_services(State(api): State<Api>) -> Json<Vec<ServiceSpec>> {
+async fn list_services(State(api): State<Api>) -> Json<Vec<Arc<ServiceSpec>>> {
     Json(api.control.state().services.clone())
 }
 
 async fn get_service(State(api): State<Api>, Path(name): Path<String>) -> Reply<Json<ServiceSpec>> {
-    Ok(Json(edit::find_service(&api.control.state(), &name)?))
+    Ok(Json(edit::find_service(&api.control.state(), &name)?.clone()))
 }
 
 async fn put_service(State(api): State<Api>, Path(name): Path<String>, Json(service): Json<ServiceSpec>) -> Reply<StatusCode> {
@@ -383,7 +383,7 @@ async fn delete_service(State(api): State<Api>, Path(name): Path<String>) -> Rep
 /// MyXDNS Update_Prob: the whole table (table name -> replica -> entry).
 async fn put_probabilities(State(api): State<Api>, Path(name): Path<String>, Json(table): Json<Probabilities>) -> Reply<StatusCode> {
     // Refused here already if unknown, without queueing behind commits.
-    if !api.control.state().services.iter().any(|service| service.name == name) {
+    if api.control.state().service(&name).is_none() {
         return Err(ControlError::NotFound(format!("service {name}")).into());
     }
     commit(&api, move |state| edit::set_probabilities(state, &name, &table)).await?;
@@ -498,7 +498,7 @@ struct Declarations {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     region: Vec<RegionSpec>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    service: Vec<ServiceSpec>,
+    service: Vec<Arc<ServiceSpec>>,
 }
 
 async fn export(State(api): State<Api>) -> Reply<impl IntoResponse> {

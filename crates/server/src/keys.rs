@@ -82,7 +82,12 @@ fn timings(config: &Config, store: &mut dyn Store, zone: &Name<Vec<u8>>) -> anyh
     let records = loaded.nodes.values().flat_map(|node| &node.rrsets).map(|rrset| rrset.ttl);
     let (state, _) = store.load()?;
     let inside = |name: &str| zone_name(name).is_ok_and(|name| name.ends_with(zone));
-    let services = config.services.iter().chain(&state.services).filter(|service| inside(&service.name)).map(|service| service.ttl);
+    let services = config
+        .services
+        .iter()
+        .chain(state.services.iter().map(|service| &**service))
+        .filter(|service| inside(&service.name))
+        .map(|service| service.ttl);
     let max_ttl = records.chain(services).chain([loaded.negative_ttl]).max().unwrap_or_default();
     Ok(Timings {
         dnskey_ttl: loaded.soa().ttl,

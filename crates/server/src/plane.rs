@@ -473,7 +473,7 @@ mod tests {
     /// An edit that sets replica `a`'s weight of `name` from what it finds.
     fn add_weight(name: &'static str, extra: u32) -> Edit {
         Box::new(move |state: &State| {
-            let mut service = state.services.iter().find(|known| known.name == name).cloned().ok_or(ControlError::NotFound(name.into()))?;
+            let mut service = pharos_control::edit::find_service(state, name)?.clone();
             service.replicas[0].weight += extra;
             Ok(vec![Change::PutService(service)])
         })

@@ -23,6 +23,7 @@
 //! again with back-off.
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -232,7 +233,7 @@ impl Store for PostgresStore {
             let transaction = client.build_transaction().isolation_level(IsolationLevel::RepeatableRead).read_only(true).start().await?;
             let datacenters: Vec<DataCenterSpec> = read_all(&transaction, "datacenters", "data center").await?;
             let regions: Vec<RegionSpec> = read_all(&transaction, "regions", "region").await?;
-            let services: Vec<ServiceSpec> = read_all(&transaction, "services", "service").await?;
+            let services: Vec<Arc<ServiceSpec>> = read_all(&transaction, "services", "service").await?;
             let sequence: i64 = transaction.query_one(LAST_SEQUENCE, &[]).await?.get(0);
             transaction.commit().await?;
             Ok((State { datacenters, regions, services }, sequence.max(0) as u64))

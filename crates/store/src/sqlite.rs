@@ -1,6 +1,7 @@
 //! The embedded store: one SQLite file, created on first use.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use pharos_control::quorum::{FleetReports, NodeVerdict};
 use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
@@ -65,7 +66,7 @@ impl Store for SqliteStore {
         let transaction = self.connection.transaction()?;
         let datacenters: Vec<DataCenterSpec> = read_all(&transaction, "datacenters", "data center")?;
         let regions: Vec<RegionSpec> = read_all(&transaction, "regions", "region")?;
-        let services: Vec<ServiceSpec> = read_all(&transaction, "services", "service")?;
+        let services: Vec<Arc<ServiceSpec>> = read_all(&transaction, "services", "service")?;
         let sequence: i64 = transaction.query_row("SELECT COALESCE(MAX(sequence), 0) FROM changes", [], |row| row.get(0))?;
         transaction.commit()?;
         Ok((State { datacenters, regions, services }, sequence.max(0) as u64))

@@ -307,7 +307,7 @@ fn a_database_that_goes_away_fails_each_call_clearly_and_serves_again_when_back(
     engine.server.start_server();
     // The pool replaces the dead connections: no reopening needed.
     store.apply(1, &[Change::PutService(service("b.test"))]).unwrap();
-    let names: Vec<String> = store.load().unwrap().0.services.into_iter().map(|service| service.name).collect();
+    let names: Vec<String> = store.load().unwrap().0.services.iter().map(|service| service.name.clone()).collect();
     assert_eq!(names, ["a.test", "b.test"]);
 }
 
