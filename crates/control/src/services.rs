@@ -23,6 +23,8 @@ use crate::spec::{
 struct Kept {
     /// Shared with the state it was declared in.
     spec: Arc<ServiceSpec>,
+    /// What else it was built from.
+    uses: Uses,
     /// What the probes said of each replica, for a service with probes.
     probed: Vec<Option<Probed>>,
     /// Lowercase wire form.
@@ -44,10 +46,8 @@ struct Inputs {
 pub struct ServiceBook {
     /// `None` until something is built.
     inputs: Option<Inputs>,
-    /// Hashed with std's SipHash, not Fx: Fx spreads names that differ in
-    /// a few characters (s1.example, s2.example...) so badly that the
-    /// lookups made a build at 10,000 services three times slower.
-    kept: HashMap<Arc<str>, Arc<Kept>>,
+    /// In the order declared: a state's, by name.
+    kept: Vec<Arc<Kept>>,
     /// The same services by wire name, as the routing table has them.
     services: FxHashMap<Arc<[u8]>, Arc<Service>>,
     /// Whether the names served, or the types answered at a name, differ
@@ -76,31 +76,52 @@ impl ServiceBook {
                     || (uses.proximity && !same_proximity(&before.proximity, &inputs.proximity))
             }
         };
-        let mut kept = HashMap::with_capacity(declared.services.len());
+        let mut kept = Vec::with_capacity(declared.services.len());
         let mut services = FxHashMap::with_capacity_and_hasher(declared.services.len(), Default::default());
         let mut names_changed = declared.services.len() != self.kept.len();
+        let mut cursor = 0;
         for spec in declared.services {
             let field = || format!("service[{}]", spec.name);
-            let uses = Uses::of(spec);
-            let probed = if uses.probes { probed_replicas(spec, sources) } else { Vec::new() };
-            let before = self.kept.get(spec.name.as_str());
-            let entry = match before {
-                Some(before) if same_spec(&before.spec, spec) && before.probed == probed && !changed(uses) => before.clone(),
-                _ => {
+            let before = self.built_before(spec, &mut cursor);
+            let unchanged = before.filter(|before| {
+                same_spec(&before.spec, spec)
+                    && !changed(before.uses)
+                    && (!before.uses.probes || before.probed == probed_replicas(spec, sources))
+            });
+            let entry = match unchanged {
+                Some(before) => before.clone(),
+                None => {
+                    let uses = Uses::of(spec);
+                    let probed = if uses.probes { probed_replicas(spec, sources) } else { Vec::new() };
                     let name = wire_name(&spec.name).map_err(|message| SpecError { field: format!("{}.name", field()), message })?;
                     let service = Arc::new(build_service(spec, &field(), &inputs.region_ids, &inputs.datacenters, sources)?);
                     let name = Arc::from(name);
                     names_changed |=
                         before.is_none_or(|before| before.name != name || routed_types(&before.service) != routed_types(&service));
-                    Arc::new(Kept { spec: spec.clone(), probed, name, service })
+                    Arc::new(Kept { spec: spec.clone(), uses, probed, name, service })
                 }
             };
-            let twice = services.insert(entry.name.clone(), entry.service.clone()).is_some();
-            if twice || kept.insert(Arc::from(spec.name.as_str()), entry).is_some() {
+            // Two names alike are one wire name.
+            if services.insert(entry.name.clone(), entry.service.clone()).is_some() {
                 return Err(SpecError { field: field(), message: "declared twice".into() });
             }
+            kept.push(entry);
         }
         Ok(ServiceBook { inputs: Some(inputs), kept, services, names_changed })
+    }
+
+    /// The service this book built under `spec`'s name, if any: the one
+    /// at `cursor` (after the last one found) if it is, as it is for all
+    /// but the changed ones of a state, else found by name (a state's
+    /// services are in name order; declarations in another order are
+    /// not found, only built again). Moves `cursor` past it.
+    fn built_before(&self, spec: &Arc<ServiceSpec>, cursor: &mut usize) -> Option<&Arc<Kept>> {
+        let position = match self.kept.get(*cursor) {
+            Some(next) if Arc::ptr_eq(&next.spec, spec) || next.spec.name == spec.name => *cursor,
+            _ => self.kept.binary_search_by(|kept| kept.spec.name.cmp(&spec.name)).ok()?,
+        };
+        *cursor = position + 1;
+        Some(&self.kept[position])
     }
 
     /// Whether the names or their types changed since the book this one
