@@ -11,7 +11,8 @@
 //! A store shared by a fleet logs every committed batch under a sequence
 //! number. The node keeps the last one its state holds; it catches up by
 //! applying the batches logged after it, in order, through the same commit
-//! (without writing them back), whenever the store's follower wakes it. A
+//! (without writing them back), whenever the store's follower wakes it:
+//! those the notifications carried if none is missing, else read back. A
 //! change made from a state the store has moved past is refused there, so
 //! the node catches up and makes the change again from the newer state:
 //! concurrent read-modify-writes through different nodes never undo one
@@ -452,14 +453,29 @@ impl Control {
     /// Nothing is read if the state holds `wanted` already (a batch this
     /// node logged, notified back to it); [`ANYTHING_NEW`] reads anyway.
     pub fn catch_up(&mut self, wanted: u64, now: u64) -> Result<(), ControlError> {
+        self.catch_up_notified(wanted, Batches::new(), now)
+    }
+
+    /// [`Control::catch_up`] given the batches that notifications carried
+    /// (see `pharos_store::Following`): if they are every batch after the
+    /// last one the state holds up to `wanted`, they are applied without
+    /// a read. The measurements other nodes recorded then wait for the
+    /// next read (a batch notified without its changes, the follower's
+    /// look every second).
+    pub fn catch_up_notified(&mut self, wanted: u64, notified: Batches, now: u64) -> Result<(), ControlError> {
         if wanted <= self.applied {
             return Ok(());
         }
-        self.published.activity.catch_up_read();
-        let caught_up = self.store.news_after(self.applied, self.measured).map_err(ControlError::from).and_then(|news| {
-            self.apply_logged(news.batches, now)?;
-            self.take_measurements(news.measurements, now)
-        });
+        let caught_up = match self.unapplied(notified, wanted) {
+            Some(batches) => self.apply_logged(batches, now),
+            None => {
+                self.published.activity.catch_up_read();
+                self.store.news_after(self.applied, self.measured).map_err(ControlError::from).and_then(|news| {
+                    self.apply_logged(news.batches, now)?;
+                    self.take_measurements(news.measurements, now)
+                })
+            }
+        };
         let error = caught_up.as_ref().err().map(ToString::to_string);
         self.published.update_store_status(|status| {
             // Reached: the state is the database's from now on.
@@ -469,6 +485,14 @@ impl Control {
             status.catch_up_error = error;
         });
         caught_up
+    }
+
+    /// The batches of `notified` after the last one the state holds, if
+    /// they are all of them up to `wanted`, none missing.
+    fn unapplied(&self, notified: Batches, wanted: u64) -> Option<Batches> {
+        let unapplied: Batches = notified.into_iter().filter(|(sequence, _)| *sequence > self.applied).collect();
+        let gapless = unapplied.iter().zip(self.applied + 1..).all(|((sequence, _), expected)| *sequence == expected);
+        (gapless && unapplied.last().is_some_and(|(last, _)| *last == wanted)).then_some(unapplied)
     }
 
     fn apply_logged(&mut self, batches: Batches, now: u64) -> Result<(), ControlError> {

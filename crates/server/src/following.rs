@@ -45,7 +45,7 @@ impl StoreStatus {
         match news {
             Following::Listening => (self.state, self.reason) = ("following", None),
             Following::Lost(why) => (self.state, self.reason) = ("reconnecting", Some(why.clone())),
-            Following::Notified(_) | Following::Look => {}
+            Following::Notified(..) | Following::Look => {}
         }
     }
 

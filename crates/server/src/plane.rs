@@ -20,7 +20,7 @@
 //! made again, after catching up, from the newer state.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::time::{Duration, Instant};
 
@@ -31,7 +31,7 @@ use pharos_control::health::{ProbeResult, ReplicaHealth};
 use pharos_control::load::LoadStatus;
 use pharos_control::{Change, ControlError, State};
 use pharos_route::latency::MeasurementSpec;
-use pharos_store::Following;
+use pharos_store::{Batches, Following};
 use pharos_transport::metrics;
 use tokio::sync::oneshot;
 
@@ -93,10 +93,10 @@ enum Command {
         step: Option<KeyStep>,
         done: oneshot::Sender<Result<Vec<KeyView>, ControlError>>,
     },
-    /// Apply what other nodes logged; `wanted` says up to where (see
-    /// `follower_news`) while this is queued, and is 0 once it is served.
+    /// Apply what other nodes logged, as `notified` says while this is
+    /// queued (see `follower_news`); it is emptied once this is served.
     CatchUp {
-        wanted: Arc<AtomicU64>,
+        notified: Arc<Mutex<Notified>>,
     },
 }
 
@@ -267,29 +267,50 @@ impl ControlHandle {
     }
 }
 
+/// What the store's follower was told while a catch-up waits in the
+/// queue: up to which sequence to catch up (0: nothing, none is queued;
+/// else the highest sequence notified, or [`ANYTHING_NEW`]), and the
+/// batches the notifications carried, in the order logged.
+#[derive(Default)]
+struct Notified {
+    wanted: u64,
+    batches: Batches,
+}
+
+/// Batches kept from notifications for one catch-up at most; past them
+/// (a control thread long busy) the catch-up reads the store instead.
+const MAX_NOTIFIED_BATCHES: usize = 1000;
+
 /// Where the store's follower sends its news: into the store status, and,
 /// when others may have logged changes, a catch-up on the control thread's
-/// queue unless one is queued already. What the queued catch-up is for
-/// (`wanted`): nothing (none is queued), batches up to the highest
-/// sequence notified, or [`ANYTHING_NEW`].
+/// queue unless one is queued already.
 fn follower_news(requests: Sender<Request>, published: Arc<Published>) -> pharos_store::Wake {
-    let wanted = Arc::new(AtomicU64::new(0));
+    let notified = Arc::new(Mutex::new(Notified::default()));
     Box::new(move |news| {
         published.update_store_status(|status| status.follow(&news));
-        let want = match &news {
+        let (want, batch) = match news {
             Following::Lost(why) => {
                 tracing::warn!("not following the store's changes, reconnecting: {why}");
                 return;
             }
             Following::Listening => {
                 tracing::info!("following the store's changes");
-                ANYTHING_NEW
+                (ANYTHING_NEW, None)
             }
-            Following::Notified(sequence) if *sequence > 0 => *sequence,
-            Following::Notified(_) | Following::Look => ANYTHING_NEW,
+            Following::Notified(sequence, changes) if sequence > 0 => (sequence, changes.map(|changes| (sequence, changes))),
+            Following::Notified(..) | Following::Look => (ANYTHING_NEW, None),
         };
-        if wanted.fetch_max(want, Ordering::AcqRel) == 0 {
-            let _ = requests.send(Request::Command(Command::CatchUp { wanted: wanted.clone() }));
+        let queued = {
+            let mut waiting = notified.lock().expect("no holder panics");
+            let queued = waiting.wanted != 0;
+            waiting.wanted = waiting.wanted.max(want);
+            if let Some(batch) = batch.filter(|_| waiting.batches.len() < MAX_NOTIFIED_BATCHES) {
+                waiting.batches.push(batch);
+            }
+            queued
+        };
+        if !queued {
+            let _ = requests.send(Request::Command(Command::CatchUp { notified: notified.clone() }));
         }
     })
 }
@@ -383,10 +404,10 @@ fn serve_command(control: &mut Control, command: Command) {
         Command::Load { service, replica, value, done } => drop(done.send(control.record_load(&service, &replica, value, now))),
         Command::LoadStatus { done } => drop(done.send(control.load_status())),
         Command::Keys { zone, step, done } => drop(done.send(control.zone_keys(&zone, step, now))),
-        Command::CatchUp { wanted } => {
-            // Cleared first: a change logged from now on queues another.
-            let wanted = wanted.swap(0, Ordering::AcqRel);
-            if let Err(error) = control.catch_up(wanted, now) {
+        Command::CatchUp { notified } => {
+            // Emptied first: a change logged from now on queues another.
+            let Notified { wanted, batches } = std::mem::take(&mut *notified.lock().expect("no holder panics"));
+            if let Err(error) = control.catch_up_notified(wanted, batches, now) {
                 tracing::error!("cannot apply the changes other nodes made: {error}");
             }
         }

@@ -14,8 +14,9 @@
 //! as of some sequence and refused ([`StoreError::Behind`]) if others were
 //! logged since, so that no writer undoes what another wrote unseen.
 //! Nodes sharing a database are woken when one logs a batch
-//! ([`Store::follow`], [`Following`]), then read the batches and the
-//! measurements logged since together ([`Store::news_after`]), and share what their probes see of
+//! ([`Store::follow`], [`Following`], which carries the batch when it fits
+//! in a notification), else read the batches and the measurements logged
+//! since together ([`Store::news_after`]), and share what their probes see of
 //! each replica ([`Store::exchange_health`], reading only the verdicts
 //! stamped after the last read, as measurements are).
 //! Two engines implement it over one schema (`schema`: a migration list

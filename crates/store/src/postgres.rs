@@ -16,11 +16,12 @@
 //! the database and one per entity it changes, reading the batches after a
 //! sequence one (they took eleven and two, each statement prepared anew).
 //!
-//! Every batch logged is notified on commit (NOTIFY on one channel); a
-//! follower ([`Store::follow`]) LISTENs on a connection of its own, outside
-//! the pool, and wakes its node on each notification, on each (re)connect
-//! and, as a safety net, every [`LOOK_INTERVAL`]; a lost connection is made
-//! again with back-off.
+//! Every batch logged is notified on commit (NOTIFY on one channel), the
+//! batch itself in the notification when it fits, so that the nodes
+//! following need not read it back; a follower ([`Store::follow`]) LISTENs
+//! on a connection of its own, outside the pool, and wakes its node on
+//! each notification, on each (re)connect and, as a safety net, every
+//! [`LOOK_INTERVAL`]; a lost connection is made again with back-off.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -54,6 +55,8 @@ const MIGRATION_LOCK: i64 = 0x7068_6172_6f73; // "pharos"
 /// never later finds an n - 1 it skipped.
 const CHANGE_LOG_LOCK: i64 = 0x0070_6861_726f_736c; // "pharosl"
 
+/// PostgreSQL's limit on a notification's payload (octets, exclusive).
+const NOTIFICATION_OCTETS: usize = 8000;
 /// The last sequence logged (0 for none).
 const LAST_SEQUENCE: &str = "SELECT COALESCE(MAX(sequence), 0) FROM changes";
 const CHANGES_AFTER: &str = "SELECT sequence, batch FROM changes WHERE sequence > $1 ORDER BY sequence";
@@ -74,8 +77,10 @@ pub enum Following {
     /// Listening (again): batches logged from now on will be notified;
     /// those logged before may have been missed.
     Listening,
-    /// The batch with this sequence was logged.
-    Notified(u64),
+    /// The batch with this sequence was logged; its changes if the
+    /// notification carried them (one too large for a notification is
+    /// only named, and read from the database).
+    Notified(u64, Option<Vec<Change>>),
     /// Time for a look: a notification may have been missed.
     Look,
     /// The listening connection is lost (why); it is being made again.
@@ -274,7 +279,8 @@ impl Store for PostgresStore {
             let logged = sequence as i64;
             // The notification is delivered to the listeners once
             // committed, never before.
-            let (batch, payload) = (batch_row(changes), logged.to_string());
+            let batch = batch_row(changes);
+            let payload = notification(logged, &batch);
             let log_row: [&(dyn ToSql + Sync); 2] = [&logged, &batch];
             let notification: [&(dyn ToSql + Sync); 2] = [&CHANGES_CHANNEL, &payload];
             tokio::try_join!(transaction.execute(&log, &log_row), transaction.execute(&notify, &notification))?;
@@ -434,6 +440,25 @@ impl Store for PostgresStore {
     }
 }
 
+/// What a batch's notification says: its sequence, then the batch as
+/// logged if both fit in one notification (PostgreSQL takes payloads
+/// shorter than 8,000 octets), so that the nodes following need not read
+/// it back.
+fn notification(sequence: i64, batch: &str) -> String {
+    let carried = format!("{sequence} {batch}");
+    if carried.len() < NOTIFICATION_OCTETS { carried } else { sequence.to_string() }
+}
+
+/// What a notification's payload tells: the sequence (0 if unreadable:
+/// the node then looks for anything new) and the batch, if it carries
+/// one that can be read.
+fn notified(payload: &str) -> Following {
+    let (sequence, batch) = payload.split_once(' ').unwrap_or((payload, ""));
+    let sequence: i64 = sequence.parse().unwrap_or_default();
+    let changes = (!batch.is_empty()).then(|| read_batch(sequence, batch).ok()).flatten().map(|(_, changes)| changes);
+    Following::Notified(sequence.max(0) as u64, changes)
+}
+
 /// Listens for logged batches for as long as the store's runtime runs,
 /// making the connection again with back-off whenever it is lost.
 async fn follow(config: Config, wake: Wake) {
@@ -455,18 +480,18 @@ async fn listen(config: &Config, wake: &Wake, listening: impl FnOnce()) -> Strin
         Ok(connected) => connected,
         Err(error) => return with_causes(&error),
     };
-    // The connection is driven here; the sequences notified, or how it
+    // The connection is driven here; the batches notified, or how it
     // ended, go to the loop below.
-    let (notified, mut notifications) = tokio::sync::mpsc::unbounded_channel();
+    let (news_of, mut notifications) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         while let Some(message) = std::future::poll_fn(|context| connection.poll_message(context)).await {
             let news = match message {
-                Ok(AsyncMessage::Notification(notification)) => Ok(notification.payload().parse().unwrap_or_default()),
+                Ok(AsyncMessage::Notification(notification)) => Ok(notified(notification.payload())),
                 Ok(_) => continue, // a notice
                 Err(error) => Err(error),
             };
             let ended = news.is_err();
-            if notified.send(news).is_err() || ended {
+            if news_of.send(news).is_err() || ended {
                 return;
             }
         }
@@ -478,7 +503,7 @@ async fn listen(config: &Config, wake: &Wake, listening: impl FnOnce()) -> Strin
     wake(Following::Listening);
     loop {
         match tokio::time::timeout(LOOK_INTERVAL, notifications.recv()).await {
-            Ok(Some(Ok(sequence))) => wake(Following::Notified(sequence)),
+            Ok(Some(Ok(news))) => wake(news),
             Err(_) => wake(Following::Look),
             Ok(Some(Err(error))) => return with_causes(&error),
             Ok(None) => return "the server closed the connection".into(),

@@ -417,17 +417,22 @@ impl Followed {
 }
 
 #[test]
-fn a_follower_is_woken_by_each_batch_another_logs_and_listens_again_when_cut_off() {
+fn a_follower_is_woken_by_each_batch_another_logs_with_the_batch_if_it_fits_and_listens_again_when_cut_off() {
     let engine = Postgresql::new();
     let mut follower = engine.open().unwrap();
     let news = Followed::start(follower.as_mut());
     news.until(|news| *news == Following::Listening);
     let mut writer = engine.open().unwrap();
-    writer.apply(0, &[Change::PutService(service("a.test"))]).unwrap();
-    writer.apply(1, &[Change::PutService(service("b.test"))]).unwrap();
-    news.until(|news| *news == Following::Notified(1));
-    news.until(|news| *news == Following::Notified(2));
-    assert_eq!(follower.changes_after(0).unwrap().len(), 2);
+    let (first, second) = (vec![Change::PutService(service("a.test"))], vec![Change::DeleteService("a.test".into())]);
+    // Over 8,000 octets as JSON: too large for a notification.
+    let large: Vec<Change> = (0..200).map(|number| Change::PutService(service(&format!("s{number}.test")))).collect();
+    writer.apply(0, &first).unwrap();
+    writer.apply(1, &second).unwrap();
+    writer.apply(2, &large).unwrap();
+    news.until(|news| *news == Following::Notified(1, Some(first.clone())));
+    news.until(|news| *news == Following::Notified(2, Some(second.clone())));
+    news.until(|news| *news == Following::Notified(3, None));
+    assert_eq!(follower.changes_after(0).unwrap(), vec![(1, first), (2, second), (3, large)]);
     let listener = format!("application_name = 'pharos-follower-{}'", std::process::id());
     assert_eq!(engine.server.sql("pharos", &format!("SELECT count(*) FROM pg_stat_activity WHERE {listener}")), "1\n");
     engine.server.sql("pharos", &format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {listener}"));
