@@ -13,8 +13,9 @@
 //! the core that answers its queries, so the change log's statements are
 //! prepared once per connection, and those that do not wait on one another
 //! are sent together (pipelined): logging a batch takes four round trips to
-//! the database and one per entity it changes, reading the batches after a
-//! sequence one (they took eleven and two, each statement prepared anew).
+//! the database whatever it changes, reading the batches after a sequence
+//! one (they took eleven and two, each statement prepared anew, and the
+//! batch's entities one round trip each).
 //!
 //! Every batch logged is notified on commit (NOTIFY on one channel), the
 //! batch itself in the notification when it fits, so that the nodes
@@ -261,21 +262,25 @@ impl Store for PostgresStore {
             // before it reads.
             let (_, latest) = tokio::try_join!(transaction.execute(&lock, &[&CHANGE_LOG_LOCK]), transaction.query_one(&last, &[]))?;
             let sequence = check_not_behind(after, latest.get(0))?;
+            let mut writes = Vec::with_capacity(changes.len());
             for change in changes {
                 let (table, name) = change.key();
-                match declaration_row(change) {
-                    Some(spec) => {
-                        let upsert = format!(
-                            "INSERT INTO {table} (name, spec) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET spec = excluded.spec"
-                        );
-                        transaction.execute(&transaction.prepare_cached(&upsert).await?, &[&name, &spec]).await?
+                let spec = declaration_row(change);
+                let statement = match spec {
+                    Some(_) => {
+                        format!("INSERT INTO {table} (name, spec) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET spec = excluded.spec")
                     }
-                    None => {
-                        let delete = format!("DELETE FROM {table} WHERE name = $1");
-                        transaction.execute(&transaction.prepare_cached(&delete).await?, &[&name]).await?
-                    }
+                    None => format!("DELETE FROM {table} WHERE name = $1"),
                 };
+                writes.push((transaction.prepare_cached(&statement).await?, name, spec));
             }
+            let writing = &transaction;
+            let written = writes.iter().map(|(statement, name, spec)| async move {
+                match spec {
+                    Some(spec) => writing.execute(statement, &[name, spec]).await,
+                    None => writing.execute(statement, &[name]).await,
+                }
+            });
             let logged = sequence as i64;
             // The notification is delivered to the listeners once
             // committed, never before.
@@ -283,7 +288,13 @@ impl Store for PostgresStore {
             let payload = notification(logged, &batch);
             let log_row: [&(dyn ToSql + Sync); 2] = [&logged, &batch];
             let notification: [&(dyn ToSql + Sync); 2] = [&CHANGES_CHANNEL, &payload];
-            tokio::try_join!(transaction.execute(&log, &log_row), transaction.execute(&notify, &notification))?;
+            // The entities, the log and the notification sent together
+            // (pipelined), executed in that order.
+            tokio::try_join!(
+                futures_util::future::try_join_all(written),
+                transaction.execute(&log, &log_row),
+                transaction.execute(&notify, &notification)
+            )?;
             transaction.commit().await?;
             Ok(sequence)
         })

@@ -146,11 +146,15 @@ fn service(name: &str) -> ServiceSpec {
 fn changes_are_applied_together_and_read_back_after_reopening(engine: &dyn Engine) {
     let mut store = engine.open().unwrap();
     let fra = DataCenterSpec { id: "fra".into(), latitude: 50.1, longitude: 8.7, asn: Some(64500) };
-    // Names whose order differs between byte order and a locale's.
+    // Names whose order differs between byte order and a locale's; one
+    // made and deleted in the batch (the writes are sent together, and
+    // must still be made in order).
     let changes = [
         Change::PutRegion(region("eu", 1)),
         Change::PutService(service("b.test")),
+        Change::PutService(service("c.test")),
         Change::PutService(service("a.test")),
+        Change::DeleteService("c.test".into()),
         Change::PutService(service("B.test")),
         Change::PutDataCenter(fra),
     ];
