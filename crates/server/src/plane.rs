@@ -422,32 +422,47 @@ type Pending = (Edit, EditReply);
 /// Commits `edits` as a group (see `pharos_control::group`), now, and
 /// replies to each. Those the store refused because other nodes changed
 /// the state first are committed again, after catching up (at most
-/// [`BEHIND_TRIES`] times in all).
+/// [`BEHIND_TRIES`] times in all); so are those refused as invalid the
+/// first time, if catching up finds anything new (what an edit names may
+/// be what another node declared an instant ago, its notification still
+/// on the way), as `Control::apply` does.
 fn commit_edits(control: &mut Control, mut edits: Vec<Pending>) {
     if edits.is_empty() {
         return;
     }
     let started = Instant::now();
     let count = edits.len();
+    let mut looked_for_news = false;
     for tries_left in (0..BEHIND_TRIES).rev() {
         let now = unix_millis();
         let (group, replies): (Vec<Edit>, Vec<EditReply>) = edits.into_iter().unzip();
         let outcomes = group_commit(&mut Now { control, now }, &group);
-        let mut behind = Vec::new();
+        let (mut behind, mut invalid) = (Vec::new(), Vec::new());
         for ((edit, done), outcome) in group.into_iter().zip(replies).zip(outcomes) {
             match outcome {
                 Err(ControlError::Behind(_)) if tries_left > 0 => behind.push((edit, done)),
+                Err(refused @ ControlError::Invalid(_)) if tries_left > 0 && !looked_for_news => invalid.push((edit, done, refused)),
                 outcome => drop(done.send(outcome)),
             }
         }
-        if behind.is_empty() {
+        if behind.is_empty() && invalid.is_empty() {
             break;
         }
-        if let Err(error) = control.catch_up(ANYTHING_NEW, now) {
+        looked_for_news |= !invalid.is_empty();
+        let applied = control.applied();
+        let caught_up = control.catch_up(ANYTHING_NEW, now);
+        // A refusal stands if nothing new could be read.
+        if caught_up.is_err() || control.applied() == applied {
+            invalid.drain(..).for_each(|(_, done, refused)| drop(done.send(Err(refused))));
+        }
+        if let Err(error) = caught_up {
             behind.into_iter().for_each(|(_, done)| drop(done.send(Err(error.clone()))));
             break;
         }
-        edits = behind;
+        edits = behind.into_iter().chain(invalid.into_iter().map(|(edit, done, _)| (edit, done))).collect();
+        if edits.is_empty() {
+            break;
+        }
     }
     control.published().activity.committed(count, started.elapsed().as_secs_f64());
 }
