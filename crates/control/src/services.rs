@@ -48,8 +48,6 @@ pub struct ServiceBook {
     inputs: Option<Inputs>,
     /// In the order declared: a state's, by name.
     kept: Vec<Arc<Kept>>,
-    /// The same services by wire name, as the routing table has them.
-    services: FxHashMap<Arc<[u8]>, Arc<Service>>,
     /// Whether the names served, or the types answered at a name, differ
     /// from the book this one was built from (the zones must then be
     /// frozen again).
@@ -59,14 +57,16 @@ pub struct ServiceBook {
 impl ServiceBook {
     /// The book of `declared`'s services over `sources` and `regions`,
     /// each taken from this book where nothing it was built from changed,
-    /// built afresh (and checked) otherwise.
+    /// built afresh (and checked) otherwise; and the routing table of
+    /// them (moved into the snapshot's routes, not kept: the book keeps
+    /// only what the next build reuses).
     pub fn build(
         &self,
         declared: &Declared<'_>,
         sources: &DataSources,
         regions: &BuiltRegions,
         wire_name: impl Fn(&str) -> Result<Box<[u8]>, String>,
-    ) -> Result<ServiceBook, SpecError> {
+    ) -> Result<(ServiceBook, Routes), SpecError> {
         let inputs = self.inputs_for(declared.datacenters, sources, regions)?;
         let changed = |uses: Uses| match &self.inputs {
             None => true,
@@ -107,7 +107,9 @@ impl ServiceBook {
             }
             kept.push(entry);
         }
-        Ok(ServiceBook { inputs: Some(inputs), kept, services, names_changed })
+        let proximity = Proximity { latencies: sources.latencies.clone(), as_paths: sources.as_paths.clone(), geo: sources.geo.clone() };
+        let routes = Routes { services, regions: regions.regions.clone(), proximity };
+        Ok((ServiceBook { inputs: Some(inputs), kept, names_changed }, routes))
     }
 
     /// The service this book built under `spec`'s name, if any: the one
@@ -128,12 +130,6 @@ impl ServiceBook {
     /// was built from.
     pub fn names_changed(&self) -> bool {
         self.names_changed
-    }
-
-    /// The routing table of these services, over `regions` and `sources`.
-    pub fn routes(&self, regions: &BuiltRegions, sources: &DataSources) -> Routes {
-        let proximity = Proximity { latencies: sources.latencies.clone(), as_paths: sources.as_paths.clone(), geo: sources.geo.clone() };
-        Routes { services: self.services.clone(), regions: regions.regions.clone(), proximity }
     }
 
     /// The inputs to build with: this book's where they are the same (so

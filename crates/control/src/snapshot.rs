@@ -104,8 +104,7 @@ impl SnapshotBuilder {
                 (built.clone(), Some((declared.regions.to_vec(), built)))
             }
         };
-        let services = self.services.build(declared, sources, &regions, service_name).map_err(ControlError::Invalid)?;
-        let routes = services.routes(&regions, sources);
+        let (services, routes) = self.services.build(declared, sources, &regions, service_name).map_err(ControlError::Invalid)?;
         let served = self.versions(&routes);
         let frozen = self.frozen_for(&routes, services.names_changed(), &served)?;
         let snapshot = Snapshot { zones: frozen.set.clone(), routes, settings: self.settings.clone() };

@@ -287,8 +287,8 @@ pub fn build_routes(
     wire_name: impl Fn(&str) -> Result<Box<[u8]>, String>,
 ) -> Result<Routes, SpecError> {
     let regions = build_regions(declared.regions, sources)?;
-    let services = ServiceBook::default().build(declared, sources, &regions, wire_name)?;
-    Ok(services.routes(&regions, sources))
+    let (_, routes) = ServiceBook::default().build(declared, sources, &regions, wire_name)?;
+    Ok(routes)
 }
 
 /// Checks region declarations and builds them against `sources`.
