@@ -434,9 +434,12 @@ fn a_busy_resolver_shows_in_the_caching_skew() {
     // Two replicas: the distance is the difference on either.
     assert!((view["caching_skew"].as_f64().unwrap() - (realized - cached).abs()).abs() < 1e-9, "{split}");
     assert_eq!(reported["untallied_answers"], 0);
+    assert_eq!((&reported["over_cap_answers"], &reported["window_resolvers"]), (&0.into(), &21.into()), "{reported}");
     let scraped = samples(&scrape_text(&server.metrics, None));
     let series = "pharos_split_resolvers{service=\"skew.example.test\",region=\"unclassified\"}";
     assert_eq!(scraped[series], 21.0, "the window keeps the tallies a reading drained");
+    assert_eq!(scraped["pharos_split_window_resolvers"], 21.0);
+    assert_eq!(scraped["pharos_split_untallied_answers_total{reason=\"window_full\"}"], 0.0);
 }
 
 /// Twice as many resolvers as a thread has slots, each asking once: some
@@ -474,6 +477,7 @@ fn without_the_resolver_view_nothing_is_tallied() {
     let (status, reported) = request("GET", &format!("{}/v1/split", server.api), Some(TOKEN), None);
     assert_eq!(status, 200, "{reported}");
     assert_eq!(reported["untallied_answers"], serde_json::Value::Null);
+    assert_eq!(reported["window_resolvers"], serde_json::Value::Null);
 }
 
 #[test]

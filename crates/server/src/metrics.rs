@@ -29,7 +29,7 @@ use crate::api::UdpLimits;
 use crate::data::{DataFile, DataStatus};
 use crate::fastpath::FastPathStatus;
 use crate::plane::ControlHandle;
-use crate::split::{ReplicaShare, Split, Splits};
+use crate::split::{MAX_RESOLVERS, ReplicaShare, Split, Splits};
 
 /// What `prometheus-client` writes: OpenMetrics, which Prometheus asks for.
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -423,6 +423,16 @@ impl Scrape {
         family(encoder, "pharos_split_top_resolver_share", help, None, MetricType::Gauge, tops)?;
         let resolvers = views().map(|(split, view)| (labels(split), gauge(view.resolvers as i64)));
         family(encoder, "pharos_split_resolvers", "Distinct resolvers answered in the window", None, MetricType::Gauge, resolvers)?;
+        let splits = &self.splits;
+        let untallied = [("slot_taken", splits.untallied_answers), ("window_full", splits.over_cap_answers)]
+            .into_iter()
+            .filter_map(|(reason, count)| Some((vec![("reason", reason.to_string())], counter(count?))));
+        let help = "Routed answers the resolver view did not tally: their resolver's slot in a thread was taken (or it had a fifth \
+                    first replica), or the window held its cap of (service, region, resolver) entries";
+        family(encoder, "pharos_split_untallied_answers", help, None, MetricType::Counter, untallied)?;
+        let kept = splits.window_resolvers.map(|kept| (vec![], gauge(kept as i64)));
+        let help = format!("(service, region, resolver) entries the resolver view's window holds, at most {MAX_RESOLVERS}");
+        family(encoder, "pharos_split_window_resolvers", &help, None, MetricType::Gauge, kept)?;
         let window = [(vec![], ConstGauge::new(self.splits.window_seconds))];
         family(encoder, "pharos_split_window", "Span the realized split was measured over", Some(&Unit::Seconds), MetricType::Gauge, window)
     }

@@ -22,28 +22,44 @@
 //! One busy resolver asking again and again (a farm behind one address,
 //! or one that ignores TTLs) moves the realized split by its many draws
 //! and the cached one by one resolver's weight: `top_resolver_share`
-//! says how much of the answers one resolver took. The tallies the
-//! transports hand over at each reading are kept for a window, bounded.
+//! says how much of the answers one resolver took.
+//!
+//! The tallies the transports hand over at each reading are merged at
+//! once into one table for the window, keyed by service, region and
+//! resolver, each entry a minute-by-minute count for the last 6 minutes
+//! (so that, like the decisions, the tallies cover at least [`WINDOW`]);
+//! a reading computes the figures in one pass over it. The table holds at
+//! most [`MAX_RESOLVERS`] entries (about 5 MB): answers to resolvers it has
+//! no room for are counted, not kept.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use pharos_control::State;
 use pharos_control::spec::ServiceSpec;
 use pharos_route::RegionId;
-use pharos_transport::metrics::{ResolverAnswers, ResolverTally, Resolvers};
+use pharos_transport::metrics::{ResolverAnswers, Resolvers};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 /// How far back the realized split looks.
 pub const WINDOW: Duration = Duration::from_secs(300);
 /// Readings kept at most: a scraper every second fills a window with fewer.
 const MAX_READINGS: usize = 512;
-/// Resolver tallies kept at most, each (service, region, resolver) once
-/// per reading: the oldest readings' go first.
-const MAX_TALLIED: usize = 262_144;
+/// The resolver tallies' steps: a drain counts for the minute it was
+/// drained in, and a minute is forgotten once [`WINDOW`] has passed
+/// since its end.
+const TALLY_STEP: Duration = Duration::from_secs(60);
+const TALLY_STEPS: usize = (WINDOW.as_secs() / TALLY_STEP.as_secs()) as usize + 1;
+/// (service, region, resolver) entries the window holds at most: 7/8 of
+/// 2^15, the most a hash table of 2^15 buckets holds before it doubles.
+pub const MAX_RESOLVERS: usize = 28_672;
+/// The first replicas one entry tells apart, as a transport's slot does.
+const REPLICAS_PER_ENTRY: usize = 4;
+/// An entry's unused replica place.
+const NO_REPLICA: u32 = u32::MAX;
 
 /// Answers routed, by service, first replica and region (as counted).
 type Decisions = BTreeMap<(String, String, RegionId), u64>;
@@ -52,10 +68,7 @@ type Decisions = BTreeMap<(String, String, RegionId), u64>;
 #[derive(Debug)]
 pub struct SplitWindow {
     readings: Mutex<VecDeque<(Instant, Decisions)>>,
-    /// Each reading's per-resolver tally, with the time it was drained.
-    tallies: Mutex<VecDeque<(Instant, ResolverTally)>>,
-    /// Answers the transports could not tally, since the start.
-    untallied: AtomicU64,
+    resolvers: Mutex<ResolverWindow>,
 }
 
 /// One service's split for clients of one region.
@@ -100,19 +113,24 @@ pub struct ReplicaShare {
 pub struct Splits {
     pub window_seconds: f64,
     pub splits: Vec<Split>,
-    /// Routed answers the transports did not tally (their resolver found
-    /// its slot taken), since the start; `None` unless resolvers are
+    /// Routed answers not tallied since the start, because their
+    /// resolver found its transport slot taken or had a fifth first
+    /// replica in a thread or in the window; `None` unless resolvers are
     /// tallied.
     pub untallied_answers: Option<u64>,
+    /// Routed answers not tallied since the start because the window
+    /// held [`MAX_RESOLVERS`] (service, region, resolver) entries already;
+    /// `None` unless resolvers are tallied.
+    pub over_cap_answers: Option<u64>,
+    /// (service, region, resolver) entries the window holds, at most
+    /// [`MAX_RESOLVERS`]; `None` unless resolvers are tallied.
+    pub window_resolvers: Option<usize>,
 }
 
 impl Default for SplitWindow {
     fn default() -> SplitWindow {
-        SplitWindow {
-            readings: Mutex::new(VecDeque::from([(Instant::now(), Decisions::new())])),
-            tallies: Mutex::new(VecDeque::new()),
-            untallied: AtomicU64::new(0),
-        }
+        let now = Instant::now();
+        SplitWindow { readings: Mutex::new(VecDeque::from([(now, Decisions::new())])), resolvers: Mutex::new(ResolverWindow::new(now)) }
     }
 }
 
@@ -125,14 +143,20 @@ impl SplitWindow {
         let now = Instant::now();
         let mut splits = self.measure_decisions(now, decisions, state);
         if let Some(drained) = drained {
-            let by_resolver = self.keep_tally(now, drained.tally);
+            let mut window = self.resolvers.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            window.forget_before(now);
+            window.merge(now, drained);
+            let views = window.views();
             for split in &mut splits.splits {
                 let region = state.regions.iter().find(|spec| spec.name == split.region).map_or(pharos_route::UNCLASSIFIED, |spec| spec.id);
-                if let Some(resolvers) = by_resolver.get(&(split.service.clone(), region)) {
-                    add_resolver_view(split, resolvers);
+                let service = window.names.index.get(split.service.as_str()).copied();
+                if let Some(sums) = service.and_then(|service| views.get(&(service, region))) {
+                    add_resolver_view(split, sums);
                 }
             }
-            splits.untallied_answers = Some(self.untallied.fetch_add(drained.untallied, Ordering::Relaxed) + drained.untallied);
+            splits.untallied_answers = Some(window.untallied);
+            splits.over_cap_answers = Some(window.over_cap);
+            splits.window_resolvers = Some(window.entries.len());
         }
         splits
     }
@@ -150,60 +174,235 @@ impl SplitWindow {
             readings.remove(1);
         }
         readings.push_back((now, decisions));
-        Splits { window_seconds, splits, untallied_answers: None }
-    }
-
-    /// Keeps `drained` for a window, and merges what is kept by service,
-    /// region and resolver.
-    fn keep_tally(&self, now: Instant, drained: ResolverTally) -> BTreeMap<(String, RegionId), BTreeMap<IpAddr, ResolverAnswers>> {
-        let mut tallies = self.tallies.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        tallies.push_back((now, drained));
-        while tallies.front().is_some_and(|(drained_at, _)| *drained_at + WINDOW <= now) {
-            tallies.pop_front();
-        }
-        let tallied = |tally: &ResolverTally| tally.values().map(|resolvers| resolvers.len()).sum::<usize>();
-        let mut kept: usize = tallies.iter().map(|(_, tally)| tallied(tally)).sum();
-        while tallies.len() > 1 && kept > MAX_TALLIED {
-            if let Some((_, dropped)) = tallies.pop_front() {
-                kept -= tallied(&dropped);
-            }
-        }
-        let mut merged: BTreeMap<(String, RegionId), BTreeMap<IpAddr, ResolverAnswers>> = BTreeMap::new();
-        for ((service, region), resolvers) in tallies.iter().flat_map(|(_, tally)| tally) {
-            let into = merged.entry((service.to_string(), *region)).or_default();
-            for (resolver, answers) in resolvers {
-                into.entry(*resolver).or_default().add(answers);
-            }
-        }
-        merged
+        Splits { window_seconds, splits, untallied_answers: None, over_cap_answers: None, window_resolvers: None }
     }
 }
 
-/// Adds to `split` each replica's share of the cache time of `resolvers`
-/// (every resolver weighing the same), and how far that is from its
-/// realized shares.
-fn add_resolver_view(split: &mut Split, resolvers: &BTreeMap<IpAddr, ResolverAnswers>) {
-    let mut cached: BTreeMap<&str, f64> = BTreeMap::new();
-    for answers in resolvers.values() {
-        let seconds: u64 = answers.cached_seconds.values().sum();
-        for (replica, &held) in &answers.cached_seconds {
-            *cached.entry(replica).or_default() += held as f64 / seconds as f64 / resolvers.len() as f64;
+/// The per-resolver tallies of the last [`TALLY_STEPS`] minutes, merged
+/// by service, region and resolver.
+#[derive(Debug)]
+struct ResolverWindow {
+    /// When minute 0 began.
+    started: Instant,
+    /// The minute each step's counts are of, by minute modulo the steps.
+    minutes: [Option<u64>; TALLY_STEPS],
+    names: Names,
+    entries: FxHashMap<ResolverKey, ResolverEntry>,
+    untallied: u64,
+    over_cap: u64,
+}
+
+/// Service and replica names, numbered as first seen. Never forgotten:
+/// they are the operator's, as many as were ever configured.
+#[derive(Debug, Default)]
+struct Names {
+    names: Vec<Box<str>>,
+    index: FxHashMap<Box<str>, u32>,
+}
+
+impl Names {
+    fn number(&mut self, name: &str) -> u32 {
+        if let Some(&number) = self.index.get(name) {
+            return number;
+        }
+        let number = u32::try_from(self.names.len()).expect("fewer names than the operator can configure");
+        self.names.push(name.into());
+        self.index.insert(name.into(), number);
+        number
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct ResolverKey {
+    service: u32,
+    region: RegionId,
+    resolver: IpAddr,
+}
+
+/// One resolver's answers for one service and region, minute by minute
+/// (by minute modulo the steps): counts and the seconds of caching each of
+/// its first replicas (named in `replicas`) was granted. Seconds saturate
+/// at 2^32 (136 years a minute).
+#[derive(Debug, Clone)]
+struct ResolverEntry {
+    replicas: [u32; REPLICAS_PER_ENTRY],
+    answers: [u32; TALLY_STEPS],
+    seconds: [[u32; REPLICAS_PER_ENTRY]; TALLY_STEPS],
+}
+
+const EMPTY_ENTRY: ResolverEntry = ResolverEntry {
+    replicas: [NO_REPLICA; REPLICAS_PER_ENTRY],
+    answers: [0; TALLY_STEPS],
+    seconds: [[0; REPLICAS_PER_ENTRY]; TALLY_STEPS],
+};
+
+impl ResolverEntry {
+    /// The places of `replicas` among this entry's, taking free ones for
+    /// new replicas; `None` when they do not all fit.
+    fn places(&self, replicas: &[u32]) -> Option<[u32; REPLICAS_PER_ENTRY]> {
+        let mut places = self.replicas;
+        for &replica in replicas {
+            if !places.contains(&replica) {
+                *places.iter_mut().find(|place| **place == NO_REPLICA)? = replica;
+            }
+        }
+        Some(places)
+    }
+
+    /// Forgets the minutes of `steps`; whether any answer is left.
+    fn forget(&mut self, steps: &[usize]) -> bool {
+        for &step in steps {
+            self.answers[step] = 0;
+            self.seconds[step] = [0; REPLICAS_PER_ENTRY];
+        }
+        for (place, replica) in self.replicas.iter_mut().enumerate() {
+            if self.seconds.iter().all(|seconds| seconds[place] == 0) {
+                *replica = NO_REPLICA;
+            }
+        }
+        self.answers.iter().any(|&answers| answers > 0)
+    }
+}
+
+/// One split's resolvers, summed in a reading's pass.
+#[derive(Debug, Default, PartialEq)]
+struct ResolverSums<'names> {
+    resolvers: usize,
+    answers: u64,
+    busiest: u64,
+    /// Per replica, the sum over resolvers of its share of each one's
+    /// cache time.
+    cached: BTreeMap<&'names str, f64>,
+}
+
+impl<'names> ResolverSums<'names> {
+    /// Adds a resolver given `answers`, and `cached` seconds of caching
+    /// per replica.
+    fn add(&mut self, answers: u64, cached: impl Iterator<Item = (&'names str, u64)> + Clone) {
+        let seconds: u64 = cached.clone().map(|(_, seconds)| seconds).sum();
+        for (replica, held) in cached.filter(|(_, held)| *held > 0) {
+            *self.cached.entry(replica).or_default() += held as f64 / seconds as f64;
+        }
+        self.resolvers += 1;
+        self.answers += answers;
+        self.busiest = self.busiest.max(answers);
+    }
+}
+
+impl ResolverWindow {
+    fn new(started: Instant) -> ResolverWindow {
+        ResolverWindow {
+            started,
+            minutes: [None; TALLY_STEPS],
+            names: Names::default(),
+            entries: FxHashMap::default(),
+            untallied: 0,
+            over_cap: 0,
         }
     }
-    let answers: u64 = resolvers.values().map(|answers| answers.answers).sum();
-    let busiest = resolvers.values().map(|answers| answers.answers).max().unwrap_or(0);
-    let mut skew = cached
+
+    fn minute(&self, now: Instant) -> u64 {
+        now.duration_since(self.started).as_secs() / TALLY_STEP.as_secs()
+    }
+
+    /// Forgets the minutes that ended a window or more before `now`, and
+    /// the resolvers left without answers.
+    fn forget_before(&mut self, now: Instant) {
+        let minute = self.minute(now);
+        let mut stale = [0; TALLY_STEPS];
+        let mut count = 0;
+        for (step, held) in self.minutes.iter_mut().enumerate() {
+            if held.is_some_and(|held| held + TALLY_STEPS as u64 <= minute) {
+                *held = None;
+                stale[count] = step;
+                count += 1;
+            }
+        }
+        if count > 0 {
+            self.entries.retain(|_, entry| entry.forget(&stale[..count]));
+        }
+    }
+
+    /// Adds `drained` to the minute of `now`.
+    fn merge(&mut self, now: Instant, drained: Resolvers) {
+        let minute = self.minute(now);
+        let step = (minute % TALLY_STEPS as u64) as usize;
+        self.minutes[step] = Some(minute);
+        self.untallied += drained.untallied;
+        for ((service, region), resolvers) in drained.tally {
+            let service = self.names.number(&service);
+            for (resolver, answers) in resolvers {
+                self.add(ResolverKey { service, region, resolver }, step, &answers);
+            }
+        }
+    }
+
+    fn add(&mut self, key: ResolverKey, step: usize, answers: &ResolverAnswers) {
+        if answers.cached_seconds.len() > REPLICAS_PER_ENTRY {
+            self.untallied += answers.answers;
+            return;
+        }
+        let mut replicas = [NO_REPLICA; REPLICAS_PER_ENTRY];
+        for (place, name) in replicas.iter_mut().zip(answers.cached_seconds.keys()) {
+            *place = self.names.number(name);
+        }
+        let replicas = &replicas[..answers.cached_seconds.len()];
+        let full = self.entries.len() >= MAX_RESOLVERS;
+        let entry = match self.entries.get_mut(&key) {
+            Some(entry) => entry,
+            None if full => {
+                self.over_cap += answers.answers;
+                return;
+            }
+            None => self.entries.entry(key).or_insert(EMPTY_ENTRY),
+        };
+        let Some(places) = entry.places(replicas) else {
+            self.untallied += answers.answers;
+            return;
+        };
+        entry.replicas = places;
+        entry.answers[step] = entry.answers[step].saturating_add(u32::try_from(answers.answers).unwrap_or(u32::MAX));
+        for (replica, &seconds) in replicas.iter().zip(answers.cached_seconds.values()) {
+            let place = places.iter().position(|held| held == replica).expect("placed above");
+            let kept = &mut entry.seconds[step][place];
+            *kept = kept.saturating_add(u32::try_from(seconds).unwrap_or(u32::MAX));
+        }
+    }
+
+    /// Every split's resolver sums, in one pass over the entries.
+    fn views(&self) -> BTreeMap<(u32, RegionId), ResolverSums<'_>> {
+        let mut views: BTreeMap<(u32, RegionId), ResolverSums<'_>> = BTreeMap::new();
+        for (key, entry) in &self.entries {
+            let answers: u64 = entry.answers.iter().map(|&answers| u64::from(answers)).sum();
+            let held = entry.replicas.iter().enumerate().filter(|(_, replica)| **replica != NO_REPLICA);
+            let cached = held.map(|(place, &replica)| {
+                let seconds: u64 = entry.seconds.iter().map(|seconds| u64::from(seconds[place])).sum();
+                (&*self.names.names[replica as usize], seconds)
+            });
+            views.entry((key.service, key.region)).or_default().add(answers, cached);
+        }
+        views
+    }
+}
+
+/// Adds to `split` each replica's share of the cache time of the
+/// resolvers summed in `sums` (every resolver weighing the same), and how
+/// far that is from its realized shares.
+fn add_resolver_view(split: &mut Split, sums: &ResolverSums<'_>) {
+    let resolvers = sums.resolvers.max(1) as f64;
+    let mut skew = sums
+        .cached
         .iter()
         .filter(|(replica, _)| !split.replicas.iter().any(|share| share.replica == **replica))
-        .map(|(_, share)| share)
+        .map(|(_, share)| share / resolvers)
         .sum::<f64>();
     for share in &mut split.replicas {
-        let cached_share = cached.get(share.replica.as_str()).copied().unwrap_or(0.0);
+        let cached_share = sums.cached.get(share.replica.as_str()).copied().unwrap_or(0.0) / resolvers;
         skew += (share.realized - cached_share).abs();
         share.cached = Some(cached_share);
     }
-    let top_resolver_share = if answers == 0 { 0.0 } else { busiest as f64 / answers as f64 };
-    split.resolvers = Some(ResolverView { resolvers: resolvers.len(), top_resolver_share, caching_skew: skew / 2.0 });
+    let top_resolver_share = if sums.answers == 0 { 0.0 } else { sums.busiest as f64 / sums.answers as f64 };
+    split.resolvers = Some(ResolverView { resolvers: sums.resolvers, top_resolver_share, caching_skew: skew / 2.0 });
 }
 
 /// What `now` counts beyond `baseline`, by service, region and replica.
@@ -290,22 +489,70 @@ mod tests {
     fn every_resolver_weighs_the_same_in_the_cached_split() {
         let answered = BTreeMap::from([("fra".to_string(), 9), ("sin".to_string(), 1)]);
         let mut measured = split("svc", "unclassified".into(), &answered, &BTreeMap::new());
-        let resolver = |answers, cached: &[(&str, u64)]| ResolverAnswers {
-            answers,
-            cached_seconds: cached.iter().map(|&(replica, seconds)| (replica.into(), seconds)).collect(),
-        };
-        let resolvers = BTreeMap::from([
-            ("192.0.2.1".parse().unwrap(), resolver(1, &[("fra", 60)])),
-            ("192.0.2.2".parse().unwrap(), resolver(1, &[("sin", 60)])),
-            // Busy: 8 answers, 6 to fra for 60 s and 2 to sin for 180 s.
-            ("192.0.2.3".parse().unwrap(), resolver(8, &[("fra", 360), ("sin", 360)])),
-        ]);
-        add_resolver_view(&mut measured, &resolvers);
+        let mut sums = ResolverSums::default();
+        sums.add(1, [("fra", 60)].into_iter());
+        sums.add(1, [("sin", 60)].into_iter());
+        // Busy: 8 answers, 6 to fra for 60 s and 2 to sin for 180 s.
+        sums.add(8, [("fra", 360), ("sin", 360)].into_iter());
+        add_resolver_view(&mut measured, &sums);
         let cached: Vec<Option<f64>> = measured.replicas.iter().map(|share| share.cached).collect();
         assert_eq!(cached, [Some(0.5), Some(0.5)], "(1 + 0 + 1/2) / 3 each");
         let view = measured.resolvers.unwrap();
         assert_eq!((view.resolvers, view.top_resolver_share), (3, 0.8));
         assert!((view.caching_skew - 0.4).abs() < 1e-12, "realized 0.9 against cached 0.5: {view:?}");
+    }
+
+    fn drained(resolvers: impl Iterator<Item = (u32, &'static [(&'static str, u64)])>) -> Resolvers {
+        let mut drained = Resolvers::default();
+        for (number, cached) in resolvers {
+            let answers = ResolverAnswers {
+                answers: cached.len() as u64,
+                cached_seconds: cached.iter().map(|&(replica, seconds)| (replica.into(), seconds)).collect(),
+            };
+            let resolver = IpAddr::from((0x0a00_0000 + number).to_be_bytes());
+            drained.tally.entry(("svc".into(), 0)).or_default().insert(resolver, answers);
+        }
+        drained
+    }
+
+    #[test]
+    fn the_window_keeps_at_most_its_cap_of_resolvers_and_counts_the_answers_it_drops() {
+        let mut window = ResolverWindow::new(Instant::now());
+        let now = Instant::now();
+        let over = 1000;
+        window.merge(now, drained((0..MAX_RESOLVERS as u32 + over).map(|number| (number, &[("fra", 60)][..]))));
+        assert_eq!(window.entries.len(), MAX_RESOLVERS);
+        assert_eq!(window.over_cap, u64::from(over), "one answer each");
+        // Some of these were kept, some not: each answer is kept or counted.
+        window.merge(now, drained((0..10).map(|number| (number, &[("sin", 60)][..]))));
+        let newcomers = MAX_RESOLVERS as u32 + over;
+        window.merge(now, drained((newcomers..newcomers + 10).map(|number| (number, &[("sin", 60)][..]))));
+        assert_eq!(window.entries.len(), MAX_RESOLVERS);
+        assert!(window.over_cap >= u64::from(over) + 10, "the newcomers' answers at least: {}", window.over_cap);
+        let sums = &window.views()[&(0, 0)];
+        assert_eq!(sums.resolvers, MAX_RESOLVERS);
+        assert_eq!(sums.answers + window.over_cap, MAX_RESOLVERS as u64 + u64::from(over) + 20);
+    }
+
+    #[test]
+    fn minutes_a_window_old_are_forgotten_and_a_fifth_replica_is_not_tallied() {
+        let start = Instant::now();
+        let mut window = ResolverWindow::new(start);
+        window.merge(start, drained([(1, &[("a", 10), ("b", 10)][..]), (2, &[("a", 10)][..])].into_iter()));
+        let later = start + WINDOW;
+        window.forget_before(later);
+        window.merge(later, drained([(1, &[("c", 10), ("d", 10)][..])].into_iter()));
+        window.merge(later, drained([(1, &[("e", 10)][..])].into_iter()));
+        assert_eq!(window.untallied, 1, "a, b, c and d are held");
+        assert_eq!(window.views()[&(0, 0)].resolvers, 2, "the first minute ended less than a window ago");
+        window.forget_before(start + WINDOW + TALLY_STEP);
+        let sums = &window.views()[&(0, 0)];
+        assert_eq!((sums.resolvers, sums.answers), (1, 2), "only the second reading's");
+        assert_eq!(sums.cached, BTreeMap::from([("c", 0.5), ("d", 0.5)]));
+        window.merge(start + WINDOW + TALLY_STEP, drained([(1, &[("e", 10)][..])].into_iter()));
+        assert_eq!(window.untallied, 1, "a and b were forgotten: e has room");
+        window.forget_before(start + 2 * WINDOW + 2 * TALLY_STEP);
+        assert!(window.entries.is_empty(), "every minute forgotten");
     }
 
     #[test]
