@@ -391,8 +391,8 @@ fn the_realized_split_is_what_was_answered_beside_what_is_configured() {
     assert_eq!(scraped[series], 0.25);
 }
 
-/// A server with the resolver view on, answering `service` half to fra
-/// (192.0.2.10), half to sin, for every client.
+/// A server with the resolver view on (by default), answering `service`
+/// half to fra (192.0.2.10), half to sin, for every client.
 fn start_with_resolver_view(service: &str) -> Metered {
     let declarations = Declarations::new()
         .service(service)
@@ -401,7 +401,7 @@ fn start_with_resolver_view(service: &str) -> Metered {
         .replica("sin", "192.0.2.20")
         .probabilities("default", &[("fra", 0.5, 60), ("sin", 0.5, 60)])
         .toml();
-    start_metered_with_metrics(&declarations, "resolver_view = true\n")
+    start_metered_with_metrics(&declarations, "")
 }
 
 /// One resolver asking 200 times beside 20 asking once each: the
@@ -473,7 +473,7 @@ fn more_resolvers_than_slots_are_sampled_and_the_rest_counted_untallied() {
 
 #[test]
 fn without_the_resolver_view_nothing_is_tallied() {
-    let server = start_metered();
+    let server = start_metered_with_metrics("", "resolver_view = false\n");
     let (status, reported) = request("GET", &format!("{}/v1/split", server.api), Some(TOKEN), None);
     assert_eq!(status, 200, "{reported}");
     assert_eq!(reported["untallied_answers"], serde_json::Value::Null);

@@ -208,8 +208,9 @@ def pharos_config(port, zonefile, api_port=None, token="bench", store=None, seed
     """TOML for `pharos serve --config`: the routed service plus the zone
     (signed with `dnssec`: its keys must be in `store`)."""
     parts = ["[server]", 'listen = ["%s:%d"]' % (host, port), "threads = 1"]
-    if resolver_view:
-        parts += ["[metrics]", "resolver_view = true"]
+    # Said either way: the resolver view is on by default, and
+    # pharos-routed is its "off" against pharos-routed-rv.
+    parts += ["[metrics]", "resolver_view = %s" % ("true" if resolver_view else "false")]
     if seed is not None:
         parts.append("random_seed = %d" % seed)
     if api_port is not None:

@@ -358,21 +358,27 @@ pub struct MetricsConfig {
     pub counting: bool,
     /// Tally routed answers per resolver, to show how resolvers' caches
     /// skew each split (a slot of a per-thread array per routed answer,
-    /// about 1 MB per thread: off by default).
-    pub resolver_view: bool,
+    /// 832 KiB per answering thread, and at most about 5 MB in the control
+    /// plane): unset, on when counting is.
+    pub resolver_view: Option<bool>,
 }
 
 impl Default for MetricsConfig {
     fn default() -> MetricsConfig {
-        MetricsConfig { listen: None, counting: true, resolver_view: false }
+        MetricsConfig { listen: None, counting: true, resolver_view: None }
     }
 }
 
 impl MetricsConfig {
+    /// Whether routed answers are tallied per resolver.
+    pub fn tallies_resolvers(&self) -> bool {
+        self.resolver_view.unwrap_or(self.counting)
+    }
+
     /// The metrics listener must not take an address another listener
     /// of Pharos's own holds.
     fn validate(&self, control: &ControlConfig, server: &ServerConfig) -> anyhow::Result<()> {
-        if self.resolver_view && !self.counting {
+        if self.resolver_view == Some(true) && !self.counting {
             bail!(
                 "metrics.resolver_view = true needs metrics.counting: resolvers are tallied as routed answers are counted; turn counting on or the resolver view off"
             );
@@ -941,6 +947,10 @@ mod tests {
         assert_eq!(with_metrics("").unwrap().metrics.listen, None, "no listener of its own unless asked");
         assert!(with_metrics("").unwrap().metrics.counting, "counting is on unless turned off");
         assert!(!with_metrics("counting = false").unwrap().metrics.counting);
+        let tallies = |metrics| with_metrics(metrics).unwrap().metrics.tallies_resolvers();
+        assert!(tallies(""), "the resolver view is on with counting");
+        assert!(!tallies("counting = false"), "and off without it, unless asked");
+        assert!(!tallies("resolver_view = false"));
         for (metrics, expected) in [
             ("listen = \"127.0.0.1:8053\"", "metrics.listen = 127.0.0.1:8053 is control.listen too"),
             ("listen = \"127.0.0.1:5300\"", "metrics.listen = 127.0.0.1:5300 is also a DNS address"),

@@ -47,7 +47,7 @@ impl Server {
         // Logging before the first query can arrive.
         let dnstap = config.dnstap.as_ref().map(|dnstap| dnstap::start(dnstap.settings()?)).transpose()?;
         pharos_transport::metrics::count_queries(config.metrics.counting);
-        pharos_transport::metrics::tally_resolvers(config.metrics.resolver_view);
+        pharos_transport::metrics::tally_resolvers(config.metrics.tallies_resolvers());
         let transports = Transports::start(&config.transport(limits.queries, limits.responses, cookies), &snapshot).await?;
         Ok(Server { config, control, snapshot, transports, api, dnstap })
     }

@@ -327,8 +327,8 @@ fn qtype_class(qtype: Option<u16>) -> usize {
     }
 }
 
-/// Whether routed answers are tallied per resolver: off unless the
-/// operator asks (`[metrics] resolver_view`).
+/// Whether routed answers are tallied per resolver: off until the server
+/// turns it on (`[metrics] resolver_view`, on with counting unless set).
 static TALLYING_RESOLVERS: AtomicBool = AtomicBool::new(false);
 
 /// Turns the per-resolver tally of routed answers on or off.
