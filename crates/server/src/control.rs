@@ -427,9 +427,8 @@ impl Control {
                 Err(ControlError::Behind(_)) => self.catch_up(ANYTHING_NEW, now)?,
                 Err(invalid @ ControlError::Invalid(_)) if !looked_for_news => {
                     looked_for_news = true;
-                    let applied = self.applied;
                     // The refusal stands if nothing new can be read.
-                    if self.catch_up(ANYTHING_NEW, now).is_err() || self.applied == applied {
+                    if !self.found_news(now).unwrap_or(false) {
                         return Err(invalid);
                     }
                 }
@@ -437,6 +436,15 @@ impl Control {
             }
         }
         attempt(self)
+    }
+
+    /// Catches up with whatever the store logged since the state; whether
+    /// that was anything (an edit refused as invalid may name what it
+    /// brought).
+    pub fn found_news(&mut self, now: u64) -> Result<bool, ControlError> {
+        let applied = self.applied;
+        self.catch_up(ANYTHING_NEW, now)?;
+        Ok(self.applied != applied)
     }
 
     /// Has the store's follower call `wake` whenever other nodes may have

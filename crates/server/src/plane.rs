@@ -449,13 +449,12 @@ fn commit_edits(control: &mut Control, mut edits: Vec<Pending>) {
             break;
         }
         looked_for_news |= !invalid.is_empty();
-        let applied = control.applied();
-        let caught_up = control.catch_up(ANYTHING_NEW, now);
+        let found_news = control.found_news(now);
         // A refusal stands if nothing new could be read.
-        if caught_up.is_err() || control.applied() == applied {
+        if !matches!(found_news, Ok(true)) {
             invalid.drain(..).for_each(|(_, done, refused)| drop(done.send(Err(refused))));
         }
-        if let Err(error) = caught_up {
+        if let Err(error) = found_news {
             behind.into_iter().for_each(|(_, done)| drop(done.send(Err(error.clone()))));
             break;
         }

@@ -249,11 +249,9 @@ fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, r
     while let Ok((message, rest)) = split_frame(unread) {
         let start = output.len();
         read.queries += 1;
-        // Each branch accounts for its own answer where the answer was
-        // made: merged into one `Option<Answered>` first, the response's
-        // summary was copied per query and then read back with wide loads
-        // of narrow stores (the profile's annotation), most of what
-        // counting cost pipelined TCP.
+        // Each branch accounts for its answer where it was made: an
+        // `Option<Answered>` merged from both and read back after was
+        // copied per query, most of what counting cost pipelined TCP.
         match parse_query(message) {
             // A zone transfer is many messages, framed one by one.
             Ok(query) if query.question.as_ref().is_some_and(is_transfer) => {
