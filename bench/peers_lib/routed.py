@@ -208,11 +208,12 @@ def pharos_config(port, zonefile, api_port=None, token="bench", store=None, seed
     """TOML for `pharos serve --config`: the routed service plus the zone
     (signed with `dnssec`: its keys must be in `store`)."""
     parts = ["[server]", 'listen = ["%s:%d"]' % (host, port), "threads = 1"]
+    # A [server] key: written before the next table's header opens it.
+    if seed is not None:
+        parts.append("random_seed = %d" % seed)
     # Said either way: the resolver view is on by default, and
     # pharos-routed is its "off" against pharos-routed-rv.
     parts += ["[metrics]", "resolver_view = %s" % ("true" if resolver_view else "false")]
-    if seed is not None:
-        parts.append("random_seed = %d" % seed)
     if api_port is not None:
         parts += ["[control]", 'listen = "127.0.0.1:%d"' % api_port, 'token = "%s"' % token]
     if store is not None:
