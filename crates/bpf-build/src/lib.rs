@@ -12,22 +12,25 @@ use std::process::Command;
 
 const HELPERS: &str = "/usr/include/bpf/bpf_helpers.h";
 const PACKAGES: &str = "Debian packages clang and libbpf-dev (apt-get install clang libbpf-dev)";
+/// Rewritten by dpkg whenever a package is installed or removed.
+const PACKAGE_DATABASE: &str = "/var/lib/dpkg/status";
 
 /// Compiles `source` (relative to the crate) into OUT_DIR/`object` and
 /// sets `--cfg {cfg}` when it did; `what` names the program in the
 /// warning printed when it is left out. Call from build.rs only.
 pub fn compile(source: &str, object: &str, cfg: &str, what: &str) {
     println!("cargo::rerun-if-changed={source}");
-    println!("cargo::rerun-if-changed={HELPERS}");
     println!("cargo::rerun-if-env-changed=CLANG");
     println!("cargo::rustc-check-cfg=cfg({cfg})");
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join(object);
     let leave_out = |why: &str| {
         println!("cargo::warning={what} is left out of this build: {why}; install the {PACKAGES} to build it");
+        rerun_after_an_install();
     };
     if !Path::new(HELPERS).exists() {
         return leave_out(&format!("libbpf's headers ({HELPERS}) are missing"));
     }
+    println!("cargo::rerun-if-changed={HELPERS}");
     // CLANG names another compiler, or a missing one to build without the program.
     let clang = env::var("CLANG").unwrap_or_else(|_| "clang".into());
     let compiled = Command::new(&clang)
@@ -45,6 +48,18 @@ pub fn compile(source: &str, object: &str, cfg: &str, what: &str) {
             assert!(status.success(), "`{clang}` failed to compile {source} ({status})");
             println!("cargo::rustc-cfg={cfg}");
         }
+    }
+}
+
+/// Asks cargo to run the build script again once a package is installed,
+/// and only then. Watching the missing header itself would not do: cargo
+/// runs a script again at every build while a path it watches is missing,
+/// and once the package puts it there, with the package's own (older)
+/// modification time, cargo sees nothing new. Debian's package database
+/// changes at every install.
+fn rerun_after_an_install() {
+    if Path::new(PACKAGE_DATABASE).exists() {
+        println!("cargo::rerun-if-changed={PACKAGE_DATABASE}");
     }
 }
 
