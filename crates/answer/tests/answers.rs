@@ -633,7 +633,8 @@ fn ixfr_gets_the_soa_alone_when_the_client_is_current_else_the_whole_zone() {
 /// new.big.test A 192.0.2.8, 9 removed it and t0's TXT, and added new's
 /// AAAA.
 fn big_zone_at_serial_9() -> Snapshot {
-    use pharos_zone::journal::{Record, Served, file_records};
+    use pharos_zone::journal::Record;
+    use pharos_zone::versions::{Served, file_records};
     let loaded = parse_zone_text("big.test", &big_zone(), "big.zone").unwrap();
     let records = file_records(&loaded);
     let new = |rtype: Rtype, rdata: &[u8]| Record {

@@ -11,14 +11,15 @@
 //! It also keeps what each zone served last ([`Served`]): a build whose
 //! zone files or routed replica sets differ, for a zone, from what it
 //! served makes a new version of it (a new serial, a difference in its
-//! journal, see `pharos_zone::journal`), and freezes the zones again.
+//! journal, see `pharos_zone::versions`), and freezes the zones again.
 
 use std::sync::Arc;
 
 use pharos_answer::{Settings, Snapshot, routed_records};
 use pharos_route::Routes;
 use pharos_wire::name;
-use pharos_zone::journal::{Record, Served, file_records};
+use pharos_zone::journal::Record;
+use pharos_zone::versions::{Served, file_records};
 use pharos_zone::{Zone, ZoneSet};
 
 use crate::error::ControlError;

@@ -12,8 +12,8 @@
 //! built beside the unsigned ones and carry RRSIGs and compact denials.
 //!
 //! A zone's versions as secondaries see them (its file's records and its
-//! services' replicas), their serials and the differences between the last
-//! few (for IXFR) are kept by [`journal`].
+//! services' replicas) and their serials are made by [`versions`]; the
+//! differences between the last few (for IXFR) are kept by [`journal`].
 
 pub mod encode;
 pub mod journal;
@@ -22,6 +22,7 @@ pub mod lookup;
 mod presentation;
 pub mod set;
 pub mod signed;
+pub mod versions;
 pub mod zone;
 
 pub use encode::{Body, Fitted};
