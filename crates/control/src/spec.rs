@@ -15,13 +15,14 @@ use std::sync::Arc;
 
 use pharos_route::as_paths::AsPaths;
 use pharos_route::external::ExternalRegions;
+use pharos_route::geo::{Coordinates, Point};
 use pharos_route::latency::Latencies;
 use pharos_route::locate::Regions;
-use pharos_route::model::{AllDown, Answering, DEFAULT_TTL, Health, Replica, Service};
+use pharos_route::model::{AllDown, Answering, DEFAULT_TTL, Service};
 use pharos_route::policy::{Policy, PolicyKind, ProbabilityTable, RegionRow};
 use pharos_route::prefix::parse_prefix;
-use pharos_route::proximity::Point;
-use pharos_route::sources::{AsnTable, Coordinates, GeoDatabase};
+use pharos_route::replica::{Health, Replica};
+use pharos_route::sources::{AsnTable, GeoDatabase};
 use pharos_route::{RegionId, Routes, UNCLASSIFIED};
 
 use crate::load_control::LoadControlSpec;

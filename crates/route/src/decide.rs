@@ -5,11 +5,12 @@ use rand::Rng;
 
 use crate::RegionId;
 use crate::explain::Explanation;
-use crate::locate::{Asker, Location};
-use crate::model::{Family, Service};
+use crate::locate::{Asker, Location, Unpartitioned};
+use crate::model::Service;
 use crate::policy::{Order, Policy, choose, describe_prepared};
 use crate::prepared::PreparedOrders;
 use crate::proximity::Proximity;
+use crate::replica::Family;
 
 /// The answer to "which replicas for this client?".
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,6 +164,15 @@ pub enum PerQuery {
     TooManyBlocks(usize),
 }
 
+impl From<Unpartitioned> for PerQuery {
+    fn from(why: Unpartitioned) -> PerQuery {
+        match why {
+            Unpartitioned::External => PerQuery::ExternalRegions,
+            Unpartitioned::TooManyBlocks(limit) => PerQuery::TooManyBlocks(limit),
+        }
+    }
+}
+
 impl std::fmt::Display for PerQuery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -282,8 +292,9 @@ mod tests {
     use rand::rngs::SmallRng;
 
     use super::*;
-    use crate::model::{AllDown, Answering, Health, Replica};
+    use crate::model::{AllDown, Answering};
     use crate::policy::{ProbabilityTable, RegionRow};
+    use crate::replica::{Health, Replica};
 
     fn replica(id: &str, address: &str) -> Replica {
         Replica::new(id, address.parse().unwrap())

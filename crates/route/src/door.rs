@@ -7,7 +7,8 @@ use rand::Rng;
 use crate::decide::{Decision, PerQuery, Variants, decide, variants};
 use crate::explain::Explanation;
 use crate::locate::{Asker, Block, Location, locate, partition};
-use crate::model::{Family, Service};
+use crate::model::Service;
+use crate::replica::Family;
 use crate::routes::Routes;
 
 /// Where the client was placed, and what the service answers it.
@@ -47,5 +48,5 @@ pub fn route_variants(service: &Service, family: Family) -> Result<Variants, Per
 /// in one region by [`route`] (for clients without ECS); at most
 /// `max_blocks` of them, or why they cannot be listed.
 pub fn client_blocks(routes: &Routes, family: Family, max_blocks: usize) -> Result<Vec<Block>, PerQuery> {
-    partition(&routes.regions, family, max_blocks)
+    partition(&routes.regions, family, max_blocks).map_err(PerQuery::from)
 }

@@ -17,6 +17,7 @@ pub mod decide;
 pub mod door;
 pub mod explain;
 pub mod external;
+pub mod geo;
 pub mod latency;
 pub mod locate;
 pub mod model;
@@ -24,6 +25,7 @@ pub mod policy;
 pub mod prefix;
 pub mod prepared;
 pub mod proximity;
+pub mod replica;
 pub mod routes;
 pub mod sources;
 
@@ -31,8 +33,9 @@ pub use decide::{Decision, PerQuery, Variant, Variants};
 pub use door::{Routed, client_blocks, route, route_variants};
 pub use explain::Explanation;
 pub use locate::{Asker, Block, Location, Regions};
-pub use model::{Family, Health, Replica, Service};
+pub use model::Service;
 pub use policy::{Policy, ProbabilityTable, RegionRow};
+pub use replica::{Family, Health, Replica};
 pub use routes::Routes;
 
 /// Region 0: clients no region claims (MyXDNS's "undefined region").

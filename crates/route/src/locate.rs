@@ -6,11 +6,10 @@ use std::net::IpAddr;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::decide::PerQuery;
 use crate::explain::{Explanation, note};
 use crate::external::ExternalRegions;
-use crate::model::Family;
 use crate::prefix::{Bits, PrefixMap};
+use crate::replica::Family;
 use crate::sources::{AsnTable, GeoDatabase};
 use crate::{RegionId, UNCLASSIFIED};
 
@@ -151,15 +150,24 @@ pub struct Block {
     pub scope: u8,
 }
 
+/// Why the regions cannot be cut into blocks listed in advance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unpartitioned {
+    /// Regions come from a source that cannot be enumerated.
+    External,
+    /// They cut the address space into more blocks than allowed.
+    TooManyBlocks(usize),
+}
+
 /// Blocks that cover the whole address space of `family` (clients' own
 /// addresses, no ECS), each placed in one region, at most `max_blocks` of
 /// them. Works down from the whole space: where the block's first address
 /// is placed with a scope no longer than the block's length, the scope
 /// promises (RFC 7871) that the whole block is placed alike; otherwise the
 /// block is split in halves.
-pub fn partition(regions: &Regions, family: Family, max_blocks: usize) -> Result<Vec<Block>, PerQuery> {
+pub fn partition(regions: &Regions, family: Family, max_blocks: usize) -> Result<Vec<Block>, Unpartitioned> {
     if regions.external.is_some() {
-        return Err(PerQuery::ExternalRegions);
+        return Err(Unpartitioned::External);
     }
     let width: u8 = if family == Family::V4 { 32 } else { 128 };
     let address = |bits: u128| match family {
@@ -173,7 +181,7 @@ pub fn partition(regions: &Regions, family: Family, max_blocks: usize) -> Result
         let location = locate(&Asker::from_source(address(first)), regions, None);
         if location.scope <= length || length == width {
             if blocks.len() == max_blocks {
-                return Err(PerQuery::TooManyBlocks(max_blocks));
+                return Err(Unpartitioned::TooManyBlocks(max_blocks));
             }
             blocks.push(Block { network: address(first), length, region: location.region, scope: location.scope });
         } else {
@@ -277,7 +285,7 @@ mod tests {
 
     #[test]
     fn a_partition_above_its_cap_is_refused() {
-        assert_eq!(partition(&nested_regions(), Family::V4, 10), Err(PerQuery::TooManyBlocks(10)));
+        assert_eq!(partition(&nested_regions(), Family::V4, 10), Err(Unpartitioned::TooManyBlocks(10)));
         assert_eq!(partition(&Regions::default(), Family::V6, 1).unwrap().len(), 1, "no region: one block for everyone");
     }
 }

@@ -11,8 +11,8 @@ use rand::Rng;
 use rustc_hash::FxHashMap;
 
 use crate::RegionId;
-use crate::model::Replica;
 use crate::policy::{Order, Policy};
+use crate::replica::Replica;
 
 /// More permutations than this are not enumerated (the sequential draw is
 /// used instead): 7 replicas, or more with a small cap.

@@ -7,8 +7,8 @@ use std::net::IpAddr;
 use pharos_ranges::{RangeTable, RangeValue, Slash24Index};
 use rustc_hash::FxHashMap;
 
+use crate::geo::{Coordinates, Point};
 use crate::prefix::Bits;
-use crate::proximity::Point;
 
 /// Longest-prefix IP-to-AS table, flattened into address ranges as
 /// pharos-bgp's table is: a full ip2asn file is half a million ranges,
@@ -191,13 +191,6 @@ impl GeoDatabase {
         });
         (place, scope)
     }
-}
-
-/// A point on the globe, in degrees.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Coordinates {
-    pub latitude: f64,
-    pub longitude: f64,
 }
 
 /// Just the coordinates of a City database record: decoding only these

@@ -528,7 +528,8 @@ mod tests {
 
     #[test]
     fn an_exchange_is_a_query_frame_then_a_response_frame_with_the_decision_in_extra() {
-        use pharos_route::model::{Answering, Replica};
+        use pharos_route::Replica;
+        use pharos_route::model::Answering;
         use pharos_route::{Policy, Service};
         let replicas = vec![Replica::new("fra", "192.0.2.10".parse().unwrap()), Replica::new("sin", "192.0.2.20".parse().unwrap())];
         let service = Service::new("svc.example.test.".into(), replicas, Policy::Static, Answering::plain(60, 0));

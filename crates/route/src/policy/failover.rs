@@ -5,7 +5,7 @@ use rand::Rng;
 
 use super::{Choice, Order, Weights, order_by_probability};
 use crate::explain::{Explanation, note};
-use crate::model::Replica;
+use crate::replica::Replica;
 
 pub fn choose(replicas: &[Replica], candidates: &[usize], rng: &mut impl Rng, mut explanation: Option<&mut Explanation>) -> Choice {
     let mut priorities: Vec<u32> = candidates.iter().map(|&index| replicas[index].priority).collect();

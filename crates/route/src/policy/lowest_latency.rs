@@ -9,7 +9,7 @@ use super::{Choice, Miss, order_by_key};
 use crate::explain::{Explanation, note};
 use crate::latency::{DataCenterRtt, Latencies};
 use crate::locate::Location;
-use crate::model::Replica;
+use crate::replica::Replica;
 
 /// `datacenters[i]`: replica `i`'s data center as an index into
 /// `latencies.datacenters`, if it has any measurement.

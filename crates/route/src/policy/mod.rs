@@ -23,9 +23,10 @@ use smallvec::SmallVec;
 pub use region_probabilities::{ProbabilityTable, RegionRow, order_by_probability};
 
 use crate::explain::{Explanation, note};
+use crate::geo::Point;
 use crate::locate::Location;
-use crate::model::Replica;
-use crate::proximity::{Point, Proximity};
+use crate::proximity::Proximity;
+use crate::replica::Replica;
 
 /// A service's policy, with any state it keeps between answers.
 #[derive(Debug)]

@@ -5,10 +5,10 @@ use rand::Rng;
 
 use super::{Choice, Miss, order_by_key};
 use crate::explain::{Explanation, note};
+use crate::geo::{Coordinates, Point, great_circle_km};
 use crate::locate::Location;
-use crate::model::Replica;
-use crate::proximity::{Point, great_circle_km};
-use crate::sources::{Coordinates, GeoDatabase};
+use crate::replica::Replica;
+use crate::sources::GeoDatabase;
 
 /// `places[i]`: where replica `i`'s data center is, if it has one.
 pub fn choose(

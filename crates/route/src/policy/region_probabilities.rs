@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap;
 use super::{Choice, Order, Weights};
 use crate::explain::{Explanation, note};
 use crate::locate::Location;
-use crate::model::Replica;
+use crate::replica::Replica;
 use crate::{RegionId, UNCLASSIFIED};
 
 /// One replica's entry in one region: the chance it is drawn and the TTL

@@ -11,7 +11,7 @@ use super::{Choice, Miss, order_by_key};
 use crate::as_paths::AsPaths;
 use crate::explain::{Explanation, note};
 use crate::locate::Location;
-use crate::model::Replica;
+use crate::replica::Replica;
 
 /// `hops[i]`: hop counts from replica `i`'s data center AS, if it has one
 /// in the graph.

@@ -5,7 +5,7 @@ use rand::Rng;
 
 use super::{Choice, Weights, order_by_probability};
 use crate::explain::{Explanation, note};
-use crate::model::Replica;
+use crate::replica::Replica;
 
 pub fn choose(replicas: &[Replica], candidates: &[usize], rng: &mut impl Rng, explanation: Option<&mut Explanation>) -> Choice {
     Choice::anyone(order_by_probability(&weigh(replicas, candidates, explanation), rng))
