@@ -15,7 +15,8 @@ use quinn::{Endpoint, VarInt};
 use tokio::sync::mpsc;
 
 use crate::message::{response_id, set_id};
-use crate::slot::{self, PoolSlot, Request, Transport};
+use crate::request::Request;
+use crate::slot::{self, PoolSlot, Transport};
 use crate::stats::{InFlight, InFlightQuery};
 use crate::trust::ClientTls;
 

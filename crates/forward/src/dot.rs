@@ -19,7 +19,8 @@ use tokio_rustls::client::TlsStream;
 use crate::framing::read_frame;
 use crate::ids::IdTable;
 use crate::message::{response_id, set_id};
-use crate::slot::{self, PoolSlot, Request, Transport};
+use crate::request::Request;
+use crate::slot::{self, PoolSlot, Transport};
 use crate::stats::{InFlight, InFlightQuery};
 use crate::trust::ClientTls;
 

@@ -17,7 +17,8 @@ use tokio::sync::oneshot;
 use crate::config::ForwardConfig;
 use crate::health::rest_after_silence;
 use crate::message::{ClientQuery, set_id};
-use crate::slot::{Answered, Pending};
+use crate::pool;
+use crate::request::{Answered, Pending};
 use crate::stats::Stats;
 use crate::tries::{SlotId, Tries};
 use crate::trust::Trust;
@@ -63,7 +64,7 @@ impl Forwarder {
     pub fn start(config: &ForwardConfig, stats: Arc<Stats>) -> anyhow::Result<Forwarder> {
         let trust = Trust::load(config.ca.as_deref())?;
         let upstreams =
-            config.upstreams.iter().map(|spec| Upstream::start(spec.clone(), config, &trust, stats.clone())).collect::<Result<_, _>>()?;
+            config.upstreams.iter().map(|spec| pool::start(spec.clone(), config, &trust, stats.clone())).collect::<Result<_, _>>()?;
         Ok(Forwarder {
             upstreams,
             tries: config.tries,

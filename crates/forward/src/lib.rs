@@ -36,6 +36,8 @@ mod forwarder;
 mod framing;
 mod ids;
 mod listen;
+mod pool;
+mod request;
 mod slot;
 mod stats;
 mod trust;

@@ -1,20 +1,18 @@
 //! One upstream server: its spec, how its path has been doing (round-trip
-//! time, standing, and each connection's silence), and its pool of
-//! connection slots.
+//! time, standing, and each connection's silence), and the queues of its
+//! pool's connection slots.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use crate::config::{ForwardConfig, Protocol, UpstreamSpec};
+use crate::config::{ForwardConfig, UpstreamSpec};
 use crate::health::Health;
+use crate::request::{Pending, QUEUE, Request};
 use crate::rtt::{INITIAL_RTO, RttEstimator};
 use crate::silence::{Silence, silence_limit};
-use crate::slot::{self, Pending, PoolSlot, Request};
 use crate::stats::Stats;
-use crate::trust::Trust;
-use crate::{doq, dot};
 
 /// An upstream, shared by its slots' tasks and the queries' tries.
 pub struct Upstream {
@@ -35,28 +33,17 @@ struct PathState {
 }
 
 impl Upstream {
-    /// Starts the upstream's pool: a task per connection slot, which
-    /// connects at the first query.
-    pub fn start(spec: UpstreamSpec, config: &ForwardConfig, trust: &Trust, stats: Arc<Stats>) -> anyhow::Result<Arc<Upstream>> {
-        let server_name = config.server_name_of(&spec);
-        let (slots, queues): (Vec<_>, Vec<_>) = (0..config.connections).map(|_| mpsc::channel(slot::QUEUE)).unzip();
+    /// An upstream of `config`'s pool size, and the queues its slots
+    /// are to take queries from (`crate::pool` starts them).
+    pub fn new(spec: UpstreamSpec, config: &ForwardConfig, stats: Arc<Stats>) -> (Arc<Upstream>, Vec<mpsc::Receiver<Request>>) {
+        let (slots, queues): (Vec<_>, Vec<_>) = (0..config.connections).map(|_| mpsc::channel(QUEUE)).unzip();
         let path = PathState {
             rtt: RttEstimator::new(config.rto),
             health: Health::default(),
             silences: vec![Silence::default(); config.connections],
         };
         let silenced = (0..config.connections).map(|_| watch::Sender::new(())).collect();
-        let upstream = Arc::new(Upstream { spec, path: Mutex::new(path), slots, silenced, stats });
-        for (index, queue) in queues.into_iter().enumerate() {
-            let tls = trust.client_tls(upstream.spec.protocol)?;
-            let address = upstream.spec.address;
-            let pool_slot = PoolSlot { upstream: upstream.clone(), index };
-            match upstream.spec.protocol {
-                Protocol::Tls => tokio::spawn(slot::run(dot::DotTransport::new(address, &server_name, tls)?, pool_slot, queue)),
-                Protocol::Quic => tokio::spawn(slot::run(doq::DoqTransport::new(address, &server_name, tls)?, pool_slot, queue)),
-            };
-        }
-        Ok(upstream)
+        (Arc::new(Upstream { spec, path: Mutex::new(path), slots, silenced, stats }), queues)
     }
 
     fn path(&self) -> MutexGuard<'_, PathState> {
