@@ -186,7 +186,7 @@ impl DispatcherConfig {
                 })
                 .collect();
             let service = Service::new(format!("{name}."), replicas, Policy::Weighted, Answering::plain(60, 0));
-            routes.services.insert(wire_name(&name).into(), service.into());
+            routes.services.insert(name.wire().into(), service.into());
         }
         Ok(routes)
     }
@@ -249,13 +249,6 @@ impl DispatcherConfig {
         }
         Ok(vteps)
     }
-}
-
-/// A lowercase presentation name in DNS wire format, as `Routes` keys it.
-fn wire_name(name: &CanonicalName) -> Vec<u8> {
-    let mut wire: Vec<u8> = name.as_str().split('.').flat_map(|label| [&[label.len() as u8][..], label.as_bytes()].concat()).collect();
-    wire.push(0);
-    wire
 }
 
 fn parse_mac(text: &str) -> Option<[u8; 6]> {

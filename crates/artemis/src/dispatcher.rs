@@ -229,7 +229,7 @@ impl Dispatcher {
         explain: bool,
     ) -> Result<(Target, Option<Explanation>), Dropped> {
         let name = &hello.server_name;
-        let service = self.routes.service(&wire_name(name)).ok_or_else(|| Dropped::UnknownService(name.clone()))?;
+        let service = self.routes.service(&name.wire()).ok_or_else(|| Dropped::UnknownService(name.clone()))?;
         let expected = self.addresses.address_of(name);
         if expected != service_address {
             return Err(Dropped::WrongServiceAddress { name: name.clone(), expected, arrived_on: service_address });
@@ -248,17 +248,6 @@ impl Dispatcher {
 
 fn forward(target: Target, datagrams: Vec<Vec<u8>>, explanation: Option<Explanation>) -> Action {
     Action::Forward { target, datagrams, explanation }
-}
-
-/// The routing table's key: the name in lowercase wire form.
-fn wire_name(name: &CanonicalName) -> Vec<u8> {
-    let mut wire = Vec::with_capacity(name.as_str().len() + 2);
-    for label in name.as_str().split('.') {
-        wire.push(label.len() as u8);
-        wire.extend_from_slice(label.as_bytes());
-    }
-    wire.push(0);
-    wire
 }
 
 /// First flights routed lately: (client, DCID) -> target, bounded and

@@ -162,6 +162,12 @@ impl CanonicalName {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The name in DNS wire form, as the routing core keys services.
+    pub fn wire(&self) -> Vec<u8> {
+        // `new` verified what the encoder checks: labels of 1 to 63 bytes, at most 253 in all.
+        pharos_wire::name::from_dotted(&self.0).expect("a canonical name is a valid DNS name")
+    }
 }
 
 impl fmt::Display for CanonicalName {

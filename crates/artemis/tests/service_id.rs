@@ -60,6 +60,7 @@ fn full_length_prefix_is_the_address_itself_and_zero_length_is_all_hash() {
 fn case_and_trailing_dot_are_folded() {
     let canonical = CanonicalName::new("WWW.Example.COM.").unwrap();
     assert_eq!(canonical.as_str(), "www.example.com");
+    assert_eq!(canonical.wire(), b"\x03www\x07example\x03com\x00", "the routing core's key");
     assert_eq!(mapped("2001:db8::/48", "WWW.Example.COM."), reference_address("2001:db8::/48", "www.example.com"));
 }
 
