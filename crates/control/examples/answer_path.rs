@@ -16,8 +16,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use pharos_answer::{Client, Settings, Transport, respond};
+use pharos_control::build::DataSources;
+use pharos_control::probabilities::ProbabilitySpec;
 use pharos_control::snapshot::build_snapshot;
-use pharos_control::spec::{DataSources, Declared, ProbabilitySpec, RegionSpec, ReplicaSpec, ServiceSpec};
+use pharos_control::spec::{Declared, RegionSpec, ReplicaSpec, ServiceSpec};
 use pharos_zone::load_zone_file;
 use rand::SeedableRng;
 

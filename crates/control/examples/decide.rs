@@ -16,7 +16,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use pharos_control::spec::{DataCenterSpec, DataSources, Declared, ProbabilitySpec, RegionSpec, ReplicaSpec, ServiceSpec, build_routes};
+use pharos_control::build::DataSources;
+use pharos_control::probabilities::ProbabilitySpec;
+use pharos_control::services::build_routes;
+use pharos_control::spec::{DataCenterSpec, Declared, RegionSpec, ReplicaSpec, ServiceSpec};
 use pharos_route::as_paths::AsPaths;
 use pharos_route::latency::{Latencies, Measured, MeasurementBook};
 use pharos_route::policy::PolicyKind;

@@ -13,9 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pharos_answer::Settings;
+use pharos_control::build::DataSources;
 use pharos_control::plane::{Plane, PlaneSettings};
 use pharos_control::snapshot::SnapshotBuilder;
-use pharos_control::spec::{DataSources, ReplicaSpec, ServiceSpec};
+use pharos_control::spec::{ReplicaSpec, ServiceSpec};
 use pharos_control::{Change, State};
 use pharos_zone::parse_zone_text;
 

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::error::ControlError;
-use crate::spec::{ProbabilitySpec, RegionSpec, ServiceSpec};
+use crate::probabilities::ProbabilitySpec;
+use crate::spec::{RegionSpec, ServiceSpec};
 use crate::state::{Change, State};
 
 /// MyXDNS's Add_Region: a region without an id (the next free one is

@@ -1,6 +1,26 @@
-//! Why the control plane did not make a change.
+//! Why a declaration is wrong, and why the control plane did not make a change.
 
-use crate::spec::SpecError;
+use std::fmt;
+
+/// What is wrong with a declaration, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError {
+    /// A path to the field, e.g. `service[www.example.test].replica[fra-1].address`.
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+pub(crate) fn fail<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, SpecError> {
+    Err(SpecError { field: field.into(), message: message.into() })
+}
 
 /// Why a change was not made.
 #[derive(Debug, Clone, thiserror::Error)]

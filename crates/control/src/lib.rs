@@ -2,7 +2,7 @@
 //! the state machine the server drives: each input (a commit, a probe
 //! result, a load report, a batch of latency measurements, a timer) takes
 //! the time and returns its effects. It is built from: the declarations and
-//! their checks ([`spec`], every error naming the field to fix), each
+//! their checks ([`spec`], built by [`build`], every error naming the field to fix), each
 //! service built again only when what it is built from changed
 //! ([`services`]); the routing state they make ([`State`], changed by [`Change`]s that the
 //! operator's [`edit`]s compute, committed in groups by [`group`]); latency
@@ -14,6 +14,7 @@
 //! what a secondary would transfer of it changes ([`snapshot`]). No sockets,
 //! threads or clocks: times are Unix milliseconds, passed in.
 
+pub mod build;
 pub mod edit;
 mod error;
 pub mod group;
@@ -22,6 +23,7 @@ pub mod load;
 pub mod load_control;
 mod measurement;
 pub mod plane;
+pub mod probabilities;
 pub mod probe;
 pub mod quorum;
 pub mod services;
@@ -30,6 +32,6 @@ pub mod spec;
 mod state;
 
 pub use error::ControlError;
+pub use error::SpecError;
 pub use measurement::{Measurement, check_measurements};
-pub use spec::SpecError;
 pub use state::{Change, State};

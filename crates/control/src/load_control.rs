@@ -13,7 +13,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::spec::{ProbabilitySpec, SpecError};
+use crate::error::SpecError;
+use crate::probabilities::ProbabilitySpec;
 
 /// How a service's probabilities follow load.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,7 +7,8 @@ use std::net::IpAddr;
 use pharos_route::latency::{Measured, MeasurementSpec};
 use pharos_route::prefix::parse_prefix;
 
-use crate::spec::{DataCenterSpec, SpecError};
+use crate::error::SpecError;
+use crate::spec::DataCenterSpec;
 
 /// How far in the future a measurement's time may be (clock skew between
 /// the measuring host and this one) before it is refused.

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use pharos_answer::Snapshot;
 use pharos_route::latency::{MeasurementBook, MeasurementSpec};
 
+use crate::build::DataSources;
 use crate::edit::check_load;
 use crate::error::ControlError;
 use crate::health::{Effect, Flip, HealthBook, ProbeAddresses, ProbeResult, ReplicaHealth};
@@ -24,7 +25,6 @@ use crate::measurement::{Measurement, check_measurements};
 use crate::probe::{ProbeTarget, Purpose};
 use crate::quorum::{FleetVerdicts, NodeVerdict, Quorum};
 use crate::snapshot::{Built, SnapshotBuilder};
-use crate::spec::DataSources;
 use crate::state::{Change, State};
 
 /// The routing state, the data it is built with, and the rules around it.
@@ -291,7 +291,7 @@ mod tests {
     use pharos_zone::parse_zone_text;
 
     use super::*;
-    use crate::snapshot::service_name;
+    use crate::spec::service_name;
     use crate::spec::{DataCenterSpec, ServiceSpec};
 
     const ZONE: &str = "$TTL 300\n@ SOA ns hostmaster 1 3600 600 86400 300\n@ NS ns\nns A 192.0.2.53\n";

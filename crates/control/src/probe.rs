@@ -12,7 +12,7 @@ use std::time::Duration;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::spec::SpecError;
+use crate::error::SpecError;
 
 /// What a probe does to decide that a replica serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -13,10 +13,23 @@ use pharos_route::{RegionId, Routes};
 use pharos_wire::types;
 use rustc_hash::FxHashMap;
 
+use crate::build::{BuiltRegions, DataSources, Uses, build_regions, build_service, check_datacenters, probed_replica};
+use crate::error::SpecError;
 use crate::probe::Probed;
-use crate::spec::{
-    BuiltRegions, DataCenterSpec, DataSources, Declared, ServiceSpec, SpecError, Uses, build_service, check_datacenters, probed_replica,
-};
+use crate::spec::{DataCenterSpec, Declared, ServiceSpec};
+
+/// Checks regions and services together and builds the routing table.
+/// `wire_name` turns a service name into its lowercase wire form (or says
+/// why it cannot).
+pub fn build_routes(
+    declared: &Declared<'_>,
+    sources: &DataSources,
+    wire_name: impl Fn(&str) -> Result<Box<[u8]>, String>,
+) -> Result<Routes, SpecError> {
+    let regions = build_regions(declared.regions, sources)?;
+    let (_, routes) = ServiceBook::default().build(declared, sources, &regions, wire_name)?;
+    Ok(routes)
+}
 
 /// A service as built, with what it was built from.
 #[derive(Debug)]

@@ -22,9 +22,10 @@ use pharos_zone::journal::Record;
 use pharos_zone::versions::{Served, file_records};
 use pharos_zone::{Zone, ZoneSet};
 
+use crate::build::{BuiltRegions, DataSources, build_regions};
 use crate::error::ControlError;
 use crate::services::{ServiceBook, routed_types};
-use crate::spec::{BuiltRegions, DataSources, Declared, RegionSpec, build_regions};
+use crate::spec::{Declared, RegionSpec, service_name};
 
 /// A service name reserved in the zones (wire form), with the types it
 /// answers.
@@ -179,11 +180,6 @@ pub fn build_snapshot(
     let builder = SnapshotBuilder::new(zones, settings);
     let built = builder.build(declared, sources)?;
     Ok(built.snapshot)
-}
-
-/// Lowercase wire form of a service name given in text.
-pub fn service_name(text: &str) -> Result<Box<[u8]>, String> {
-    name::from_dotted(text).map(Box::from).map_err(|error| format!("{text:?} is not a domain name ({error:?})"))
 }
 
 /// The service names, sorted, each with the types it answers.

@@ -11,9 +11,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use pharos_answer::{Client, Settings, Snapshot, Transport, respond};
+use pharos_control::build::DataSources;
+use pharos_control::probabilities::ProbabilitySpec;
 use pharos_control::probe::{ProbeSpec, Probed, ProbedHealth};
 use pharos_control::snapshot::SnapshotBuilder;
-use pharos_control::spec::{DataCenterSpec, DataSources, ProbabilitySpec, RegionSpec, ReplicaSpec, ServiceSpec};
+use pharos_control::spec::{DataCenterSpec, RegionSpec, ReplicaSpec, ServiceSpec};
 use pharos_control::{Change, State};
 use pharos_route::latency::{Latencies, Measured, MeasurementBook};
 use pharos_route::{Asker, Family, route};

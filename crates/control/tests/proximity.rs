@@ -7,7 +7,9 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
 
-use pharos_control::spec::{DataCenterSpec, DataSources, Declared, ReplicaSpec, ServiceSpec, build_routes};
+use pharos_control::build::DataSources;
+use pharos_control::services::build_routes;
+use pharos_control::spec::{DataCenterSpec, Declared, ReplicaSpec, ServiceSpec};
 use pharos_route::as_paths::AsPaths;
 use pharos_route::latency::{Latencies, Measured, MeasurementBook};
 use pharos_route::sources::GeoDatabase;

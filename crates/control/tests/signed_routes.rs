@@ -6,8 +6,9 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 use pharos_answer::{Client, Settings, Snapshot, Transport, respond};
+use pharos_control::build::DataSources;
 use pharos_control::snapshot::build_snapshot;
-use pharos_control::spec::{DataSources, Declared, ReplicaSpec, ServiceSpec};
+use pharos_control::spec::{Declared, ReplicaSpec, ServiceSpec};
 use pharos_dnssec::{Algorithm, Role, Signer, Window, ZoneKey, ZoneKeys};
 use pharos_zone::parse_zone_text;
 use rand::SeedableRng;
