@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# The dependency rule (DESIGN.md, "One routing core, many mechanisms"),
-# checked on the resolved graph of `cargo metadata`:
+# The dependency rules: between crates, checked on the resolved graph of
+# `cargo metadata`, and between the modules of each crate:
 #
 # 1. The sans-IO crates (the query path and the control core) depend on no
 #    async runtime, socket or thread crate, through their normal
 #    dependencies, however indirectly. Dev- and build-dependencies do not
 #    count: they never reach the library a server links.
 # 2. No mechanism crate depends on the control plane's internals.
+# 3. No module of a crate imports, through others, one that imports it
+#    (scripts/check-cycles.py).
 #
 # It prints each rule and crate it checked, then every violation with the
-# chain of crates that leads to it, and exits 1 if there was one.
+# chain of crates (or the modules' lines) that leads to it, and exits 1 if
+# there was one.
 #
 #   scripts/check-deps.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-exec python3 - <<'PY'
+python3 - <<'PY'
 import json
 import subprocess
 import sys
@@ -24,9 +27,7 @@ from fnmatch import fnmatch
 
 # Must exist: the rule is about them, and a renamed crate must not slip
 # out of it unnoticed.
-SANS_IO = ["pharos-wire", "pharos-zone", "pharos-answer", "pharos-route", "pharos-ranges", "pharos-bgp", "pharos-rrl", "pharos-dnssec"]
-# Checked once they exist (being built, or planned in DESIGN.md).
-SANS_IO_LATER = ["pharos-control"]
+SANS_IO = ["pharos-wire", "pharos-zone", "pharos-answer", "pharos-route", "pharos-ranges", "pharos-bgp", "pharos-rrl", "pharos-dnssec", "pharos-control"]
 MECHANISMS = ["pharos-transport", "pharos-xdp", "pharos-artemis", "pharos-artemis-quic"]
 
 # What a sans-IO crate must not pull in, by crate name (shell patterns):
@@ -81,16 +82,13 @@ def chains_to_forbidden(root, forbidden):
 violations = []
 
 
-def check(rule, crates, forbidden, later=()):
-    """Checks `crates`, which must exist, and those of `later` that do."""
+def check(rule, crates, forbidden):
+    """Checks `crates`, which must exist."""
     print(f"== {rule}")
-    for crate in [*crates, *later]:
+    for crate in crates:
         if crate not in members:
-            if crate in later:
-                print(f"   {crate}: not in the workspace yet, skipped")
-            else:
-                print(f"   {crate}: MISSING")
-                violations.append(f"{crate}: not in the workspace (renamed? update scripts/check-deps.sh)")
+            print(f"   {crate}: MISSING")
+            violations.append(f"{crate}: not in the workspace (renamed? update scripts/check-deps.sh)")
             continue
         found = chains_to_forbidden(by_name[crate], forbidden)
         print(f"   {crate}: {f'{len(found)} violation(s)' if found else 'ok'}")
@@ -101,13 +99,15 @@ def sans_io_forbidden(name):
     return any(fnmatch(name, pattern) for pattern in FORBIDDEN_IN_SANS_IO)
 
 
-check("sans-IO crates: no async runtime, socket or thread crate (" + ", ".join(FORBIDDEN_IN_SANS_IO) + ")", SANS_IO, sans_io_forbidden, SANS_IO_LATER)
-check("mechanisms: no control-plane internals (" + ", ".join(CONTROL_PLANE) + ")", [], lambda name: name in CONTROL_PLANE, MECHANISMS)
+check("sans-IO crates: no async runtime, socket or thread crate (" + ", ".join(FORBIDDEN_IN_SANS_IO) + ")", SANS_IO, sans_io_forbidden)
+check("mechanisms: no control-plane internals (" + ", ".join(CONTROL_PLANE) + ")", MECHANISMS, lambda name: name in CONTROL_PLANE)
 
 if violations:
     print(f"\n{len(violations)} violation(s) of the dependency rule:")
     for violation in violations:
         print(f"   {violation}")
     sys.exit(1)
-print("\nthe dependency rule holds")
+print("\nthe dependency rule holds between crates")
 PY
+echo "== modules: no import cycle within a crate"
+exec python3 scripts/check-cycles.py

@@ -9,7 +9,7 @@
 //! holds a SQLite store for itself: run the command with it stopped, and
 //! start it again; with PostgreSQL, run it beside the server and reload it
 //! (SIGHUP). A running server takes the same steps through its API
-//! (`/v1/zones/{zone}/keys`, the steps in `pharos_server::keys`). Once it
+//! (`/v1/zones/{zone}/keys`, the steps in `pharos_server::driver::keys`). Once it
 //! has read the keys, the server follows their states by itself, signing
 //! the zone again at each step.
 
@@ -21,8 +21,8 @@ use clap::{Args, Subcommand};
 use domain::base::Name;
 use pharos_dnssec::{Algorithm, KeyTimes, Role, ZoneKey, ZoneKeys};
 use pharos_server::config::{Config, StoreConfig};
-use pharos_server::control::open_store;
-use pharos_server::keys::{self, KeyStep, StepError};
+use pharos_server::driver::keys::{self, KeyStep, StepError};
+use pharos_server::driver::shell::open_store;
 use pharos_store::Store;
 use ring::rand::SystemRandom;
 

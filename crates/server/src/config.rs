@@ -593,8 +593,6 @@ pub struct CookiesConfig {
 
 /// Longest secret period: a year.
 const MAX_ROTATION_HOURS: u32 = 24 * 366;
-/// The store setting that keeps the master secret of server cookies.
-const COOKIE_SECRET_SETTING: &str = "cookie_secret";
 
 impl CookiesConfig {
     fn default_rotation_hours() -> u32 {
@@ -607,26 +605,6 @@ impl CookiesConfig {
         }
         Ok(())
     }
-}
-
-/// The cookie secret the store keeps (made at the first start of the
-/// first node, and read by every other), with `config`'s rotation.
-pub fn cookie_secret(control: &mut crate::control::Control, config: CookiesConfig) -> anyhow::Result<Arc<CookieSecret>> {
-    let (hex, _) = control.secret_setting(COOKIE_SECRET_SETTING, 16)?;
-    let master = parse_secret(&hex).with_context(|| format!("the store's {COOKIE_SECRET_SETTING} setting"))?;
-    Ok(Arc::new(CookieSecret::new(master, config.rotation_hours * 3600)))
-}
-
-/// Reads 16 octets written as 32 hexadecimal digits.
-fn parse_secret(hex: &str) -> anyhow::Result<[u8; 16]> {
-    let mut secret = [0u8; 16];
-    if hex.len() != 32 || !hex.is_ascii() {
-        bail!("{hex:?} is not 32 hexadecimal digits");
-    }
-    for (index, byte) in secret.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&hex[2 * index..2 * index + 2], 16).with_context(|| format!("{hex:?} is not hexadecimal"))?;
-    }
-    Ok(secret)
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -1138,15 +1116,6 @@ mod tests {
         ] {
             let error = format!("{:#}", parse(&format!("{zone}[cookies]\n{cookies}\n")).unwrap_err());
             assert!(error.contains(expected), "{cookies}: {error}");
-        }
-    }
-
-    #[test]
-    fn reads_a_cookie_secret_as_32_hexadecimal_digits() {
-        assert_eq!(parse_secret("000102030405060708090a0b0c0d0e0f").unwrap(), std::array::from_fn(|index| index as u8));
-        for bad in ["", "0001", "000102030405060708090a0b0c0d0e0g", "000102030405060708090a0b0c0d0e0f00", "é0102030405060708090a0b0c0d0e0"]
-        {
-            assert!(parse_secret(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -1,44 +1,43 @@
-//! Pharos assembled: the configuration ([`config`]), the driver of the
-//! control plane whose rules are `pharos_control` (`control`, `plane`: its
-//! thread, the store and the clock, with health and load probes in
-//! `prober` and, on a shared store, health weighed by the fleet's quorum, address and measurement data in `data`, the external region
-//! classifier in `classifier`, and their thread priorities in
-//! `scheduling`), the kernel fast path it keeps in step with every
-//! snapshot ([`fastpath`], the one module that calls `pharos-xdp`), what
-//! the node knows of its store and of following it ([`following`]) and
-//! its local copy of a shared store's state (`state_cache`), zones'
-//! DNSSEC keys as the API and `pharos key` step them ([`keys`]), its
-//! HTTP API (`api`) with its Prometheus metrics ([`metrics`]), the NOTIFYs
-//! that tell secondaries a zone changed ([`notify`]), Artemis's
-//! service addresses ([`artemis`]), the split delivered against the
-//! configured one ([`split`]), the recent query rate and events
-//! ([`history`]) and the operator's web page that shows them all
-//! (`dashboard`), and [`run`], which starts the
-//! control plane, the API, the dnstap query log and the transports of `pharos_transport` over
-//! one shared snapshot, and reloads and stops them on signals.
+//! Pharos assembled, in layers that import only downwards:
+//!
+//! - [`config`]: the configuration file's schema and its checks, and
+//!   [`artemis`]'s section of it with the addresses it gives services;
+//! - [`data`]: the address and measurement data the routing core reads
+//!   (BGP, GeoIP, latencies), loaded and described;
+//! - [`status`]: what the node shows of its store and its kernel fast path,
+//!   read by everyone; [`observe`]: what it has seen (the split delivered
+//!   against the configured one, recent queries and events, the control
+//!   thread's activity); [`published`]: all of it, and the state, as the
+//!   control thread publishes it for readers that never wait on it;
+//! - [`tasks`]: what runs beside the control thread: health and load
+//!   probes, NOTIFYs to secondaries, the external region classifier, and
+//!   the kernel fast path kept in step with every snapshot (the one module
+//!   that calls `pharos-xdp`);
+//! - [`driver`]: the control plane's I/O around its rules
+//!   (`pharos_control`): the shell that owns the store, the files and the
+//!   clock ([`driver::shell`]), the thread that runs it and the handle the
+//!   API talks to it through ([`driver::thread`]), zones' DNSSEC keys as
+//!   the API and `pharos key` step them, the secrets a fleet shares, and a
+//!   node's local copy of a shared store's state;
+//! - `api`: the HTTP control API, its Prometheus metrics and the dashboard;
+//! - [`run`]: starts the driver, the API, the dnstap query log and the
+//!   transports of `pharos_transport` over one shared snapshot, and reloads
+//!   and stops them on signals. [`scheduling`] gives the background threads
+//!   their priority below the query path's.
 
 mod api;
 pub mod artemis;
-mod classifier;
 pub mod config;
-pub mod control;
-mod dashboard;
 pub mod data;
-pub mod fastpath;
-pub mod following;
-pub mod history;
-pub mod keys;
-pub mod metrics;
-pub mod notify;
-pub mod plane;
-mod prober;
-mod scheduling;
-pub mod split;
-mod state_cache;
-
+pub mod driver;
+pub mod observe;
+pub mod published;
 mod run;
+mod scheduling;
+pub mod status;
+pub mod tasks;
 
 pub use config::Config;
-pub use control::Control;
-pub use plane::ControlHandle;
+pub use driver::shell::Control;
+pub use driver::thread::ControlHandle;
 pub use run::{Server, run};

@@ -8,7 +8,7 @@ use pharos_transport::{Transports, dnstap};
 
 use crate::api::{self, ApiThread};
 use crate::config::Config;
-use crate::plane::{self, ControlHandle};
+use crate::driver::thread::{self, ControlHandle};
 
 /// A running server: its control plane, snapshot and transports.
 pub struct Server {
@@ -30,9 +30,10 @@ impl Server {
         // this one).
         let opening = config.clone();
         let (mut control, token, cookies) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
-            let mut control = plane::open(opening)?;
+            let mut control = thread::open(opening)?;
             let token = control.config().control.listen.map(|_| api::token(&mut control)).transpose()?;
-            let cookies = control.config().cookies.map(|cookies| crate::config::cookie_secret(&mut control, cookies)).transpose()?;
+            let cookies =
+                control.config().cookies.map(|cookies| crate::driver::secrets::cookie_secret(&mut control, cookies)).transpose()?;
             Ok((control, token, cookies))
         })
         .await

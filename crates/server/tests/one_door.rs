@@ -14,7 +14,7 @@ use pharos_answer::{Client, Snapshot, Transport};
 use pharos_route::Family;
 use pharos_route::latency::MeasurementSpec;
 use pharos_server::Config;
-use pharos_server::control::explain;
+use pharos_server::driver::shell::explain;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -109,7 +109,7 @@ fn dns_answer(snapshot: &Snapshot, name: &str, client: IpAddr, family: Family, s
 /// measurements loaded: its first full snapshot.
 fn snapshot(config: &Config) -> Arc<Snapshot> {
     let now = pharos_server::data::unix_millis();
-    let mut control = pharos_server::plane::open(config.clone()).unwrap();
+    let mut control = pharos_server::driver::thread::open(config.clone()).unwrap();
     let tables = pharos_bgp::load(config.bgp.table.as_ref().unwrap(), config.bgp.origin_rules(), |_| {}).unwrap();
     control.install_bgp(Ok(tables), now).unwrap();
     let measured = |subnet: &str, datacenter: &str, rtt_ms| MeasurementSpec {

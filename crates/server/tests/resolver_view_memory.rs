@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use pharos_control::State;
-use pharos_server::split::SplitWindow;
+use pharos_server::observe::split::SplitWindow;
 use pharos_transport::metrics::{ResolverAnswers, Resolvers};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};

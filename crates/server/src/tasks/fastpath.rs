@@ -10,90 +10,10 @@ use std::sync::Arc;
 
 use pharos_answer::Snapshot;
 use pharos_xdp::{FastPath, FastPathError, Mode, ResponseLimit, Settings, Synced};
-use serde::Serialize;
 
 use crate::config::{Config, FastPathConfig, OverLimit, RrlConfig, XdpMode};
-use crate::control::Published;
-
-/// What `GET /v1/fastpath` shows.
-#[derive(Debug, Clone, Serialize)]
-pub struct FastPathStatus {
-    /// "off" (not configured), "on", "suspended" (everything passes up)
-    /// or "failed" (could not start).
-    pub state: &'static str,
-    /// Why the fast path is suspended or failed.
-    pub reason: Option<String>,
-    pub interfaces: Vec<InterfaceStatus>,
-    /// What the last snapshot changed in the kernel's answers.
-    pub last_sync: SyncCounts,
-    /// Every change since the start.
-    pub totals: SyncCounts,
-    pub syncs: u64,
-    /// Questions the kernel answers, and how many it may hold.
-    pub entries: usize,
-    pub capacity: u32,
-    /// Above capacity, the most asked answers are installed: how often the
-    /// least asked of them was asked (recent counts weigh more). 0 when
-    /// every answer fits.
-    pub admission_threshold: u64,
-    /// Why the interfaces' traffic counters could not be read, if so.
-    pub counters_error: Option<String>,
-    /// UDP queries user space dropped over their source's rate limit;
-    /// `None` without `[fastpath.rate_limit]`.
-    pub user_space_rate_limited: Option<u64>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct InterfaceStatus {
-    pub name: String,
-    /// The mode asked for; once attached, the one the kernel gave
-    /// ("native" or "generic").
-    pub mode: String,
-    pub attached: bool,
-    /// Why the program is not attached here.
-    pub error: Option<String>,
-    /// What the program did with this interface's packets (only in
-    /// [`KernelFastPath::status_now`]; none before the first packet).
-    pub traffic: Option<Traffic>,
-}
-
-/// What the program did with one interface's packets since it was loaded.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Traffic {
-    pub answered_static: u64,
-    pub answered_routed: u64,
-    /// Over the source's rate limit: passed up, or dropped.
-    pub rate_limited_passed: u64,
-    pub rate_limited_dropped: u64,
-    /// Over the response rate limit (`[rrl]`): sent truncated, or dropped.
-    pub rrl_slipped: u64,
-    pub rrl_dropped: u64,
-    /// Every packet passed up, whatever the reason (the rate-limited ones
-    /// passed up included).
-    pub passed_up: u64,
-    /// The DNS queries among them, by why the kernel did not answer.
-    pub misses: Misses,
-}
-
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Misses {
-    /// No reply for the question in the kernel's map.
-    pub no_entry: u64,
-    /// The reply is larger than the client takes.
-    pub too_large: u64,
-    /// EDNS version above 0, EDNS options, or more than one additional record.
-    pub edns_unsupported: u64,
-    /// A response, another opcode, a compressed or malformed question.
-    pub not_a_plain_query: u64,
-    /// IPv4 fragments or options, IPv6 extension headers.
-    pub fragment_or_options: u64,
-    /// The packet could not be grown to the reply's length.
-    pub adjust_tail_failed: u64,
-    /// The fast path was suspended.
-    pub suspended: u64,
-    /// The query's UDP checksum was wrong (or absent over IPv6).
-    pub bad_checksum: u64,
-}
+use crate::published::Published;
+use crate::status::{FastPathStatus, InterfaceStatus, Misses, SyncCounts, Traffic};
 
 impl From<&pharos_xdp::InterfaceCounters> for Traffic {
     fn from(counters: &pharos_xdp::InterfaceCounters) -> Traffic {
@@ -138,15 +58,6 @@ impl From<&pharos_xdp::InterfaceCounters> for Traffic {
             misses,
         }
     }
-}
-
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct SyncCounts {
-    pub installed: usize,
-    pub updated: usize,
-    pub removed: usize,
-    /// Answers beyond `max_entries`, left to user space.
-    pub left_out: usize,
 }
 
 impl SyncCounts {
@@ -229,24 +140,6 @@ impl KernelFastPath {
             }
         }
         self.published.fastpath.store(Arc::new(self.status.clone()));
-    }
-}
-
-impl Default for FastPathStatus {
-    fn default() -> FastPathStatus {
-        FastPathStatus {
-            state: "off",
-            reason: None,
-            interfaces: Vec::new(),
-            last_sync: SyncCounts::default(),
-            totals: SyncCounts::default(),
-            syncs: 0,
-            entries: 0,
-            capacity: 0,
-            admission_threshold: 0,
-            counters_error: None,
-            user_space_rate_limited: None,
-        }
     }
 }
 

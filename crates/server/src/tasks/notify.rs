@@ -26,8 +26,8 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use crate::config::Config;
-use crate::control::Published;
 use crate::data::unix_millis;
+use crate::published::Published;
 
 /// How many times a NOTIFY is sent before the secondary is given up on.
 const TRIES: u32 = 5;

@@ -6,6 +6,11 @@
 //! MyXDNS's calls map to: Add_Region -> `POST /v1/regions` (returns the
 //! id), Remove_Region -> `DELETE /v1/regions/{name}`, Update_Prob ->
 //! `PUT /v1/services/{name}/probabilities` (the whole table at once).
+//! Its Prometheus metrics are [`metrics`]'s; the operator's web page is
+//! `dashboard`'s.
+
+mod dashboard;
+pub mod metrics;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -34,10 +39,10 @@ use serde_json::json;
 use tokio::sync::oneshot;
 
 use crate::artemis::AddressView;
-use crate::control::Control;
-use crate::history::QueryHistory;
-use crate::keys::{KeyStep, KeyView};
-use crate::plane::ControlHandle;
+use crate::driver::keys::{KeyStep, KeyView};
+use crate::driver::shell::Control;
+use crate::driver::thread::ControlHandle;
+use crate::observe::history::QueryHistory;
 
 const OPENAPI: &str = include_str!("openapi.json");
 const TOKEN_SETTING: &str = "api_token";
@@ -254,7 +259,7 @@ fn router(api: Api) -> Router {
         .layer(middleware::from_fn_with_state(api.clone(), require_token));
     Router::new()
         .route("/openapi.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }))
-        .merge(crate::dashboard::routes())
+        .merge(crate::api::dashboard::routes())
         .merge(protected)
         .with_state(api)
 }
@@ -272,12 +277,12 @@ fn metrics_router(control: ControlHandle, limits: UdpLimits) -> Router {
 /// One scrape: OpenMetrics to those that accept it (Prometheus asks for
 /// it), the text format 0.0.4 to everyone else.
 async fn metrics(control: ControlHandle, limits: UdpLimits, headers: HeaderMap) -> Reply<Response> {
-    let openmetrics = crate::metrics::render(&control, &limits).await?;
+    let openmetrics = crate::api::metrics::render(&control, &limits).await?;
     let accepted = headers.get_all(header::ACCEPT).iter().filter_map(|value| value.to_str().ok());
     if accepted.into_iter().any(|value| value.contains("application/openmetrics-text")) {
-        return Ok(([(header::CONTENT_TYPE, crate::metrics::OPENMETRICS)], openmetrics).into_response());
+        return Ok(([(header::CONTENT_TYPE, crate::api::metrics::OPENMETRICS)], openmetrics).into_response());
     }
-    Ok(([(header::CONTENT_TYPE, crate::metrics::TEXT)], crate::metrics::to_text_format(&openmetrics)).into_response())
+    Ok(([(header::CONTENT_TYPE, crate::api::metrics::TEXT)], crate::api::metrics::to_text_format(&openmetrics)).into_response())
 }
 
 async fn require_token(State(api): State<Api>, request: Request, next: Next) -> Response {
@@ -416,7 +421,7 @@ struct ExplainQuery {
 #[derive(Serialize)]
 struct ExplainReply {
     #[serde(flatten)]
-    explained: crate::control::Explained,
+    explained: crate::driver::shell::Explained,
     /// Whether the kernel fast path answers the question, and if not why.
     fast_path: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -459,9 +464,9 @@ async fn explain(State(api): State<Api>, Query(query): Query<ExplainQuery>) -> R
     // A fixed seed: the explanation shows one draw, reproducibly.
     let mut rng = SmallRng::seed_from_u64(0);
     let snapshot = api.control.snapshot().load();
-    let explained = crate::control::explain(&snapshot, &name, &query.client, family, &mut rng)?;
+    let explained = crate::driver::shell::explain(&snapshot, &name, &query.client, family, &mut rng)?;
     let wire = service_name(&explained.service).map_err(|message| bad_request("name", message))?;
-    let fast_path = crate::fastpath::explain(&api.control.fastpath(), &snapshot, &wire, qtype);
+    let fast_path = crate::tasks::fastpath::explain(&api.control.fastpath(), &snapshot, &wire, qtype);
     let artemis = query.address.map(|service_address| {
         let chosen = explained.answer.first();
         let datacenter = chosen.and_then(|(id, _)| {
@@ -546,7 +551,7 @@ async fn data_status(State(api): State<Api>) -> Json<crate::data::DataStatus> {
 
 /// The kernel fast path: per interface, its counters; what the last sync
 /// changed, how full its map is, and why it is off or suspended if it is.
-async fn fastpath_status(State(api): State<Api>) -> Reply<Json<crate::fastpath::FastPathStatus>> {
+async fn fastpath_status(State(api): State<Api>) -> Reply<Json<crate::status::FastPathStatus>> {
     let mut status = api.control.fastpath_now().await?;
     status.user_space_rate_limited = api.limits.queries.as_ref().map(|limiter| limiter.refused());
     Ok(Json(status))

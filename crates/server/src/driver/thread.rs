@@ -36,16 +36,17 @@ use pharos_transport::metrics;
 use tokio::sync::oneshot;
 
 use crate::config::{BgpConfig, Config};
-use crate::control::{ANYTHING_NEW, BEHIND_TRIES, Control, Published};
 use crate::data::{DataStatus, unix_millis};
-use crate::fastpath::FastPathStatus;
-use crate::following::StoreStatus;
-use crate::history::Event;
-use crate::keys::{KeyStep, KeyView};
-use crate::metrics::ControlActivity;
-use crate::notify;
-use crate::prober;
-use crate::split::Splits;
+use crate::driver::keys::{KeyStep, KeyView};
+use crate::driver::shell::{ANYTHING_NEW, BEHIND_TRIES, Control};
+use crate::observe::activity::ControlActivity;
+use crate::observe::history::Event;
+use crate::observe::split::Splits;
+use crate::published::Published;
+use crate::status::FastPathStatus;
+use crate::status::StoreStatus;
+use crate::tasks::notify;
+use crate::tasks::prober;
 
 /// The most requests one commit takes, so a reply never waits for an
 /// unbounded batch.
@@ -103,7 +104,7 @@ enum Command {
 /// Opens the control plane now, with the classifier the config asks for
 /// started on its own thread.
 pub fn open(config: Config) -> anyhow::Result<Control> {
-    let external = config.classifier.as_ref().map(crate::classifier::start).transpose()?;
+    let external = config.classifier.as_ref().map(crate::tasks::classifier::start).transpose()?;
     Control::open(config, external, unix_millis())
 }
 

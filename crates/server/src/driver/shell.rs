@@ -65,14 +65,16 @@ use tokio::sync::watch;
 
 use crate::config::{Config, HealthConfig, StoreConfig};
 use crate::data::{BgpStatus, BgpSummary, DataFile, DataStatus, LatencyStatus};
-use crate::fastpath::{FastPathStatus, KernelFastPath};
-use crate::following::StoreStatus;
-use crate::history::EventLog;
-use crate::keys::{self, KeyStep, KeyView, StepError};
-use crate::metrics::ControlActivity;
-use crate::notify;
-use crate::split::SplitWindow;
-use crate::state_cache::{self, Cached, StateCache};
+use crate::driver::keys::{self, KeyStep, KeyView, StepError};
+use crate::driver::state_cache::{self, Cached, StateCache};
+use crate::observe::activity::ControlActivity;
+use crate::observe::history::EventLog;
+use crate::observe::split::SplitWindow;
+use crate::published::Published;
+use crate::status::FastPathStatus;
+use crate::status::StoreStatus;
+use crate::tasks::fastpath::KernelFastPath;
+use crate::tasks::notify;
 
 /// The store the config names: a PostgreSQL database, a SQLite file, or
 /// else an in-memory SQLite. (The config has checked it names one.)
@@ -186,34 +188,6 @@ pub const ANYTHING_NEW: u64 = u64::MAX;
 /// How many times a change refused because other nodes changed the state
 /// first is made again (after catching up) before its caller is told.
 pub const BEHIND_TRIES: usize = 5;
-
-/// Copies of the state and the data status for readers that never queue
-/// behind the control plane; updated before any change is acknowledged.
-pub struct Published {
-    pub state: ArcSwap<State>,
-    pub data: ArcSwap<DataStatus>,
-    pub fastpath: ArcSwap<FastPathStatus>,
-    /// `[artemis]` as the config file has it since the last start or reload.
-    pub artemis: ArcSwapOption<crate::artemis::ArtemisConfig>,
-    /// What the control plane has done, counted for `/metrics`.
-    pub activity: ControlActivity,
-    /// The readings the realized split is measured from.
-    pub split: SplitWindow,
-    /// The last health transitions and changes, for the dashboard.
-    pub events: EventLog,
-    /// Written by the control thread and the store's follower.
-    pub store: std::sync::Mutex<StoreStatus>,
-}
-
-impl Published {
-    pub fn store_status(&self) -> StoreStatus {
-        self.store.lock().expect("no writer panics holding it").clone()
-    }
-
-    pub fn update_store_status(&self, update: impl FnOnce(&mut StoreStatus)) {
-        update(&mut self.store.lock().expect("no writer panics holding it"));
-    }
-}
 
 /// Why a client gets what it gets (the `explain` API).
 #[derive(Debug, Clone, Serialize, PartialEq)]
