@@ -148,6 +148,9 @@ pub struct Answered<'s> {
     pub qtype: Option<u16>,
     /// The routing core's decision, when a service's policy chose the answer.
     pub routed: Option<RoutedTo<'s>>,
+    /// Where the response's OPT record starts, when it has one: a
+    /// rate-limited response keeps it (`pharos_transport::rrl`).
+    pub opt_at: Option<usize>,
 }
 
 /// Where a routed answer sends its client: what the routing door decided,
@@ -272,10 +275,10 @@ fn answer_query<'s>(
             let truncation = if fitted.truncated { flags::TC } else { 0 };
             let counts = [1, fitted.counts[0], 0, 0];
             let outcome = Outcome { flags: flags::AA | truncation, rcode: rcode::NOERROR, counts, scope, extended: None };
-            finish(&mut writer, query, &outcome, opt);
+            let opt_at = finish(&mut writer, query, &outcome, opt);
             let smallest_ttl = (fitted.counts[0] > 0).then_some(ttl);
             let routed = Some(RoutedTo { service: routed_service, region, first_replica });
-            return Answered { rcode: rcode::NOERROR, smallest_ttl, len: writer.len(), qtype: Some(question.qtype), routed };
+            return Answered { rcode: rcode::NOERROR, smallest_ttl, len: writer.len(), qtype: Some(question.qtype), routed, opt_at };
         }
         // No replica chosen: NODATA, whose signed proof must not list the type denied.
         denied_routed = signed_zone.map(|zone| Lookup::Resolved(routed_nodata(zone, qname, service::routed_type(routed_service, family))));
@@ -299,14 +302,13 @@ fn answer_query<'s>(
     // RFC 1034 section 3.7.1: answers to QCLASS=* are never authoritative.
     let header_flags = if question.qclass == types::CLASS_ANY { header_flags & !flags::AA } else { header_flags };
     let counts = [1, fitted.counts[0], fitted.counts[1], fitted.counts[2]];
-    finish(&mut writer, query, &Outcome { flags: header_flags | truncation, rcode, counts, scope: 0, extended }, opt);
-    Answered { rcode, smallest_ttl, len: writer.len(), qtype: Some(question.qtype), routed: None }
+    let opt_at = finish(&mut writer, query, &Outcome { flags: header_flags | truncation, rcode, counts, scope: 0, extended }, opt);
+    Answered { rcode, smallest_ttl, len: writer.len(), qtype: Some(question.qtype), routed: None, opt_at }
 }
 
 /// Questions answered with an error before any lookup, and why if the
-/// references say why. Other
-/// meta types (OPT, MAILA, ...) simply have no data: NODATA, as Knot DNS
-/// and NSD say.
+/// references say why. Other meta types (OPT, MAILA, ...) simply have no
+/// data: NODATA, as Knot DNS and NSD say.
 fn unanswerable(question: &Question, transport: Transport) -> Option<(u16, Option<ExtendedError>)> {
     match question.qtype {
         // A transfer takes a stream (RFC 5936 section 4.2): over UDP,
@@ -364,9 +366,9 @@ fn write_refusal(
     let mut writer = MessageWriter::new(out);
     writer.question(query.question_bytes());
     let counts = [u16::from(query.question.is_some()), 0, 0, 0];
-    finish(&mut writer, query, &Outcome { flags: 0, rcode, counts, scope: 0, extended }, opt);
+    let opt_at = finish(&mut writer, query, &Outcome { flags: 0, rcode, counts, scope: 0, extended }, opt);
     let qtype = query.question.map(|question| question.qtype);
-    Answered { rcode, smallest_ttl: None, len: writer.len(), qtype, routed: None }
+    Answered { rcode, smallest_ttl: None, len: writer.len(), qtype, routed: None, opt_at }
 }
 
 /// What a response says besides its records.
@@ -382,8 +384,9 @@ struct Outcome {
     extended: Option<ExtendedError>,
 }
 
-/// Fills in the header and appends the OPT record if the query had one.
-fn finish(writer: &mut MessageWriter<'_>, query: &Query<'_>, outcome: &Outcome, opt: OptSource<'_>) {
+/// Fills in the header and appends the OPT record if the query had one;
+/// returns where that record starts.
+fn finish(writer: &mut MessageWriter<'_>, query: &Query<'_>, outcome: &Outcome, opt: OptSource<'_>) -> Option<usize> {
     // CD is cleared, signed zones included: RFC 4035 section 3.1.6 says an
     // authoritative response SHOULD clear it (copying it is a recursive
     // server's duty, section 3.2.2), as Knot DNS and NSD do.
@@ -391,11 +394,14 @@ fn finish(writer: &mut MessageWriter<'_>, query: &Query<'_>, outcome: &Outcome, 
     writer.set_id(query.id);
     writer.set_flags(flags::QR | echoed | outcome.flags | (outcome.rcode & 0xF));
     let mut counts = outcome.counts;
-    if let Some(edns) = query.edns {
+    let opt_at = query.edns.map(|edns| {
+        let opt_at = writer.len();
         write_opt(writer, &edns, outcome, opt);
         counts[3] += 1;
-    }
+        opt_at
+    });
     writer.set_counts(counts);
+    opt_at
 }
 
 /// Room to keep for the OPT record `write_opt` will append: its size,

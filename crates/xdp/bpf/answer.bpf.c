@@ -1226,8 +1226,11 @@ int answer(struct xdp_md *ctx)
 		count(ctx->ingress_ifindex, RATE_LIMITED_DROPPED);
 		return XDP_DROP;
 	}
-	// A slipped reply is the header and question alone, with TC set, as
-	// user space's: a real client retries over TCP.
+	// A slipped reply is the header, the question and the OPT record the
+	// answer would carry (RFC 6891 section 7), with TC set, byte for byte
+	// as user space's: a real client retries over TCP. The kernel answers
+	// only queries whose OPT holds at most a Client Subnet option, echoed
+	// at its own length: a slip is exactly as long as its query.
 	int slipped = 0;
 	if (rrl->enabled) {
 		int verdict = rrl_verdict(s, &q, e, rrl);
@@ -1238,9 +1241,7 @@ int answer(struct xdp_md *ctx)
 		if (verdict == RRL_SLIP) {
 			slipped = 1;
 			answered = RRL_SLIPPED;
-			edns = 0;
-			ecs_len = 0;
-			q.reply_len = head_len;
+			q.reply_len = head_len + (edns ? OPT_LEN + ecs_len : 0);
 		}
 	}
 
@@ -1248,14 +1249,14 @@ int answer(struct xdp_md *ctx)
 	__u16 reply_flags = FLAG_QR | (flags & FLAG_RD) | a->flags;
 	__u16 header[5] = {reply_flags, 1, a->counts[0], a->counts[1], a->counts[2] + edns};
 	if (slipped) {
-		__u16 truncated[5] = {reply_flags | FLAG_TC, 1, 0, 0, 0};
+		__u16 truncated[5] = {reply_flags | FLAG_TC, 1, 0, 0, edns};
 		__builtin_memcpy(header, truncated, sizeof(header));
 	}
 	for (int i = 0; i < 5; i++) {
 		s->head[2 + 2 * i] = header[i] >> 8;
 		s->head[3 + 2 * i] = header[i] & 0xff;
 	}
-	__u32 opt_at = head_len + body_len;
+	__u32 opt_at = head_len + (slipped ? 0 : body_len);
 	__u8 reply_opt[OPT_LEN] = {0, 0, TYPE_OPT, cfg->udp_payload >> 8, cfg->udp_payload & 0xff, 0, 0, dnssec_ok >> 8, 0, 0, ecs_len};
 	__builtin_memcpy(s->opt, reply_opt, OPT_LEN);
 	// The subnet echoed as asked, with the answer's scope.
