@@ -19,6 +19,7 @@ mod tsig;
 use std::net::IpAddr;
 
 pub use notify::{notify_message, notify_reply};
+use pharos_dnssec::NXNAME;
 use pharos_route::Routes;
 use pharos_route::prefix::PrefixMap;
 use pharos_wire::edns::{
@@ -317,6 +318,10 @@ fn unanswerable(question: &Question, transport: Transport) -> Option<(u16, Optio
         // Transfers are answered over TCP and TLS (`respond_transfer`),
         // not over HTTPS or QUIC, nor as one message over UDP.
         types::AXFR | types::IXFR => Some((rcode::REFUSED, Some(TRANSFER_NEEDS_TCP))),
+        // RFC 9824 section 3.5: NXNAME only ever marks a compact denial's
+        // bitmap, and a server that makes them MUST answer a query for it
+        // FORMERR, signed zone or not, with the Extended DNS Error it names.
+        NXNAME => Some((rcode::FORMERR, Some(ExtendedError::INVALID_QUERY_TYPE))),
         _ if question.qclass != types::CLASS_IN && question.qclass != types::CLASS_ANY => {
             Some((rcode::REFUSED, Some(ExtendedError::NOT_SUPPORTED)))
         }

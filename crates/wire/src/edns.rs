@@ -31,6 +31,9 @@ impl ExtendedError {
     pub const NOT_AUTHORITATIVE: ExtendedError = ExtendedError { info_code: 20, extra_text: "" };
     /// Section 4.22: the query asks for something the server does not do.
     pub const NOT_SUPPORTED: ExtendedError = ExtendedError { info_code: 21, extra_text: "" };
+    /// Registered by RFC 9824 section 9: a query for a type that may not be
+    /// asked for.
+    pub const INVALID_QUERY_TYPE: ExtendedError = ExtendedError { info_code: 30, extra_text: "" };
 
     /// Octets the option takes in an OPT record, its header included.
     pub fn option_len(&self) -> usize {
