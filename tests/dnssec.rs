@@ -406,7 +406,7 @@ fn signed_answers_agree_with_knot_signing_the_same_zone() {
     let Some(knot) = knot_signing(knot_dir.path()) else { return };
     // Where the two agree: answers, a CNAME to the apex, a NODATA (types
     // at the name), a referral (no DS, shown by the NSEC at the cut),
-    // the DS question at the cut, the keys. Not compared: names that do
+    // the DS question at the cut, the keys, explicit RRSIG queries. Not compared: names that do
     // not exist and wildcards, which Knot denies with its chain and
     // Pharos with compact denial (RFC 9824), by design.
     let questions = [
@@ -419,6 +419,11 @@ fn signed_answers_agree_with_knot_signing_the_same_zone() {
         ("mail.example.test", Rtype::AAAA),
         ("host.lab.example.test", Rtype::A),
         ("lab.example.test", Rtype::DS),
+        // An explicit RRSIG query: the signatures of the name's lowest type
+        // (at a CNAME, the CNAME's, never followed).
+        ("example.test", Rtype::RRSIG),
+        ("www.example.test", Rtype::RRSIG),
+        ("mail.example.test", Rtype::RRSIG),
     ];
     for (name, rtype) in questions {
         let (ours, knots) = (signed_summary(pharos.address, name, rtype), signed_summary(knot.address, name, rtype));

@@ -59,6 +59,7 @@ fn write_rrset(writer: &mut MessageWriter<'_>, owner: &Owner<'_>, rtype: u16, tt
     match records {
         Records::Stored(rrset) => write_records(writer, owner, rtype, ttl, &rrset.rdatas),
         Records::Made(rdata) => write_records(writer, owner, rtype, ttl, std::slice::from_ref(rdata)),
+        Records::Signatures => 0,
     }
 }
 
