@@ -23,7 +23,7 @@ use pharos_dnssec::NXNAME;
 use pharos_route::Routes;
 use pharos_route::prefix::PrefixMap;
 use pharos_wire::edns::{
-    CLIENT_COOKIE_LEN, ExtendedError, MAX_PADDING_OPTION_LEN, OPTION_COOKIE, OPTION_NSID, write_keepalive, write_padding,
+    CLIENT_COOKIE_LEN, EDNS_CO, EDNS_DO, ExtendedError, MAX_PADDING_OPTION_LEN, OPTION_COOKIE, OPTION_NSID, write_keepalive, write_padding,
 };
 use pharos_wire::query::Question;
 use pharos_wire::{Edns, HEADER_LEN, MAX_STREAM_MESSAGE, MIN_UDP_PAYLOAD, MessageWriter, flags, rcode, types};
@@ -286,6 +286,11 @@ fn answer_query<'s>(
     }
     let lookup = denied_routed.unwrap_or_else(|| snapshot.zones.lookup(qname, question.qtype, dnssec_ok));
     let extended = extended_error(&lookup);
+    let compact_nxdomain = match &lookup {
+        Lookup::Built(body) => body.compact_nxdomain,
+        Lookup::Resolved(answer) => answer.compact_nxdomain,
+        Lookup::NotAuthoritative => false,
+    };
     let room = room - extended.filter(|_| query.edns.is_some()).map_or(0, |extended| extended.option_len());
     let (header_flags, rcode, fitted, smallest_ttl) = match lookup {
         Lookup::Built(body) => copy_body(&mut writer, body, room),
@@ -299,6 +304,9 @@ fn answer_query<'s>(
         }
         Lookup::NotAuthoritative => (0, rcode::REFUSED, Fitted { len: 0, counts: [0; 3], truncated: false }, None),
     };
+    // RFC 9824 section 5: a query with Compact Answers OK learns from the
+    // RCODE that the name does not exist, beside the same signed proof.
+    let rcode = if compact_nxdomain && query.edns.is_some_and(|edns| edns.compact_ok) { rcode::NXDOMAIN } else { rcode };
     let truncation = if fitted.truncated { flags::TC } else { 0 };
     // RFC 1034 section 3.7.1: answers to QCLASS=* are never authoritative.
     let header_flags = if question.qclass == types::CLASS_ANY { header_flags & !flags::AA } else { header_flags };
@@ -448,7 +456,7 @@ fn pads(edns: &Edns, options: &ResponseOptions) -> bool {
 }
 
 /// The response's OPT record (RFC 6891 section 6.1.3): our payload size,
-/// the upper RCODE bits, version 0, the DO bit echoed (RFC 3225), NSID if
+/// the upper RCODE bits, version 0, the DO and CO bits echoed, NSID if
 /// asked for, the client subnet echoed with the answer's scope (RFC 7871
 /// section 7.2.1), the Extended DNS Error of an error response (RFC 8914),
 /// the client's cookie with a server cookie (RFC 7873), then what the
@@ -456,11 +464,12 @@ fn pads(edns: &Edns, options: &ResponseOptions) -> bool {
 /// it measures the whole message, the padding.
 fn write_opt(writer: &mut MessageWriter<'_>, edns: &Edns, outcome: &Outcome, opt: OptSource<'_>) {
     let settings = opt.settings;
-    let dnssec_ok = if edns.dnssec_ok { 0x8000 } else { 0 };
+    // DO echoed (RFC 3225), and CO: Pharos makes compact answers (RFC 9824 section 5).
+    let echoed_flags = if edns.dnssec_ok { EDNS_DO } else { 0 } | if edns.compact_ok { EDNS_CO } else { 0 };
     writer.raw(&[0]);
     writer.u16(types::OPT);
     writer.u16(settings.udp_payload);
-    writer.u32(u32::from(outcome.rcode >> 4) << 24 | dnssec_ok);
+    writer.u32(u32::from(outcome.rcode >> 4) << 24 | echoed_flags);
     writer.length_prefixed(|options| {
         if let Some(nsid) = nsid_for(edns, settings) {
             options.u16(OPTION_NSID);

@@ -509,6 +509,36 @@ fn an_explicit_nxname_query_is_formerr_signed_zone_or_not() {
     }
 }
 
+/// RFC 9824 section 5: a DO=1 query with Compact Answers OK (CO) gets CO
+/// back and, for a name that does not exist, NXDOMAIN beside the same
+/// compact proof; without CO, NOERROR. CO is echoed whatever the answer.
+#[test]
+fn compact_answers_ok_restores_nxdomain_and_is_echoed() {
+    const DO: u8 = 0x80;
+    const CO: u8 = 0x40;
+    let signed = signed_snapshot();
+    let asked = |name: &str, edns_flags: u8| {
+        let mut packet = query(name, Rtype::A.to_int(), Some((1232, 0, &[])));
+        let flags_at = packet.len() - 4;
+        packet[flags_at] = edns_flags;
+        let client = Client { address: IpAddr::V4(Ipv4Addr::LOCALHOST), transport: Transport::Udp };
+        let mut out = Vec::new();
+        let answered = respond(&packet, &client, &signed, &mut rand::rngs::SmallRng::seed_from_u64(1), &mut out).unwrap();
+        let response = Message::from_octets(out).unwrap();
+        assert_eq!(answered.rcode, response.opt_rcode().to_int());
+        let authority: Vec<Rtype> = response.authority().unwrap().map(|record| record.unwrap().rtype()).collect();
+        let opt = response.opt().unwrap();
+        let opt_flags = (opt.dnssec_ok(), opt.as_record().ttl().as_secs() & 0x4000 != 0);
+        (response.header().rcode(), authority, opt_flags)
+    };
+    let proof = vec![Rtype::SOA, Rtype::RRSIG, Rtype::NSEC, Rtype::RRSIG];
+    assert_eq!(asked("nowhere.example.test", DO | CO), (Rcode::NXDOMAIN, proof.clone(), (true, true)));
+    assert_eq!(asked("nowhere.example.test", DO), (Rcode::NOERROR, proof, (true, false)));
+    assert_eq!(asked("nowhere.example.test", CO), (Rcode::NXDOMAIN, vec![Rtype::SOA], (false, true)), "unsigned: NXDOMAIN anyway");
+    assert_eq!(asked("host.example.test", DO | CO).0, Rcode::NOERROR);
+    assert_eq!(asked("host.example.test", DO | CO).2, (true, true));
+}
+
 /// The zone of the transfer tests: ~330 KiB, six messages or so.
 fn big_zone() -> String {
     let mut zone = String::from("$TTL 60\n@ SOA ns hostmaster 7 7200 3600 1209600 60\n NS ns\nns A 192.0.2.1\n");

@@ -49,6 +49,10 @@ impl ExtendedError {
     }
 }
 
+/// The DO and CO bits of an OPT record's flags (its TTL's low 16 bits).
+pub const EDNS_DO: u32 = 0x8000;
+pub const EDNS_CO: u32 = 0x4000;
+
 /// Padded responses are padded to a multiple of this many octets: the
 /// block length RFC 8467 section 4.1 recommends for responders.
 pub const RESPONSE_PADDING_BLOCK: usize = 468;
@@ -60,6 +64,9 @@ pub struct Edns {
     pub udp_payload: u16,
     pub version: u8,
     pub dnssec_ok: bool,
+    /// Compact Answers OK (RFC 9824 section 5): a nonexistent name may be
+    /// answered NXDOMAIN beside its compact denial.
+    pub compact_ok: bool,
     pub wants_nsid: bool,
     pub wants_keepalive: bool,
     /// The query carried a Padding option: it asks for a padded response.
@@ -222,7 +229,8 @@ impl Edns {
         let mut edns = Edns {
             udp_payload: class,
             version: (ttl >> 16) as u8,
-            dnssec_ok: ttl & 0x8000 != 0,
+            dnssec_ok: ttl & EDNS_DO != 0,
+            compact_ok: ttl & EDNS_CO != 0,
             wants_nsid: false,
             wants_keepalive: false,
             padded: false,

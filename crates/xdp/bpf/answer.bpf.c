@@ -42,6 +42,8 @@
 #define FLAG_TC 0x0200
 #define OPCODE_MASK 0x7800
 #define EDNS_DO 0x8000
+// Compact Answers OK (RFC 9824 section 5), echoed as user space echoes it.
+#define EDNS_CO 0x4000
 #define REPLY_HOP_LIMIT 64
 // Routed answers: at most this many variants per question and class.
 #define MAX_VARIANTS 16
@@ -1146,7 +1148,8 @@ int answer(struct xdp_md *ctx)
 
 	// The OPT record: root owner, version 0, no extended RCODE, no options.
 	__u32 limit = MIN_UDP_PAYLOAD;
-	__u16 dnssec_ok = 0;
+	// The OPT flags the reply echoes: DO and CO.
+	__u16 echoed_flags = 0;
 	__u32 query_opt_sum = 0;
 	// The Client Subnet option's length, or 0.
 	__u32 ecs_len = 0;
@@ -1181,7 +1184,7 @@ int answer(struct xdp_md *ctx)
 		__u32 server = cfg->udp_payload > MIN_UDP_PAYLOAD ? cfg->udp_payload : MIN_UDP_PAYLOAD;
 		__u32 client = read16(opt + 3);
 		limit = client < MIN_UDP_PAYLOAD ? MIN_UDP_PAYLOAD : client > server ? server : client;
-		dnssec_ok = read16(opt + 7) & EDNS_DO;
+		echoed_flags = read16(opt + 7) & (EDNS_DO | EDNS_CO);
 	}
 	if (dns_len != head_len + (edns ? OPT_LEN + ecs_len : 0))
 		return pass(ctx, NOT_A_PLAIN_QUERY);
@@ -1257,7 +1260,7 @@ int answer(struct xdp_md *ctx)
 		s->head[3 + 2 * i] = header[i] & 0xff;
 	}
 	__u32 opt_at = head_len + (slipped ? 0 : body_len);
-	__u8 reply_opt[OPT_LEN] = {0, 0, TYPE_OPT, cfg->udp_payload >> 8, cfg->udp_payload & 0xff, 0, 0, dnssec_ok >> 8, 0, 0, ecs_len};
+	__u8 reply_opt[OPT_LEN] = {0, 0, TYPE_OPT, cfg->udp_payload >> 8, cfg->udp_payload & 0xff, 0, 0, echoed_flags >> 8, 0, 0, ecs_len};
 	__builtin_memcpy(s->opt, reply_opt, OPT_LEN);
 	// The subnet echoed as asked, with the answer's scope.
 	s->ecs[ECS_SCOPE] = scope;

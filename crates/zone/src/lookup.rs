@@ -92,6 +92,9 @@ pub const ADDITIONAL: usize = 2;
 #[derive(Debug, Clone)]
 pub struct Answer<'z> {
     pub rcode: u16,
+    /// The name (the last of a chain) does not exist, and the RCODE is
+    /// NOERROR all the same: a compact denial (RFC 9824 section 3).
+    pub compact_nxdomain: bool,
     pub authoritative: bool,
     pub sections: [Vec<Entry<'z>>; 3],
     /// The signer, when the answer is signed: asked with DO=1, from a
@@ -120,7 +123,7 @@ enum Next {
 
 impl<'z> Answer<'z> {
     fn new(signer: Option<&'z Signer>) -> Self {
-        Answer { rcode: rcode::NOERROR, authoritative: true, sections: Default::default(), signer }
+        Answer { rcode: rcode::NOERROR, compact_nxdomain: false, authoritative: true, sections: Default::default(), signer }
     }
 
     /// Adds a stored RRset, with its stored RRSIGs if the answer is signed
@@ -180,6 +183,7 @@ pub fn resolve<'z>(zone: &'z Zone, qname: &[u8], qtype: u16, dnssec: bool) -> An
                 if answer.signer.is_some() {
                     // Compact denial: NOERROR, and NXNAME says the name is absent.
                     answer.push_made_nsec(zone, owner, &current, &[types::RRSIG, NSEC, NXNAME]);
+                    answer.compact_nxdomain = true;
                 } else {
                     answer.rcode = rcode::NXDOMAIN;
                 }
