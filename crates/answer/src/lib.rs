@@ -152,6 +152,9 @@ pub struct Answered<'s> {
     /// Where the response's OPT record starts, when it has one: a
     /// rate-limited response keeps it (`pharos_transport::rrl`).
     pub opt_at: Option<usize>,
+    /// The name does not exist, though the RCODE may say NOERROR: a
+    /// compact denial (RFC 9824). Rate limiting counts it as NXDOMAIN.
+    pub nonexistent: bool,
 }
 
 /// Where a routed answer sends its client: what the routing door decided,
@@ -279,7 +282,8 @@ fn answer_query<'s>(
             let opt_at = finish(&mut writer, query, &outcome, opt);
             let smallest_ttl = (fitted.counts[0] > 0).then_some(ttl);
             let routed = Some(RoutedTo { service: routed_service, region, first_replica });
-            return Answered { rcode: rcode::NOERROR, smallest_ttl, len: writer.len(), qtype: Some(question.qtype), routed, opt_at };
+            let qtype = Some(question.qtype);
+            return Answered { rcode: rcode::NOERROR, smallest_ttl, len: writer.len(), qtype, routed, opt_at, nonexistent: false };
         }
         // No replica chosen: NODATA, whose signed proof must not list the type denied.
         denied_routed = signed_zone.map(|zone| Lookup::Resolved(routed_nodata(zone, qname, service::routed_type(routed_service, family))));
@@ -312,7 +316,8 @@ fn answer_query<'s>(
     let header_flags = if question.qclass == types::CLASS_ANY { header_flags & !flags::AA } else { header_flags };
     let counts = [1, fitted.counts[0], fitted.counts[1], fitted.counts[2]];
     let opt_at = finish(&mut writer, query, &Outcome { flags: header_flags | truncation, rcode, counts, scope: 0, extended }, opt);
-    Answered { rcode, smallest_ttl, len: writer.len(), qtype: Some(question.qtype), routed: None, opt_at }
+    let nonexistent = compact_nxdomain || rcode == rcode::NXDOMAIN;
+    Answered { rcode, smallest_ttl, len: writer.len(), qtype: Some(question.qtype), routed: None, opt_at, nonexistent }
 }
 
 /// Questions answered with an error before any lookup, and why if the
@@ -381,7 +386,7 @@ fn write_refusal(
     let counts = [u16::from(query.question.is_some()), 0, 0, 0];
     let opt_at = finish(&mut writer, query, &Outcome { flags: 0, rcode, counts, scope: 0, extended }, opt);
     let qtype = query.question.map(|question| question.qtype);
-    Answered { rcode, smallest_ttl: None, len: writer.len(), qtype, routed: None, opt_at }
+    Answered { rcode, smallest_ttl: None, len: writer.len(), qtype, routed: None, opt_at, nonexistent: false }
 }
 
 /// What a response says besides its records.

@@ -60,12 +60,13 @@ pub(crate) struct Sent<'q, 'p, 's> {
 }
 
 /// The class of a response to a question for `qname` (lowercase; empty
-/// when the query had none): NXDOMAIN and referrals are counted by their
-/// zone, so that random names under one zone fill one bucket.
+/// when the query had none): NXDOMAIN (compact denials' NOERROR too) and
+/// referrals are counted by their zone, so that random names under one
+/// zone fill one bucket, signed or not.
 fn classify<'a>(qname: &'a [u8], answered: &Answered<'_>, response: &[u8], snapshot: &'a Snapshot) -> Class<'a> {
     let zone = snapshot.zones.zone_for(qname).map(|zone| &zone.origin[..]);
     match (answered.rcode, answered.qtype, zone) {
-        (rcode::NXDOMAIN, _, Some(zone)) => Class::NxDomain { zone },
+        (_, _, Some(zone)) if answered.nonexistent => Class::NxDomain { zone },
         (rcode::NOERROR, _, Some(zone)) if is_referral(response) => Class::Referral { zone },
         (rcode::NOERROR, Some(qtype), _) => Class::Answer { qname, qtype },
         _ => Class::Error,
@@ -173,6 +174,21 @@ mod tests {
         assert_eq!(class_of(&query("random-1.example.test", 1), &snapshot), (2, EXAMPLE.to_vec(), None), "NXDOMAIN by zone");
         assert_eq!(class_of(&query("a.b.sub.example.test", 1), &snapshot), (1, EXAMPLE.to_vec(), None), "referral by zone");
         assert_eq!(class_of(&query("elsewhere.invalid", 1), &snapshot), (3, Vec::new(), None), "REFUSED as an error");
+    }
+
+    #[test]
+    fn compact_denials_of_a_signed_zone_are_classed_as_nxdomain_by_zone() {
+        use pharos_dnssec::{Algorithm, Role, Signer, Window, ZoneKey, ZoneKeys};
+        let mut zone = parse_zone_text("example.test", ZONE, "test.zone").unwrap();
+        let keys = ZoneKeys { keys: vec![ZoneKey::generate(Algorithm::Ed25519, Role::Csk, &ring::rand::SystemRandom::new()).unwrap()] };
+        zone.signer = Some(Signer::new(&zone.origin, keys, Window::from_now(1_800_000_000, 86_400), 1_800_000_000).unwrap().into());
+        let signed = Snapshot { zones: ZoneSet::new(vec![zone]).unwrap().into(), routes: Default::default(), settings: Default::default() };
+        // DO=1 (as `query` asks): NOERROR with an NSEC listing NXNAME, yet
+        // one bucket per zone.
+        for name in ["random-1.example.test", "random-2.example.test"] {
+            assert_eq!(class_of(&query(name, 1), &signed), (2, EXAMPLE.to_vec(), None), "{name}");
+        }
+        assert_eq!(class_of(&query("www.example.test", 1), &signed).0, 0, "an answer by its name");
     }
 
     #[test]
