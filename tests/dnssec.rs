@@ -406,7 +406,7 @@ fn signed_answers_agree_with_knot_signing_the_same_zone() {
     let Some(knot) = knot_signing(knot_dir.path()) else { return };
     // Where the two agree: answers, a CNAME to the apex, a NODATA (types
     // at the name), a referral (no DS, shown by the NSEC at the cut),
-    // the DS question at the cut, the keys. Not compared: names that do
+    // the DS question at the cut, the keys, explicit RRSIG queries. Not compared: names that do
     // not exist and wildcards, which Knot denies with its chain and
     // Pharos with compact denial (RFC 9824), by design.
     let questions = [
@@ -419,6 +419,11 @@ fn signed_answers_agree_with_knot_signing_the_same_zone() {
         ("mail.example.test", Rtype::AAAA),
         ("host.lab.example.test", Rtype::A),
         ("lab.example.test", Rtype::DS),
+        // An explicit RRSIG query: the signatures of the name's lowest type
+        // (at a CNAME, the CNAME's, never followed).
+        ("example.test", Rtype::RRSIG),
+        ("www.example.test", Rtype::RRSIG),
+        ("mail.example.test", Rtype::RRSIG),
     ];
     for (name, rtype) in questions {
         let (ours, knots) = (signed_summary(pharos.address, name, rtype), signed_summary(knot.address, name, rtype));
@@ -457,5 +462,34 @@ fn an_axfr_of_a_signed_zone_verifies_with_its_nsec_chain() {
         assert_eq!((records("down.example.test.", "A"), records("down.example.test.", "NSEC")), (1, 1), "{zone}");
         assert_eq!(records("app.example.test.", "RRSIG"), 3, "A, AAAA and NSEC, each signed by the zone-signing key: {zone}");
         assert_eq!(records("ns.lab.example.test.", "NSEC"), 0, "glue has no NSEC: {zone}");
+    }
+}
+
+/// dig's status for `name` TYPE128 (NXNAME) asked of `server` with DO
+/// set, whether it read Extended DNS Error 30, and what it printed; None
+/// (a loud SKIP) without dig.
+fn dig_nxname(server: SocketAddr, name: &str) -> Option<(String, bool, String)> {
+    let mut command = Command::new("dig");
+    command.arg(format!("@{}", server.ip())).args(["-p", &server.port().to_string(), "+dnssec", "+tries=1", "+time=5", name, "TYPE128"]);
+    let output = said(&mut command, "bind9-dnsutils")?;
+    let status = output.split("status: ").nth(1).unwrap_or_default().split(',').next().unwrap_or_default().to_string();
+    // dig 9.18 predates the code's name: "EDE: 30" alone.
+    Some((status, output.contains("EDE: 30"), output))
+}
+
+/// RFC 9824 section 3.5: an explicit query for NXNAME, the meta type
+/// compact denial puts in its bitmaps, MUST get FORMERR; the MAY of an
+/// Extended DNS Error 30 is taken. Any zone, signed or not, and any name
+/// in it: the rule is the server's. (Knot DNS 3.2 answers it NOERROR with
+/// no data, as any meta type: it makes no compact denials.)
+#[test]
+fn dig_asking_for_nxname_gets_formerr_from_a_signed_zone_and_an_unsigned_one() {
+    let (signed, _) = serve_signed(&[]);
+    let unsigned = common::start_with("", ZONE);
+    for server in [signed.address, unsigned.address] {
+        for name in ["www.example.test", "nowhere.example.test"] {
+            let Some((status, invalid_query_type, output)) = dig_nxname(server, name) else { return };
+            assert_eq!((status.as_str(), invalid_query_type), ("FORMERR", true), "{server} {name}: {output}");
+        }
     }
 }

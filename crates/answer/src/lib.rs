@@ -19,10 +19,11 @@ mod tsig;
 use std::net::IpAddr;
 
 pub use notify::{notify_message, notify_reply};
+use pharos_dnssec::NXNAME;
 use pharos_route::Routes;
 use pharos_route::prefix::PrefixMap;
 use pharos_wire::edns::{
-    CLIENT_COOKIE_LEN, ExtendedError, MAX_PADDING_OPTION_LEN, OPTION_COOKIE, OPTION_NSID, write_keepalive, write_padding,
+    CLIENT_COOKIE_LEN, EDNS_CO, EDNS_DO, ExtendedError, MAX_PADDING_OPTION_LEN, OPTION_COOKIE, OPTION_NSID, write_keepalive, write_padding,
 };
 use pharos_wire::query::Question;
 use pharos_wire::{Edns, HEADER_LEN, MAX_STREAM_MESSAGE, MIN_UDP_PAYLOAD, MessageWriter, flags, rcode, types};
@@ -148,6 +149,12 @@ pub struct Answered<'s> {
     pub qtype: Option<u16>,
     /// The routing core's decision, when a service's policy chose the answer.
     pub routed: Option<RoutedTo<'s>>,
+    /// Where the response's OPT record starts, when it has one: a
+    /// rate-limited response keeps it (`pharos_transport::rrl`).
+    pub opt_at: Option<usize>,
+    /// The name does not exist, though the RCODE may say NOERROR: a
+    /// compact denial (RFC 9824). Rate limiting counts it as NXDOMAIN.
+    pub nonexistent: bool,
 }
 
 /// Where a routed answer sends its client: what the routing door decided,
@@ -272,16 +279,22 @@ fn answer_query<'s>(
             let truncation = if fitted.truncated { flags::TC } else { 0 };
             let counts = [1, fitted.counts[0], 0, 0];
             let outcome = Outcome { flags: flags::AA | truncation, rcode: rcode::NOERROR, counts, scope, extended: None };
-            finish(&mut writer, query, &outcome, opt);
+            let opt_at = finish(&mut writer, query, &outcome, opt);
             let smallest_ttl = (fitted.counts[0] > 0).then_some(ttl);
             let routed = Some(RoutedTo { service: routed_service, region, first_replica });
-            return Answered { rcode: rcode::NOERROR, smallest_ttl, len: writer.len(), qtype: Some(question.qtype), routed };
+            let qtype = Some(question.qtype);
+            return Answered { rcode: rcode::NOERROR, smallest_ttl, len: writer.len(), qtype, routed, opt_at, nonexistent: false };
         }
         // No replica chosen: NODATA, whose signed proof must not list the type denied.
         denied_routed = signed_zone.map(|zone| Lookup::Resolved(routed_nodata(zone, qname, service::routed_type(routed_service, family))));
     }
     let lookup = denied_routed.unwrap_or_else(|| snapshot.zones.lookup(qname, question.qtype, dnssec_ok));
     let extended = extended_error(&lookup);
+    let compact_nxdomain = match &lookup {
+        Lookup::Built(body) => body.compact_nxdomain,
+        Lookup::Resolved(answer) => answer.compact_nxdomain,
+        Lookup::NotAuthoritative => false,
+    };
     let room = room - extended.filter(|_| query.edns.is_some()).map_or(0, |extended| extended.option_len());
     let (header_flags, rcode, fitted, smallest_ttl) = match lookup {
         Lookup::Built(body) => copy_body(&mut writer, body, room),
@@ -295,18 +308,21 @@ fn answer_query<'s>(
         }
         Lookup::NotAuthoritative => (0, rcode::REFUSED, Fitted { len: 0, counts: [0; 3], truncated: false }, None),
     };
+    // RFC 9824 section 5: a query with Compact Answers OK learns from the
+    // RCODE that the name does not exist, beside the same signed proof.
+    let rcode = if compact_nxdomain && query.edns.is_some_and(|edns| edns.compact_ok) { rcode::NXDOMAIN } else { rcode };
     let truncation = if fitted.truncated { flags::TC } else { 0 };
     // RFC 1034 section 3.7.1: answers to QCLASS=* are never authoritative.
     let header_flags = if question.qclass == types::CLASS_ANY { header_flags & !flags::AA } else { header_flags };
     let counts = [1, fitted.counts[0], fitted.counts[1], fitted.counts[2]];
-    finish(&mut writer, query, &Outcome { flags: header_flags | truncation, rcode, counts, scope: 0, extended }, opt);
-    Answered { rcode, smallest_ttl, len: writer.len(), qtype: Some(question.qtype), routed: None }
+    let opt_at = finish(&mut writer, query, &Outcome { flags: header_flags | truncation, rcode, counts, scope: 0, extended }, opt);
+    let nonexistent = compact_nxdomain || rcode == rcode::NXDOMAIN;
+    Answered { rcode, smallest_ttl, len: writer.len(), qtype: Some(question.qtype), routed: None, opt_at, nonexistent }
 }
 
 /// Questions answered with an error before any lookup, and why if the
-/// references say why. Other
-/// meta types (OPT, MAILA, ...) simply have no data: NODATA, as Knot DNS
-/// and NSD say.
+/// references say why. Other meta types (OPT, MAILA, ...) simply have no
+/// data: NODATA, as Knot DNS and NSD say.
 fn unanswerable(question: &Question, transport: Transport) -> Option<(u16, Option<ExtendedError>)> {
     match question.qtype {
         // A transfer takes a stream (RFC 5936 section 4.2): over UDP,
@@ -315,6 +331,10 @@ fn unanswerable(question: &Question, transport: Transport) -> Option<(u16, Optio
         // Transfers are answered over TCP and TLS (`respond_transfer`),
         // not over HTTPS or QUIC, nor as one message over UDP.
         types::AXFR | types::IXFR => Some((rcode::REFUSED, Some(TRANSFER_NEEDS_TCP))),
+        // RFC 9824 section 3.5: NXNAME only ever marks a compact denial's
+        // bitmap, and a server that makes them MUST answer a query for it
+        // FORMERR, signed zone or not, with the Extended DNS Error it names.
+        NXNAME => Some((rcode::FORMERR, Some(ExtendedError::INVALID_QUERY_TYPE))),
         _ if question.qclass != types::CLASS_IN && question.qclass != types::CLASS_ANY => {
             Some((rcode::REFUSED, Some(ExtendedError::NOT_SUPPORTED)))
         }
@@ -364,9 +384,9 @@ fn write_refusal(
     let mut writer = MessageWriter::new(out);
     writer.question(query.question_bytes());
     let counts = [u16::from(query.question.is_some()), 0, 0, 0];
-    finish(&mut writer, query, &Outcome { flags: 0, rcode, counts, scope: 0, extended }, opt);
+    let opt_at = finish(&mut writer, query, &Outcome { flags: 0, rcode, counts, scope: 0, extended }, opt);
     let qtype = query.question.map(|question| question.qtype);
-    Answered { rcode, smallest_ttl: None, len: writer.len(), qtype, routed: None }
+    Answered { rcode, smallest_ttl: None, len: writer.len(), qtype, routed: None, opt_at, nonexistent: false }
 }
 
 /// What a response says besides its records.
@@ -382,8 +402,9 @@ struct Outcome {
     extended: Option<ExtendedError>,
 }
 
-/// Fills in the header and appends the OPT record if the query had one.
-fn finish(writer: &mut MessageWriter<'_>, query: &Query<'_>, outcome: &Outcome, opt: OptSource<'_>) {
+/// Fills in the header and appends the OPT record if the query had one;
+/// returns where that record starts.
+fn finish(writer: &mut MessageWriter<'_>, query: &Query<'_>, outcome: &Outcome, opt: OptSource<'_>) -> Option<usize> {
     // CD is cleared, signed zones included: RFC 4035 section 3.1.6 says an
     // authoritative response SHOULD clear it (copying it is a recursive
     // server's duty, section 3.2.2), as Knot DNS and NSD do.
@@ -391,11 +412,14 @@ fn finish(writer: &mut MessageWriter<'_>, query: &Query<'_>, outcome: &Outcome, 
     writer.set_id(query.id);
     writer.set_flags(flags::QR | echoed | outcome.flags | (outcome.rcode & 0xF));
     let mut counts = outcome.counts;
-    if let Some(edns) = query.edns {
+    let opt_at = query.edns.map(|edns| {
+        let opt_at = writer.len();
         write_opt(writer, &edns, outcome, opt);
         counts[3] += 1;
-    }
+        opt_at
+    });
     writer.set_counts(counts);
+    opt_at
 }
 
 /// Room to keep for the OPT record `write_opt` will append: its size,
@@ -437,7 +461,7 @@ fn pads(edns: &Edns, options: &ResponseOptions) -> bool {
 }
 
 /// The response's OPT record (RFC 6891 section 6.1.3): our payload size,
-/// the upper RCODE bits, version 0, the DO bit echoed (RFC 3225), NSID if
+/// the upper RCODE bits, version 0, the DO and CO bits echoed, NSID if
 /// asked for, the client subnet echoed with the answer's scope (RFC 7871
 /// section 7.2.1), the Extended DNS Error of an error response (RFC 8914),
 /// the client's cookie with a server cookie (RFC 7873), then what the
@@ -445,11 +469,12 @@ fn pads(edns: &Edns, options: &ResponseOptions) -> bool {
 /// it measures the whole message, the padding.
 fn write_opt(writer: &mut MessageWriter<'_>, edns: &Edns, outcome: &Outcome, opt: OptSource<'_>) {
     let settings = opt.settings;
-    let dnssec_ok = if edns.dnssec_ok { 0x8000 } else { 0 };
+    // DO echoed (RFC 3225), and CO: Pharos makes compact answers (RFC 9824 section 5).
+    let echoed_flags = if edns.dnssec_ok { EDNS_DO } else { 0 } | if edns.compact_ok { EDNS_CO } else { 0 };
     writer.raw(&[0]);
     writer.u16(types::OPT);
     writer.u16(settings.udp_payload);
-    writer.u32(u32::from(outcome.rcode >> 4) << 24 | dnssec_ok);
+    writer.u32(u32::from(outcome.rcode >> 4) << 24 | echoed_flags);
     writer.length_prefixed(|options| {
         if let Some(nsid) = nsid_for(edns, settings) {
             options.u16(OPTION_NSID);

@@ -156,7 +156,15 @@ pub fn respond_transfer<'s>(
     let room = MAX_STREAM_MESSAGE - opt_room(query.edns, opt) - tsig_room;
     let mut total = 0;
     write_messages(query, &records, room, opt, &mut message, |message| total += sign_and_send(message));
-    let answered = Answered { rcode: rcode::NOERROR, smallest_ttl: None, len: total, qtype: Some(question.qtype), routed: None };
+    let answered = Answered {
+        rcode: rcode::NOERROR,
+        smallest_ttl: None,
+        len: total,
+        qtype: Some(question.qtype),
+        routed: None,
+        opt_at: None,
+        nonexistent: false,
+    };
     Transferred { answered, sent: Some(sent) }
 }
 

@@ -473,6 +473,72 @@ fn refusals_say_why_in_an_extended_dns_error() {
     assert_eq!(extended_errors("example.net", Rtype::A, IN, false), (Rcode::REFUSED, None), "no OPT asked, none sent");
 }
 
+/// `snapshot()`'s zone signed with a fresh Ed25519 key.
+fn signed_snapshot() -> Snapshot {
+    use pharos_dnssec::{Algorithm, Role, Signer, Window, ZoneKey, ZoneKeys};
+    let mut zone = parse_zone_text("example.test", ZONE, "test.zone").unwrap();
+    let keys = ZoneKeys { keys: vec![ZoneKey::generate(Algorithm::Ed25519, Role::Csk, &ring::rand::SystemRandom::new()).unwrap()] };
+    zone.signer = Some(Signer::new(&zone.origin, keys, Window::from_now(NOW, 86_400), NOW).unwrap().into());
+    Snapshot { zones: ZoneSet::new(vec![zone]).unwrap().into(), routes: Default::default(), settings: Settings::default() }
+}
+
+/// RFC 9824 section 3.5: a query for NXNAME (128) is FORMERR, with
+/// Extended DNS Error 30 (Invalid Query Type), from a signed zone or not,
+/// for a name that exists or not, with DNSSEC asked for or not.
+#[test]
+fn an_explicit_nxname_query_is_formerr_signed_zone_or_not() {
+    const NXNAME: u16 = 128;
+    let ede = Some(vec![(15, 30u16.to_be_bytes().to_vec())]);
+    for snapshot in [snapshot(), signed_snapshot()] {
+        for name in ["host.example.test", "nowhere.example.test"] {
+            for dnssec_ok in [0, 0x80] {
+                let mut packet = query(name, NXNAME, Some((1232, 0, &[])));
+                // The OPT record's flags, DO first, come 4 octets before its end.
+                let flags_at = packet.len() - 4;
+                packet[flags_at] = dnssec_ok;
+                let client = Client { address: IpAddr::V4(Ipv4Addr::LOCALHOST), transport: Transport::Udp };
+                let mut out = Vec::new();
+                let answered = respond(&packet, &client, &snapshot, &mut rand::rngs::SmallRng::seed_from_u64(1), &mut out).unwrap();
+                let response = Message::from_octets(out).unwrap();
+                assert_eq!((answered.rcode, response.header().rcode()), (1, Rcode::FORMERR), "{name} DO={dnssec_ok}");
+                assert_eq!(response.header_counts().ancount() + response.header_counts().nscount(), 0, "no records");
+                let extended = edns_options(&response).into_iter().filter(|(code, _)| *code == 15).collect::<Vec<_>>();
+                assert_eq!(Some(extended), ede);
+            }
+        }
+    }
+}
+
+/// RFC 9824 section 5: a DO=1 query with Compact Answers OK (CO) gets CO
+/// back and, for a name that does not exist, NXDOMAIN beside the same
+/// compact proof; without CO, NOERROR. CO is echoed whatever the answer.
+#[test]
+fn compact_answers_ok_restores_nxdomain_and_is_echoed() {
+    const DO: u8 = 0x80;
+    const CO: u8 = 0x40;
+    let signed = signed_snapshot();
+    let asked = |name: &str, edns_flags: u8| {
+        let mut packet = query(name, Rtype::A.to_int(), Some((1232, 0, &[])));
+        let flags_at = packet.len() - 4;
+        packet[flags_at] = edns_flags;
+        let client = Client { address: IpAddr::V4(Ipv4Addr::LOCALHOST), transport: Transport::Udp };
+        let mut out = Vec::new();
+        let answered = respond(&packet, &client, &signed, &mut rand::rngs::SmallRng::seed_from_u64(1), &mut out).unwrap();
+        let response = Message::from_octets(out).unwrap();
+        assert_eq!(answered.rcode, response.opt_rcode().to_int());
+        let authority: Vec<Rtype> = response.authority().unwrap().map(|record| record.unwrap().rtype()).collect();
+        let opt = response.opt().unwrap();
+        let opt_flags = (opt.dnssec_ok(), opt.as_record().ttl().as_secs() & 0x4000 != 0);
+        (response.header().rcode(), authority, opt_flags)
+    };
+    let proof = vec![Rtype::SOA, Rtype::RRSIG, Rtype::NSEC, Rtype::RRSIG];
+    assert_eq!(asked("nowhere.example.test", DO | CO), (Rcode::NXDOMAIN, proof.clone(), (true, true)));
+    assert_eq!(asked("nowhere.example.test", DO), (Rcode::NOERROR, proof, (true, false)));
+    assert_eq!(asked("nowhere.example.test", CO), (Rcode::NXDOMAIN, vec![Rtype::SOA], (false, true)), "unsigned: NXDOMAIN anyway");
+    assert_eq!(asked("host.example.test", DO | CO).0, Rcode::NOERROR);
+    assert_eq!(asked("host.example.test", DO | CO).2, (true, true));
+}
+
 /// The zone of the transfer tests: ~330 KiB, six messages or so.
 fn big_zone() -> String {
     let mut zone = String::from("$TTL 60\n@ SOA ns hostmaster 7 7200 3600 1209600 60\n NS ns\nns A 192.0.2.1\n");
@@ -580,12 +646,7 @@ fn tsig_refusals_are_notauth_with_badkey_badsig_or_badtime() {
 
 #[test]
 fn a_signed_zone_is_transferred_with_a_signed_nsec_chain_and_a_malformed_tsig_is_formerr() {
-    use pharos_dnssec::{Algorithm, Role, Signer, Window, ZoneKey, ZoneKeys};
-    let mut zone = parse_zone_text("example.test", ZONE, "test.zone").unwrap();
-    let keys = ZoneKeys { keys: vec![ZoneKey::generate(Algorithm::Ed25519, Role::Csk, &ring::rand::SystemRandom::new()).unwrap()] };
-    zone.signer = Some(Signer::new(&zone.origin, keys, Window::from_now(NOW, 86_400), NOW).unwrap().into());
-    let signed = Snapshot { zones: ZoneSet::new(vec![zone]).unwrap().into(), routes: Default::default(), settings: Settings::default() };
-    let messages = transfer(&allowing_transfer(signed, "example.test"), "example.test", Rtype::AXFR);
+    let messages = transfer(&allowing_transfer(signed_snapshot(), "example.test"), "example.test", Rtype::AXFR);
     assert_eq!(messages[0].header().rcode(), Rcode::NOERROR);
     let records: Vec<_> = messages.iter().flat_map(|message| message.answer().unwrap().map(Result::unwrap)).collect();
     let owners_of = |rtype: Rtype| -> Vec<String> {

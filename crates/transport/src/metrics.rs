@@ -728,7 +728,15 @@ mod tests {
     #[test]
     fn every_thread_counts_apart_and_the_totals_merge_them() {
         let before = totals();
-        let counted = |rcode: u16, qtype: Option<u16>| Answered { rcode, smallest_ttl: None, len: 12, qtype, routed: None };
+        let counted = |rcode: u16, qtype: Option<u16>| Answered {
+            rcode,
+            smallest_ttl: None,
+            len: 12,
+            qtype,
+            routed: None,
+            opt_at: None,
+            nonexistent: false,
+        };
         let threads: Vec<_> = (0..3)
             .map(|_| {
                 std::thread::spawn(move || {

@@ -270,8 +270,8 @@ fn limit_response<'s>(
     match limit.check(sent, response, snapshot) {
         Verdict::Send => Some(sent.answered),
         Verdict::Slip => {
-            rrl::slip(response, sent.query);
-            Some(Answered { smallest_ttl: None, len: response.len(), routed: None, ..sent.answered })
+            let opt_at = rrl::slip(response, sent.query, sent.answered.opt_at);
+            Some(Answered { smallest_ttl: None, len: response.len(), routed: None, opt_at, ..sent.answered })
         }
         Verdict::Drop => None,
     }

@@ -31,6 +31,9 @@ impl ExtendedError {
     pub const NOT_AUTHORITATIVE: ExtendedError = ExtendedError { info_code: 20, extra_text: "" };
     /// Section 4.22: the query asks for something the server does not do.
     pub const NOT_SUPPORTED: ExtendedError = ExtendedError { info_code: 21, extra_text: "" };
+    /// Registered by RFC 9824 section 9: a query for a type that may not be
+    /// asked for.
+    pub const INVALID_QUERY_TYPE: ExtendedError = ExtendedError { info_code: 30, extra_text: "" };
 
     /// Octets the option takes in an OPT record, its header included.
     pub fn option_len(&self) -> usize {
@@ -46,6 +49,10 @@ impl ExtendedError {
     }
 }
 
+/// The DO and CO bits of an OPT record's flags (its TTL's low 16 bits).
+pub const EDNS_DO: u32 = 0x8000;
+pub const EDNS_CO: u32 = 0x4000;
+
 /// Padded responses are padded to a multiple of this many octets: the
 /// block length RFC 8467 section 4.1 recommends for responders.
 pub const RESPONSE_PADDING_BLOCK: usize = 468;
@@ -57,6 +64,9 @@ pub struct Edns {
     pub udp_payload: u16,
     pub version: u8,
     pub dnssec_ok: bool,
+    /// Compact Answers OK (RFC 9824 section 5): a nonexistent name may be
+    /// answered NXDOMAIN beside its compact denial.
+    pub compact_ok: bool,
     pub wants_nsid: bool,
     pub wants_keepalive: bool,
     /// The query carried a Padding option: it asks for a padded response.
@@ -219,7 +229,8 @@ impl Edns {
         let mut edns = Edns {
             udp_payload: class,
             version: (ttl >> 16) as u8,
-            dnssec_ok: ttl & 0x8000 != 0,
+            dnssec_ok: ttl & EDNS_DO != 0,
+            compact_ok: ttl & EDNS_CO != 0,
             wants_nsid: false,
             wants_keepalive: false,
             padded: false,

@@ -42,6 +42,8 @@
 #define FLAG_TC 0x0200
 #define OPCODE_MASK 0x7800
 #define EDNS_DO 0x8000
+// Compact Answers OK (RFC 9824 section 5), echoed as user space echoes it.
+#define EDNS_CO 0x4000
 #define REPLY_HOP_LIMIT 64
 // Routed answers: at most this many variants per question and class.
 #define MAX_VARIANTS 16
@@ -1146,7 +1148,8 @@ int answer(struct xdp_md *ctx)
 
 	// The OPT record: root owner, version 0, no extended RCODE, no options.
 	__u32 limit = MIN_UDP_PAYLOAD;
-	__u16 dnssec_ok = 0;
+	// The OPT flags the reply echoes: DO and CO.
+	__u16 echoed_flags = 0;
 	__u32 query_opt_sum = 0;
 	// The Client Subnet option's length, or 0.
 	__u32 ecs_len = 0;
@@ -1181,7 +1184,7 @@ int answer(struct xdp_md *ctx)
 		__u32 server = cfg->udp_payload > MIN_UDP_PAYLOAD ? cfg->udp_payload : MIN_UDP_PAYLOAD;
 		__u32 client = read16(opt + 3);
 		limit = client < MIN_UDP_PAYLOAD ? MIN_UDP_PAYLOAD : client > server ? server : client;
-		dnssec_ok = read16(opt + 7) & EDNS_DO;
+		echoed_flags = read16(opt + 7) & (EDNS_DO | EDNS_CO);
 	}
 	if (dns_len != head_len + (edns ? OPT_LEN + ecs_len : 0))
 		return pass(ctx, NOT_A_PLAIN_QUERY);
@@ -1226,8 +1229,11 @@ int answer(struct xdp_md *ctx)
 		count(ctx->ingress_ifindex, RATE_LIMITED_DROPPED);
 		return XDP_DROP;
 	}
-	// A slipped reply is the header and question alone, with TC set, as
-	// user space's: a real client retries over TCP.
+	// A slipped reply is the header, the question and the OPT record the
+	// answer would carry (RFC 6891 section 7), with TC set, byte for byte
+	// as user space's: a real client retries over TCP. The kernel answers
+	// only queries whose OPT holds at most a Client Subnet option, echoed
+	// at its own length: a slip is exactly as long as its query.
 	int slipped = 0;
 	if (rrl->enabled) {
 		int verdict = rrl_verdict(s, &q, e, rrl);
@@ -1238,9 +1244,7 @@ int answer(struct xdp_md *ctx)
 		if (verdict == RRL_SLIP) {
 			slipped = 1;
 			answered = RRL_SLIPPED;
-			edns = 0;
-			ecs_len = 0;
-			q.reply_len = head_len;
+			q.reply_len = head_len + (edns ? OPT_LEN + ecs_len : 0);
 		}
 	}
 
@@ -1248,15 +1252,15 @@ int answer(struct xdp_md *ctx)
 	__u16 reply_flags = FLAG_QR | (flags & FLAG_RD) | a->flags;
 	__u16 header[5] = {reply_flags, 1, a->counts[0], a->counts[1], a->counts[2] + edns};
 	if (slipped) {
-		__u16 truncated[5] = {reply_flags | FLAG_TC, 1, 0, 0, 0};
+		__u16 truncated[5] = {reply_flags | FLAG_TC, 1, 0, 0, edns};
 		__builtin_memcpy(header, truncated, sizeof(header));
 	}
 	for (int i = 0; i < 5; i++) {
 		s->head[2 + 2 * i] = header[i] >> 8;
 		s->head[3 + 2 * i] = header[i] & 0xff;
 	}
-	__u32 opt_at = head_len + body_len;
-	__u8 reply_opt[OPT_LEN] = {0, 0, TYPE_OPT, cfg->udp_payload >> 8, cfg->udp_payload & 0xff, 0, 0, dnssec_ok >> 8, 0, 0, ecs_len};
+	__u32 opt_at = head_len + (slipped ? 0 : body_len);
+	__u8 reply_opt[OPT_LEN] = {0, 0, TYPE_OPT, cfg->udp_payload >> 8, cfg->udp_payload & 0xff, 0, 0, echoed_flags >> 8, 0, 0, ecs_len};
 	__builtin_memcpy(s->opt, reply_opt, OPT_LEN);
 	// The subnet echoed as asked, with the answer's scope.
 	s->ecs[ECS_SCOPE] = scope;

@@ -124,6 +124,13 @@ fn answers_ipv4_with_edns_and_do() {
     assert_answers_v4(&fast_path, &query("www.example.test", 1, Some((1232, 0, false, &[]))));
     assert_answers_v4(&fast_path, &query("mail.example.test", 28, Some((4096, 0, true, &[]))));
     assert_answers_v4(&fast_path, &query("big.example.test", 16, Some((1232, 0, true, &[]))));
+    // Compact Answers OK (RFC 9824 section 5), with DO and without: echoed as user space echoes it.
+    for dnssec_ok in [false, true] {
+        let mut compact_ok = query("www.example.test", 1, Some((1232, 0, dnssec_ok, &[])));
+        let flags_at = compact_ok.len() - 4;
+        compact_ok[flags_at] |= 0x40;
+        assert_answers_v4(&fast_path, &compact_ok);
+    }
 }
 
 #[test]

@@ -1,8 +1,8 @@
 //! Response rate limiting in the kernel, as user space's `[rrl]`: alike
 //! responses to one network (an IPv4 /24, an IPv6 /56) past the rate are
-//! dropped, every slip-th sent as the header and question alone with TC
-//! set (what user space's slip makes of the same response, byte for
-//! byte, checksums right); other networks, other questions and
+//! dropped, every slip-th sent as the header, question and OPT record
+//! with TC set (what user space's slip makes of the same response, byte
+//! for byte, checksums right); other networks, other questions and
 //! whitelisted sources have buckets of their own or none. Needs root, as
 //! tests/answer.rs.
 
@@ -11,7 +11,7 @@ mod common;
 use std::net::{IpAddr, Ipv4Addr};
 
 use common::*;
-use pharos_answer::{Client, Transport, respond};
+use pharos_answer::{Client, Transport, parse_query, respond};
 use pharos_route::Routes;
 use pharos_xdp::{FastPath, ResponseLimit, Settings};
 use rand::SeedableRng;
@@ -33,27 +33,30 @@ fn limited(whitelist: Vec<(IpAddr, u8)>) -> FastPath {
 }
 
 /// A query for `name` A with an EDNS OPT record (which a slipped response
-/// leaves out).
+/// keeps), DO clear and no options.
 fn query(name: &str) -> Vec<u8> {
+    query_with_opt(name, false, &[])
+}
+
+/// A query for `name` A whose OPT record has DO as `dnssec_ok` and
+/// `options`.
+fn query_with_opt(name: &str, dnssec_ok: bool, options: &[u8]) -> Vec<u8> {
     let header = [0xAB, 0xCD, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1];
-    [&header[..], &wire_name(name), &[0, 1, 0, 1], &[0, 0, 41, 4, 0xd0, 0, 0, 0, 0, 0, 0]].concat()
+    let opt = [0, 0, 41, 4, 0xd0, 0, 0, if dnssec_ok { 0x80 } else { 0 }, 0];
+    [&header[..], &wire_name(name), &[0, 1, 0, 1], &opt, &(options.len() as u16).to_be_bytes(), options].concat()
 }
 
 fn from(source: Ipv4Addr, name: &str) -> Vec<u8> {
     frame_v4_from(source, &query(name), UDP, PORT)
 }
 
-/// What user space's slip makes of its response to `message`: the header
-/// and question, TC set, one question and nothing else counted.
+/// What user space's slip makes of its response to `message`.
 fn user_space_slip(message: &[u8]) -> Vec<u8> {
     let snapshot = snapshot_of(ZONE, Routes::default());
     let client = Client { address: IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7)), transport: Transport::Udp };
     let mut response = Vec::new();
-    respond(message, &client, &snapshot, &mut rand::rngs::SmallRng::seed_from_u64(1), &mut response).unwrap();
-    let question_end = 12 + wire_name("www.example.test").len() + 4;
-    response.truncate(question_end);
-    response[2] |= 0x02;
-    response[4..12].copy_from_slice(&[0, 1, 0, 0, 0, 0, 0, 0]);
+    let answered = respond(message, &client, &snapshot, &mut rand::rngs::SmallRng::seed_from_u64(1), &mut response).unwrap();
+    pharos_transport::rrl::slip(&mut response, Some(&parse_query(message).unwrap()), answered.opt_at);
     response
 }
 
@@ -78,12 +81,33 @@ fn past_the_rate_every_second_limited_response_slips_as_user_space_slips_it() {
     let actions: Vec<u32> = runs.iter().map(|(action, _)| *action).collect();
     assert_eq!(actions, [XDP_TX, XDP_DROP, XDP_TX, XDP_DROP, XDP_TX, XDP_DROP, XDP_TX]);
     let slipped = &runs[2].1;
-    assert_eq!(slipped[HEADERS_V4..], user_space_slip(&query("www.example.test")), "no OPT record, no answer");
+    assert_eq!(slipped[HEADERS_V4..], user_space_slip(&query("www.example.test")), "the OPT record, no answer");
+    assert_eq!(&slipped[HEADERS_V4 + 4..HEADERS_V4 + 12], &[0, 1, 0, 0, 0, 0, 0, 1], "the question and the OPT record");
     assert!(checksum_is_right(slipped), "{slipped:02x?}");
     assert_eq!(runs[4].1, *slipped);
     assert!(runs[0].1.len() > slipped.len(), "the first response is the whole answer");
     let counters = &fast_path.counters().unwrap().interfaces[0];
     assert_eq!((counters.answered_static, counters.rrl_slipped, counters.rrl_dropped), (1, 3, 3));
+}
+
+#[test]
+fn a_slip_keeps_the_do_bit_and_the_client_subnet_echoed_as_user_space_keeps_them() {
+    if !may_load_bpf() {
+        return;
+    }
+    let subnet = [0, 8, 0, 7, 0, 1, 24, 0, 198, 51, 100];
+    for message in [query_with_opt("www.example.test", true, &[]), query_with_opt("www.example.test", true, &subnet)] {
+        let frames = vec![frame_v4_from(Ipv4Addr::new(198, 51, 100, 7), &message, UDP, PORT); 3];
+        let (_, runs) = runs_within_a_second(|| limited(vec![]), &frames);
+        let actions: Vec<u32> = runs.iter().map(|(action, _)| *action).collect();
+        assert_eq!(actions, [XDP_TX, XDP_DROP, XDP_TX]);
+        let slipped = &runs[2].1[HEADERS_V4..];
+        assert_eq!(slipped, user_space_slip(&message), "{slipped:02x?}");
+        assert_eq!(slipped.len(), message.len(), "a slip as long as its query");
+        let opt_at = 12 + wire_name("www.example.test").len() + 4;
+        assert_eq!(slipped[opt_at + 7], 0x80, "DO");
+        assert!(checksum_is_right(&runs[2].1));
+    }
 }
 
 #[test]

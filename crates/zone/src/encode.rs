@@ -29,6 +29,8 @@ pub struct Body {
     /// AA, if set.
     pub flags: u16,
     pub rcode: u16,
+    /// As [`Answer::compact_nxdomain`].
+    pub compact_nxdomain: bool,
     pub bytes: Box<[u8]>,
     pub cuts: Box<[Cut]>,
 }
@@ -59,6 +61,7 @@ fn write_rrset(writer: &mut MessageWriter<'_>, owner: &Owner<'_>, rtype: u16, tt
     match records {
         Records::Stored(rrset) => write_records(writer, owner, rtype, ttl, &rrset.rdatas),
         Records::Made(rdata) => write_records(writer, owner, rtype, ttl, std::slice::from_ref(rdata)),
+        Records::Signatures => 0,
     }
 }
 
@@ -94,7 +97,8 @@ impl Body {
         let body_start = writer.len();
         let mut cuts = Vec::new();
         write_answer(answer, &mut writer, &mut cuts);
-        Body { flags: answer_flags(answer), rcode: answer.rcode, bytes: buf[body_start..].into(), cuts: cuts.into() }
+        let (flags, rcode, compact_nxdomain) = (answer_flags(answer), answer.rcode, answer.compact_nxdomain);
+        Body { flags, rcode, compact_nxdomain, bytes: buf[body_start..].into(), cuts: cuts.into() }
     }
 
     /// How much of this body fits in `room` octets.

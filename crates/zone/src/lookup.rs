@@ -45,6 +45,9 @@ pub enum Records<'z> {
     /// One record made for this answer: a CNAME synthesized from a DNAME
     /// (RFC 6672 section 3.1), or the NSEC denying a name.
     Made(Box<[u8]>),
+    /// None of its own: the answer to an explicit RRSIG query, whose
+    /// records are the entry's RRSIGs alone.
+    Signatures,
 }
 
 /// The RRSIG records' data over one RRset in an answer.
@@ -89,6 +92,9 @@ pub const ADDITIONAL: usize = 2;
 #[derive(Debug, Clone)]
 pub struct Answer<'z> {
     pub rcode: u16,
+    /// The name (the last of a chain) does not exist, and the RCODE is
+    /// NOERROR all the same: a compact denial (RFC 9824 section 3).
+    pub compact_nxdomain: bool,
     pub authoritative: bool,
     pub sections: [Vec<Entry<'z>>; 3],
     /// The signer, when the answer is signed: asked with DO=1, from a
@@ -117,7 +123,7 @@ enum Next {
 
 impl<'z> Answer<'z> {
     fn new(signer: Option<&'z Signer>) -> Self {
-        Answer { rcode: rcode::NOERROR, authoritative: true, sections: Default::default(), signer }
+        Answer { rcode: rcode::NOERROR, compact_nxdomain: false, authoritative: true, sections: Default::default(), signer }
     }
 
     /// Adds a stored RRset, with its stored RRSIGs if the answer is signed
@@ -177,6 +183,7 @@ pub fn resolve<'z>(zone: &'z Zone, qname: &[u8], qtype: u16, dnssec: bool) -> An
                 if answer.signer.is_some() {
                     // Compact denial: NOERROR, and NXNAME says the name is absent.
                     answer.push_made_nsec(zone, owner, &current, &[types::RRSIG, NSEC, NXNAME]);
+                    answer.compact_nxdomain = true;
                 } else {
                     answer.rcode = rcode::NXDOMAIN;
                 }
@@ -271,6 +278,10 @@ fn wildcard_at<'z>(zone: &'z Zone, encloser: &[u8]) -> Found<'z> {
 /// Answers from a node that matched the name, or from a wildcard's node
 /// standing in for the name `expanded` (lowercase).
 fn answer_node<'z>(answer: &mut Answer<'z>, zone: &'z Zone, owner: Owner<'z>, node: &'z Node, qtype: u16, expanded: Option<&[u8]>) -> Next {
+    if qtype == types::RRSIG && answer.signer.is_some() {
+        answer_signatures(answer, zone, owner, node, expanded);
+        return Next::Done;
+    }
     // ANY matches the CNAME itself, so there is nothing to chase; RFC 8482
     // section 4.2 answers it with one RRset of the name, not all of them,
     // so the query cannot pull large answers: Pharos picks the lowest type.
@@ -296,6 +307,27 @@ fn answer_node<'z>(answer: &mut Answer<'z>, zone: &'z Zone, owner: Owner<'z>, no
         add_target_addresses(answer, zone, rrset);
     }
     Next::Done
+}
+
+/// An explicit RRSIG query, signed: the RRSIGs over one RRset of the name,
+/// the lowest type's (or its NSEC's), as Knot DNS answers it and as RFC 8482 answers ANY,
+/// so that the query cannot pull every signature at once; never a CNAME
+/// followed (a CNAME's owner has RRSIGs of its own, RFC 4035 section 2.5).
+/// NODATA would contradict the name's NSEC, whose bitmap lists RRSIG.
+fn answer_signatures<'z>(answer: &mut Answer<'z>, zone: &'z Zone, owner: Owner<'z>, node: &'z Node, expanded: Option<&[u8]>) {
+    // An empty non-terminal has its NSEC's alone.
+    let signed = node.rrsets.first().or(node.nsec.as_ref().filter(|_| expanded.is_none()));
+    let (Some(signer), Some(rrset)) = (answer.signer, signed) else {
+        add_negative_soa(answer, zone);
+        add_nodata_proof(answer, zone, owner, node, expanded);
+        return;
+    };
+    let rrsigs = match expanded {
+        Some(expanded) => Rrsigs::Made(signer.sign_cached(expanded, rrset.rtype, rrset.ttl, &rrset.rdatas)),
+        None => Rrsigs::Stored(&rrset.rrsigs),
+    };
+    let entry = Entry { owner, rtype: types::RRSIG, ttl: rrset.ttl, records: Records::Signatures, required: true, rrsigs };
+    answer.sections[ANSWER].push(entry);
 }
 
 /// In a signed answer, the NSEC saying which types the name has: the one

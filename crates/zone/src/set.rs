@@ -133,7 +133,7 @@ impl ZoneSet {
     fn answers_of(&self, index: usize) -> Vec<(Box<[u8]>, BuiltName)> {
         let zone = &self.zones[index];
         let mut asked_types = zone.types_present();
-        asked_types.extend([types::DS, types::ANY, types::CNAME, NSEC]);
+        asked_types.extend([types::DS, types::ANY, types::CNAME, NSEC, types::RRSIG]);
         asked_types.sort_unstable();
         asked_types.dedup();
         let absent_type = (1..=u16::MAX).rev().find(|rtype| !asked_types.contains(rtype)).expect("some type is absent");

@@ -94,7 +94,11 @@ mod tests {
                         a.b A 192.0.2.2\nlab NS ns.lab\nns.lab A 192.0.2.99\nsigned NS ns.lab\nsigned DS 1 13 2 00\n";
 
     fn signed_zone() -> Zone {
-        let mut zone = parse_zone_text("example.test", TEXT, "test").unwrap();
+        signed_zone_of(TEXT)
+    }
+
+    fn signed_zone_of(text: &str) -> Zone {
+        let mut zone = parse_zone_text("example.test", text, "test").unwrap();
         let random = ring::rand::SystemRandom::new();
         let keys = ZoneKeys { keys: vec![ZoneKey::generate(Algorithm::Ed25519, Role::Csk, &random).unwrap()] };
         let signer = Signer::new(&zone.origin, keys, Window::from_now(1_800_000_000, 86_400), 1_800_000_000).unwrap();
@@ -230,5 +234,52 @@ mod tests {
             "a service with nothing to transfer has no NSEC"
         );
         assert!(nsec_chain_of(&parse_zone_text("example.test", TEXT, "test").unwrap(), |_| Vec::new()).is_none(), "unsigned: no chain");
+    }
+
+    /// RFC 4035 and RFC 9824 as a query can test them: an explicit RRSIG
+    /// query, DS asked at a cut, wildcards, and NXNAME in no bitmap but a
+    /// nonexistent name's.
+    #[test]
+    fn explicit_rrsig_and_ds_queries_wildcards_and_bitmaps_follow_rfc_4035_and_9824() {
+        let zone = signed_zone_of(&format!("{TEXT}alias CNAME ns\n*.wild A 192.0.2.7\n"));
+        let answered = |qname: &str, qtype: u16, dnssec: bool| {
+            let answer = resolve(&zone, &name(qname), qtype, dnssec);
+            (answer.rcode, answer.authoritative, section(&answer, ANSWER), section(&answer, AUTHORITY))
+        };
+        let signatures = (rcode::NOERROR, true, vec![(types::RRSIG, 1)], vec![]);
+        // Explicit RRSIG: one RRset's signatures, not a NODATA that the
+        // name's NSEC (listing RRSIG) would contradict; at a CNAME, its own.
+        assert_eq!(answered("ns.example.test", types::RRSIG, true), signatures);
+        assert_eq!(answered("alias.example.test", types::RRSIG, true), signatures, "the CNAME not followed");
+        assert_eq!(answered("b.example.test", types::RRSIG, true), signatures, "an empty non-terminal's NSEC's");
+        assert_eq!(answered("x.wild.example.test", types::RRSIG, true), signatures, "a wildcard's, made for the name");
+        // DO=0: no DNSSEC records unless asked for, and asked, the unsigned zone's answer.
+        assert_eq!(answered("ns.example.test", types::RRSIG, false), (rcode::NOERROR, true, vec![], vec![(types::SOA, 0)]));
+        assert_eq!(answered("ns.example.test", types::A, false).2, [(types::A, 0)]);
+        // DS lives on the parent side of a cut (RFC 4035 section 3.1.4.1):
+        // answered with authority, signed; its absence proven by the cut's NSEC.
+        assert_eq!(answered("signed.example.test", types::DS, true), (rcode::NOERROR, true, vec![(types::DS, 1)], vec![]));
+        let no_ds = resolve(&zone, &name("lab.example.test"), types::DS, true);
+        assert_eq!((no_ds.authoritative, section(&no_ds, AUTHORITY)), (true, vec![(types::SOA, 1), (NSEC, 1)]));
+        let Records::Stored(cut_nsec) = &no_ds.sections[AUTHORITY][1].records else { panic!("the cut's NSEC") };
+        let cut = name("lab.example.test");
+        assert!(bitmap_lists(&cut_nsec.rdatas[0], &cut, types::NS) && !bitmap_lists(&cut_nsec.rdatas[0], &cut, types::DS));
+        // A wildcard's answer is signed as if the name existed (RRSIG labels
+        // of the name asked for, RFC 4035 section 5.3.2), with no proof beside it.
+        let wild = resolve(&zone, &name("x.wild.example.test"), types::A, true);
+        assert_eq!((section(&wild, ANSWER), section(&wild, AUTHORITY)), (vec![(types::A, 1)], vec![]));
+        assert_eq!(wild.sections[ANSWER][0].rrsigs.as_slice()[0][3], 4, "x.wild.example.test has 4 labels");
+        // RFC 9824 section 3: NXNAME marks a nonexistent name only, never
+        // an empty non-terminal, a NODATA or a wildcard's NODATA.
+        for (qname, qtype) in [("b.example.test", types::A), ("ns.example.test", types::TXT), ("x.wild.example.test", types::TXT)] {
+            let nodata = resolve(&zone, &name(qname), qtype, true);
+            assert_eq!(section(&nodata, AUTHORITY), [(types::SOA, 1), (NSEC, 1)], "{qname}");
+            let rdata = match &nodata.sections[AUTHORITY][1].records {
+                Records::Stored(nsec) => nsec.rdatas[0].clone(),
+                Records::Made(rdata) => rdata.clone(),
+                Records::Signatures => panic!("{qname}: an NSEC"),
+            };
+            assert!(!bitmap_lists(&rdata, &name(qname), NXNAME) && !bitmap_lists(&rdata, &name(qname), qtype), "{qname}");
+        }
     }
 }
