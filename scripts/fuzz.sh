@@ -7,7 +7,8 @@
 #
 # Run from anywhere; CI runs it from the repository root. Installs
 # cargo-fuzz if missing, regenerates the seeds (fuzz/seeds, from
-# fuzz/gen_seeds.py and the captures in ../shared/data/dns), keeps the
+# fuzz/gen_seeds.py and, where the large data sets are ($PHAROS_DATA, by
+# default ../shared/data), the captures in their dns/), keeps the
 # growing corpus in fuzz/corpus and crash inputs in fuzz/artifacts (both
 # ignored by git). Exits non-zero if any target finds a crash, an
 # invariant failure, a timeout or an out-of-memory input, and prints the
@@ -28,9 +29,11 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 
 captures=()
-for capture in ../shared/data/dns/dnsjit-test-pellets.pcap ../shared/data/dns/dnscap-test-dns.pcap.gz; do
+data=${PHAROS_DATA:-../shared/data}
+for capture in "$data/dns/dnsjit-test-pellets.pcap" "$data/dns/dnscap-test-dns.pcap.gz"; do
     [[ -f $capture ]] && captures+=("$capture")
 done
+[[ ${#captures[@]} -gt 0 ]] || echo "fuzz.sh: no captures in $data/dns (set PHAROS_DATA): seeds from gen_seeds.py alone"
 rm -rf fuzz/seeds
 python3 fuzz/gen_seeds.py fuzz/seeds "${captures[@]}"
 

@@ -33,12 +33,12 @@ fn skip(message: &str) {
 }
 
 /// Three data centers; app.example.test split by region between them (the
-/// americas, a continent of MaxMind's test database in ../shared/data, all
+/// americas, a continent of MaxMind's test database (tests/data), all
 /// to iad), and api.example.test weighted 3:1, its replica sin-1 down
 /// (nothing listens on its probed port) and iad-1 up (`listener` does).
 fn config(listener: &TcpListener) -> String {
     let port = listener.local_addr().unwrap().port();
-    let mmdb = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/geoip/maxmind-test-GeoIP2-Country-Test.mmdb");
+    let mmdb = pharos_test_data::fixture("maxmind-test-GeoIP2-Country-Test.mmdb");
     assert!(mmdb.is_file(), "the shared test data is expected at {}", mmdb.display());
     // Resolvers tallied: the split says how their caches skew it.
     let geo = format!("[metrics]\nresolver_view = true\n[geo]\ndatabase = {:?}\n", mmdb.display().to_string());

@@ -25,7 +25,7 @@ TABLE_DUMP2|1277971199|B|192.0.2.9|300|203.0.113.0/24|300 400|IGP|192.0.2.9|0|0|
 ";
 
 fn city_database() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/geoip/maxmind-test-GeoIP2-City-Test.mmdb")
+    pharos_test_data::fixture("maxmind-test-GeoIP2-City-Test.mmdb")
 }
 
 /// A server with three data centers and one service per proximity policy,
@@ -227,9 +227,10 @@ fn nearest_uses_the_city_coordinates_of_the_client() {
 /// AS30844, ::/0 from AS37105) and leaked special-purpose /30s: none of
 /// them is taken for a client's origin, so a client only a default route
 /// covers gets the fallback, and the API counts what each rule dropped.
+/// Its extract in tests/data holds those routes and Google's 8.8.8.0/24.
 #[test]
 fn a_default_route_is_no_clients_origin() {
-    let jinx = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/bgp/routeviews.route-views.jinx.ribs.1401487200.bz2");
+    let jinx = pharos_test_data::fixture("jinx-extract.ribs.bz2");
     let extra = format!(
         "[bgp]\ntable = \"{}\"\n[[datacenter]]\nid = \"goo\"\nlatitude = 37.4\nlongitude = -122.1\nasn = 15169\n\
          [[service]]\nname = \"near.example.test\"\npolicy = \"shortest-as-path\"\nfallback = \"static\"\n\

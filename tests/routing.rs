@@ -143,12 +143,11 @@ fn client_subnets_from_untrusted_resolvers_are_ignored() {
 }
 
 /// Regions by AS number (RouteViews 2014 table via pyasn) and by country and
-/// continent (MaxMind's GeoIP2 Country test database), from ../shared/data.
+/// continent (MaxMind's GeoIP2 Country test database), from their extracts
+/// in tests/data.
 fn geo_routing() -> String {
-    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
-    assert!(data.is_dir(), "the shared test data is expected at {}", data.display());
-    let mmdb = data.join("geoip/maxmind-test-GeoIP2-Country-Test.mmdb");
-    let asn_table = data.join("ip2asn/pyasn-ipasn_20140513.dat.gz");
+    let mmdb = pharos_test_data::fixture("maxmind-test-GeoIP2-Country-Test.mmdb");
+    let asn_table = pharos_test_data::fixture("pyasn-ipasn-20140513-extract.dat.gz");
     let declarations = Declarations::new()
         .region_by(1, "google", "asns = [15169]")
         .region_by(2, "sweden", "countries = [\"SE\"]")

@@ -44,9 +44,10 @@ struct Args {
     /// The pharos binary (build it with `cargo build --release`).
     #[arg(long, default_value = "target/release/pharos")]
     pharos: PathBuf,
-    /// Data-center coordinates: WonderProxy's server list.
-    #[arg(long, default_value = "../shared/data/latency/wonderproxy-servers-2020-07-19.csv")]
-    sites: PathBuf,
+    /// Data-center coordinates: WonderProxy's server list; by default the
+    /// one in the large data sets (`$PHAROS_DATA`, else ../shared/data).
+    #[arg(long)]
+    sites: Option<PathBuf>,
     /// Where the JSON and the PNG go.
     #[arg(long, default_value = "bench/out")]
     out: PathBuf,
@@ -57,12 +58,21 @@ struct Args {
 
 const SYSTEMS: [&str; 3] = ["dns+quic", "anycast", "artemis"];
 
+/// The benchmarks' one setting for where the large data sets are:
+/// `$PHAROS_DATA`, else `../shared/data` from the repository's root (where
+/// the benchmarks run).
+fn large_data() -> PathBuf {
+    std::env::var_os("PHAROS_DATA").map_or_else(|| PathBuf::from("../shared/data"), PathBuf::from)
+}
+
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let mut args = Args::parse();
     anyhow::ensure!(unsafe { libc::geteuid() } == 0, "network namespaces and NFQUEUE need root");
     anyhow::ensure!(args.trials > 0, "--trials must be at least 1");
-    let sites = std::fs::read_to_string(&args.sites).with_context(|| format!("reading {}", args.sites.display()))?;
-    let model = Model::new(&sites).map_err(|error| anyhow::anyhow!("{}: {error}", args.sites.display()))?;
+    let sites_file = args.sites.get_or_insert_with(|| large_data().join("latency/wonderproxy-servers-2020-07-19.csv")).clone();
+    let sites = std::fs::read_to_string(&sites_file)
+        .with_context(|| format!("reading {} (give --sites, or set PHAROS_DATA to the large data sets)", sites_file.display()))?;
+    let model = Model::new(&sites).map_err(|error| anyhow::anyhow!("{}: {error}", sites_file.display()))?;
     let pharos = std::fs::canonicalize(&args.pharos).with_context(|| format!("{}: build it first", args.pharos.display()))?;
     std::fs::create_dir_all(&args.out)?;
     let work = tempfile::tempdir()?;

@@ -1,34 +1,43 @@
-//! Loading the real dumps in ../shared/data/bgp (see its README).
+//! Loading the real dumps of the large data sets (`pharos_test_data::large`:
+//! bgp/ and ip2asn/ of the directory PHAROS_DATA names; each test skips
+//! without them, outside CI).
 //! Every expected origin below can be read off the data: for the text dump
 //! with `zcat ... | grep '|8.8.8.0/24|'`, for the MRT dumps with any MRT
 //! reader (bgpdump, bgpkit-parser's elem iterator).
 
 use std::io::{BufRead, BufReader};
 use std::net::IpAddr;
-use std::path::PathBuf;
-use std::sync::LazyLock;
+use std::sync::OnceLock;
 
 use pharos_bgp::{BgpTables, Compression, DroppedRoutes, Format, LoadError, OriginRules, load};
-
-fn data(file: &str) -> PathBuf {
-    let directory = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
-    assert!(directory.is_dir(), "the shared test data is expected at {}", directory.display());
-    directory.join(file)
-}
 
 fn ip(text: &str) -> IpAddr {
     text.parse().unwrap()
 }
 
 /// Each dump is loaded once and shared by the tests that read it.
-static JINX: LazyLock<BgpTables> =
-    LazyLock::new(|| load(data("bgp/routeviews.route-views.jinx.ribs.1401487200.bz2"), OriginRules::default(), |_| ()).unwrap());
-static RRC06: LazyLock<BgpTables> =
-    LazyLock::new(|| load(data("bgp/ris-rrc06.bview.20100701.0759.bgpdump-m.txt.gz"), OriginRules::default(), |_| ()).unwrap());
+static JINX: OnceLock<BgpTables> = OnceLock::new();
+static RRC06: OnceLock<BgpTables> = OnceLock::new();
+
+/// The dump at `file` of the large data sets, loaded into `slot` by the
+/// first test that asks; `None` (the test skips) without the data sets.
+fn loaded(slot: &'static OnceLock<BgpTables>, file: &str) -> Option<&'static BgpTables> {
+    let path = pharos_test_data::large(file)?;
+    Some(slot.get_or_init(|| load(path, OriginRules::default(), |_| ()).unwrap()))
+}
+
+fn jinx() -> Option<&'static BgpTables> {
+    loaded(&JINX, "bgp/routeviews.route-views.jinx.ribs.1401487200.bz2")
+}
+
+fn rrc06() -> Option<&'static BgpTables> {
+    loaded(&RRC06, "bgp/ris-rrc06.bview.20100701.0759.bgpdump-m.txt.gz")
+}
 
 #[test]
 fn jinx_counts_match_bgpdump() {
-    let report = &JINX.report;
+    let Some(jinx) = jinx() else { return };
+    let report = &jinx.report;
     assert_eq!((report.format, report.compression), (Format::Mrt, Compression::Bzip2));
     // The README: `bgpdump -m` gives 503,590 routes and 497,407 unique
     // prefixes. 17 of them give no origin: the two default routes and 15
@@ -44,7 +53,7 @@ fn jinx_counts_match_bgpdump() {
 
 #[test]
 fn jinx_origins() {
-    let tables = &*JINX;
+    let Some(tables) = jinx() else { return };
     let lookup = |address| tables.ip_to_as.lookup(ip(address));
     assert_eq!(lookup("8.8.8.8"), Some((15169, 24)));
     assert_eq!(lookup("193.0.0.1"), Some((3333, 21)));
@@ -69,7 +78,8 @@ fn jinx_origins() {
 
 #[test]
 fn jinx_graph() {
-    let graph = &JINX.graph;
+    let Some(jinx) = jinx() else { return };
+    let graph = &jinx.graph;
     let from_30844 = graph.hop_counts_from(30844).unwrap();
     assert_eq!(from_30844.to(30844), Some(0));
     assert_eq!(from_30844.to(15169), Some(1));
@@ -86,7 +96,8 @@ fn jinx_graph() {
 
 #[test]
 fn rrc06_counts_match_the_readme() {
-    let report = &RRC06.report;
+    let Some(rrc06) = rrc06() else { return };
+    let report = &rrc06.report;
     assert_eq!((report.format, report.compression), (Format::BgpdumpText, Compression::Gzip));
     assert_eq!(report.routes, 641_957);
     // The README counts 323,487 prefixes. One of them, 84.205.86.0/24, has
@@ -102,7 +113,7 @@ fn rrc06_counts_match_the_readme() {
 
 #[test]
 fn rrc06_origins() {
-    let tables = &*RRC06;
+    let Some(tables) = rrc06() else { return };
     let lookup = |address| tables.ip_to_as.lookup(ip(address));
     assert_eq!(lookup("8.8.8.8"), Some((15169, 24)));
     assert_eq!(lookup("202.12.27.33"), Some((7500, 24)));
@@ -119,7 +130,8 @@ fn rrc06_origins() {
 
 #[test]
 fn rrc06_graph() {
-    let graph = &RRC06.graph;
+    let Some(rrc06) = rrc06() else { return };
+    let graph = &rrc06.graph;
     assert!(graph.neighbours(15169).any(|asn| asn == 2497));
     // "4777 2516 4788" and "2497 2914 4788".
     let from_4788 = graph.hop_counts_from(4788).unwrap();
@@ -132,8 +144,9 @@ fn rrc06_graph() {
 /// the same prefix, the origins should nearly always agree.
 #[test]
 fn jinx_agrees_with_pyasn_on_shared_prefixes() {
-    let tables = &*JINX;
-    let file = std::fs::File::open(data("ip2asn/pyasn-ipasn_20140513.dat.gz")).unwrap();
+    let Some(tables) = jinx() else { return };
+    let Some(pyasn) = pharos_test_data::large("ip2asn/pyasn-ipasn_20140513.dat.gz") else { return };
+    let file = std::fs::File::open(pyasn).unwrap();
     let (mut shared, mut agreeing) = (0, 0);
     for line in BufReader::new(flate2::read::GzDecoder::new(file)).lines() {
         let line = line.unwrap();
@@ -153,10 +166,12 @@ fn jinx_agrees_with_pyasn_on_shared_prefixes() {
 #[test]
 fn update_files_and_prefix_lists_are_refused_by_name() {
     for updates in ["bgp/routeviews.route-views.jinx.updates.1401493500.bz2", "bgp/ris.updates.20160811.1600.gz"] {
-        let error = load(data(updates), OriginRules::default(), |_| ()).unwrap_err();
+        let Some(path) = pharos_test_data::large(updates) else { return };
+        let error = load(path, OriginRules::default(), |_| ()).unwrap_err();
         assert!(matches!(error, LoadError::UpdatesNotRib { .. }), "{error}");
         assert!(error.to_string().contains(updates.trim_start_matches("bgp/")), "{error}");
     }
-    let error = load(data("bgp/fulltable-prefixes-2024.txt.gz"), OriginRules::default(), |_| ()).unwrap_err();
+    let Some(prefix_list) = pharos_test_data::large("bgp/fulltable-prefixes-2024.txt.gz") else { return };
+    let error = load(prefix_list, OriginRules::default(), |_| ()).unwrap_err();
     assert!(matches!(error, LoadError::UnknownFormat { .. }), "{error}");
 }

@@ -2,9 +2,10 @@
 //! policy, on real data: a BGP RIB dump, a MaxMind City database, and a
 //! synthetic set of latency measurements.
 //!
-//!     cargo run --release -p pharos-control --example decide -- \
-//!         --bgp ../shared/data/bgp/routeviews.route-views.jinx.ribs.1401487200.bz2 \
-//!         --geo ../shared/data/geoip/dbip-city-lite-2023-04.mmdb
+//!     cargo run --release -p pharos-control --example decide [-- --bgp RIB --geo MMDB]
+//!
+//! By default the RouteViews JINX RIB and DB-IP's City Lite database of the
+//! large data sets (`$PHAROS_DATA`, see tests/data/README.md).
 //!
 //! Every decision is timed on its own (the cost of reading the clock,
 //! measured first, is taken off), so the table shows the median and the
@@ -53,10 +54,10 @@ struct Options {
 }
 
 fn options() -> Options {
-    let shared = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+    let data = pharos_test_data::large_data_directory();
     let mut options = Options {
-        bgp: shared.join("bgp/routeviews.route-views.jinx.ribs.1401487200.bz2"),
-        geo: shared.join("geoip/dbip-city-lite-2023-04.mmdb"),
+        bgp: data.join("bgp/routeviews.route-views.jinx.ribs.1401487200.bz2"),
+        geo: data.join("geoip/dbip-city-lite-2023-04.mmdb"),
         decisions: 200_000,
         measured_subnets: 100_000,
         seed: 1,

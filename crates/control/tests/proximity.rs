@@ -1,6 +1,6 @@
 //! The proximity policies on data whose answers can be worked out by hand:
 //! a small BGP table, a few latency measurements, and MaxMind's City test
-//! database (`../shared/data/geoip`).
+//! database (its test copy in tests/data).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -143,8 +143,7 @@ fn lowest_latency_picks_the_fastest_data_center_with_a_serving_replica() {
 
 #[test]
 fn nearest_orders_by_great_circle_distance_from_the_maxmind_city() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/geoip");
-    let city = GeoDatabase::from_bytes(std::fs::read(data.join("maxmind-test-GeoIP2-City-Test.mmdb")).unwrap()).unwrap();
+    let city = GeoDatabase::from_bytes(std::fs::read(pharos_test_data::fixture("maxmind-test-GeoIP2-City-Test.mmdb")).unwrap()).unwrap();
     let sources = DataSources { geo: Some(Arc::new(city)), ..DataSources::default() };
     let datacenters =
         [datacenter("lhr", 51.47, -0.45, None), datacenter("sea", 47.45, -122.31, None), datacenter("syd", -33.95, 151.18, None)];

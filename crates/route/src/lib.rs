@@ -1,5 +1,5 @@
-//! The routing core of Pharos (DESIGN.md, "One routing core, many
-//! mechanisms"): who is asking ([`locate`]), and which replicas of a
+//! The routing core of Pharos (docs/architecture.md, "One routing core"):
+//! who is asking ([`locate`]), and which replicas of a
 //! service answer them, in what order, for how long ([`decide`]); for a
 //! service of second-tier redirectors, which one the client is sent on to
 //! ([`Service::redirectors_family`]).

@@ -1,5 +1,6 @@
 //! Answer orders worked out when a service is built, so a query costs one
-//! random draw (DESIGN.md: precompute what depends only on a class).
+//! random draw (docs/architecture.md: what depends only on a client's
+//! class is worked out before any query asks).
 //!
 //! MyXDNS Algorithm 1 draws replicas one after another; for a given table
 //! row that is a fixed probability distribution over the possible orders.

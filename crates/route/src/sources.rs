@@ -79,7 +79,7 @@ impl AsnPrefixes {
 }
 
 impl AsnTable {
-    /// Reads either format of `../shared/data/ip2asn/`, line by line:
+    /// Reads either IP-to-AS format (ip-location-db CSV, pyasn), line by line:
     /// ranges `first,last,asn[,org]` (ip-location-db), or prefixes
     /// `network/length<TAB>asn` (pyasn); `;` and `#` start comments.
     /// A bad line is reported with its number.
@@ -334,7 +334,7 @@ mod tests {
     /// within which every address gets the same place.
     #[test]
     fn the_place_index_agrees_with_the_database_tree() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/geoip/maxmind-test-GeoIP2-City-Test.mmdb");
+        let path = pharos_test_data::fixture("maxmind-test-GeoIP2-City-Test.mmdb");
         let city = GeoDatabase::from_bytes(std::fs::read(path).unwrap()).unwrap();
         let (ranges, places) = city.place_index_size().expect("a City database is indexed");
         assert!(ranges > 10 && places > 5, "{ranges} ranges, {places} places");

@@ -128,7 +128,7 @@ fn write_config(dir: &Path) -> Config {
     let zone = "$TTL 300\n@ SOA ns hostmaster 1 3600 600 86400 300\n@ NS ns\nns A 192.0.2.53\n";
     std::fs::write(dir.join("example.test.zone"), zone).unwrap();
     std::fs::write(dir.join("rib.txt"), RIB).unwrap();
-    let geo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/geoip/maxmind-test-GeoIP2-City-Test.mmdb");
+    let geo = pharos_test_data::fixture("maxmind-test-GeoIP2-City-Test.mmdb");
     let mut text = format!(
         "[[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\n\
          [bgp]\ntable = \"{}\"\nspecial_purpose_origins = true\n[geo]\ndatabase = \"{}\"\n\
