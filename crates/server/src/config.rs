@@ -743,18 +743,37 @@ impl Config {
     /// other start-up settings keep their running values.
     pub fn reread(&self) -> anyhow::Result<Config> {
         let Some(path) = &self.source else { return Ok(self.clone()) };
-        let file = Config::from_file(path)?;
-        Ok(Config {
-            zones: file.zones,
-            tsig_keys: file.tsig_keys,
-            datacenters: file.datacenters,
-            regions: file.regions,
-            services: file.services,
-            geo: file.geo,
-            artemis: file.artemis,
-            health: file.health,
-            ..self.clone()
-        })
+        // Every section is named, as reloaded or kept: one added to Config
+        // does not compile until it says which, so none is forgotten.
+        let Config {
+            zones,
+            tsig_keys,
+            datacenters,
+            regions,
+            services,
+            geo,
+            artemis,
+            health,
+            server: _,
+            tcp: _,
+            tls: _,
+            http: _,
+            bgp: _,
+            latency: _,
+            load: _,
+            classifier: _,
+            store: _,
+            control: _,
+            fastpath: _,
+            rrl: _,
+            cookies: _,
+            metrics: _,
+            dnstap: _,
+            dnssec: _,
+            flag_zones: _,
+            source: _,
+        } = Config::from_file(path)?;
+        Ok(Config { zones, tsig_keys, datacenters, regions, services, geo, artemis, health, ..self.clone() })
     }
 
     /// Zones from the file and from flags.
