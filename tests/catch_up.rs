@@ -8,8 +8,8 @@
 mod common;
 
 use common::postgres::Postgres;
-use pharos_control::Change;
-use pharos_control::spec::{DataCenterSpec, ReplicaSpec, ServiceSpec};
+use pharos_model::Change;
+use pharos_model::spec::{DataCenterSpec, ReplicaSpec, ServiceSpec};
 use pharos_server::{Config, Control};
 
 const ZONE: &str = "$TTL 300\n@ SOA ns hostmaster 1 7200 3600 1209600 60\n NS ns\nns A 192.0.2.1\n";

@@ -15,7 +15,7 @@ use domain::rdata::AllRecordData;
 use pharos_answer::{Client, Settings, Snapshot, Transport, respond, respond_oversized};
 use pharos_control::build::DataSources;
 use pharos_control::snapshot::build_snapshot;
-use pharos_control::spec::{DataCenterSpec, Declared, RegionSpec, ServiceSpec};
+use pharos_model::spec::{DataCenterSpec, Declared, RegionSpec, ServiceSpec};
 use pharos_route::Routes;
 use pharos_wire::response::smallest_ttl;
 use pharos_zone::{Zone, ZoneSet, parse_zone_text};

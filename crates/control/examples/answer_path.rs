@@ -17,9 +17,9 @@ use std::time::Instant;
 
 use pharos_answer::{Client, Settings, Transport, respond};
 use pharos_control::build::DataSources;
-use pharos_control::probabilities::ProbabilitySpec;
 use pharos_control::snapshot::build_snapshot;
-use pharos_control::spec::{Declared, RegionSpec, ReplicaSpec, ServiceSpec};
+use pharos_model::probabilities::ProbabilitySpec;
+use pharos_model::spec::{Declared, RegionSpec, ReplicaSpec, ServiceSpec};
 use pharos_zone::load_zone_file;
 use rand::SeedableRng;
 

@@ -18,9 +18,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use pharos_control::build::DataSources;
-use pharos_control::probabilities::ProbabilitySpec;
 use pharos_control::services::build_routes;
-use pharos_control::spec::{DataCenterSpec, Declared, RegionSpec, ReplicaSpec, ServiceSpec};
+use pharos_model::probabilities::ProbabilitySpec;
+use pharos_model::spec::{DataCenterSpec, Declared, RegionSpec, ReplicaSpec, ServiceSpec};
 use pharos_route::as_paths::AsPaths;
 use pharos_route::latency::{Latencies, Measured, MeasurementBook};
 use pharos_route::policy::PolicyKind;

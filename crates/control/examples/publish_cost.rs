@@ -16,8 +16,8 @@ use pharos_answer::Settings;
 use pharos_control::build::DataSources;
 use pharos_control::plane::{Plane, PlaneSettings};
 use pharos_control::snapshot::SnapshotBuilder;
-use pharos_control::spec::{ReplicaSpec, ServiceSpec};
-use pharos_control::{Change, State};
+use pharos_model::spec::{ReplicaSpec, ServiceSpec};
+use pharos_model::{Change, State};
 use pharos_zone::parse_zone_text;
 
 const ZONE: &str = "$TTL 300\n@ SOA ns hostmaster 1 3600 600 86400 300\n@ NS ns\nns A 192.0.2.53\n";

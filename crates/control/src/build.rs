@@ -19,9 +19,15 @@ use pharos_route::replica::{Health, Replica};
 use pharos_route::sources::{AsnTable, GeoDatabase};
 use pharos_route::{RegionId, UNCLASSIFIED};
 
-use crate::error::{SpecError, fail};
-use crate::probe::{ProbeKind, Probed, ProbedHealth};
-use crate::spec::{DataCenterSpec, RegionSpec, ReplicaSpec, ServiceSpec, service_name};
+use pharos_model::SpecError;
+use pharos_model::probe::ProbeKind;
+use pharos_model::spec::{DataCenterSpec, RegionSpec, ReplicaSpec, ServiceSpec, service_name};
+
+use crate::probe::{Probed, ProbedHealth};
+
+fn fail<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, SpecError> {
+    Err(SpecError::new(field, message))
+}
 
 /// Data that region rules beyond CIDR lists, and proximity policies, look
 /// addresses up in.
@@ -396,9 +402,9 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::probabilities::ProbabilitySpec;
     use crate::services::build_routes;
-    use crate::spec::Declared;
+    use pharos_model::probabilities::ProbabilitySpec;
+    use pharos_model::spec::Declared;
 
     fn wire(name: &str) -> Result<Box<[u8]>, String> {
         Ok(name.as_bytes().into())

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::error::ControlError;
-use crate::probabilities::ProbabilitySpec;
-use crate::spec::{RegionSpec, ServiceSpec};
-use crate::state::{Change, State};
+use pharos_model::ControlError;
+use pharos_model::probabilities::ProbabilitySpec;
+use pharos_model::spec::{RegionSpec, ServiceSpec};
+use pharos_model::{Change, State};
 
 /// MyXDNS's Add_Region: a region without an id (the next free one is
 /// given).

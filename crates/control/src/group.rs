@@ -3,8 +3,8 @@
 //! committed once. If together they are invalid, each is redone alone, so
 //! every edit is accepted or refused on its own merits.
 
-use crate::error::ControlError;
-use crate::state::{Change, State};
+use pharos_model::ControlError;
+use pharos_model::{Change, State};
 
 /// Computes a request's changes from the state as it stands once every
 /// request before it is applied. It may run twice: if its batch as a whole
@@ -53,7 +53,7 @@ fn commit_alone(committer: &mut impl Committer, edit: &Edit) -> Result<Vec<Chang
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{ReplicaSpec, ServiceSpec};
+    use pharos_model::spec::{ReplicaSpec, ServiceSpec};
 
     /// A committer that refuses any service named outside example.test,
     /// and counts its commits.

@@ -10,9 +10,13 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::probe::{Hysteresis, ProbeKind, ProbeTarget, Probed, ProbedHealth, Purpose};
-use crate::quorum::{FleetVerdicts, FleetView, NodeVerdict, Quorum};
-use crate::state::State;
+use pharos_model::probe::ProbeKind;
+
+use crate::probe::{Hysteresis, ProbeTarget, Probed, ProbedHealth, Purpose};
+use pharos_model::fleet::NodeVerdict;
+
+use crate::quorum::{FleetVerdicts, FleetView, Quorum};
+use pharos_model::State;
 
 /// Addresses this node probes replicas at instead of the declared ones, by
 /// (service, replica): a node that reaches a replica by another path.
@@ -271,8 +275,8 @@ pub fn describe(target: &ProbeTarget) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::quorum::FleetReports;
-    use crate::spec::{ReplicaSpec, ServiceSpec};
+    use pharos_model::fleet::FleetReports;
+    use pharos_model::spec::{ReplicaSpec, ServiceSpec};
 
     use super::*;
 

@@ -8,10 +8,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::load_control::{LoadBook, Loaded, Row, SmoothedLoad, rows_of};
+use crate::load_control::{self, LoadBook, Loaded, Row, SmoothedLoad, rows_of};
 use crate::probe::{ProbeTarget, Purpose};
-use crate::spec::ServiceSpec;
-use crate::state::{Change, State};
+use pharos_model::spec::ServiceSpec;
+use pharos_model::{Change, State};
 
 /// How load reports are kept.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -107,13 +107,13 @@ impl LoadControl {
         let control = spec.load_control.as_ref()?;
         self.rounds.insert(service.to_string(), now + control.interval_ms);
         let loaded = self.fresh_loads(spec, now);
-        let targets = control.targets(&loaded);
+        let targets = load_control::targets(control, &loaded);
         let previous = rows_of(&spec.probabilities);
-        let installed = control.damped(&previous, &targets);
+        let installed = load_control::damped(control, &previous, &targets);
         let loads = loaded.iter().map(|replica| (replica.id.clone(), replica.load)).collect();
         let run = LoadRun { service: service.to_string(), at: now / 1000, loads, previous, targets, installed: installed.clone() };
         self.runs.insert(service.to_string(), run);
-        let probabilities = control.as_probabilities(&installed);
+        let probabilities = load_control::as_probabilities(control, &installed);
         (probabilities != spec.probabilities).then(|| Change::PutService(ServiceSpec { probabilities, ..ServiceSpec::clone(spec) }))
     }
 

@@ -11,62 +11,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::{Deserialize, Serialize};
-
-use crate::error::SpecError;
-use crate::probabilities::ProbabilitySpec;
-
-/// How a service's probabilities follow load.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LoadControlSpec {
-    /// "I" or "II".
-    pub algorithm: String,
-    /// Algorithm I: a replica above this load is overloaded.
-    #[serde(default = "default_threshold")]
-    pub threshold: f64,
-    /// Algorithm II: weight 0 above this load.
-    #[serde(default = "default_high")]
-    pub high_watermark: f64,
-    /// Algorithm II: weight 1 below this load.
-    #[serde(default = "default_low")]
-    pub low_watermark: f64,
-    /// How often the probabilities are recomputed.
-    #[serde(default = "default_interval")]
-    pub interval_ms: u64,
-    /// Table name ("default" or a region's name) -> replica id -> rank
-    /// (1 is best). A replica a table does not rank ranks last.
-    pub ranks: BTreeMap<String, BTreeMap<String, u32>>,
-    /// Share of the way to the computed target a probability moves per
-    /// round (1: all of it, no smoothing).
-    #[serde(default = "one")]
-    pub smoothing: f64,
-    /// The most a probability may move per round (1: no bound).
-    #[serde(default = "one")]
-    pub max_step: f64,
-    /// TTL of the answers (per region row).
-    #[serde(default = "default_ttl")]
-    pub ttl: u32,
-}
-
-fn default_threshold() -> f64 {
-    0.5
-}
-fn default_high() -> f64 {
-    0.6
-}
-fn default_low() -> f64 {
-    0.4
-}
-fn default_interval() -> u64 {
-    10_000
-}
-fn one() -> f64 {
-    1.0
-}
-fn default_ttl() -> u32 {
-    30
-}
+use pharos_model::load_control::LoadControlSpec;
+use pharos_model::probabilities::ProbabilitySpec;
 
 /// Replica id -> probability, for one table.
 pub type Row = BTreeMap<String, f64>;
@@ -81,77 +27,46 @@ pub struct Loaded {
     pub load: Option<f64>,
 }
 
-impl LoadControlSpec {
-    /// Checks the numbers and names; `field` names the spec in errors.
-    pub fn check(&self, field: &str, replica_ids: &[&str]) -> Result<(), SpecError> {
-        let invalid = |name: &str, message: String| Err(SpecError { field: format!("{field}.{name}"), message });
-        if self.algorithm != "I" && self.algorithm != "II" {
-            return invalid("algorithm", format!("{:?} is not \"I\" or \"II\"", self.algorithm));
-        }
-        if self.algorithm == "II" && self.low_watermark >= self.high_watermark {
-            return invalid("low_watermark", "must be below high_watermark".into());
-        }
-        if !(self.smoothing > 0.0 && self.smoothing <= 1.0) {
-            return invalid("smoothing", format!("{} is not in (0, 1]", self.smoothing));
-        }
-        if !(self.max_step > 0.0 && self.max_step <= 1.0) {
-            return invalid("max_step", format!("{} is not in (0, 1]", self.max_step));
-        }
-        if self.interval_ms < 100 {
-            return invalid("interval_ms", "recompute at most every 100 ms".into());
-        }
-        for (table, ranks) in &self.ranks {
-            if let Some(unknown) = ranks.keys().find(|id| !replica_ids.contains(&id.as_str())) {
-                return invalid(&format!("ranks[{table}]"), format!("no replica {unknown:?} in this service"));
-            }
-            if ranks.values().any(|&rank| rank == 0) {
-                return invalid(&format!("ranks[{table}]"), "ranks start at 1 (best)".into());
-            }
-        }
-        Ok(())
-    }
+/// The target probabilities of every ranked table for `replicas`.
+pub fn targets(spec: &LoadControlSpec, replicas: &[Loaded]) -> BTreeMap<String, Row> {
+    spec.ranks
+        .iter()
+        .map(|(table, ranks)| {
+            let rank_of = |id: &str| ranks.get(id).copied().unwrap_or(u32::MAX);
+            let row = match spec.algorithm.as_str() {
+                "I" => algorithm_one(replicas, rank_of, spec.threshold),
+                _ => algorithm_two(replicas, rank_of, spec.low_watermark, spec.high_watermark),
+            };
+            (table.clone(), row)
+        })
+        .collect()
+}
 
-    /// The target probabilities of every ranked table for `replicas`.
-    pub fn targets(&self, replicas: &[Loaded]) -> BTreeMap<String, Row> {
-        self.ranks
-            .iter()
-            .map(|(table, ranks)| {
-                let rank_of = |id: &str| ranks.get(id).copied().unwrap_or(u32::MAX);
-                let row = match self.algorithm.as_str() {
-                    "I" => algorithm_one(replicas, rank_of, self.threshold),
-                    _ => algorithm_two(replicas, rank_of, self.low_watermark, self.high_watermark),
-                };
-                (table.clone(), row)
-            })
-            .collect()
-    }
+/// The tables to install: each probability moved from `current`
+/// towards `targets` by the smoothing, no more than `max_step`, then
+/// normalized.
+pub fn damped(spec: &LoadControlSpec, current: &BTreeMap<String, Row>, targets: &BTreeMap<String, Row>) -> BTreeMap<String, Row> {
+    targets
+        .iter()
+        .map(|(table, target)| {
+            let Some(previous) = current.get(table) else { return (table.clone(), target.clone()) };
+            let moved: Row = target
+                .iter()
+                .map(|(id, &goal)| {
+                    let from = previous.get(id).copied().unwrap_or(goal);
+                    let step = ((goal - from) * spec.smoothing).clamp(-spec.max_step, spec.max_step);
+                    (id.clone(), (from + step).max(0.0))
+                })
+                .collect();
+            (table.clone(), normalized(moved))
+        })
+        .collect()
+}
 
-    /// The tables to install: each probability moved from `current`
-    /// towards `targets` by the smoothing, no more than `max_step`, then
-    /// normalized.
-    pub fn damped(&self, current: &BTreeMap<String, Row>, targets: &BTreeMap<String, Row>) -> BTreeMap<String, Row> {
-        targets
-            .iter()
-            .map(|(table, target)| {
-                let Some(previous) = current.get(table) else { return (table.clone(), target.clone()) };
-                let moved: Row = target
-                    .iter()
-                    .map(|(id, &goal)| {
-                        let from = previous.get(id).copied().unwrap_or(goal);
-                        let step = ((goal - from) * self.smoothing).clamp(-self.max_step, self.max_step);
-                        (id.clone(), (from + step).max(0.0))
-                    })
-                    .collect();
-                (table.clone(), normalized(moved))
-            })
-            .collect()
-    }
-
-    /// `tables` in the service spec's form, with this spec's TTL.
-    pub fn as_probabilities(&self, tables: &BTreeMap<String, Row>) -> BTreeMap<String, BTreeMap<String, ProbabilitySpec>> {
-        let entry = |probability: f64| ProbabilitySpec { probability, ttl: self.ttl };
-        tables.iter().map(|(table, row)| (table.clone(), row.iter().map(|(id, &p)| (id.clone(), entry(p))).collect())).collect()
-    }
+/// `tables` in the service spec's form, with `spec`'s TTL.
+pub fn as_probabilities(spec: &LoadControlSpec, tables: &BTreeMap<String, Row>) -> BTreeMap<String, BTreeMap<String, ProbabilitySpec>> {
+    let entry = |probability: f64| ProbabilitySpec { probability, ttl: spec.ttl };
+    tables.iter().map(|(table, row)| (table.clone(), row.iter().map(|(id, &p)| (id.clone(), entry(p))).collect())).collect()
 }
 
 /// Reads installed probabilities back as rows.
@@ -247,28 +162,28 @@ mod tests {
     fn algorithm_one_keeps_the_best_ranked_that_are_not_overloaded() {
         let spec = spec("I", &[("eu", &[("a", 1), ("b", 1), ("c", 2)])]);
         // a is overloaded: b (rank 1) takes everything.
-        let targets = spec.targets(&loaded(&[("a", 1.0, Some(0.9)), ("b", 1.0, Some(0.3)), ("c", 1.0, Some(0.1))]));
-        assert_eq!(targets["eu"], row(&[("a", 0.0), ("b", 1.0), ("c", 0.0)]));
+        let computed = targets(&spec, &loaded(&[("a", 1.0, Some(0.9)), ("b", 1.0, Some(0.3)), ("c", 1.0, Some(0.1))]));
+        assert_eq!(computed["eu"], row(&[("a", 0.0), ("b", 1.0), ("c", 0.0)]));
         // Both rank-1 replicas fit: spread 3:1 by capacity.
-        let targets = spec.targets(&loaded(&[("a", 3.0, Some(0.2)), ("b", 1.0, Some(0.3)), ("c", 1.0, None)]));
-        assert_eq!(targets["eu"], row(&[("a", 0.75), ("b", 0.25), ("c", 0.0)]));
+        let computed = targets(&spec, &loaded(&[("a", 3.0, Some(0.2)), ("b", 1.0, Some(0.3)), ("c", 1.0, None)]));
+        assert_eq!(computed["eu"], row(&[("a", 0.75), ("b", 0.25), ("c", 0.0)]));
         // All overloaded: spread over the best-ranked of all.
-        let targets = spec.targets(&loaded(&[("a", 1.0, Some(0.9)), ("b", 1.0, Some(0.8)), ("c", 1.0, Some(0.7))]));
-        assert_eq!(targets["eu"], row(&[("a", 0.5), ("b", 0.5), ("c", 0.0)]));
+        let computed = targets(&spec, &loaded(&[("a", 1.0, Some(0.9)), ("b", 1.0, Some(0.8)), ("c", 1.0, Some(0.7))]));
+        assert_eq!(computed["eu"], row(&[("a", 0.5), ("b", 0.5), ("c", 0.0)]));
     }
 
     #[test]
     fn algorithm_two_weighs_by_watermarks_and_rank() {
         let spec = spec("II", &[("eu", &[("a", 1), ("b", 2)])]);
         // a at 0.5: weight 0.5, rank 1 -> 0.5; b idle: weight 1, rank 2 -> 0.5.
-        let targets = spec.targets(&loaded(&[("a", 1.0, Some(0.5)), ("b", 1.0, Some(0.1))]));
-        assert_eq!(targets["eu"], row(&[("a", 0.5), ("b", 0.5)]));
+        let computed = targets(&spec, &loaded(&[("a", 1.0, Some(0.5)), ("b", 1.0, Some(0.1))]));
+        assert_eq!(computed["eu"], row(&[("a", 0.5), ("b", 0.5)]));
         // a above the high watermark: weight 0.
-        let targets = spec.targets(&loaded(&[("a", 1.0, Some(0.7)), ("b", 1.0, Some(0.45))]));
-        assert_eq!(targets["eu"], row(&[("a", 0.0), ("b", 1.0)]));
+        let computed = targets(&spec, &loaded(&[("a", 1.0, Some(0.7)), ("b", 1.0, Some(0.45))]));
+        assert_eq!(computed["eu"], row(&[("a", 0.0), ("b", 1.0)]));
         // Both above it: equal shares rather than nothing.
-        let targets = spec.targets(&loaded(&[("a", 1.0, Some(0.9)), ("b", 1.0, Some(0.9))]));
-        assert_eq!(targets["eu"], row(&[("a", 0.5), ("b", 0.5)]));
+        let computed = targets(&spec, &loaded(&[("a", 1.0, Some(0.9)), ("b", 1.0, Some(0.9))]));
+        assert_eq!(computed["eu"], row(&[("a", 0.5), ("b", 0.5)]));
     }
 
     #[test]
@@ -277,10 +192,10 @@ mod tests {
         (spec.smoothing, spec.max_step) = (0.5, 0.1);
         let current = BTreeMap::from([("eu".to_string(), row(&[("a", 1.0), ("b", 0.0)]))]);
         let target = BTreeMap::from([("eu".to_string(), row(&[("a", 0.0), ("b", 1.0)]))]);
-        let damped = spec.damped(&current, &target);
+        let moved = damped(&spec, &current, &target);
         // Half the way would be 0.5; the step bound keeps it to 0.1.
-        assert_eq!(damped["eu"], row(&[("a", 0.9), ("b", 0.1)]));
-        let fresh = spec.damped(&BTreeMap::new(), &target);
+        assert_eq!(moved["eu"], row(&[("a", 0.9), ("b", 0.1)]));
+        let fresh = damped(&spec, &BTreeMap::new(), &target);
         assert_eq!(fresh, target, "a first table is installed as computed");
     }
 

@@ -18,14 +18,16 @@ use pharos_route::latency::{MeasurementBook, MeasurementSpec};
 
 use crate::build::DataSources;
 use crate::edit::check_load;
-use crate::error::ControlError;
 use crate::health::{Effect, Flip, HealthBook, ProbeAddresses, ProbeResult, ReplicaHealth};
 use crate::load::{LoadControl, LoadSettings, LoadStatus, load_probe_targets};
-use crate::measurement::{Measurement, check_measurements};
 use crate::probe::{ProbeTarget, Purpose};
-use crate::quorum::{FleetVerdicts, NodeVerdict, Quorum};
+use pharos_model::fleet::NodeVerdict;
+
+use crate::quorum::{FleetVerdicts, Quorum};
 use crate::snapshot::{Built, SnapshotBuilder};
-use crate::state::{Change, State};
+use pharos_model::ControlError;
+use pharos_model::{Change, State};
+use pharos_model::{Measurement, check_measurements};
 
 /// The routing state, the data it is built with, and the rules around it.
 pub struct Plane {
@@ -291,8 +293,8 @@ mod tests {
     use pharos_zone::parse_zone_text;
 
     use super::*;
-    use crate::spec::service_name;
-    use crate::spec::{DataCenterSpec, ServiceSpec};
+    use pharos_model::spec::service_name;
+    use pharos_model::spec::{DataCenterSpec, ServiceSpec};
 
     const ZONE: &str = "$TTL 300\n@ SOA ns hostmaster 1 3600 600 86400 300\n@ NS ns\nns A 192.0.2.53\n";
 

@@ -14,9 +14,9 @@ use pharos_wire::types;
 use rustc_hash::FxHashMap;
 
 use crate::build::{BuiltRegions, DataSources, Uses, build_regions, build_service, check_datacenters, probed_replica};
-use crate::error::SpecError;
 use crate::probe::Probed;
-use crate::spec::{DataCenterSpec, Declared, ServiceSpec};
+use pharos_model::SpecError;
+use pharos_model::spec::{DataCenterSpec, Declared, ServiceSpec};
 
 /// Checks regions and services together and builds the routing table.
 /// `wire_name` turns a service name into its lowercase wire form (or says

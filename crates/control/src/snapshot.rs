@@ -23,9 +23,9 @@ use pharos_zone::versions::{Served, file_records};
 use pharos_zone::{Zone, ZoneSet};
 
 use crate::build::{BuiltRegions, DataSources, build_regions};
-use crate::error::ControlError;
 use crate::services::{ServiceBook, routed_types};
-use crate::spec::{Declared, RegionSpec, service_name};
+use pharos_model::ControlError;
+use pharos_model::spec::{Declared, RegionSpec, service_name};
 
 /// A service name reserved in the zones (wire form), with the types it
 /// answers.

@@ -12,11 +12,12 @@ use std::sync::Arc;
 
 use pharos_answer::{Client, Settings, Snapshot, Transport, respond};
 use pharos_control::build::DataSources;
-use pharos_control::probabilities::ProbabilitySpec;
-use pharos_control::probe::{ProbeSpec, Probed, ProbedHealth};
+use pharos_control::probe::{Probed, ProbedHealth};
 use pharos_control::snapshot::SnapshotBuilder;
-use pharos_control::spec::{DataCenterSpec, RegionSpec, ReplicaSpec, ServiceSpec};
-use pharos_control::{Change, State};
+use pharos_model::probabilities::ProbabilitySpec;
+use pharos_model::probe::ProbeSpec;
+use pharos_model::spec::{DataCenterSpec, RegionSpec, ReplicaSpec, ServiceSpec};
+use pharos_model::{Change, State};
 use pharos_route::latency::{Latencies, Measured, MeasurementBook};
 use pharos_route::{Asker, Family, route};
 use pharos_zone::{Zone, parse_zone_text};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use pharos_control::build::DataSources;
 use pharos_control::services::build_routes;
-use pharos_control::spec::{DataCenterSpec, Declared, ReplicaSpec, ServiceSpec};
+use pharos_model::spec::{DataCenterSpec, Declared, ReplicaSpec, ServiceSpec};
 use pharos_route::as_paths::AsPaths;
 use pharos_route::latency::{Latencies, Measured, MeasurementBook};
 use pharos_route::sources::GeoDatabase;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use pharos_answer::{Settings, Snapshot, TransferAcl};
 use pharos_control::build::DataSources;
 use pharos_control::snapshot::SnapshotBuilder;
-use pharos_control::spec::{Declared, ReplicaSpec, ServiceSpec};
+use pharos_model::spec::{Declared, ReplicaSpec, ServiceSpec};
 use pharos_route::prefix::prefix_set;
 use pharos_zone::parse_zone_text;
 

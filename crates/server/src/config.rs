@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use pharos_bgp::OriginRules;
-use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
+use pharos_model::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use pharos_transport::config::{HttpConfig, TcpConfig, TlsConfig};
 use pharos_transport::cookies::CookieSecret;
 use pharos_transport::dnstap;

@@ -2,7 +2,7 @@
 //! it (the API, the metrics, the NOTIFY task, the fast path's status).
 
 use arc_swap::{ArcSwap, ArcSwapOption};
-use pharos_control::State;
+use pharos_model::State;
 
 use crate::artemis::ArtemisConfig;
 use crate::data::DataStatus;

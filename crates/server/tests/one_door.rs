@@ -68,7 +68,7 @@ fn explain_dns_and_redirects_decide_alike() {
         let told: Vec<IpAddr> = explanation.answer.iter().map(|(_, address)| address.parse().unwrap()).collect();
         assert_eq!(answered, (told.clone(), explanation.ttl), "seed {seed}: {name} for {client}\n{:#?}", explanation.steps);
 
-        let wire = pharos_control::spec::service_name(&name).unwrap();
+        let wire = pharos_model::spec::service_name(&name).unwrap();
         let routed = redirect.routes.service(&wire).unwrap();
         let target = pharos_transport::redirect_target(&redirect.routes, routed, client, &mut SmallRng::seed_from_u64(seed));
         let sent_to = target.map(|(replica, ttl)| (replica.address, ttl));

@@ -8,7 +8,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use pharos_control::State;
+use pharos_model::State;
 use pharos_server::observe::split::SplitWindow;
 use pharos_transport::metrics::{ResolverAnswers, Resolvers};
 use rand::rngs::SmallRng;

@@ -28,8 +28,8 @@ mod postgres;
 mod schema;
 mod sqlite;
 
-use pharos_control::quorum::{FleetReports, NodeVerdict};
-use pharos_control::{Change, ControlError, Measurement, State};
+use pharos_model::fleet::{FleetReports, NodeVerdict};
+use pharos_model::{Change, ControlError, Measurement, State};
 use pharos_route::latency::Measured;
 use pharos_route::prefix::parse_prefix;
 use serde::de::DeserializeOwned;

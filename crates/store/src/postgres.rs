@@ -30,8 +30,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Object, Pool, RecyclingMethod};
-use pharos_control::quorum::{FleetReports, NodeVerdict};
-use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
+use pharos_model::fleet::{FleetReports, NodeVerdict};
+use pharos_model::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use serde::de::DeserializeOwned;
 use tokio::runtime::Runtime;
 use tokio_postgres::config::TargetSessionAttrs;

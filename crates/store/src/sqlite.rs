@@ -3,8 +3,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use pharos_control::quorum::{FleetReports, NodeVerdict};
-use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
+use pharos_model::fleet::{FleetReports, NodeVerdict};
+use pharos_model::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::de::DeserializeOwned;
 

@@ -6,9 +6,9 @@
 #[path = "../../../tests/common/postgres.rs"]
 mod postgres;
 
-use pharos_control::quorum::NodeVerdict;
-use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
-use pharos_control::{Change, Measurement, State};
+use pharos_model::fleet::NodeVerdict;
+use pharos_model::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
+use pharos_model::{Change, Measurement, State};
 use pharos_route::latency::Measured;
 use pharos_route::prefix::parse_prefix;
 use pharos_store::{Following, PostgresStore, SqliteStore, Store, StoreError};

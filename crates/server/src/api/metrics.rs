@@ -13,8 +13,8 @@
 //! of them) are left out, not written as zeros a rate would take for no
 //! traffic, and `pharos_dns_counting` says 0.
 
-use pharos_control::ControlError;
 use pharos_control::health::ReplicaHealth;
+use pharos_model::ControlError;
 use pharos_transport::metrics::{self as counts, Mechanism, RCODE_NAMES, Totals, qtype_class_name};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};

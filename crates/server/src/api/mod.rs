@@ -25,8 +25,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use pharos_control::edit::{self, NewRegion, Probabilities, ReplicaPatch};
-use pharos_control::spec::{DataCenterSpec, RegionSpec, ServiceSpec, service_name};
-use pharos_control::{Change, ControlError};
+use pharos_model::spec::{DataCenterSpec, RegionSpec, ServiceSpec, service_name};
+use pharos_model::{Change, ControlError};
 use pharos_route::Family;
 use pharos_route::latency::MeasurementSpec;
 use pharos_transport::limit::SourceLimiter;
@@ -315,7 +315,7 @@ async fn get_datacenter(State(api): State<Api>, Path(id): Path<String>) -> Reply
 /// live, with the changes it made.
 async fn commit(
     api: &Api,
-    edit: impl Fn(&pharos_control::State) -> Result<Vec<Change>, ControlError> + Send + 'static,
+    edit: impl Fn(&pharos_model::State) -> Result<Vec<Change>, ControlError> + Send + 'static,
 ) -> Reply<Vec<Change>> {
     Ok(api.control.edit(Box::new(edit)).await?)
 }

@@ -19,7 +19,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use pharos_control::{Change, State};
+use pharos_model::{Change, State};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
@@ -175,7 +175,7 @@ pub fn read(path: &Path) -> anyhow::Result<Cached> {
 
 #[cfg(test)]
 mod tests {
-    use pharos_control::spec::{ReplicaSpec, ServiceSpec};
+    use pharos_model::spec::{ReplicaSpec, ServiceSpec};
     use rand::rngs::SmallRng;
     use rand::{Rng, SeedableRng};
 

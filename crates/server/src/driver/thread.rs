@@ -29,7 +29,7 @@ use pharos_bgp::BgpTables;
 use pharos_control::group::{Committer, Edit, group_commit};
 use pharos_control::health::{ProbeResult, ReplicaHealth};
 use pharos_control::load::LoadStatus;
-use pharos_control::{Change, ControlError, State};
+use pharos_model::{Change, ControlError, State};
 use pharos_route::latency::MeasurementSpec;
 use pharos_store::{Batches, Following};
 use pharos_transport::metrics;
@@ -485,7 +485,7 @@ impl Committer for Now<'_> {
 
 #[cfg(test)]
 mod tests {
-    use pharos_control::spec::ServiceSpec;
+    use pharos_model::spec::ServiceSpec;
     use pharos_store::Store;
 
     use super::*;

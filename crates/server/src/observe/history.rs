@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use pharos_control::Change;
+use pharos_model::Change;
 use serde::Serialize;
 
 use crate::data::unix_millis;

@@ -37,8 +37,8 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use pharos_control::State;
-use pharos_control::spec::ServiceSpec;
+use pharos_model::State;
+use pharos_model::spec::ServiceSpec;
 use pharos_route::RegionId;
 use pharos_transport::metrics::{ResolverAnswers, Resolvers};
 use rustc_hash::FxHashMap;

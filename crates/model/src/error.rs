@@ -1,4 +1,5 @@
-//! Why a declaration is wrong, and why the control plane did not make a change.
+//! Why a declaration is wrong, and where; why the control plane did not
+//! make a change.
 
 use std::fmt;
 
@@ -18,8 +19,11 @@ impl fmt::Display for SpecError {
 
 impl std::error::Error for SpecError {}
 
-pub(crate) fn fail<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, SpecError> {
-    Err(SpecError { field: field.into(), message: message.into() })
+impl SpecError {
+    /// `field` is wrong, and `message` says how.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> SpecError {
+        SpecError { field: field.into(), message: message.into() }
+    }
 }
 
 /// Why a change was not made.

@@ -1,7 +1,7 @@
 //! Data centers, regions and services as an operator declares them (in the
 //! config file or through the control API): plain data, read and written
 //! by serde. Their checked conversion into the routing core's `Routes` is
-//! `crate::build`'s.
+//! `pharos_control::build`'s.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;

@@ -1,0 +1,20 @@
+//! What the store, the control plane, the API and `pharos ctl` share: the
+//! declarations an operator makes (data centers, regions, services, their
+//! probes and load control) with the checks that need nothing but the
+//! declaration itself, the routing state they make and the changes that
+//! move it, latency measurements as posted and kept, and why a declaration
+//! or a change is refused. Plain serde data; building
+//! routes from it is `pharos_control`'s.
+
+pub mod error;
+pub mod fleet;
+pub mod load_control;
+mod measurement;
+pub mod probabilities;
+pub mod probe;
+pub mod spec;
+mod state;
+
+pub use error::{ControlError, SpecError};
+pub use measurement::{Measurement, check_measurements};
+pub use state::{Change, State};
