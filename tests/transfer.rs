@@ -409,7 +409,11 @@ fn bad_transfer_settings_stop_the_start_naming_them() {
         (key(""), listed.to_string(), "tsig_key \"xfr-key\": give secret or secret_file, one of them"),
         (key(&format!("{secret}\nsecret_file = \"xfr.secret\"")), listed.to_string(), "give secret or secret_file, one of them"),
         (key("secret_file = \"nowhere.secret\""), listed.to_string(), "tsig_key \"xfr-key\": cannot read"),
-        (key(&format!("{secret}\nalgorithm = \"hmac-md5\"")), listed.to_string(), "algorithm \"hmac-md5\" is not offered (hmac-sha256 is)"),
+        (
+            key(&format!("{secret}\nalgorithm = \"hmac-md5\"")),
+            listed.to_string(),
+            "algorithm \"hmac-md5\" is not offered (hmac-sha1, hmac-sha224, hmac-sha256, hmac-sha384, hmac-sha512 are)",
+        ),
         (format!("{}\n{}", key(&secret), key(&secret)), listed.to_string(), "tsig_key \"xfr-key\" is declared twice"),
         (String::new(), "notify = [\"192.0.2.53\"]".to_string(), "invalid socket address syntax"),
     ];

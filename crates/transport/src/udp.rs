@@ -172,7 +172,8 @@ impl Batch {
                         .as_deref()
                         .zip(cookie)
                         .map(|(secret, cookie)| secret.check(&cookie, client.address, now.unix_seconds));
-                    let options = ResponseOptions { cookie: checked.map(|checked| checked.reply), ..ResponseOptions::default() };
+                    let now = crate::tsig_time(&parsed);
+                    let options = ResponseOptions { cookie: checked.map(|checked| checked.reply), now, ..ResponseOptions::default() };
                     let answered = respond_parsed(parsed, &client, &options, snapshot, rng, response);
                     (answered, query, checked.is_some_and(|checked| checked.proven))
                 }
