@@ -401,3 +401,30 @@ impl Record<'_> {
         out[count_at..count_at + 2].copy_from_slice(&additional.to_be_bytes());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_room_kept_for_a_signature_is_what_signing_adds() {
+        for algorithm in Algorithm::ALL {
+            let key = TsigKey::new(b"\x03key\x07example\x00".as_slice().into(), algorithm, b"secret".as_slice().into());
+            for mac_len in [algorithm.shortest_mac(), algorithm.mac_len()] {
+                let mut signing = Signing { key: &key, prior_mac: vec![0; mac_len], mac_len, original_id: 7, first: true };
+                let mut out = b"framing".to_vec();
+                out.extend([0; HEADER_LEN]);
+                let unsigned_len = out.len();
+                signing.sign(&mut out, 7, 1_800_000_000);
+                assert_eq!(out.len() - unsigned_len, signing.record_len(), "{algorithm:?}, a MAC of {mac_len}");
+                assert_eq!(out[7 + HEADER_LEN - 1], 1, "counted in the message's own ARCOUNT");
+            }
+        }
+    }
+
+    #[test]
+    fn the_shortest_mac_accepted_is_the_larger_of_10_octets_and_half() {
+        let shortest = Algorithm::ALL.map(Algorithm::shortest_mac);
+        assert_eq!(shortest, [10, 14, 16, 24, 32]);
+    }
+}
