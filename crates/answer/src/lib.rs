@@ -36,7 +36,7 @@ use rand::Rng;
 pub use service::write_decision;
 pub use shared::SharedSnapshot;
 pub use transfer::{Sent, TransferAcl, Transferred, is_transfer, respond_transfer, routed_records};
-pub use tsig::{Algorithm as TsigAlgorithm, BADKEY, BADSIG, BADTIME, BADTRUNC, TsigKey};
+pub use tsig::{Algorithm as TsigAlgorithm, TsigKey};
 
 /// The UDP payload size Pharos advertises unless configured otherwise:
 /// the DNS Flag Day 2020 value, which avoids IP fragmentation.
@@ -165,11 +165,30 @@ pub struct Answered<'s> {
 pub enum Tsig {
     /// The signature checked out; the response is signed.
     Verified,
-    /// Refused with NOTAUTH and this TSIG error (RFC 8945 section 3:
-    /// [`BADSIG`], [`BADKEY`], [`BADTIME`] or [`BADTRUNC`]).
-    Refused(u16),
+    /// Refused with NOTAUTH and a TSIG error (RFC 8945 section 3).
+    BadSig,
+    BadKey,
+    BadTime,
+    BadTrunc,
     /// The TSIG record could not be read: FORMERR.
     Malformed,
+}
+
+impl Tsig {
+    /// Every outcome, in the order of their values.
+    pub const ALL: [Tsig; 6] = [Tsig::Verified, Tsig::BadSig, Tsig::BadKey, Tsig::BadTime, Tsig::BadTrunc, Tsig::Malformed];
+
+    /// How metrics name it: the TSIG error, as RFC 8945 spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tsig::Verified => "verified",
+            Tsig::BadSig => "BADSIG",
+            Tsig::BadKey => "BADKEY",
+            Tsig::BadTime => "BADTIME",
+            Tsig::BadTrunc => "BADTRUNC",
+            Tsig::Malformed => "FORMERR",
+        }
+    }
 }
 
 /// Where a routed answer sends its client: what the routing door decided,

@@ -57,7 +57,7 @@ pub(crate) fn checked<'k>(
         Checked::Refused(refusal) => {
             let answered = write_refusal(query, rcode::NOTAUTH, Some(refusal.extended_error()), opt, out);
             refusal.append_to(out, start, now);
-            Err(Answered { len: out.len() - start, tsig: Some(Tsig::Refused(refusal.error)), ..answered })
+            Err(Answered { len: out.len() - start, tsig: Some(refusal.outcome()), ..answered })
         }
     }
 }

@@ -25,10 +25,10 @@ use subtle::ConstantTimeEq;
 const FUDGE: u16 = 300;
 
 /// RFC 8945 section 3: the TSIG errors.
-pub const BADSIG: u16 = 16;
-pub const BADKEY: u16 = 17;
-pub const BADTIME: u16 = 18;
-pub const BADTRUNC: u16 = 22;
+const BADSIG: u16 = 16;
+const BADKEY: u16 = 17;
+const BADTIME: u16 = 18;
+const BADTRUNC: u16 = 22;
 
 /// The HMACs a key may use (RFC 8945 section 6: SHA-1 and SHA-256
 /// mandatory, the others recommended or optional).
@@ -351,6 +351,16 @@ impl Refusal<'_> {
         let record =
             Record { key_name: &self.key_name, algorithm: &self.algorithm, time_signed: self.time_signed, fudge: self.fudge, mac: &mac };
         record.append_to(out, start, self.original_id, self.error, &other);
+    }
+
+    /// The refusal, as the query path tells its transport.
+    pub(crate) fn outcome(&self) -> crate::Tsig {
+        match self.error {
+            BADKEY => crate::Tsig::BadKey,
+            BADSIG => crate::Tsig::BadSig,
+            BADTRUNC => crate::Tsig::BadTrunc,
+            _ => crate::Tsig::BadTime,
+        }
     }
 
     /// Why the request was refused, for clients that read Extended DNS
