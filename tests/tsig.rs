@@ -1,0 +1,326 @@
+//! TSIG on every query (RFC 8945), through the binary with real clients:
+//! dig and kdig sign queries over UDP, TCP, and kdig over TLS, HTTPS and
+//! QUIC too; an unknown key is NOTAUTH with BADKEY, a wrong secret BADSIG,
+//! a MAC cut too short BADTRUNC (all unsigned), a clock moved past the
+//! fudge (kdig under libfaketime) BADTIME, signed; a good key gets an
+//! answer the client verifies, with each algorithm, cut MACs, a truncated
+//! UDP answer and every query of one TCP connection included. Knot DNS,
+//! given the same keys, refuses as Pharos does. The counts are in
+//! `/metrics`.
+//!
+//! Without dig, kdig, knotd or faketime the tests that need them print
+//! SKIP and pass, unless CI is set, where they fail.
+
+mod common;
+
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{Pharos, free_port, read_frame, request, require, start_at, udp_query, wait_until};
+use domain::base::iana::{Rcode, Rtype};
+use domain::base::{MessageBuilder, Name};
+use domain::rdata::tsig::Time48;
+use domain::tsig::{Algorithm, ClientTransaction, Key};
+use pharos_wire::framing::framed;
+
+const SECRET: &str = "c2VjcmV0IG9mIHRoZSB0c2lnIHRlc3RzIGlzIGhlcmUhIQ==";
+const WRONG_SECRET: &str = "bm90IHRoZSBzZWNyZXQgUGhhcm9zIGhvbGRzISEhISE=";
+const ALGORITHMS: [&str; 5] = ["hmac-sha1", "hmac-sha224", "hmac-sha256", "hmac-sha384", "hmac-sha512"];
+/// The zone both servers serve: a TXT RRset too large for 512 octets.
+const ZONE: &str = "$TTL 300\n@ SOA ns hostmaster 1 7200 3600 1209600 60\n NS ns\nns A 192.0.2.1\nwww A 192.0.2.2\n\
+                    big TXT \"big-01 the quick brown fox jumps over the lazy dog 0123456789 abcdefghijklmnopqrstuvwxyz\"\n\
+                    big TXT \"big-02 the quick brown fox jumps over the lazy dog 0123456789 abcdefghijklmnopqrstuvwxyz\"\n\
+                    big TXT \"big-03 the quick brown fox jumps over the lazy dog 0123456789 abcdefghijklmnopqrstuvwxyz\"\n\
+                    big TXT \"big-04 the quick brown fox jumps over the lazy dog 0123456789 abcdefghijklmnopqrstuvwxyz\"\n\
+                    big TXT \"big-05 the quick brown fox jumps over the lazy dog 0123456789 abcdefghijklmnopqrstuvwxyz\"\n\
+                    big TXT \"big-06 the quick brown fox jumps over the lazy dog 0123456789 abcdefghijklmnopqrstuvwxyz\"\n";
+const TOKEN: &str = "tsig-test-token";
+
+/// The key for `algorithm`, named after it.
+fn key_name(algorithm: &str) -> String {
+    format!("{algorithm}-key")
+}
+
+/// Pharos with a key per algorithm, DNS over TLS, HTTPS and QUIC beside
+/// UDP and TCP, and its control API (for `/metrics`).
+struct Signed {
+    pharos: Pharos,
+    api: String,
+    encrypted: SocketAddr,
+    https: SocketAddr,
+}
+
+fn start() -> Signed {
+    let keys: String = ALGORITHMS
+        .iter()
+        .map(|algorithm| format!("[[tsig_key]]\nname = \"{}\"\nalgorithm = \"{algorithm}\"\nsecret = \"{SECRET}\"\n", key_name(algorithm)))
+        .collect();
+    let encrypted: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let https: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let api = format!("127.0.0.1:{}", free_port());
+    let config = format!(
+        "[control]\nlisten = \"{api}\"\ntoken = \"{TOKEN}\"\n\
+         [tls]\nlisten = [\"{encrypted}\"]\nhttps_listen = [\"{https}\"]\nquic_listen = [\"{encrypted}\"]\n{keys}"
+    );
+    let pharos = start_at(format!("127.0.0.1:{}", free_port()).parse().unwrap(), &config, ZONE);
+    Signed { pharos, api: format!("http://{api}"), encrypted, https }
+}
+
+/// What a client printed about one signed exchange.
+#[derive(Debug, PartialEq, Eq)]
+struct Said {
+    /// As the client names it (kdig names a TSIG error in its place).
+    status: String,
+    /// The response's TSIG record: its error and MAC length; `None`
+    /// when the response had none.
+    tsig: Option<(String, usize)>,
+    /// The client found the response's signature wrong, or missing.
+    complained: bool,
+}
+
+/// Reads dig's or kdig's output of one query.
+fn said(output: &str) -> Said {
+    let header = output.lines().find(|line| line.contains("->>HEADER<<-")).unwrap_or_default();
+    let status = header.split("status: ").nth(1).map(|rest| rest.split([',', ';']).next().unwrap().to_string()).unwrap_or_default();
+    let tsig = output.lines().skip_while(|line| !line.contains("TSIG PSEUDOSECTION")).nth(1).map(|line| {
+        // TSIG, the algorithm, time, fudge, MAC size, the MAC (which dig
+        // may print in pieces), the ID, the error.
+        let mut fields = line.split_whitespace().skip_while(|field| *field != "TSIG").skip(4);
+        let mac_len: usize = fields.next().unwrap().parse().unwrap();
+        let errors = ["NOERROR", "BADSIG", "BADKEY", "BADTIME", "BADTRUNC"];
+        let error = fields.find(|field| errors.contains(field)).unwrap_or("none");
+        (error.to_string(), mac_len)
+    });
+    let complaints = ["Couldn't verify", "could not be validated", "tsig verify failure", "reply verification", "failed to verify"];
+    Said { status, tsig, complained: complaints.iter().any(|complaint| output.contains(complaint)) }
+}
+
+/// What `client` (dig or kdig) printed for its query with `arguments`
+/// to `server`, signed with `key` (`algorithm:name:secret`).
+fn ask(client: &Path, server: SocketAddr, key: &str, arguments: &[&str]) -> String {
+    run(Command::new(client), server, key, arguments)
+}
+
+fn run(mut command: Command, server: SocketAddr, key: &str, arguments: &[&str]) -> String {
+    let output = command
+        .args([&format!("@{}", server.ip()), "-p", &server.port().to_string(), "+timeout=5", "+retry=0", "-y", key])
+        .args(arguments)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr)
+}
+
+fn good_key(algorithm: &str) -> String {
+    format!("{algorithm}:{}:{SECRET}", key_name(algorithm))
+}
+
+/// A client's view of a signed answer it verified.
+fn verified(status: &str, mac_len: usize) -> Said {
+    Said { status: status.into(), tsig: Some(("NOERROR".into(), mac_len)), complained: false }
+}
+
+/// A client's view of an unsigned refusal with `error`, as dig names the
+/// RCODE (NOTAUTH) or kdig (the TSIG error).
+fn refused(status: &str, error: &str) -> Said {
+    Said { status: status.into(), tsig: Some((error.into(), 0)), complained: true }
+}
+
+#[test]
+fn dig_and_kdig_get_badkey_badsig_badtrunc_and_verified_answers_over_udp_and_tcp() {
+    let (Some(dig), Some(kdig)) = (require("dig", "bind9-dnsutils"), require("kdig", "knot-dnsutils")) else { return };
+    let signed = start();
+    let server = signed.pharos.address;
+    let unknown = format!("hmac-sha256:unknown-key:{SECRET}");
+    let wrong = format!("hmac-sha256:hmac-sha256-key:{WRONG_SECRET}");
+    for (client, notauth) in [(&dig, "NOTAUTH"), (&kdig, "")] {
+        for transport in ["+notcp", "+tcp"] {
+            let said = |key: &str| said(&ask(client, server, key, &[transport, "www.example.test", "A"]));
+            let what = format!("{} {transport}", client.display());
+            let status = |error: &'static str| if notauth.is_empty() { error } else { notauth };
+            assert_eq!(said(&unknown), refused(status("BADKEY"), "BADKEY"), "{what}: an unknown key");
+            assert_eq!(said(&wrong), refused(status("BADSIG"), "BADSIG"), "{what}: a wrong secret");
+            assert_eq!(said(&good_key("hmac-sha256")), verified("NOERROR", 32), "{what}: the key");
+        }
+    }
+    // dig cuts MACs as BIND keys name it: 128 bits is half of SHA-256's,
+    // as short as RFC 8945 section 5.2.2.1 allows; 80 bits is shorter.
+    let cut = |bits: u32| said(&ask(&dig, server, &format!("hmac-sha256-{bits}:hmac-sha256-key:{SECRET}"), &["www.example.test", "A"]));
+    assert_eq!(cut(128), verified("NOERROR", 16), "answered with the MAC cut as the query's");
+    assert_eq!(cut(80).tsig, Some(("BADTRUNC".into(), 0)));
+    let metrics = request("GET", &format!("{}/metrics", signed.api), Some(TOKEN), None).1;
+    let metrics = metrics.as_str().unwrap();
+    for (outcome, count) in [("BADKEY", 4), ("BADSIG", 4), ("BADTRUNC", 1), ("verified", 5)] {
+        assert!(metrics.contains(&format!("pharos_tsig_requests_total{{outcome=\"{outcome}\"}} {count}\n")), "{outcome}: {metrics}");
+    }
+}
+
+#[test]
+fn every_algorithm_signs_answers_that_dig_and_kdig_verify() {
+    let (Some(dig), Some(kdig)) = (require("dig", "bind9-dnsutils"), require("kdig", "knot-dnsutils")) else { return };
+    let signed = start();
+    let mac_lens = [20, 28, 32, 48, 64];
+    for (algorithm, mac_len) in ALGORITHMS.into_iter().zip(mac_lens) {
+        for client in [&dig, &kdig] {
+            let output = ask(client, signed.pharos.address, &good_key(algorithm), &["www.example.test", "A"]);
+            assert_eq!(said(&output), verified("NOERROR", mac_len), "{algorithm}, {}: {output}", client.display());
+        }
+    }
+}
+
+#[test]
+fn kdig_gets_signed_answers_over_tls_https_and_quic_and_one_kept_open_connection() {
+    let Some(kdig) = require("kdig", "knot-dnsutils") else { return };
+    let signed = start();
+    let key = good_key("hmac-sha256");
+    let kept_open = ["www.example.test", "A", "ns.example.test", "A", "example.test", "SOA"];
+    for (server, transport) in [(signed.pharos.address, "+tcp"), (signed.encrypted, "+tls"), (signed.encrypted, "+quic")] {
+        let output = ask(&kdig, server, &key, &[&[transport, "+keepopen"][..], &kept_open].concat());
+        assert_eq!(output.matches("status: NOERROR").count(), 3, "{transport}: {output}");
+        assert!(!said(&output).complained && output.matches("hmac-sha256. ").count() == 3, "{transport}, each signed: {output}");
+    }
+    let output = ask(&kdig, signed.https, &key, &["+https", "www.example.test", "A"]);
+    assert_eq!(said(&output), verified("NOERROR", 32), "{output}");
+    let unknown = ask(&kdig, signed.encrypted, &format!("hmac-sha256:unknown-key:{SECRET}"), &["+tls", "www.example.test", "A"]);
+    assert_eq!(said(&unknown).tsig, Some(("BADKEY".into(), 0)), "{unknown}");
+}
+
+#[test]
+fn a_truncated_udp_answer_is_signed_and_so_is_a_refusal_for_another_reason() {
+    let (Some(dig), Some(kdig)) = (require("dig", "bind9-dnsutils"), require("kdig", "knot-dnsutils")) else { return };
+    let signed = start();
+    let key = good_key("hmac-sha256");
+    let truncated = ask(&dig, signed.pharos.address, &key, &["+ignore", "+bufsize=600", "big.example.test", "TXT"]);
+    assert!(truncated.contains(" tc") && truncated.contains("MSG SIZE  rcvd:"), "{truncated}");
+    assert_eq!(said(&truncated), verified("NOERROR", 32), "{truncated}");
+    let truncated = ask(&kdig, signed.pharos.address, &key, &["+ignore", "+noedns", "big.example.test", "TXT"]);
+    assert!(truncated.contains(" tc"), "{truncated}");
+    assert_eq!(said(&truncated), verified("NOERROR", 32), "{truncated}");
+    // RFC 8945 section 5.3: a response to a request whose TSIG checked out is signed, whatever it says.
+    let elsewhere = ask(&dig, signed.pharos.address, &key, &["nowhere.example.org", "A"]);
+    assert_eq!(said(&elsewhere), verified("REFUSED", 32), "{elsewhere}");
+}
+
+#[test]
+fn kdig_with_its_clock_moved_past_the_fudge_gets_badtime_signed() {
+    let (Some(kdig), Some(faketime)) = (require("kdig", "knot-dnsutils"), require("faketime", "faketime")) else { return };
+    let signed = start();
+    let shifted = |shift: &str| {
+        let mut command = Command::new(&faketime);
+        command.args(["-f", shift]).arg(&kdig);
+        said(&run(command, signed.pharos.address, &good_key("hmac-sha256"), &["www.example.test", "A"]))
+    };
+    let late = shifted("-1000s");
+    assert_eq!(late.tsig, Some(("BADTIME".into(), 32)), "signed, with the server's time: {late:?}");
+    assert_eq!(shifted("-200s"), verified("NOERROR", 32), "within the fudge");
+}
+
+#[test]
+fn every_query_on_one_tcp_connection_gets_its_own_signed_answer() {
+    let signed = start();
+    let key = Key::new(Algorithm::Sha256, &base64_secret(), "hmac-sha256-key".parse().unwrap(), None, None).unwrap();
+    let now = Time48::now();
+    let mut stream = TcpStream::connect(signed.pharos.address).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let names = ["www.example.test", "ns.example.test", "example.test"];
+    let mut transactions = Vec::new();
+    let mut pipelined = Vec::new();
+    for (id, name) in names.into_iter().enumerate() {
+        let mut builder = MessageBuilder::new_vec();
+        builder.header_mut().set_id(id as u16 + 1);
+        let mut question = builder.question();
+        question.push((Name::<Vec<u8>>::vec_from_str(name).unwrap(), Rtype::A)).unwrap();
+        let mut additional = question.additional();
+        transactions.push(ClientTransaction::request(&key, &mut additional, now).unwrap());
+        pipelined.extend(framed(&additional.finish()));
+    }
+    std::io::Write::write_all(&mut stream, &pipelined).unwrap();
+    for (index, transaction) in transactions.iter().enumerate() {
+        let mut response = read_frame(&mut stream).unwrap();
+        assert_eq!((response.header().id(), response.header().rcode()), (index as u16 + 1, Rcode::NOERROR));
+        transaction.answer(&mut response, Time48::now()).unwrap_or_else(|error| panic!("answer {index}: {error}"));
+    }
+}
+
+fn base64_secret() -> Vec<u8> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.decode(SECRET).unwrap()
+}
+
+/// knotd serving the zone, with the same keys, which an ACL lets sign
+/// queries (without one, Knot DNS knows no key for a query); stopped when
+/// dropped.
+struct Knot {
+    child: Child,
+    address: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Knot {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_knot(knotd: &Path) -> Knot {
+    let dir = tempfile::Builder::new().prefix("tsig-knot-").tempdir().unwrap();
+    let d = dir.path().display();
+    std::fs::write(dir.path().join("example.test.zone"), ZONE).unwrap();
+    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let keys: String = ALGORITHMS
+        .iter()
+        .map(|algorithm| format!("  - id: {}\n    algorithm: {algorithm}\n    secret: {SECRET}\n", key_name(algorithm)))
+        .collect();
+    let key_ids: Vec<String> = ALGORITHMS.iter().map(|algorithm| key_name(algorithm)).collect();
+    let conf = format!(
+        "server:\n  rundir: \"{d}\"\n  listen: {}@{}\n  background-workers: 1\n\
+         key:\n{keys}acl:\n  - id: signed\n    key: [{}]\n    action: query\n\
+         database:\n  storage: \"{d}/db\"\n\
+         template:\n  - id: default\n    storage: \"{d}\"\n    zonefile-sync: -1\n    journal-content: none\n\
+         zone:\n  - domain: example.test.\n    file: example.test.zone\n    acl: signed\n",
+        address.ip(),
+        address.port(),
+        key_ids.join(", ")
+    );
+    std::fs::write(dir.path().join("knot.conf"), conf).unwrap();
+    let child = Command::new(knotd)
+        .arg("-c")
+        .arg(dir.path().join("knot.conf"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let knot = Knot { child, address, _dir: dir };
+    wait_until("knotd answers", || udp_query(knot.address, "www.example.test", Rtype::A).is_some());
+    knot
+}
+
+#[test]
+fn knot_refuses_signed_queries_as_pharos_does() {
+    let (Some(dig), Some(kdig), Some(knotd)) =
+        (require("dig", "bind9-dnsutils"), require("kdig", "knot-dnsutils"), require("knotd", "knot"))
+    else {
+        return;
+    };
+    let signed = start();
+    let knot = start_knot(&knotd);
+    let cases = [
+        (format!("hmac-sha256:unknown-key:{SECRET}"), "an unknown key"),
+        (format!("hmac-sha512:hmac-sha256-key:{SECRET}"), "a known key's name with another algorithm"),
+        (format!("hmac-sha1:hmac-sha1-key:{WRONG_SECRET}"), "a wrong secret"),
+        (good_key("hmac-sha384"), "the key"),
+    ];
+    for (key, what) in &cases {
+        for client in [&dig, &kdig] {
+            for transport in ["+notcp", "+tcp"] {
+                let arguments = [transport, "www.example.test", "A"];
+                let (ours, theirs) =
+                    (said(&ask(client, signed.pharos.address, key, &arguments)), said(&ask(client, knot.address, key, &arguments)));
+                assert_eq!(ours, theirs, "{what}, {} {transport}", client.display());
+            }
+        }
+    }
+}
