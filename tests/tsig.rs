@@ -219,7 +219,7 @@ fn kdig_with_its_clock_moved_past_the_fudge_gets_badtime_signed() {
 #[test]
 fn every_query_on_one_tcp_connection_gets_its_own_signed_answer() {
     let signed = start();
-    let key = Key::new(Algorithm::Sha256, &base64_secret(), "hmac-sha256-key".parse().unwrap(), None, None).unwrap();
+    let key = sha256_key();
     let now = Time48::now();
     let mut stream = TcpStream::connect(signed.pharos.address).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -227,13 +227,9 @@ fn every_query_on_one_tcp_connection_gets_its_own_signed_answer() {
     let mut transactions = Vec::new();
     let mut pipelined = Vec::new();
     for (id, name) in names.into_iter().enumerate() {
-        let mut builder = MessageBuilder::new_vec();
-        builder.header_mut().set_id(id as u16 + 1);
-        let mut question = builder.question();
-        question.push((Name::<Vec<u8>>::vec_from_str(name).unwrap(), Rtype::A)).unwrap();
-        let mut additional = question.additional();
-        transactions.push(ClientTransaction::request(&key, &mut additional, now).unwrap());
-        pipelined.extend(framed(&additional.finish()));
+        let (query, transaction) = signed_query(id as u16 + 1, name, &key, now);
+        transactions.push(transaction);
+        pipelined.extend(framed(&query));
     }
     std::io::Write::write_all(&mut stream, &pipelined).unwrap();
     for (index, transaction) in transactions.iter().enumerate() {
@@ -241,6 +237,34 @@ fn every_query_on_one_tcp_connection_gets_its_own_signed_answer() {
         assert_eq!((response.header().id(), response.header().rcode()), (index as u16 + 1, Rcode::NOERROR));
         transaction.answer(&mut response, Time48::now()).unwrap_or_else(|error| panic!("answer {index}: {error}"));
     }
+}
+
+/// A query signed rightly whose TSIG record is then put where RFC 8945
+/// section 5.1 forbids it: before an OPT record, or in the authority section.
+fn misplaced_tsig_records() -> [(Vec<u8>, &'static str); 2] {
+    let (query, _) = signed_query(1, "www.example.test", &sha256_key(), Time48::now());
+    let mut before_opt = query.clone();
+    before_opt.extend([0, 0, 41, 4, 0xd0, 0, 0, 0, 0, 0, 0]);
+    before_opt[11] += 1;
+    let mut in_authority = query;
+    in_authority[8..12].copy_from_slice(&[0, 1, 0, 0]);
+    [(before_opt, "a TSIG record before the OPT record"), (in_authority, "a TSIG record in the authority section")]
+}
+
+fn sha256_key() -> Key {
+    Key::new(Algorithm::Sha256, &base64_secret(), "hmac-sha256-key".parse().unwrap(), None, None).unwrap()
+}
+
+/// A query for `name`'s A records with `id`, signed by `key` at `now`
+/// with domain's TSIG, and the client's side of the exchange.
+fn signed_query<'k>(id: u16, name: &str, key: &'k Key, now: Time48) -> (Vec<u8>, ClientTransaction<&'k Key>) {
+    let mut builder = MessageBuilder::new_vec();
+    builder.header_mut().set_id(id);
+    let mut question = builder.question();
+    question.push((Name::<Vec<u8>>::vec_from_str(name).unwrap(), Rtype::A)).unwrap();
+    let mut additional = question.additional();
+    let transaction = ClientTransaction::request(key, &mut additional, now).unwrap();
+    (additional.finish(), transaction)
 }
 
 fn base64_secret() -> Vec<u8> {
@@ -313,6 +337,15 @@ fn knot_refuses_signed_queries_as_pharos_does() {
         (format!("hmac-sha1:hmac-sha1-key:{WRONG_SECRET}"), "a wrong secret"),
         (good_key("hmac-sha384"), "the key"),
     ];
+    for (misplaced, what) in misplaced_tsig_records() {
+        let answer = |server| {
+            let response = common::Asked::new(server).ask(&misplaced);
+            let signed = response.additional().unwrap().any(|record| record.unwrap().rtype() == Rtype::TSIG);
+            (response.header().rcode(), signed)
+        };
+        assert_eq!(answer(signed.pharos.address), (Rcode::FORMERR, false), "{what}");
+        assert_eq!(answer(signed.pharos.address), answer(knot.address), "{what}");
+    }
     for (key, what) in &cases {
         for client in [&dig, &kdig] {
             for transport in ["+notcp", "+tcp"] {
