@@ -13,14 +13,14 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::{Pharos, free_port, read_frame, request, require, start_at, udp_query, wait_until};
 use domain::base::iana::{Rcode, Rtype};
-use domain::base::{MessageBuilder, Name};
+use domain::base::{Message, MessageBuilder, Name};
 use domain::rdata::tsig::Time48;
 use domain::tsig::{Algorithm, ClientTransaction, Key};
 use pharos_wire::framing::framed;
@@ -265,6 +265,40 @@ fn signed_query<'k>(id: u16, name: &str, key: &'k Key, now: Time48) -> (Vec<u8>,
     let mut additional = question.additional();
     let transaction = ClientTransaction::request(key, &mut additional, now).unwrap();
     (additional.finish(), transaction)
+}
+
+#[test]
+fn a_signed_query_over_the_response_limit_is_slipped_signed_and_dig_retries_over_tcp() {
+    let Some(dig) = require("dig", "bind9-dnsutils") else { return };
+    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let key_table = format!("[[tsig_key]]\nname = \"hmac-sha256-key\"\nsecret = \"{SECRET}\"\n");
+    let _pharos = start_at(address, &format!("{key_table}[rrl]\nrate = 1\nslip = 1\n"), ZONE);
+    let forged = UdpSocket::bind("127.66.3.1:0").unwrap();
+    forged.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let key = sha256_key();
+    let mut buffer = [0u8; 4096];
+    // The bucket holds one response and refills in a second: a round in
+    // which that second passed before dig asked proves nothing, so there
+    // are a few rounds, and one must show the retry.
+    let retried = (0..5).any(|_| {
+        for id in 1..=3 {
+            let (query, transaction) = signed_query(id, "www.example.test", &key, Time48::now());
+            forged.send_to(&query, address).unwrap();
+            let len = forged.recv(&mut buffer).expect("a response or a slip");
+            let mut response = Message::from_octets(buffer[..len].to_vec()).unwrap();
+            transaction.answer(&mut response, Time48::now()).unwrap_or_else(|error| panic!("response {id}: {error}"));
+            assert!(id < 3 || response.header().tc(), "the third response in a row to one network slips, signed");
+        }
+        let output = Command::new(&dig)
+            .args(["-b", "127.66.3.9", "@127.0.0.1", "-p", &address.port().to_string(), "+tries=1", "+time=5", "-y"])
+            .args([&good_key("hmac-sha256"), "www.example.test", "A"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(said(&text), verified("NOERROR", 32), "dig has its answer either way: {text}");
+        text.contains("Truncated, retrying in TCP mode")
+    });
+    assert!(retried, "dig never saw a slipped response");
 }
 
 fn base64_secret() -> Vec<u8> {

@@ -35,6 +35,7 @@ use pharos_zone::{Body, Fitted, Lookup, ZoneSet};
 use rand::Rng;
 pub use service::write_decision;
 pub use shared::SharedSnapshot;
+pub use signed::append_tsig;
 pub use transfer::{Sent, TransferAcl, Transferred, is_transfer, respond_transfer, routed_records};
 pub use tsig::{Algorithm as TsigAlgorithm, TsigKey};
 

@@ -36,6 +36,19 @@ pub(crate) fn respond<'s>(
     Answered { len: out.len() - start, tsig: Some(Tsig::Verified), ..answered }
 }
 
+/// Appends to `response`, a response to `query` alone in the vector, the
+/// TSIG record [`crate::respond_parsed`] gave it at `now`: for a response
+/// cut down after it was answered (a slipped one, `pharos_transport::rrl`),
+/// which lost its record. The query's signature is checked again: only a
+/// slipped response to a signed query pays for it.
+pub fn append_tsig(query: &Query<'_>, snapshot: &Snapshot, now: u64, response: &mut Vec<u8>) {
+    match tsig::check(query.packet, query.tsig_at, &snapshot.settings.tsig_keys, now) {
+        Checked::Signed(mut signing) => signing.sign(response, 0, now),
+        Checked::Refused(refusal) => refusal.append_to(response, 0, now),
+        Checked::Unsigned | Checked::Malformed => {}
+    }
+}
+
 /// Checks the TSIG record of `query` against `keys` at `now`: how its
 /// responses are signed (`None` for an unsigned query), or, for a
 /// request refused, its refusal appended to `out`, and what it said.

@@ -272,6 +272,14 @@ fn limit_response<'s>(
         Verdict::Send => Some(sent.answered),
         Verdict::Slip => {
             rrl::slip(response, sent.query);
+            // A signed query's slip is signed too, or its client would
+            // take the TC for a forgery and not retry over TCP. It is not
+            // exempt from the limit, as Knot DNS's mod-rrl does not exempt
+            // it (only a good cookie proves the source): a signed query
+            // seen once can be replayed from forged sources within its fudge.
+            if let Some(signed) = sent.query.filter(|query| query.tsig_at.is_some()) {
+                pharos_answer::append_tsig(signed, snapshot, crate::unix_seconds(SystemTime::now()), response);
+            }
             Some(Answered { smallest_ttl: None, len: response.len(), routed: None, ..sent.answered })
         }
         Verdict::Drop => None,
