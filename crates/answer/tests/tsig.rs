@@ -9,6 +9,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use domain::base::iana::{Rcode, Rtype};
+use domain::base::message_builder::AdditionalBuilder;
 use domain::base::{Message, MessageBuilder, Name, ParsedName};
 use domain::rdata::tsig::{Time48, Tsig};
 use domain::tsig::{Algorithm, ClientTransaction, Key};
@@ -62,18 +63,29 @@ fn sha256_key() -> Key {
     client_key("hmac-sha256-key", Algorithm::Sha256, SECRET, None)
 }
 
-/// A query for `name` and `qtype` (with an OPT record if `edns` gives
-/// its payload size) signed by `key` at `signed_at`, and the client's
-/// side of the exchange.
-fn signed_query<'k>(name: &str, qtype: Rtype, edns: Option<u16>, key: &'k Key, signed_at: u64) -> (Vec<u8>, ClientTransaction<&'k Key>) {
+/// A query for `name` and `qtype`, with an OPT record if `edns` gives
+/// its payload size, ready for its additional records.
+fn query(name: &str, qtype: Rtype, edns: Option<u16>) -> AdditionalBuilder<Vec<u8>> {
     let mut builder = MessageBuilder::new_vec();
     builder.header_mut().set_id(0x7357);
     let mut question = builder.question();
     question.push((Name::<Vec<u8>>::vec_from_str(name).unwrap(), qtype)).unwrap();
     let mut additional = question.additional();
     if let Some(payload) = edns {
-        additional.opt(|opt| Ok(opt.set_udp_payload_size(payload))).unwrap();
+        additional
+            .opt(|opt| {
+                opt.set_udp_payload_size(payload);
+                Ok(())
+            })
+            .unwrap();
     }
+    additional
+}
+
+/// That query signed by `key` at `signed_at`, and the client's side of
+/// the exchange.
+fn signed_query<'k>(name: &str, qtype: Rtype, edns: Option<u16>, key: &'k Key, signed_at: u64) -> (Vec<u8>, ClientTransaction<&'k Key>) {
+    let mut additional = query(name, qtype, edns);
     let transaction = ClientTransaction::request(key, &mut additional, Time48::from_u64(signed_at)).unwrap();
     (additional.finish(), transaction)
 }
@@ -159,15 +171,7 @@ fn a_truncated_udp_answer_keeps_room_for_its_tsig_record_and_is_signed() {
 /// How many TXT records an unsigned query for big.example.test gets
 /// over UDP with `edns` (`limit` octets).
 fn unsigned_answer_count(edns: Option<u16>, limit: usize) -> usize {
-    let mut builder = MessageBuilder::new_vec();
-    builder.header_mut().set_id(1);
-    let mut question = builder.question();
-    question.push((Name::<Vec<u8>>::vec_from_str("big.example.test").unwrap(), Rtype::TXT)).unwrap();
-    let mut additional = question.additional();
-    if let Some(payload) = edns {
-        additional.opt(|opt| Ok(opt.set_udp_payload_size(payload))).unwrap();
-    }
-    let (response, tsig) = ask(&additional.finish(), Transport::Udp, 0);
+    let (response, tsig) = ask(&query("big.example.test", Rtype::TXT, edns).finish(), Transport::Udp, 0);
     assert!(tsig.is_none() && response.as_slice().len() <= limit);
     response.answer().unwrap().count()
 }
