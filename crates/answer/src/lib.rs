@@ -214,6 +214,9 @@ struct OptSource<'a> {
 /// Answers one query. Appends the response to `out` and says what it
 /// answered, or returns `None` (with `out` untouched) when the packet
 /// deserves no answer. `rng` draws the random choices of routing policies.
+/// It knows no time: a signed query, checked as of the Unix epoch, is
+/// BADTIME; a server answers through [`respond_with`] and its options'
+/// [`ResponseOptions::now`].
 pub fn respond<'s>(packet: &[u8], client: &Client, snapshot: &'s Snapshot, rng: &mut impl Rng, out: &mut Vec<u8>) -> Option<Answered<'s>> {
     respond_with(packet, client, &ResponseOptions::default(), snapshot, rng, out)
 }
