@@ -4,11 +4,11 @@
 //! a MAC cut too short BADTRUNC (all unsigned), a clock moved past the
 //! fudge (kdig under libfaketime) BADTIME, signed; a good key gets an
 //! answer the client verifies, with each algorithm, cut MACs, a truncated
-//! UDP answer and every query of one TCP connection included. Knot DNS,
-//! given the same keys, refuses as Pharos does. The counts are in
-//! `/metrics`.
+//! UDP answer and every query of one TCP connection included. Knot DNS
+//! and NSD, given the same keys, refuse as Pharos does, and NSD signs a
+//! REFUSED as Pharos does. The counts are in `/metrics`.
 //!
-//! Without dig, kdig, knotd or faketime the tests that need them print
+//! Without dig, kdig, knotd, nsd or faketime the tests that need them print
 //! SKIP and pass, unless CI is set, where they fail.
 
 mod common;
@@ -306,27 +306,40 @@ fn base64_secret() -> Vec<u8> {
     base64::engine::general_purpose::STANDARD.decode(SECRET).unwrap()
 }
 
-/// knotd serving the zone, with the same keys, which an ACL lets sign
-/// queries (without one, Knot DNS knows no key for a query); stopped when
-/// dropped.
-struct Knot {
+/// A reference server on loopback, stopped when dropped.
+struct Reference {
     child: Child,
     address: SocketAddr,
     _dir: tempfile::TempDir,
 }
 
-impl Drop for Knot {
+impl Drop for Reference {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
-fn start_knot(knotd: &Path) -> Knot {
-    let dir = tempfile::Builder::new().prefix("tsig-knot-").tempdir().unwrap();
-    let d = dir.path().display();
+/// A directory holding the zone, and a free address.
+fn reference_dir(name: &str) -> (tempfile::TempDir, SocketAddr) {
+    let dir = tempfile::Builder::new().prefix(&format!("tsig-{name}-")).tempdir().unwrap();
     std::fs::write(dir.path().join("example.test.zone"), ZONE).unwrap();
-    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    (dir, format!("127.0.0.1:{}", free_port()).parse().unwrap())
+}
+
+/// Runs `command` (a server on `address` from `dir`) until it answers.
+fn run_reference(mut command: Command, dir: tempfile::TempDir, address: SocketAddr) -> Reference {
+    let child = command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let server = Reference { child, address, _dir: dir };
+    wait_until(&format!("{command:?} answers"), || udp_query(server.address, "www.example.test", Rtype::A).is_some());
+    server
+}
+
+/// knotd serving the zone, with the same keys, which an ACL lets sign
+/// queries (without one, Knot DNS knows no key for a query).
+fn start_knot(knotd: &Path) -> Reference {
+    let (dir, address) = reference_dir("knot");
+    let d = dir.path().display();
     let keys: String = ALGORITHMS
         .iter()
         .map(|algorithm| format!("  - id: {}\n    algorithm: {algorithm}\n    secret: {SECRET}\n", key_name(algorithm)))
@@ -343,17 +356,52 @@ fn start_knot(knotd: &Path) -> Knot {
         key_ids.join(", ")
     );
     std::fs::write(dir.path().join("knot.conf"), conf).unwrap();
-    let child = Command::new(knotd)
-        .arg("-c")
-        .arg(dir.path().join("knot.conf"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let knot = Knot { child, address, _dir: dir };
-    wait_until("knotd answers", || udp_query(knot.address, "www.example.test", Rtype::A).is_some());
-    knot
+    let mut command = Command::new(knotd);
+    command.arg("-c").arg(dir.path().join("knot.conf"));
+    run_reference(command, dir, address)
+}
+
+/// nsd serving the zone in the foreground, with the same keys (NSD
+/// checks every signed query against them).
+fn start_nsd(nsd: &Path) -> Reference {
+    let (dir, address) = reference_dir("nsd");
+    let d = dir.path().display();
+    let keys: String = ALGORITHMS
+        .iter()
+        .map(|algorithm| format!("key:\n  name: {}\n  algorithm: {algorithm}\n  secret: \"{SECRET}\"\n", key_name(algorithm)))
+        .collect();
+    let conf = format!(
+        "server:\n  ip-address: {0}@{1}\n  port: {1}\n  do-ip6: no\n  username: \"\"\n  chroot: \"\"\n  zonesdir: \"{d}\"\n\
+         \x20 database: \"\"\n  zonelistfile: \"{d}/zone.list\"\n  xfrdfile: \"{d}/xfrd.state\"\n  pidfile: \"{d}/nsd.pid\"\n\
+         {keys}zone:\n  name: example.test\n  zonefile: example.test.zone\n",
+        address.ip(),
+        address.port()
+    );
+    std::fs::write(dir.path().join("nsd.conf"), conf).unwrap();
+    let mut command = Command::new(nsd);
+    command.arg("-d").arg("-c").arg(dir.path().join("nsd.conf"));
+    run_reference(command, dir, address)
+}
+
+#[test]
+fn nsd_signs_a_refusal_for_a_name_in_no_zone_and_refuses_keys_as_pharos_does() {
+    let (Some(dig), Some(nsd)) = (require("dig", "bind9-dnsutils"), require("nsd", "nsd")) else { return };
+    let signed = start();
+    let nsd = start_nsd(&nsd);
+    let cases = [
+        (good_key("hmac-sha256"), "nowhere.example.org", "REFUSED for a name in no zone, signed (RFC 8945 section 5.3)"),
+        (good_key("hmac-sha512"), "www.example.test", "the key"),
+        (format!("hmac-sha256:unknown-key:{SECRET}"), "www.example.test", "an unknown key"),
+        (format!("hmac-sha256:hmac-sha256-key:{WRONG_SECRET}"), "www.example.test", "a wrong secret"),
+    ];
+    for (key, name, what) in cases {
+        for transport in ["+notcp", "+tcp"] {
+            let arguments = [transport, name, "A"];
+            let (ours, theirs) =
+                (said(&ask(&dig, signed.pharos.address, &key, &arguments)), said(&ask(&dig, nsd.address, &key, &arguments)));
+            assert_eq!(ours, theirs, "{what}, {transport}");
+        }
+    }
 }
 
 #[test]
