@@ -7,7 +7,8 @@ OUT_DIR/respond/ gets hand-made queries (A, AAAA, MX, ANY, with and without
 EDNS, NSID, Client Subnet, cookies, mixed case; names in, beside and outside
 the fuzzing zones, wildcard and DNAME names) and the DNS payloads of the
 given captures (.pcap or .pcap.gz; Ethernet, raw IP or Linux cooked; UDP and
-TCP). Every seed starts with the selector byte the `respond` target reads
+TCP), and queries signed with TSIG (RFC 8945) by the target's keys at its
+time: every algorithm, cut MACs, and each refusal. Every seed starts with the selector byte the `respond` target reads
 (bit 0: 0 UDP, 1 stream). Responses in a capture are kept with QR cleared,
 as queries with full answer sections.
 
@@ -58,6 +59,54 @@ def query(name, qtype, edns=None, ident=0xBEEF, flags=0x0100, qclass=1, options=
         ttl = (version << 16) | (0x8000 if do else 0)
         packet += b"\0" + struct.pack(">HHIH", OPT, edns, ttl, len(options)) + options
     return packet
+
+
+# As fuzz/src/lib.rs has them: the time the target answers at, and its keys' secret.
+FUZZ_NOW = 1_800_000_000
+TSIG_SECRET = b"the fuzzing snapshot's TSIG secret"
+TSIG, CLASS_ANY = 250, 255
+HMACS = {"hmac-sha1": "sha1", "hmac-sha224": "sha224", "hmac-sha256": "sha256", "hmac-sha384": "sha384", "hmac-sha512": "sha512"}
+
+
+def signed(packet, algorithm="hmac-sha256", key=None, time=FUZZ_NOW, mac_len=None, secret=TSIG_SECRET):
+    """`packet` with a TSIG record (RFC 8945) appended, by the fuzzing key of
+    `algorithm` (or the key named `key`), signed at `time`, its MAC cut
+    to `mac_len` octets if given."""
+    import hmac
+
+    key_name = wire_name(key or f"{algorithm}.key")
+    algorithm_name = wire_name(algorithm)
+    times = struct.pack(">Q", time)[2:] + struct.pack(">H", 300)
+    variables = key_name + struct.pack(">HI", CLASS_ANY, 0) + algorithm_name + times + struct.pack(">HH", 0, 0)
+    mac = hmac.new(secret, packet + variables, HMACS[algorithm]).digest()[:mac_len]
+    rdata = algorithm_name + times + struct.pack(">H", len(mac)) + mac + packet[:2] + struct.pack(">HH", 0, 0)
+    record = key_name + struct.pack(">HHIH", TSIG, CLASS_ANY, 0, len(rdata)) + rdata
+    additional = struct.unpack(">H", packet[10:12])[0] + 1
+    return packet[:10] + struct.pack(">H", additional) + packet[12:] + record
+
+
+def signed_seeds():
+    seeds = []
+    for algorithm in HMACS:
+        seeds.append((0, signed(query("www.example.test", A, edns=1232), algorithm)))
+        seeds.append((1, signed(query("www.example.test", AAAA), algorithm)))
+    seeds += [
+        (0, signed(query("big.example.test", TXT))),  # truncated over UDP, room kept for the record
+        (0, signed(query("many.example.test", A, edns=512, options=NSID))),
+        (1, signed(query("example.org", A, edns=1232))),  # REFUSED, signed
+        (0, signed(query("example.test", A, flags=0x2900))),  # NOTIMP, signed
+        (0, signed(query("www.example.test", A, edns=1232, version=1))),  # BADVERS, signed
+        (0, signed(query("www.example.test", A), mac_len=16)),  # cut as far as allowed
+        (0, signed(query("www.example.test", A), mac_len=10)),  # BADTRUNC
+        (0, signed(query("www.example.test", A), "hmac-sha1", mac_len=10)),
+        (0, signed(query("www.example.test", A), key="unknown.key")),  # BADKEY
+        (0, signed(query("www.example.test", A), secret=b"wrong")),  # BADSIG
+        (0, signed(query("www.example.test", A), time=FUZZ_NOW - 1000)),  # BADTIME
+    ]
+    tsig_first = signed(query("www.example.test", A))
+    tsig_first = tsig_first[:11] + b"\2" + tsig_first[12:] + b"\0" + struct.pack(">HHIH", OPT, 1232, 0, 0)
+    seeds.append((0, tsig_first))  # not the last record: FORMERR
+    return seeds
 
 
 def handmade():
@@ -119,7 +168,7 @@ def handmade():
     compressed += b"\xc0\x0c" + struct.pack(">HHIH", A, 1, 60, 4) + bytes([192, 0, 2, 1])
     compressed += b"\0" + struct.pack(">HHIH", OPT, 1232, 0, 0)
     seeds.append((0, compressed))
-    return seeds
+    return seeds + signed_seeds()
 
 
 def pcap_payloads(path):

@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 
 use domain::base::{Message, ParsedName};
 use domain::rdata::AllRecordData;
-use pharos_answer::{Client, Settings, Snapshot, Transport, respond, respond_oversized};
+use pharos_answer::{Client, ResponseOptions, Settings, Snapshot, Transport, TsigAlgorithm, TsigKey, respond_oversized, respond_with};
 use pharos_control::build::DataSources;
 use pharos_control::snapshot::build_snapshot;
 use pharos_model::spec::{DataCenterSpec, Declared, RegionSpec, ServiceSpec};
@@ -43,9 +43,16 @@ pub const CLIENTS: [IpAddr; 4] = [
     IpAddr::V4(Ipv4Addr::LOCALHOST),
 ];
 
+/// The time every signed query is answered at (Unix seconds): the seeds
+/// of gen_seeds.py are signed at it.
+pub const NOW: u64 = 1_800_000_000;
+/// The secret of every TSIG key of the snapshot, as gen_seeds.py signs with it.
+pub const TSIG_SECRET: &[u8] = b"the fuzzing snapshot's TSIG secret";
+
 /// The snapshot every `respond` run answers from, built once by the
 /// server's own snapshot builder: services of every policy under
-/// example.test, and three regions.
+/// example.test, and three regions; and a TSIG key for each algorithm,
+/// named after it (`hmac-sha256.key.`).
 pub fn snapshot() -> &'static Snapshot {
     static SNAPSHOT: OnceLock<Snapshot> = OnceLock::new();
     SNAPSHOT.get_or_init(|| {
@@ -55,9 +62,17 @@ pub fn snapshot() -> &'static Snapshot {
             .collect();
         let file = services();
         let declared = Declared { datacenters: &file.datacenters, regions: &file.regions, services: &file.services };
-        let settings = Settings { nsid: Some((*b"fuzz-node").into()), udp_payload: SERVER_UDP_PAYLOAD, ..Settings::default() };
+        let tsig_keys =
+            TsigAlgorithm::ALL.into_iter().map(|algorithm| TsigKey::new(key_name(algorithm), algorithm, TSIG_SECRET.into())).collect();
+        let settings = Settings { nsid: Some((*b"fuzz-node").into()), udp_payload: SERVER_UDP_PAYLOAD, tsig_keys, ..Settings::default() };
         build_snapshot(zones, settings, &declared, &DataSources::default()).unwrap_or_else(|err| panic!("fuzz snapshot: {err}"))
     })
+}
+
+/// The name of the fuzzing key for `algorithm`, in wire form.
+fn key_name(algorithm: TsigAlgorithm) -> Box<[u8]> {
+    let label = algorithm.name();
+    [&[label.len() as u8][..], label.as_bytes(), b"\x03key\x00"].concat().into()
 }
 
 /// The declarations of zones/services.toml.
@@ -158,12 +173,13 @@ pub fn query_packet(id: u16, qname: &[u8], qtype: u16, edns: Option<u16>) -> Vec
     packet
 }
 
-/// Runs `respond` (its random source seeded with `seed`, so that every
-/// run of an input is the same) and checks what it wrote.
+/// Runs `respond_with` at [`NOW`] (its random source seeded with `seed`,
+/// so that every run of an input is the same) and checks what it wrote.
 pub fn answer_and_check(packet: &[u8], client: &Client, snapshot: &Snapshot, seed: u64) {
     let mut out = Vec::new();
     let mut rng = SmallRng::seed_from_u64(seed);
-    let Some(answered) = respond(packet, client, snapshot, &mut rng, &mut out) else {
+    let options = ResponseOptions { now: NOW, ..ResponseOptions::default() };
+    let Some(answered) = respond_with(packet, client, &options, snapshot, &mut rng, &mut out) else {
         assert!(out.is_empty(), "respond returned false but wrote {} bytes", out.len());
         return;
     };

@@ -149,6 +149,21 @@ pub fn start_at_with(address: SocketAddr, config_extra: &str, zone: &str, custom
     pharos
 }
 
+/// The path of `program` (in PATH or an sbin directory), or None after
+/// saying SKIP; under CI a missing program fails the test.
+pub fn require(program: &str, package: &str) -> Option<PathBuf> {
+    let dirs = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .chain(["/usr/sbin".into(), "/sbin".into()])
+        .collect::<Vec<PathBuf>>();
+    if let Some(path) = dirs.into_iter().map(|dir| dir.join(program)).find(|path| path.is_file()) {
+        return Some(path);
+    }
+    let message = format!("`{program}` is not installed (Debian package `{package}`)");
+    assert!(std::env::var_os("CI").is_none(), "{message}; CI is set, so this is a failure");
+    eprintln!("\n*** SKIP: {message}. Install it with `apt-get install {package}`. ***\n");
+    None
+}
+
 /// Polls `ready` until it holds. The deadline only bounds a failure: it is
 /// long because loading real data (a full BGP table) in a debug build takes
 /// tens of seconds when the machine is busy, and a pass returns at once.

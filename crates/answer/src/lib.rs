@@ -8,11 +8,13 @@
 //! the encoder the query path uses. Zone transfers out, many messages
 //! for one query, come from [`respond_transfer`] (module `transfer`), and
 //! the NOTIFYs that tell secondaries a zone changed from
-//! [`notify_message`] (module `notify`).
+//! [`notify_message`] (module `notify`). A signed message, over any
+//! transport, has its TSIG checked and its response signed (module `tsig`).
 
 mod notify;
 mod service;
 mod shared;
+mod signed;
 mod transfer;
 mod tsig;
 
@@ -34,8 +36,9 @@ use pharos_zone::{Body, Fitted, Lookup, ZoneSet};
 use rand::Rng;
 pub use service::write_decision;
 pub use shared::SharedSnapshot;
+pub use signed::append_tsig;
 pub use transfer::{Sent, TransferAcl, Transferred, is_transfer, respond_transfer, routed_records};
-pub use tsig::TsigKey;
+pub use tsig::{Algorithm as TsigAlgorithm, TsigKey};
 
 /// The UDP payload size Pharos advertises unless configured otherwise:
 /// the DNS Flag Day 2020 value, which avoids IP fragmentation.
@@ -66,7 +69,8 @@ pub struct Settings {
     /// Who may transfer which zone ([`respond_transfer`]); a zone not
     /// listed is transferred to nobody.
     pub transfer_acls: Vec<TransferAcl>,
-    /// The TSIG keys transfer requests may be signed with.
+    /// The TSIG keys requests may be signed with: every query's is
+    /// checked, a transfer's included.
     pub tsig_keys: Vec<TsigKey>,
 }
 
@@ -113,6 +117,11 @@ pub struct ResponseOptions {
     /// carried one, as its transport made it (it holds the secret and the
     /// clock).
     pub cookie: Option<CookieReply>,
+    /// The time (Unix seconds) a signed query's TSIG is checked and its
+    /// response signed at. The transport reads its clock for it only
+    /// when the query is signed (`Query::tsig_at`), once per batch or read:
+    /// an unsigned query needs no time.
+    pub now: u64,
 }
 
 /// What a server says to a query's COOKIE option.
@@ -155,6 +164,39 @@ pub struct Answered<'s> {
     /// The name does not exist, though the RCODE may say NOERROR: a
     /// compact denial (RFC 9824). Rate limiting counts it as NXDOMAIN.
     pub nonexistent: bool,
+    /// What the query's TSIG record said; `None` for an unsigned query.
+    pub tsig: Option<Tsig>,
+}
+
+/// What a signed query's TSIG record said, for its transport to count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tsig {
+    /// The signature checked out; the response is signed.
+    Verified,
+    /// Refused with NOTAUTH and a TSIG error (RFC 8945 section 3).
+    BadSig,
+    BadKey,
+    BadTime,
+    BadTrunc,
+    /// The TSIG record could not be read: FORMERR.
+    Malformed,
+}
+
+impl Tsig {
+    /// Every outcome, in the order of their values.
+    pub const ALL: [Tsig; 6] = [Tsig::Verified, Tsig::BadSig, Tsig::BadKey, Tsig::BadTime, Tsig::BadTrunc, Tsig::Malformed];
+
+    /// How metrics name it: the TSIG error, as RFC 8945 spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tsig::Verified => "verified",
+            Tsig::BadSig => "BADSIG",
+            Tsig::BadKey => "BADKEY",
+            Tsig::BadTime => "BADTIME",
+            Tsig::BadTrunc => "BADTRUNC",
+            Tsig::Malformed => "FORMERR",
+        }
+    }
 }
 
 /// Where a routed answer sends its client: what the routing door decided,
@@ -179,6 +221,9 @@ struct OptSource<'a> {
 /// Answers one query. Appends the response to `out` and says what it
 /// answered, or returns `None` (with `out` untouched) when the packet
 /// deserves no answer. `rng` draws the random choices of routing policies.
+/// It knows no time: a signed query, checked as of the Unix epoch, is
+/// BADTIME; a server answers through [`respond_with`] and its options'
+/// [`ResponseOptions::now`].
 pub fn respond<'s>(packet: &[u8], client: &Client, snapshot: &'s Snapshot, rng: &mut impl Rng, out: &mut Vec<u8>) -> Option<Answered<'s>> {
     respond_with(packet, client, &ResponseOptions::default(), snapshot, rng, out)
 }
@@ -205,12 +250,43 @@ pub fn respond_parsed<'s>(
     rng: &mut impl Rng,
     out: &mut Vec<u8>,
 ) -> Option<Answered<'s>> {
+    // A signed query is rare: its checking and signing are out of line.
+    if let Some(query) = signed_query(&parsed) {
+        return Some(signed::respond(&query, parsed, client, options, snapshot, rng, out));
+    }
+    respond_as_parsed(parsed, client, options, snapshot, rng, 0, out)
+}
+
+/// True when a parsed packet is a query with a TSIG record (RFC 8945),
+/// to be answered at [`ResponseOptions::now`].
+pub fn is_signed(parsed: &Result<Query<'_>, Reject<'_>>) -> bool {
+    signed_query(parsed).is_some()
+}
+
+fn signed_query<'q>(parsed: &Result<Query<'q>, Reject<'q>>) -> Option<Query<'q>> {
+    match parsed {
+        Ok(query) | Err(Reject::Respond { query, .. }) => query.tsig_at.is_some().then_some(*query),
+        Err(Reject::Drop) => None,
+    }
+}
+
+/// Answers a parsed query, leaving `reserved` octets of its size limit for
+/// a record appended after (a TSIG record).
+fn respond_as_parsed<'s>(
+    parsed: Result<Query<'_>, Reject<'_>>,
+    client: &Client,
+    options: &ResponseOptions,
+    snapshot: &'s Snapshot,
+    rng: &mut impl Rng,
+    reserved: usize,
+    out: &mut Vec<u8>,
+) -> Option<Answered<'s>> {
     let opt = OptSource { settings: &snapshot.settings, options };
     match parsed {
         Ok(query) if options.cookie.is_some_and(|cookie| cookie.bad) => {
             Some(write_refusal(&query, BADCOOKIE, Some(BAD_SERVER_COOKIE), opt, out))
         }
-        Ok(query) => Some(answer_query(&query, client, opt, snapshot, rng, out)),
+        Ok(query) => Some(answer_query(&query, client, opt, snapshot, rng, reserved, out)),
         Err(Reject::Drop) => None,
         Err(Reject::Respond { query, rcode }) => Some(write_refusal(&query, rcode, None, opt, out)),
     }
@@ -250,6 +326,7 @@ fn answer_query<'s>(
     opt: OptSource<'_>,
     snapshot: &'s Snapshot,
     rng: &mut impl Rng,
+    reserved: usize,
     out: &mut Vec<u8>,
 ) -> Answered<'s> {
     let question = query.question.expect("a parsed query has its question");
@@ -260,7 +337,8 @@ fn answer_query<'s>(
     let qname = &mut qname[..question.name_len];
     pharos_wire::name::lowercase_into(query.qname(), qname);
     let settings = &snapshot.settings;
-    let room = message_limit(query.edns, client.transport, settings) - HEADER_LEN - question.name_len - 4 - opt_room(query.edns, opt);
+    let limit = message_limit(query.edns, client.transport, settings) - reserved;
+    let room = limit - HEADER_LEN - question.name_len - 4 - opt_room(query.edns, opt);
     let mut writer = MessageWriter::new(out);
     writer.question(query.question_bytes());
     let dnssec_ok = query.edns.is_some_and(|edns| edns.dnssec_ok);
@@ -283,7 +361,16 @@ fn answer_query<'s>(
             let smallest_ttl = (fitted.counts[0] > 0).then_some(ttl);
             let routed = Some(RoutedTo { service: routed_service, region, first_replica });
             let qtype = Some(question.qtype);
-            return Answered { rcode: rcode::NOERROR, smallest_ttl, len: writer.len(), qtype, routed, opt_at, nonexistent: false };
+            return Answered {
+                rcode: rcode::NOERROR,
+                smallest_ttl,
+                len: writer.len(),
+                qtype,
+                routed,
+                opt_at,
+                nonexistent: false,
+                tsig: None,
+            };
         }
         // No replica chosen: NODATA, whose signed proof must not list the type denied.
         denied_routed = signed_zone.map(|zone| Lookup::Resolved(routed_nodata(zone, qname, service::routed_type(routed_service, family))));
@@ -317,7 +404,7 @@ fn answer_query<'s>(
     let counts = [1, fitted.counts[0], fitted.counts[1], fitted.counts[2]];
     let opt_at = finish(&mut writer, query, &Outcome { flags: header_flags | truncation, rcode, counts, scope: 0, extended }, opt);
     let nonexistent = compact_nxdomain || rcode == rcode::NXDOMAIN;
-    Answered { rcode, smallest_ttl, len: writer.len(), qtype: Some(question.qtype), routed: None, opt_at, nonexistent }
+    Answered { rcode, smallest_ttl, len: writer.len(), qtype: Some(question.qtype), routed: None, opt_at, nonexistent, tsig: None }
 }
 
 /// Questions answered with an error before any lookup, and why if the
@@ -386,7 +473,7 @@ fn write_refusal(
     let counts = [u16::from(query.question.is_some()), 0, 0, 0];
     let opt_at = finish(&mut writer, query, &Outcome { flags: 0, rcode, counts, scope: 0, extended }, opt);
     let qtype = query.question.map(|question| question.qtype);
-    Answered { rcode, smallest_ttl: None, len: writer.len(), qtype, routed: None, opt_at, nonexistent: false }
+    Answered { rcode, smallest_ttl: None, len: writer.len(), qtype, routed: None, opt_at, nonexistent: false, tsig: None }
 }
 
 /// What a response says besides its records.

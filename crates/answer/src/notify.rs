@@ -81,7 +81,7 @@ mod tests {
     #[test]
     fn a_signed_notify_verifies_with_the_key() {
         let secret = b"thirty-two octets of a tsig key!";
-        let key = TsigKey::new(b"\x07xfr-key\x00".as_slice().into(), secret.as_slice().into());
+        let key = TsigKey::new(b"\x07xfr-key\x00".as_slice().into(), tsig::Algorithm::HmacSha256, secret.as_slice().into());
         let now = 1_800_000_000;
         let signed = notify_message(7, ORIGIN, SOA, 300, Some(&key), now);
         let theirs = Key::new(Algorithm::Sha256, secret, "xfr-key".parse().unwrap(), None, None).unwrap();

@@ -40,8 +40,8 @@ use pharos_zone::journal::{self, Difference};
 use pharos_zone::signed::nsec_chain_of;
 use pharos_zone::{Rrset, Zone};
 
-use crate::tsig::{self, Checked};
-use crate::{Answered, Client, OptSource, Outcome, ResponseOptions, Snapshot, finish, opt_room, write_refusal};
+use crate::signed;
+use crate::{Answered, Client, OptSource, Outcome, ResponseOptions, Snapshot, Tsig, finish, opt_room, write_refusal};
 
 /// Who may transfer one zone: a client from a listed prefix, with a
 /// request signed by one of the listed keys if any are listed.
@@ -56,8 +56,6 @@ pub struct TransferAcl {
     pub keys: Vec<Box<[u8]>>,
 }
 
-/// A request whose TSIG record cannot be read.
-const UNREADABLE_TSIG: ExtendedError = ExtendedError::other("TSIG record malformed");
 /// RFC 8914 section 4.19, with the reason Knot DNS gives.
 const NOT_ALLOWED: ExtendedError = ExtendedError { info_code: 18, extra_text: "transfer not allowed" };
 
@@ -111,25 +109,19 @@ pub fn respond_transfer<'s>(
     let opt = OptSource { settings: &snapshot.settings, options: &options };
     let mut message = Vec::new();
     let question = query.question.expect("a parsed query has its question");
-    let mut signing = match tsig::check(query.packet, query.tsig_at, &snapshot.settings.tsig_keys, now) {
-        None => {
-            let answered = write_refusal(query, rcode::FORMERR, Some(UNREADABLE_TSIG), opt, &mut message);
+    let mut signing = match signed::checked(query, &snapshot.settings.tsig_keys, now, opt, &mut message) {
+        Ok(signing) => signing,
+        Err(answered) => {
             send(&message);
             return refused(answered);
         }
-        Some(Checked::Refused(refusal)) => {
-            let answered = write_refusal(query, rcode::NOTAUTH, Some(tsig_refusal(refusal.error)), opt, &mut message);
-            refusal.append_to(&mut message, now);
-            send(&message);
-            return refused(Answered { len: message.len(), ..answered });
-        }
-        Some(Checked::Unsigned) => None,
-        Some(Checked::Signed(signing)) => Some(signing),
     };
     let key_name = signing.as_ref().map(|signing| signing.key_name().to_vec());
+    let tsig_room = signing.as_ref().map_or(0, |signing| signing.record_len());
+    let tsig = signing.as_ref().map(|_| Tsig::Verified);
     let mut sign_and_send = |message: &mut Vec<u8>| {
         if let Some(signing) = signing.as_mut() {
-            signing.sign(message, now);
+            signing.sign(message, 0, now);
         }
         send(message);
         message.len()
@@ -138,7 +130,7 @@ pub fn respond_transfer<'s>(
         Ok(zone) => zone,
         Err((rcode, extended)) => {
             let answered = write_refusal(query, rcode, Some(extended), opt, &mut message);
-            return refused(Answered { len: sign_and_send(&mut message), ..answered });
+            return refused(Answered { len: sign_and_send(&mut message), tsig, ..answered });
         }
     };
     let serial = journal::soa_serial(&zone.soa().rdatas[0]).expect("a loaded SOA has a serial");
@@ -152,7 +144,6 @@ pub fn respond_transfer<'s>(
         (Some(theirs), None) if !journal::newer(serial, theirs) => (vec![soa_record(zone)], Sent::Current { serial }),
         _ => (zone_records(zone, snapshot), Sent::Whole { serial }),
     };
-    let tsig_room = key_name.as_deref().map_or(0, tsig::record_len);
     let room = MAX_STREAM_MESSAGE - opt_room(query.edns, opt) - tsig_room;
     let mut total = 0;
     write_messages(query, &records, room, opt, &mut message, |message| total += sign_and_send(message));
@@ -164,18 +155,9 @@ pub fn respond_transfer<'s>(
         routed: None,
         opt_at: None,
         nonexistent: false,
+        tsig,
     };
     Transferred { answered, sent: Some(sent) }
-}
-
-/// Why a request's TSIG refused it, for clients that read EDNS.
-fn tsig_refusal(error: u16) -> ExtendedError {
-    let why = match error {
-        tsig::BADKEY => "TSIG key unknown (BADKEY)",
-        tsig::BADSIG => "TSIG signature wrong (BADSIG)",
-        _ => "TSIG time outside the fudge (BADTIME)",
-    };
-    ExtendedError { info_code: 18, extra_text: why }
 }
 
 /// The zone `query` asks to transfer, if `client` may have it with the

@@ -8,7 +8,7 @@ use domain::base::{Message, ParsedName};
 use domain::rdata::AllRecordData;
 use domain::rdata::tsig::Time48;
 use pharos_answer::{
-    Client, CookieReply, ResponseOptions, Sent, Settings, Snapshot, TransferAcl, Transport, TsigKey, is_transfer, respond,
+    Client, CookieReply, ResponseOptions, Sent, Settings, Snapshot, TransferAcl, Transport, TsigAlgorithm, TsigKey, is_transfer, respond,
     respond_transfer, respond_with,
 };
 use pharos_zone::{ZoneSet, parse_zone_text};
@@ -399,7 +399,7 @@ const PADDING_QUERY: &[u8] = &[0, 12, 0, 4, 0, 0, 0, 0];
 
 #[test]
 fn the_keepalive_timeout_goes_to_queries_that_ask_on_connections_that_offer_it() {
-    let offers = ResponseOptions { keepalive: Some(100), pad: false, cookie: None };
+    let offers = ResponseOptions { keepalive: Some(100), pad: false, ..ResponseOptions::default() };
     let asks = query("host.example.test", 1, Some((1232, 0, KEEPALIVE_QUERY)));
     assert_eq!(edns_options(&ask_with(&asks, offers)), [(11, vec![0, 100])]);
     assert_eq!(edns_options(&ask_with(&asks, ResponseOptions::default())), []);
@@ -429,7 +429,7 @@ fn a_cookie_is_answered_with_the_server_cookie_made_for_it_and_a_bad_one_with_ba
 
 #[test]
 fn padded_queries_get_responses_padded_to_whole_blocks() {
-    let pads = ResponseOptions { keepalive: Some(100), pad: true, cookie: None };
+    let pads = ResponseOptions { keepalive: Some(100), pad: true, ..ResponseOptions::default() };
     // example.org is in no served zone: its refusal says so (EDE, 15) first.
     for (name, qtype, options) in
         [("host.example.test", 1, &[11, 12][..]), ("big.example.test", 16, &[11, 12]), ("example.org", 1, &[15, 11, 12])]
@@ -559,7 +559,7 @@ fn tsig_snapshot() -> Snapshot {
     let zone = parse_zone_text("big.test", &big_zone(), "big.zone").unwrap();
     let mut snapshot =
         Snapshot { zones: ZoneSet::new(vec![zone]).unwrap().into(), routes: Default::default(), settings: Settings::default() };
-    snapshot.settings.tsig_keys.push(TsigKey::new(wire_name("xfr-key").into(), TSIG_SECRET.into()));
+    snapshot.settings.tsig_keys.push(TsigKey::new(wire_name("xfr-key").into(), TsigAlgorithm::HmacSha256, TSIG_SECRET.into()));
     let mut snapshot = allowing_transfer(snapshot, "big.test");
     snapshot.settings.transfer_acls[0].keys.push(wire_name("xfr-key").into());
     snapshot

@@ -71,7 +71,8 @@ pub struct Config {
     /// Signatures of the zones with `dnssec = true`.
     #[serde(default)]
     pub dnssec: DnssecConfig,
-    /// The TSIG keys zone transfers may be signed with.
+    /// The TSIG keys requests may be signed with: every signed query,
+    /// transfers included, is checked against them.
     #[serde(default, rename = "tsig_key")]
     pub tsig_keys: Vec<TsigKeyConfig>,
     /// Zones given on the command line; kept across reloads of the file.

@@ -123,9 +123,11 @@ pub struct Misses {
     pub no_entry: u64,
     /// The reply is larger than the client takes.
     pub too_large: u64,
-    /// EDNS version above 0, EDNS options, or more than one additional record.
+    /// EDNS version above 0, EDNS options, or more than one additional
+    /// record (a signed query's OPT and TSIG records).
     pub edns_unsupported: u64,
-    /// A response, another opcode, a compressed or malformed question.
+    /// A response, another opcode, a compressed or malformed question, an
+    /// additional record other than OPT (a signed query's TSIG alone).
     pub not_a_plain_query: u64,
     /// IPv4 fragments or options, IPv6 extension headers.
     pub fragment_or_options: u64,

@@ -177,10 +177,10 @@ impl Logger {
             response_address: Some(response_address.clone()),
             query_port: Some(u32::from(exchange.client.port())),
             response_port: Some(u32::from(exchange.server.port())),
-            query_time_sec: Some(seconds(exchange.received)),
+            query_time_sec: Some(crate::unix_seconds(exchange.received)),
             query_time_nsec: Some(nanoseconds(exchange.received)),
             query_message: (kind == MessageType::AuthQuery).then(|| exchange.query.to_vec()),
-            response_time_sec: (kind == MessageType::AuthResponse).then(|| seconds(responded)),
+            response_time_sec: (kind == MessageType::AuthResponse).then(|| crate::unix_seconds(responded)),
             response_time_nsec: (kind == MessageType::AuthResponse).then(|| nanoseconds(responded)),
             response_message: (kind == MessageType::AuthResponse).then(|| exchange.response.to_vec()),
             http_protocol: exchange.http.map(|version| http_protocol(version) as i32),
@@ -245,10 +245,6 @@ fn http_protocol(version: hyper::Version) -> HttpProtocol {
         hyper::Version::HTTP_3 => HttpProtocol::Http3,
         _ => HttpProtocol::Http1,
     }
-}
-
-fn seconds(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs())
 }
 
 fn nanoseconds(time: SystemTime) -> u32 {

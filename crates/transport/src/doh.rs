@@ -37,7 +37,7 @@ const PATH: &str = "/dns-query";
 const DNS_MESSAGE: &str = "application/dns-message";
 /// Responses to padded queries are padded; HTTP has no use for the TCP
 /// keepalive option, managing its connections itself.
-const OPTIONS: ResponseOptions = ResponseOptions { keepalive: None, pad: true, cookie: None };
+const OPTIONS: ResponseOptions = ResponseOptions { keepalive: None, pad: true, cookie: None, now: 0 };
 /// base64url without padding (RFC 8484 section 4.1), though padding is
 /// forgiven.
 const BASE64URL: GeneralPurpose = GeneralPurpose::new(
@@ -98,7 +98,8 @@ impl Connection {
         let current = self.snapshot.load();
         let answered = {
             let mut rng = self.rng.lock().expect("rng lock");
-            respond_with(query, &self.client, &OPTIONS, &current, &mut *rng, &mut message)
+            let options = ResponseOptions { now: crate::unix_seconds(received), ..OPTIONS };
+            respond_with(query, &self.client, &options, &current, &mut *rng, &mut message)
         };
         if let Some(counting) = counting {
             counting.exchange(answered.as_ref(), self.client.address);

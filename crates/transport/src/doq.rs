@@ -38,7 +38,7 @@ const DOQ_UNSPECIFIED_ERROR: VarInt = VarInt::from_u32(0x5);
 
 /// Responses to padded queries are padded (RFC 9250 section 5.4); the TCP
 /// keepalive option is forbidden here (section 5.5.2).
-const OPTIONS: ResponseOptions = ResponseOptions { keepalive: None, pad: true, cookie: None };
+const OPTIONS: ResponseOptions = ResponseOptions { keepalive: None, pad: true, cookie: None, now: 0 };
 
 /// A QUIC endpoint on `address` presenting `tls`, which must offer TLS 1.3
 /// and the "doq" protocol only.
@@ -142,8 +142,9 @@ fn answer_counted(query: &[u8], parsed: Result<Query<'_>, Reject<'_>>, connectio
     let received = SystemTime::now();
     let current = connection.snapshot.load();
     let mut response = Vec::new();
+    let options = ResponseOptions { now: crate::unix_seconds(received), ..OPTIONS };
     let answered =
-        push_framed_with(&mut response, |response| respond_parsed(parsed, &connection.client, &OPTIONS, &current, rng, response));
+        push_framed_with(&mut response, |response| respond_parsed(parsed, &connection.client, &options, &current, rng, response));
     if let Some(counting) = counting {
         counting.exchange(answered.as_ref(), connection.client.address);
     }

@@ -16,7 +16,7 @@ use crate::{tcp, tls};
 pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, snapshot: SharedSnapshot, registry: Arc<Registry>, rng: SmallRng) {
     // Padding only for those that pad their queries, and the keepalive
     // only for those that ask: see `pharos_answer::ResponseOptions`.
-    let options = ResponseOptions { keepalive: Some(registry.limits().keepalive_timeout()), pad: true, cookie: None };
+    let options = ResponseOptions { keepalive: Some(registry.limits().keepalive_timeout()), pad: true, ..ResponseOptions::default() };
     tcp::accept_each(listener, registry, rng, move |stream, peer, admission, rng| {
         let (acceptor, snapshot) = (acceptor.clone(), snapshot.clone());
         async move {

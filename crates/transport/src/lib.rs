@@ -38,3 +38,15 @@ mod udp;
 pub use config::Settings;
 pub use redirect::redirect_target;
 pub use start::Transports;
+
+/// `time` in Unix seconds, as TSIG signs with it (RFC 8945) and dnstap
+/// logs it.
+pub(crate) fn unix_seconds(time: std::time::SystemTime) -> u64 {
+    time.duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_secs())
+}
+
+/// The time a signed query is checked and answered at: read only for a
+/// query that carries a TSIG record, so that an unsigned one reads no clock.
+pub(crate) fn tsig_time(parsed: &Result<pharos_answer::Query<'_>, pharos_answer::Reject<'_>>) -> u64 {
+    if pharos_answer::is_signed(parsed) { unix_seconds(std::time::SystemTime::now()) } else { 0 }
+}

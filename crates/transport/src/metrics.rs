@@ -11,7 +11,8 @@
 //! What is counted: queries received and responses sent per mechanism,
 //! responses by RCODE and question type class, answer latency per
 //! mechanism (server side), and the routing core's decisions by service,
-//! first replica and region; and, by the connection registry as it admits
+//! first replica and region, and signed requests by what their TSIG said
+//! (RFC 8945); and, by the connection registry as it admits
 //! and sheds, the stream connections ([`connections`]); and TLS handshakes,
 //! full or resumed, per secured mechanism ([`handshakes`]). Every label is
 //! fixed here or defined by the operator (services, replicas, regions):
@@ -28,7 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
-use pharos_answer::{Answered, RoutedTo};
+use pharos_answer::{Answered, RoutedTo, Tsig};
 use pharos_route::RegionId;
 use pharos_wire::types;
 use rustc_hash::{FxBuildHasher, FxHashMap};
@@ -155,6 +156,8 @@ struct Shard {
     responses: [[[OwnCounter; QTYPE_CLASSES]; RCODE_NAMES.len()]; 5],
     latency: [[OwnCounter; LATENCY_BUCKETS]; 5],
     latency_sum_ns: [OwnCounter; 5],
+    /// Signed requests, by what their TSIG said (as [`Tsig::ALL`]).
+    tsig: [OwnCounter; Tsig::ALL.len()],
     /// Behind a lock that only a scrape contends for; keyed by operator
     /// names, so a map rather than fixed cells. Lookups borrow the names:
     /// only the first decision of a kind allocates.
@@ -248,10 +251,20 @@ impl Counting {
         let rcode = unsafe { std::ptr::read_volatile(&answered.rcode) };
         let rcode = usize::from(rcode).min(RCODE_NAMES.len() - 1);
         self.shard.responses[self.mechanism][rcode][qtype_class(answered.qtype)].add(1);
+        if let Some(tsig) = answered.tsig {
+            self.signed(tsig);
+        }
         if let Some(routed) = answered.routed {
             let resolver = if self.tallying_resolvers { resolver() } else { None };
             self.routed(routed, resolver, answered.smallest_ttl.unwrap_or(0));
         }
+    }
+
+    /// Counts a signed request's TSIG outcome: out of line, as a signed
+    /// request is rare.
+    #[inline(never)]
+    fn signed(&self, tsig: Tsig) {
+        self.shard.tsig[tsig as usize].add(1);
     }
 
     /// Counts a routed answer's decision, and tallies it for `resolver`
@@ -498,6 +511,8 @@ pub struct Totals {
     /// question type class (see [`qtype_class_name`]); only those sent.
     pub responses: BTreeMap<(usize, usize, usize), u64>,
     pub latency: [Latency; 5],
+    /// Signed requests, by what their TSIG said (as [`Tsig::ALL`]).
+    pub tsig: [u64; Tsig::ALL.len()],
     /// Answers routed, by service, first replica and region.
     pub decisions: BTreeMap<(String, String, RegionId), u64>,
 }
@@ -534,6 +549,9 @@ impl Shard {
                 latency.buckets[bucket] += counter.get();
             }
             latency.sum_ns += self.latency_sum_ns[mechanism].get();
+        }
+        for (total, counter) in totals.tsig.iter_mut().zip(&self.tsig) {
+            *total += counter.get();
         }
         for (service, replicas) in lock(&self.decisions).iter() {
             for (replica, regions) in replicas {
@@ -736,13 +754,16 @@ mod tests {
             routed: None,
             opt_at: None,
             nonexistent: false,
+            tsig: None,
         };
+        let signed = Answered { tsig: Some(Tsig::BadKey), ..counted(9, Some(types::SOA)) };
         let threads: Vec<_> = (0..3)
             .map(|_| {
                 std::thread::spawn(move || {
                     let counting = counting_here(Mechanism::Tls);
                     counting.received(2);
                     counting.answered(&counted(3, Some(types::AAAA)), || None);
+                    counting.answered(&signed, || None);
                     counting.count_latency(1, 30_000);
                     let exchange = counting_here(Mechanism::Tls);
                     exchange.exchange(Some(&counted(23, None)), IpAddr::from([192, 0, 2, 1]));
@@ -756,6 +777,7 @@ mod tests {
         assert_eq!(after.received[tls] - before.received[tls], 9);
         let responses = |totals: &Totals, rcode, class| totals.responses.get(&(tls, rcode, class)).copied().unwrap_or(0);
         assert_eq!(responses(&after, 3, 1) - responses(&before, 3, 1), 3, "NXDOMAIN to AAAA");
+        assert_eq!(after.tsig[Tsig::BadKey as usize] - before.tsig[Tsig::BadKey as usize], 3, "a signed query refused");
         assert_eq!(responses(&after, 16, NO_QTYPE) - responses(&before, 16, NO_QTYPE), 3, "an extended RCODE, no question");
         let bucket = |totals: &Totals, index: usize| totals.latency[tls].buckets[index];
         assert_eq!(bucket(&after, 2) - bucket(&before, 2), 3, "30 us falls at or under 50 us");

@@ -56,7 +56,7 @@ pub(crate) async fn bind(address: SocketAddr, transport: &str) -> anyhow::Result
 /// Accepts connections on `listener` forever, one task each. Each
 /// connection's random source is drawn from `rng`.
 pub async fn serve(listener: TcpListener, snapshot: SharedSnapshot, registry: Arc<Registry>, rng: SmallRng) {
-    let options = ResponseOptions { keepalive: Some(registry.limits().keepalive_timeout()), pad: false, cookie: None };
+    let options = ResponseOptions { keepalive: Some(registry.limits().keepalive_timeout()), pad: false, ..ResponseOptions::default() };
     accept_each(listener, registry, rng, move |stream, peer, admission, rng| {
         let connection = Stream::new(peer, &stream, options, Mechanism::Tcp);
         serve_connection(stream, connection, snapshot.clone(), admission, rng)
@@ -260,7 +260,8 @@ fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, r
             }
             parsed => {
                 let frame = open_frame(output);
-                let answered = respond_parsed(parsed, &connection.client, &connection.options, &current, rng, output);
+                let options = ResponseOptions { now: crate::tsig_time(&parsed), ..connection.options };
+                let answered = respond_parsed(parsed, &connection.client, &options, &current, rng, output);
                 close_frame(output, frame, answered.is_some());
                 if let Some(answered) = &answered {
                     read.answered(answered, message, &output[start..]);
@@ -320,7 +321,7 @@ impl ReadAccount<'_> {
 /// `output`, and logs it: transfers are rare, and an operator wants to
 /// know who copied which zone, or was refused.
 fn transfer<'s>(query: &Query<'_>, connection: &Stream, snapshot: &'s Snapshot, output: &mut Vec<u8>) -> Answered<'s> {
-    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |since| since.as_secs());
+    let now = crate::unix_seconds(SystemTime::now());
     let Transferred { answered, sent } =
         respond_transfer(query, &connection.client, snapshot, now, |response| push_framed(output, response));
     let (client, zone, octets) = (connection.peer, name::Display(query.qname()), answered.len);

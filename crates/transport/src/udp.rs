@@ -172,7 +172,8 @@ impl Batch {
                         .as_deref()
                         .zip(cookie)
                         .map(|(secret, cookie)| secret.check(&cookie, client.address, now.unix_seconds));
-                    let options = ResponseOptions { cookie: checked.map(|checked| checked.reply), ..ResponseOptions::default() };
+                    let now = crate::tsig_time(&parsed);
+                    let options = ResponseOptions { cookie: checked.map(|checked| checked.reply), now, ..ResponseOptions::default() };
                     let answered = respond_parsed(parsed, &client, &options, snapshot, rng, response);
                     (answered, query, checked.is_some_and(|checked| checked.proven))
                 }
@@ -271,6 +272,14 @@ fn limit_response<'s>(
         Verdict::Send => Some(sent.answered),
         Verdict::Slip => {
             let opt_at = rrl::slip(response, sent.query, sent.answered.opt_at);
+            // A signed query's slip is signed too, or its client would
+            // take the TC for a forgery and not retry over TCP. It is not
+            // exempt from the limit, as Knot DNS's mod-rrl does not exempt
+            // it (only a good cookie proves the source): a signed query
+            // seen once can be replayed from forged sources within its fudge.
+            if let Some(signed) = sent.query.filter(|query| query.tsig_at.is_some()) {
+                pharos_answer::append_tsig(signed, snapshot, crate::unix_seconds(SystemTime::now()), response);
+            }
             Some(Answered { smallest_ttl: None, len: response.len(), routed: None, opt_at, ..sent.answered })
         }
         Verdict::Drop => None,

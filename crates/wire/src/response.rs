@@ -4,8 +4,9 @@
 
 use crate::{HEADER_LEN, name, read_u16, read_u32, types};
 
-/// The smallest TTL among the records of `message`, the OPT pseudo-record
-/// aside; `None` if it has no records or cannot be read.
+/// The smallest TTL among the records of `message`, the OPT and TSIG
+/// pseudo-records aside (their TTLs are 0 and say nothing of caching);
+/// `None` if it has no records or cannot be read.
 pub fn smallest_ttl(message: &[u8]) -> Option<u32> {
     let [questions, answers, authorities, additionals] = [4, 6, 8, 10].map(|at| read_u16(message, at).unwrap_or(0) as usize);
     let mut pos = HEADER_LEN;
@@ -21,7 +22,7 @@ pub fn smallest_ttl(message: &[u8]) -> Option<u32> {
         if pos > message.len() {
             return None;
         }
-        if rtype != types::OPT {
+        if rtype != types::OPT && rtype != types::TSIG {
             smallest = Some(smallest.map_or(ttl, |smallest| smallest.min(ttl)));
         }
     }
@@ -48,8 +49,12 @@ mod tests {
     }
 
     #[test]
-    fn finds_the_smallest_ttl_but_ignores_the_opt_record() {
+    fn finds_the_smallest_ttl_but_ignores_the_opt_and_tsig_records() {
         assert_eq!(smallest_ttl(&response(&[300, 60, 3600], 4)), Some(60));
+        let mut signed = response(&[300], 2);
+        signed.extend(b"\x01k\x00\x00\xfa\x00\xff\x00\x00\x00\x00\x00\x00");
+        signed[11] = 2;
+        assert_eq!(smallest_ttl(&signed), Some(300), "a TSIG record's TTL of 0");
         assert_eq!(smallest_ttl(&response(&[], 1)), None, "only the OPT record");
         assert_eq!(smallest_ttl(&response(&[300], 3)), None, "more records than the message holds");
     }

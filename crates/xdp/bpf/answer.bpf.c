@@ -134,10 +134,12 @@ enum reason {
 	// IPv4 fragments and options, IPv6 extension headers.
 	FRAGMENT_OR_OPTIONS,
 	// A response, another opcode, other counts, a compressed or malformed
-	// question, or trailing octets.
+	// question, an additional record other than OPT (a signed query's
+	// TSIG record alone), or trailing octets.
 	NOT_A_PLAIN_QUERY,
 	// EDNS version above 0, options other than one well-formed Client
-	// Subnet with scope 0, or more than one additional record.
+	// Subnet with scope 0, or more than one additional record (a signed
+	// query's OPT and TSIG records: user space checks and signs it).
 	EDNS_UNSUPPORTED,
 	// No entry for the question, or none for its first label (the
 	// filter, read before the rest of the packet).

@@ -53,10 +53,12 @@ pub struct InterfaceCounters {
     /// Passed up: IPv4 fragments or options, IPv6 extension headers.
     pub fragment_or_options: u64,
     /// Passed up: a response, another opcode, other section counts, a
-    /// compressed or malformed question, trailing octets.
+    /// compressed or malformed question, an additional record other than
+    /// OPT (a signed query's TSIG record alone), trailing octets.
     pub not_a_plain_query: u64,
     /// Passed up: EDNS version above 0, options other than one plain Client
-    /// Subnet (scope 0, as user space takes it), more than one additional record.
+    /// Subnet (scope 0, as user space takes it), more than one additional
+    /// record (a signed query's OPT and TSIG records).
     pub edns_unsupported: u64,
     /// Passed up: no entry for the question, or none for its first label
     /// (the first-label filter, read before the rest of the packet).

@@ -34,7 +34,8 @@ impl fmt::Display for KernelPath {
 /// Where `snapshot` answers a UDP question for `name` (wire form, any
 /// case) and `qtype`, class IN, once a [`FastPath`](crate::FastPath)
 /// holds it and has room for it. Queries with EDNS options other than
-/// one Client Subnet (RFC 7871, scope 0) always pass up.
+/// one Client Subnet (RFC 7871, scope 0) always pass up, and so do signed
+/// queries (a TSIG record, RFC 8945), which user space checks and signs.
 pub fn kernel_path(snapshot: &Snapshot, name: &[u8], qtype: u16) -> KernelPath {
     let name = name.to_ascii_lowercase();
     let path = match snapshot.routes.service(&name) {

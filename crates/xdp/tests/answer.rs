@@ -271,6 +271,36 @@ fn passes_up_a_second_opt() {
     );
 }
 
+/// A TSIG record (RFC 8945) of key `key.`: the kernel reads no further
+/// than its type, so its MAC need not be right.
+fn tsig_record() -> Vec<u8> {
+    let mut record = b"\x03key\x00\x00\xfa\x00\xff\x00\x00\x00\x00".to_vec();
+    let mut rdata = b"\x0bhmac-sha256\x00\x00\x00\x6b\x49\xd2\x00\x01\x2c\x00\x20".to_vec();
+    rdata.extend([0xAA; 32]);
+    rdata.extend([0xAB, 0xCD, 0, 0, 0, 0]);
+    record.extend((rdata.len() as u16).to_be_bytes());
+    record.extend(rdata);
+    record
+}
+
+#[test]
+fn passes_up_signed_queries_for_user_space_to_check_and_sign() {
+    let Some(fast_path) = fast_path() else { return };
+    // After an OPT record: two additional records (EDNS_UNSUPPORTED).
+    assert_passes(
+        &fast_path,
+        &edited(|message| {
+            message[11] = 2;
+            message.extend(tsig_record());
+        }),
+    );
+    // Alone: an additional record that is not OPT (NOT_A_PLAIN_QUERY).
+    let mut signed = query("host.example.test", 1, None);
+    signed[11] = 1;
+    signed.extend(tsig_record());
+    assert_passes(&fast_path, &frame_v4(&signed, UDP, PORT));
+}
+
 #[test]
 fn passes_up_replies_larger_than_the_client_takes() {
     let Some(fast_path) = fast_path() else { return };

@@ -13,6 +13,7 @@
 //! of them) are left out, not written as zeros a rate would take for no
 //! traffic, and `pharos_dns_counting` says 0.
 
+use pharos_answer::Tsig;
 use pharos_control::health::ReplicaHealth;
 use pharos_model::ControlError;
 use pharos_transport::metrics::{self as counts, Mechanism, RCODE_NAMES, Totals, qtype_class_name};
@@ -163,6 +164,10 @@ impl Scrape {
             (labels, counter(count))
         });
         family(encoder, "pharos_dns_responses", "DNS responses sent", None, MetricType::Counter, responses)?;
+        let signed = Tsig::ALL.map(|tsig| (vec![("outcome", tsig.name().to_string())], counter(self.totals.tsig[tsig as usize])));
+        let help = "Signed DNS requests (TSIG, RFC 8945), queries and transfers, by outcome: verified and answered signed, \
+                    or refused with its TSIG error (NOTAUTH), or FORMERR for a TSIG record that cannot be read";
+        family(encoder, "pharos_tsig_requests", help, None, MetricType::Counter, signed)?;
         let mut latency = encoder.encode_descriptor(
             "pharos_dns_answer",
             "Time from receiving a query to its answer, server side; a UDP batch's time counts for each query in it",

@@ -38,7 +38,7 @@ use anyhow::Context;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use pharos_answer::{Settings, SharedSnapshot, Snapshot, TransferAcl, TsigKey};
+use pharos_answer::{Settings, SharedSnapshot, Snapshot, TransferAcl, TsigAlgorithm, TsigKey};
 use pharos_bgp::BgpTables;
 use pharos_control::build::DataSources;
 use pharos_control::health::{ProbeResult, ReplicaHealth, describe};
@@ -974,9 +974,10 @@ fn tsig_keys(config: &Config) -> Result<Vec<TsigKey>, String> {
         if keys.iter().any(|key| key.name == name) {
             return Err(format!("{field} is declared twice"));
         }
-        if spec.algorithm != "hmac-sha256" {
-            return Err(format!("{field}: algorithm {:?} is not offered (hmac-sha256 is)", spec.algorithm));
-        }
+        let Some(algorithm) = TsigAlgorithm::from_name(&spec.algorithm) else {
+            let offered: Vec<&str> = TsigAlgorithm::ALL.iter().map(|algorithm| algorithm.name()).collect();
+            return Err(format!("{field}: algorithm {:?} is not offered ({} are)", spec.algorithm, offered.join(", ")));
+        };
         let text = match (&spec.secret, &spec.secret_file) {
             (Some(secret), None) => secret.clone(),
             (None, Some(file)) => {
@@ -988,7 +989,7 @@ fn tsig_keys(config: &Config) -> Result<Vec<TsigKey>, String> {
         if secret.is_empty() {
             return Err(format!("{field}: the secret is empty"));
         }
-        keys.push(TsigKey::new(name, secret.into()));
+        keys.push(TsigKey::new(name, algorithm, secret.into()));
     }
     Ok(keys)
 }
