@@ -1,5 +1,5 @@
-//! The query path of Pharos, steps 2 to 5 of DESIGN.md: decode the query,
-//! look the name up, encode the answer. A plain function from bytes to
+//! The query path of Pharos (docs/architecture.md, "The query path"):
+//! decode the query, look the name up, encode the answer. A plain function from bytes to
 //! bytes over an immutable [`Snapshot`]; every transport (UDP, TCP, TLS,
 //! HTTPS and QUIC) is a thin loop around [`respond`] or [`respond_with`]
 //! (or [`respond_parsed`], after [`prefetch_batch`]), and learns what it

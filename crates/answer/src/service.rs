@@ -1,4 +1,4 @@
-//! Step 4 of a query's life (DESIGN.md): the name is a service, so the
+//! A query for a service (docs/architecture.md, "One routing core"): the
 //! routing core picks the addresses; asked with DO=1 in a signed zone, the
 //! answer carries the RRSIGs over the addresses as a set, made once per
 //! set (in any order) by the zone's signer and then cached, keyed by the
