@@ -11,6 +11,12 @@ use crate::support::compare::{Context, Mismatch, Observed, check_alone, compare}
 use crate::support::norm::{Normalized, Question, rcode_name};
 use crate::support::wire::Transport;
 
+const T_NXNAME: u16 = 128;
+const T_IXFR: u16 = 251;
+const T_AXFR: u16 = 252;
+const FORMERR: u16 = 1;
+const BADCOOKIE: u16 = 23;
+
 /// One server's replies to one query.
 pub struct Side {
     pub name: &'static str,
@@ -69,13 +75,17 @@ fn case_for(q: &FuzzQuery, packet: &[u8], transport: Transport) -> Case {
             Question { name: first.wire_name(), qtype: first.qtype, qclass: first.qclass }
         }),
         query_has_opt: clean_opt,
-        asks_nsid: q.opt.as_ref().is_some_and(|o| o.options.iter().any(|op| matches!(op, EdnsOption::Raw(OPT_NSID, data) if data.is_empty()))),
+        // An NSID option with data asks too (RFC 5001 section 2.1 has the
+        // requester send it empty, and the servers answer it either way).
+        asks_nsid: q.opt.as_ref().is_some_and(|o| o.options.iter().any(|op| matches!(op, EdnsOption::Raw(OPT_NSID, _)))),
         any_types: None,
         // Payloads as small as 512 make truncation a choice: UDP replies
         // with TC are checked for whole RRsets rather than compared.
         big: true,
         well_formed: q.header.opcode == 0 && !q.header.qr && one_question && q.opt.as_ref().is_none_or(|_| clean_opt),
-        expect_rcode: Vec::new(),
+        // RFC 9824 section 3.5: NXNAME is a meta-type; "a query for it MUST
+        // be answered with FORMERR".
+        expect_rcode: if one_question && q.questions[0].qtype == T_NXNAME { vec![FORMERR] } else { Vec::new() },
     }
 }
 
@@ -105,7 +115,10 @@ fn check_truncated(name: &str, udp: &Normalized, tcp: &Normalized, transport: Tr
             }],
         });
     };
-    if udp.rcode != tcp.rcode {
+    // Over UDP only: cookies are checked (RFC 7873 section 5.2), zone
+    // transfers refused.
+    let udp_only = udp.rcode == BADCOOKIE || case.question.as_ref().is_some_and(|q| q.qtype == T_AXFR || q.qtype == T_IXFR);
+    if udp.rcode != tcp.rcode && !udp_only {
         push("truncated.rcode", rcode_name(udp.rcode), format!("{}, as over TCP: a truncated reply keeps its RCODE", rcode_name(tcp.rcode)));
     }
     if udp.edns.is_some() != tcp.edns.is_some() {
