@@ -105,8 +105,9 @@ impl<'s> Bench<'s> {
     pub fn judge_alone(&self, q: &FuzzQuery) -> (Vec<Side>, Vec<Finding>) {
         if self.rrl {
             for _ in 0..2 {
-                let warm: Vec<Job> =
-                    (0..self.servers.len()).map(|s| Job { server: self.servers[s].addr, transport: Transport::Udp, packet: self.packet(q, s, 0x5151) }).collect();
+                let warm: Vec<Job> = (0..self.servers.len())
+                    .map(|s| Job { server: self.servers[s].addr, transport: Transport::Udp, packet: self.packet(q, s, 0x5151) })
+                    .collect();
                 run_all(&warm);
             }
         }

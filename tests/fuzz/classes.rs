@@ -54,6 +54,8 @@ pub struct Class {
     pub reproduction: FuzzQuery,
     pub transport: Transport,
     pub details: Vec<Mismatch>,
+    /// See `Finding::implicates_pharos`.
+    pub implicates_pharos: bool,
 }
 
 impl Class {
@@ -97,6 +99,7 @@ fn classify(bench: &Bench, classes: &mut BTreeMap<String, Class>, q: &FuzzQuery,
         reproduction: smallest,
         transport: found.transport,
         details: found.details,
+        implicates_pharos: found.implicates_pharos,
     };
     let signature = class.signature();
     classes.entry(signature.clone()).or_insert(class);
@@ -173,13 +176,14 @@ pub fn describe_class(class: &Class, bench: &Bench, why: Option<&str>) -> String
     out
 }
 
-/// Prints the run; returns the signatures of the classes no deviation
-/// explains. Deviations of `config` that matched nothing are reported as
+/// Prints the run; returns the signatures of the classes that implicate
+/// Pharos (see `Finding::implicates_pharos`) and no deviation explains
+/// (those where Pharos agrees with a reference are printed apart). Deviations of `config` that matched nothing are reported as
 /// stale.
-pub fn report(config: &str, run: &Run, bench: &Bench, deviations: &[Deviation]) -> Vec<String> {
+pub fn report(config: &str, seed: u64, run: &Run, bench: &Bench, deviations: &[Deviation]) -> Vec<String> {
     let mut used = vec![0usize; deviations.len()];
     let mut text = format!(
-        "\n===== differential fuzz, {config}: {} queries in {:.1?} ({:.0}/s), {} classes, {} differences that did not repeat =====\n",
+        "\n===== differential fuzz, {config} (seed {seed}): {} queries in {:.1?} ({:.0}/s), {} classes, {} differences that did not repeat =====\n",
         run.queries,
         run.elapsed,
         run.queries as f64 / run.elapsed.as_secs_f64(),
@@ -188,19 +192,32 @@ pub fn report(config: &str, run: &Run, bench: &Bench, deviations: &[Deviation]) 
     );
     let mut unexplained = Vec::new();
     let mut known = String::new();
+    let mut references = String::new();
+    let mut untriaged_references = 0;
     for (signature, class) in &run.classes {
         match deviations.iter().position(|d| d.matches(config, class)) {
             Some(i) => {
                 used[i] += class.count;
                 known.push_str(&describe_class(class, bench, Some(deviations[i].why)));
             }
-            None => {
+            None if class.implicates_pharos => {
                 unexplained.push(signature.clone());
                 text.push_str(&describe_class(class, bench, None));
             }
+            None => {
+                untriaged_references += 1;
+                references.push_str(&describe_class(class, bench, None));
+            }
         }
     }
-    let _ = writeln!(text, "\n{} classes unexplained; known deviations:", unexplained.len());
+    let _ = writeln!(
+        text,
+        "\n{} classes implicate Pharos unexplained (above); {untriaged_references} classes where Pharos agrees with a \
+         reference or the RFC but the references differ, not yet in the list:",
+        unexplained.len()
+    );
+    text.push_str(&references);
+    let _ = writeln!(text, "\nknown deviations:");
     text.push_str(&known);
     for (d, n) in deviations.iter().zip(&used) {
         if d.config == config && *n == 0 {

@@ -83,13 +83,18 @@ impl NamePool {
             for (labels, types) in owners_here.iter().filter(|(l, _)| home(l)) {
                 let kind = classify(labels, types, apex);
                 names.push(PoolName { labels: labels.clone(), kind, types: types.iter().copied().collect() });
-                let child = |first: &[u8], kind| PoolName { labels: [vec![first.to_vec()], labels.clone()].concat(), kind, types: Vec::new() };
+                let child =
+                    |first: &[u8], kind| PoolName { labels: [vec![first.to_vec()], labels.clone()].concat(), kind, types: Vec::new() };
                 match kind {
                     NameKind::Delegation => names.push(child(b"www", NameKind::BelowDelegation)),
                     NameKind::Dname => names.push(child(b"www", NameKind::BelowDname)),
                     NameKind::WildcardOwner => {
                         let parent = labels[1..].to_vec();
-                        names.push(PoolName { labels: [vec![b"covered".to_vec()], parent].concat(), kind: NameKind::UnderWildcard, types: Vec::new() });
+                        names.push(PoolName {
+                            labels: [vec![b"covered".to_vec()], parent].concat(),
+                            kind: NameKind::UnderWildcard,
+                            types: Vec::new(),
+                        });
                     }
                     _ => names.push(child(b"nope", NameKind::Missing)),
                 }

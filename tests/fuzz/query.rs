@@ -269,10 +269,11 @@ impl FuzzQuery {
             out.push_str("no question; ");
         }
         let h = &self.header;
-        let flags: Vec<&str> = [(h.qr, "qr"), (h.aa, "aa"), (h.tc, "tc"), (h.rd, "rd"), (h.ra, "ra"), (h.z, "z"), (h.ad, "ad"), (h.cd, "cd")]
-            .into_iter()
-            .filter_map(|(on, name)| on.then_some(name))
-            .collect();
+        let flags: Vec<&str> =
+            [(h.qr, "qr"), (h.aa, "aa"), (h.tc, "tc"), (h.rd, "rd"), (h.ra, "ra"), (h.z, "z"), (h.ad, "ad"), (h.cd, "cd")]
+                .into_iter()
+                .filter_map(|(on, name)| on.then_some(name))
+                .collect();
         let _ = write!(out, "opcode {} flags [{}] rcode {}", h.opcode, flags.join(" "), h.rcode);
         if let Some(n) = self.qdcount {
             let _ = write!(out, "; QDCOUNT={n}");
@@ -326,7 +327,13 @@ impl FuzzQuery {
         if name.contains('\\') || name.contains('\'') {
             return None;
         }
-        let mut cmd = format!("dig @{} -p {} +norec +tries=1 -c {} -t {} '{name}'", server.ip(), server.port(), class_name(q.qclass), type_name(q.qtype));
+        let mut cmd = format!(
+            "dig @{} -p {} +norec +tries=1 -c {} -t {} '{name}'",
+            server.ip(),
+            server.port(),
+            class_name(q.qclass),
+            type_name(q.qtype)
+        );
         for (on, flag) in [(h.aa, "+aaflag"), (h.z, "+zflag"), (h.ad, "+adflag"), (h.cd, "+cdflag")] {
             if on {
                 let _ = write!(cmd, " {flag}");
@@ -349,7 +356,8 @@ impl FuzzQuery {
                 for option in &o.options {
                     match option {
                         EdnsOption::Raw(code, data) => {
-                            let _ = write!(cmd, " +ednsopt={code}{}", if data.is_empty() { String::new() } else { format!(":{}", hex(data)) });
+                            let _ =
+                                write!(cmd, " +ednsopt={code}{}", if data.is_empty() { String::new() } else { format!(":{}", hex(data)) });
                         }
                         _ => return None,
                     }

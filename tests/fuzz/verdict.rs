@@ -11,6 +11,8 @@ use crate::support::compare::{Context, Mismatch, Observed, check_alone, compare}
 use crate::support::norm::{Normalized, Question, rcode_name};
 use crate::support::wire::Transport;
 
+/// The server under test.
+pub const PHAROS: &str = "pharos";
 const T_NXNAME: u16 = 128;
 const T_IXFR: u16 = 251;
 const T_AXFR: u16 = 252;
@@ -46,6 +48,9 @@ pub struct Finding {
     pub field: String,
     /// The mismatches behind it, for the report.
     pub details: Vec<Mismatch>,
+    /// Pharos is at fault, or agrees with no reference: a reply of its own
+    /// breaks a rule, or every server compared with it differs from it.
+    pub implicates_pharos: bool,
 }
 
 impl Finding {
@@ -105,6 +110,7 @@ fn check_truncated(name: &str, udp: &Normalized, tcp: &Normalized, transport: Tr
             attribution: format!("rule:{name}"),
             transport,
             field: field.into(),
+            implicates_pharos: name == PHAROS,
             details: vec![Mismatch {
                 case: case.label.clone(),
                 transport,
@@ -119,7 +125,11 @@ fn check_truncated(name: &str, udp: &Normalized, tcp: &Normalized, transport: Tr
     // transfers refused.
     let udp_only = udp.rcode == BADCOOKIE || case.question.as_ref().is_some_and(|q| q.qtype == T_AXFR || q.qtype == T_IXFR);
     if udp.rcode != tcp.rcode && !udp_only {
-        push("truncated.rcode", rcode_name(udp.rcode), format!("{}, as over TCP: a truncated reply keeps its RCODE", rcode_name(tcp.rcode)));
+        push(
+            "truncated.rcode",
+            rcode_name(udp.rcode),
+            format!("{}, as over TCP: a truncated reply keeps its RCODE", rcode_name(tcp.rcode)),
+        );
     }
     if udp.edns.is_some() != tcp.edns.is_some() {
         let has = |n: &Normalized| if n.edns.is_some() { "an OPT" } else { "no OPT" };
@@ -161,7 +171,19 @@ pub fn judge(q: &FuzzQuery, sides: &[Side], zones: &[&str]) -> Vec<Finding> {
                 }
                 let (l, r) = (&sides[a], &sides[b]);
                 let mut found = Vec::new();
-                compare(&ctx, &cases[a], transport, l.name, l.get(transport), Some(&l.tcp), r.name, r.get(transport), Some(&r.tcp), None, &mut found);
+                compare(
+                    &ctx,
+                    &cases[a],
+                    transport,
+                    l.name,
+                    l.get(transport),
+                    Some(&l.tcp),
+                    r.name,
+                    r.get(transport),
+                    Some(&r.tcp),
+                    None,
+                    &mut found,
+                );
                 for m in found {
                     let entry = differing.entry(coarse(&m.field)).or_default();
                     entry.0.insert((a, b));
@@ -171,7 +193,8 @@ pub fn judge(q: &FuzzQuery, sides: &[Side], zones: &[&str]) -> Vec<Finding> {
         }
         for (field, (pairs, details)) in differing {
             let attribution = odd_one_out(sides, &comparable, &pairs);
-            out.push(Finding { attribution, transport, field, details });
+            let implicates_pharos = pharos_alone(sides, &comparable, &pairs);
+            out.push(Finding { attribution, transport, field, details, implicates_pharos });
         }
     }
     merge_by_attribution(out)
@@ -223,6 +246,7 @@ fn merge_by_attribution(findings: Vec<Finding>) -> Vec<Finding> {
                     kept.field = f.field;
                 }
                 kept.details.extend(f.details);
+                kept.implicates_pharos |= f.implicates_pharos;
             }
         }
     }
@@ -245,11 +269,24 @@ fn odd_one_out(sides: &[Side], comparable: &[bool], pairs: &BTreeSet<(usize, usi
     names.join(",")
 }
 
+/// Whether Pharos was compared and differs from every server it was
+/// compared with.
+fn pharos_alone(sides: &[Side], comparable: &[bool], pairs: &BTreeSet<(usize, usize)>) -> bool {
+    let Some(p) = sides.iter().position(|s| s.name == PHAROS).filter(|&p| comparable[p]) else { return false };
+    (0..sides.len()).filter(|&o| o != p && comparable[o]).all(|o| pairs.contains(&(p.min(o), p.max(o))))
+}
+
 /// Single-reply mismatches grouped by coarse field.
 fn group(mismatches: Vec<Mismatch>, transport: Transport, attribution: impl Fn(&Mismatch) -> String) -> Vec<Finding> {
     let mut by_field: BTreeMap<(String, String), Vec<Mismatch>> = BTreeMap::new();
     for m in mismatches {
         by_field.entry((attribution(&m), coarse(&m.field))).or_default().push(m);
     }
-    by_field.into_iter().map(|((attribution, field), details)| Finding { attribution, transport, field, details }).collect()
+    by_field
+        .into_iter()
+        .map(|((attribution, field), details)| {
+            let implicates_pharos = attribution == format!("rule:{PHAROS}");
+            Finding { attribution, transport, field, details, implicates_pharos }
+        })
+        .collect()
 }

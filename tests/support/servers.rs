@@ -152,7 +152,9 @@ impl Server {
             match exchange(self.addr, transport, &q.encode(), Duration::from_millis(200)) {
                 Reply::Message(m) => {
                     let n = normalize(&m);
-                    if n.rcode == 0 && n.aa && n.answer.keys().any(|k| k.rtype == 6) {
+                    // Rate limiting may slip a UDP probe: empty, with TC.
+                    let slipped = transport == Transport::Udp && n.tc;
+                    if n.rcode == 0 && n.aa && (slipped || n.answer.keys().any(|k| k.rtype == 6)) {
                         pending.remove(0);
                         continue;
                     }
@@ -337,7 +339,11 @@ pub fn start_pharos(bin: &Path, zone_src: &Path, zones: &[Zone], extras: &Extras
 fn signed_zone_tables(zones: &[Zone], zdir: &Path, with_store: bool) -> String {
     let mut conf = if with_store { "[store]\npath = \"state.sqlite\"\n".to_string() } else { String::new() };
     for z in zones {
-        conf.push_str(&format!("[[zone]]\norigin = \"{}\"\nfile = \"{}\"\ndnssec = true\n", z.origin.trim_end_matches('.'), zdir.join(z.file).display()));
+        conf.push_str(&format!(
+            "[[zone]]\norigin = \"{}\"\nfile = \"{}\"\ndnssec = true\n",
+            z.origin.trim_end_matches('.'),
+            zdir.join(z.file).display()
+        ));
     }
     conf
 }
