@@ -51,7 +51,8 @@
 //! Environment: `PHAROS_FUZZ_QUERIES` (per configuration), `PHAROS_FUZZ_SEED`
 //! (default 1; the same seed sends the same queries), `PHAROS_FUZZ_REPORT=FILE`
 //! (append the reports there), `PHAROS_FUZZ_REPORT_ONLY=1` (report, never
-//! fail), `PHAROS_FUZZ_PROGRESS=1`. Without knotd/nsd the tests print SKIP
+//! fail), `PHAROS_FUZZ_SECONDS` (stop sooner, after whole batches: the
+//! queries sent are still the seed's first ones), `PHAROS_FUZZ_PROGRESS=1`. Without knotd/nsd the tests print SKIP
 //! and pass, unless CI is set, where they fail.
 
 mod common;
@@ -59,6 +60,7 @@ mod fuzz;
 mod support;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use fuzz::bench::Bench;
 use fuzz::classes::{Deviation, report, run};
@@ -307,7 +309,8 @@ fn fuzz_configuration(config: &str, zone_dir: &Path, zones: &[Zone], extras: Ext
     let seed = env_number("PHAROS_FUZZ_SEED", 1);
     let mut generator = Generator::new(seed, &pool);
     let count = env_number("PHAROS_FUZZ_QUERIES", CI_QUERIES as u64) as usize;
-    let found = run(&mut bench, &mut generator, count);
+    let budget = Duration::from_secs(env_number("PHAROS_FUZZ_SECONDS", u64::MAX / 4));
+    let found = run(&mut bench, &mut generator, count, budget);
     let unexplained = report(config, seed, &found, &bench, KNOWN_DEVIATIONS);
     if std::env::var_os("PHAROS_FUZZ_REPORT_ONLY").is_none() {
         assert!(

@@ -106,15 +106,16 @@ fn classify(bench: &Bench, classes: &mut BTreeMap<String, Class>, q: &FuzzQuery,
     Some(signature)
 }
 
-/// Generates and judges `count` queries.
-pub fn run(bench: &mut Bench, generator: &mut Generator, count: usize) -> Run {
+/// Generates and judges `count` queries, or as many as `budget` leaves
+/// time for (whole batches: the run is a prefix of the seed's sequence).
+pub fn run(bench: &mut Bench, generator: &mut Generator, count: usize, budget: Duration) -> Run {
     let started = Instant::now();
     let mut classes: BTreeMap<String, Class> = BTreeMap::new();
     // Findings whose query did not show them again: not shrunk twice.
     let mut unrepeated: BTreeSet<String> = BTreeSet::new();
     let mut unrepeatable = 0;
     let mut done = 0;
-    while done < count {
+    while done < count && started.elapsed() < budget {
         let n = BATCH.min(count - done);
         let queries: Vec<FuzzQuery> = (0..n).map(|_| generator.next_query()).collect();
         bench.renew_cookies();
@@ -138,11 +139,11 @@ pub fn run(bench: &mut Bench, generator: &mut Generator, count: usize) -> Run {
             }
         }
         done += n;
-        if std::env::var_os("PHAROS_FUZZ_PROGRESS").is_some() && (done / BATCH).is_multiple_of(40) {
+        if std::env::var_os("PHAROS_FUZZ_PROGRESS").is_some() && (done / BATCH).is_multiple_of(8) {
             eprintln!("  {done} queries, {} classes, {:.0?}", classes.len(), started.elapsed());
         }
     }
-    Run { queries: count, elapsed: started.elapsed(), classes, unrepeatable }
+    Run { queries: done, elapsed: started.elapsed(), classes, unrepeatable }
 }
 
 /// The report of one class: signature, count, reproduction in words, hex

@@ -137,6 +137,9 @@ fn check_truncated(name: &str, udp: &Normalized, tcp: &Normalized, transport: Tr
     }
 }
 
+/// For one field: the pairs of servers (indices) that differ on it, and how.
+type Differing = (BTreeSet<(usize, usize)>, Vec<Mismatch>);
+
 /// Everything that differs about one query, over both transports.
 pub fn judge(q: &FuzzQuery, sides: &[Side], zones: &[&str]) -> Vec<Finding> {
     let ctx = Context { zones };
@@ -163,7 +166,7 @@ pub fn judge(q: &FuzzQuery, sides: &[Side], zones: &[&str]) -> Vec<Finding> {
             alone.retain(|m| m.field != "reply" || cases[i].well_formed);
             out.extend(group(alone, transport, |_| format!("rule:{}", side.name)));
         }
-        let mut differing: BTreeMap<String, (BTreeSet<(usize, usize)>, Vec<Mismatch>)> = BTreeMap::new();
+        let mut differing: BTreeMap<String, Differing> = BTreeMap::new();
         for a in 0..sides.len() {
             for b in a + 1..sides.len() {
                 if !comparable[a] || !comparable[b] {
