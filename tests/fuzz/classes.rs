@@ -16,6 +16,11 @@ use crate::support::wire::Transport;
 
 /// Queries generated and sent at once.
 const BATCH: usize = 256;
+/// Classes shrunk per server and field; past them a finding not covered by
+/// one of them goes unshrunk into one more class (`OVERFLOW`), so that the
+/// time a run spends shrinking is bounded.
+const MAX_SHRUNK_PER_FIELD: usize = 8;
+const OVERFLOW: &str = "(more, not shrunk)";
 
 /// A class of difference the RFCs allow, or a reference's known fault,
 /// matched narrowly: the same attribution, field and transport, and every
@@ -89,6 +94,10 @@ fn classify(bench: &Bench, classes: &mut BTreeMap<String, Class>, q: &FuzzQuery,
     if let Some(class) = known {
         return Some(class.signature());
     }
+    let same_field = classes.values().filter(|c| c.attribution == finding.attribution && c.field == finding.field).count();
+    if same_field >= MAX_SHRUNK_PER_FIELD {
+        return Some(overflow(classes, q, finding));
+    }
     let (smallest, found) = bench.shrink(q, &finding)?;
     let class = Class {
         attribution: found.attribution.clone(),
@@ -104,6 +113,26 @@ fn classify(bench: &Bench, classes: &mut BTreeMap<String, Class>, q: &FuzzQuery,
     let signature = class.signature();
     classes.entry(signature.clone()).or_insert(class);
     Some(signature)
+}
+
+/// The class of findings left unshrunk because their server and field
+/// already have `MAX_SHRUNK_PER_FIELD` classes; its reproduction is the
+/// first such query, as generated.
+fn overflow(classes: &mut BTreeMap<String, Class>, q: &FuzzQuery, finding: Finding) -> String {
+    let class = Class {
+        attribution: finding.attribution.clone(),
+        transports: BTreeSet::new(),
+        field: finding.field.clone(),
+        features: vec![OVERFLOW.to_string()],
+        count: 0,
+        reproduction: q.clone(),
+        transport: finding.transport,
+        implicates_pharos: finding.implicates_pharos,
+        details: finding.details,
+    };
+    let signature = class.signature();
+    classes.entry(signature.clone()).or_insert(class);
+    signature
 }
 
 /// Generates and judges `count` queries, or as many as `budget` leaves
