@@ -108,6 +108,8 @@ const NSD_QDCOUNT_0: &str = "NSD answers NOERROR (or over TCP closes) to a query
 const PHAROS_CHECKS_OPTIONS: &str = "Pharos implements ECS and cookies and so answers FORMERR to a malformed \
     option (RFC 7871 section 7.1.1: a bad FAMILY or prefix; RFC 7873 section 5.2.2: a COOKIE of a wrong \
     length); Knot and NSD, configured without ECS and (here) without cookies, ignore the option";
+const PHAROS_TRANSFER_EDE: &str = "Pharos says why it refuses a transfer in an Extended DNS Error (RFC 8914 \
+    section 3: EDE MAY be added to any response); Knot and NSD give only the RCODE";
 const PHAROS_KEEPALIVE: &str = "Pharos answers edns-tcp-keepalive over TCP (RFC 7828 section 3.3.2: a \
     server MAY send it in response to a query that carried it); Knot and NSD do not implement it";
 
@@ -240,20 +242,8 @@ const KNOWN_DEVIATIONS: &[Deviation] = &[
          NSEC listing NXNAME (section 3.2), where Knot's NSEC chain answers NXDOMAIN",
     ),
     // Pharos: what the RFCs allow.
-    any(
-        "odd=pharos",
-        "edns.ede",
-        &["qtype=meta(AXFR)"],
-        "Pharos says why it refuses a transfer in an Extended DNS Error (RFC 8914 section 3: EDE MAY be \
-         added to any response); Knot and NSD give only the RCODE",
-    ),
-    any(
-        "odd=pharos",
-        "edns.ede",
-        &["qtype=meta(IXFR)"],
-        "Pharos says why it refuses a transfer in an Extended DNS Error (RFC 8914 section 3: EDE MAY be \
-         added to any response); Knot and NSD give only the RCODE",
-    ),
+    any("odd=pharos", "edns.ede", &["qtype=meta(AXFR)"], PHAROS_TRANSFER_EDE),
+    any("odd=pharos", "edns.ede", &["qtype=meta(IXFR)"], PHAROS_TRANSFER_EDE),
     any(
         "odd=pharos",
         "reply",
