@@ -16,6 +16,7 @@ declare -A needed=(
   [dig]=bind9-dnsutils    # DNS client
   [faketime]=faketime     # moves kdig's clock for TSIG's BADTIME (tests/transfer.rs)
   [dnssec-dsfromkey]=bind9-utils  # computes the DS of our DNSKEYs (tests/keys.rs)
+  [named-checkzone]=bind9-utils   # lists a zone's names for the differential fuzzer (tests/differential_fuzz.rs)
   [delv]=bind9-dnsutils   # validates signed answers from a trust anchor (tests/dnssec.rs)
   [unbound-host]=unbound-host  # Unbound's validator, the second one there
   [ldns-verify-zone]=ldnsutils  # verifies a signed zone as transferred, NSEC chain and all (tests/dnssec.rs)

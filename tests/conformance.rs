@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 use support::cases::{Case, Expect, conformance_cases};
 use support::compare::{AnyNode, Context, Mismatch, Observed, check_alone, compare};
 use support::norm::Section;
-use support::servers::{Server, Zone, find_program, start_knot, start_nsd, start_pharos};
+use support::servers::{Extras, Server, Zone, find_program, start_knot, start_nsd, start_pharos};
 use support::wire::{QuerySpec, Transport, exchange};
 
 /// The zones every server serves: a parent, its child, and an unrelated zone.
@@ -192,9 +192,9 @@ fn require(program: &str, package: &str) -> Option<PathBuf> {
 fn start(which: &str) -> Option<Server> {
     let zones = zone_dir();
     let result = match which {
-        "knot" => start_knot(&require("knotd", "knot")?, &zones, ZONES),
-        "nsd" => start_nsd(&require("nsd", "nsd")?, &zones, ZONES),
-        "pharos" => start_pharos(Path::new(env!("CARGO_BIN_EXE_pharos")), &zones, ZONES),
+        "knot" => start_knot(&require("knotd", "knot")?, &zones, ZONES, &Extras::default()),
+        "nsd" => start_nsd(&require("nsd", "nsd")?, &zones, ZONES, &Extras::default()),
+        "pharos" => start_pharos(Path::new(env!("CARGO_BIN_EXE_pharos")), &zones, ZONES, &Extras::default()),
         _ => unreachable!(),
     };
     Some(result.unwrap_or_else(|e| panic!("starting {which}: {e}")))

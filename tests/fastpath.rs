@@ -9,7 +9,6 @@
 //! and the kernel drops a source over its rate limit when told to.
 
 mod common;
-#[allow(dead_code)] // the conformance suite's kit; this file needs its cases
 mod support;
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};

@@ -1,4 +1,6 @@
-//! Helpers of the differential conformance suite (tests/conformance.rs).
+//! Helpers of the differential conformance suite (tests/conformance.rs)
+//! and of the differential fuzzer (tests/differential_fuzz.rs).
+#![allow(dead_code)] // each test file uses its own subset
 
 pub mod cases;
 pub mod compare;

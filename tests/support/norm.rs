@@ -19,6 +19,9 @@ use super::wire::name_to_text;
 
 pub const OPT_NSID: u16 = 3;
 pub const OPT_ECS: u16 = 8;
+pub const OPT_COOKIE: u16 = 10;
+const T_TSIG: u16 = 250;
+const TSIG_BADTIME: u16 = 18;
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RrsetKey {
@@ -223,6 +226,8 @@ fn add_record(section: &mut Section, rec: &ParsedRecord<'_, Bytes>, raw: &RawRec
     let owner = if owner.ends_with('.') { owner } else { format!("{owner}.") };
     let key = RrsetKey { owner, rtype: rec.rtype().to_int(), class: rec.class().to_int() };
     let (canonical, text) = match rec.to_record::<AllRecordData<Bytes, ParsedName<Bytes>>>() {
+        // A TSIG: only what servers can agree on.
+        _ if key.rtype == T_TSIG => tsig_fields(&raw.rdata),
         Ok(Some(r)) => {
             let mut buf = Vec::new();
             r.data().compose_canonical_rdata(&mut buf).map_err(|e| format!("compose: {e:?}"))?;
@@ -238,11 +243,39 @@ fn add_record(section: &mut Section, rec: &ParsedRecord<'_, Bytes>, raw: &RawRec
     Ok(())
 }
 
+/// The fields of a TSIG record two servers can agree on: the algorithm,
+/// the error, whether a MAC is there, and Other Data unless it is BADTIME's
+/// clock (RFC 8945 section 5.2.3). Time Signed and the MAC are each
+/// server's own.
+fn tsig_fields(rdata: &[u8]) -> (Vec<u8>, String) {
+    let unparsed = || (rdata.to_vec(), format!("(unparsed TSIG) {}", hex(rdata)));
+    let mut pos = 0;
+    while let Some(&len) = rdata.get(pos) {
+        pos += 1 + len as usize;
+        if len == 0 || len > 63 {
+            break;
+        }
+    }
+    let algorithm = rdata[..pos.min(rdata.len())].to_ascii_lowercase();
+    let Some(mac_len) = rdata.get(pos + 8..pos + 10).map(|b| u16::from_be_bytes([b[0], b[1]]) as usize) else { return unparsed() };
+    let rest = pos + 10 + mac_len;
+    let Some(tail) = rdata.get(rest..rest + 6) else { return unparsed() };
+    let error = u16::from_be_bytes([tail[2], tail[3]]);
+    let other = if error == TSIG_BADTIME { &[][..] } else { &rdata[rest + 6..] };
+    let mut canonical = algorithm.clone();
+    canonical.extend_from_slice(&[(mac_len > 0) as u8]);
+    canonical.extend_from_slice(&error.to_be_bytes());
+    canonical.extend_from_slice(other);
+    let text = format!("{} mac={} error={error} other={}", name_to_text(&algorithm), if mac_len > 0 { "yes" } else { "none" }, hex(other));
+    (canonical, text)
+}
+
 /// A record as it sits in the packet: the fields after the owner, and the
 /// record data uninterpreted.
 #[derive(Clone, Debug)]
 pub struct RawRecord {
     pub owner_is_root: bool,
+    pub rtype: u16,
     pub class: u16,
     pub ttl: u32,
     pub rdata: Vec<u8>,
@@ -280,6 +313,7 @@ fn raw_records(packet: &[u8], counts: [u16; 4]) -> Result<Vec<RawRecord>, String
         let rdata = packet.get(pos + 10..pos + 10 + rdlen).ok_or("record data runs past the end")?;
         out.push(RawRecord {
             owner_is_root,
+            rtype: u16::from_be_bytes([fixed[0], fixed[1]]),
             class: u16::from_be_bytes([fixed[2], fixed[3]]),
             ttl: u32::from_be_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]),
             rdata: rdata.to_vec(),
@@ -287,6 +321,25 @@ fn raw_records(packet: &[u8], counts: [u16; 4]) -> Result<Vec<RawRecord>, String
         pos += 10 + rdlen;
     }
     Ok(out)
+}
+
+/// The data of EDNS option `code` in a reply's OPT record, as sent (not
+/// normalized).
+pub fn raw_option(packet: &[u8], code: u16) -> Option<Vec<u8>> {
+    if packet.len() < 12 {
+        return None;
+    }
+    let counts: [u16; 4] = std::array::from_fn(|i| u16::from_be_bytes([packet[4 + 2 * i], packet[5 + 2 * i]]));
+    let opt = raw_records(packet, counts).ok()?.into_iter().find(|r| r.rtype == 41)?;
+    let mut pos = 0;
+    while let Some(header) = opt.rdata.get(pos..pos + 4) {
+        let len = u16::from_be_bytes([header[2], header[3]]) as usize;
+        if u16::from_be_bytes([header[0], header[1]]) == code {
+            return opt.rdata.get(pos + 4..pos + 4 + len).map(<[u8]>::to_vec);
+        }
+        pos += 4 + len;
+    }
+    None
 }
 
 fn parse_opt(raw: &RawRecord) -> Result<Edns, String> {
@@ -301,7 +354,13 @@ fn parse_opt(raw: &RawRecord) -> Result<Edns, String> {
         let code = u16::from_be_bytes([data[pos], data[pos + 1]]);
         let len = u16::from_be_bytes([data[pos + 2], data[pos + 3]]) as usize;
         let body = data.get(pos + 4..pos + 4 + len).ok_or("OPT option runs past the end")?;
-        options.push((code, body.to_vec()));
+        let mut body = body.to_vec();
+        if code == OPT_COOKIE && body.len() > 8 {
+            // A server cookie is the server's own (its secret, its clock):
+            // only its length is compared.
+            body[8..].fill(0);
+        }
+        options.push((code, body));
         pos += 4 + len;
     }
     Ok(Edns {
@@ -415,7 +474,19 @@ pub fn normalize(packet: &[u8]) -> Normalized {
     n
 }
 
+/// The records a signer adds, each with its own keys and form of denial:
+/// RRSIG, NSEC, DNSKEY, NSEC3, NSEC3PARAM, CDS, CDNSKEY.
+const SIGNER_TYPES: [u16; 7] = [46, 47, 48, 50, 51, 59, 60];
+
 impl Normalized {
+    /// Leaves out what two signers with different keys and denial forms
+    /// cannot agree on (`SIGNER_TYPES`), to compare the rest.
+    pub fn strip_signatures(&mut self) {
+        for section in [&mut self.answer, &mut self.authority, &mut self.additional] {
+            section.retain(|k, _| !SIGNER_TYPES.contains(&k.rtype));
+        }
+    }
+
     pub fn flags_text(&self) -> String {
         let mut f = Vec::new();
         for (on, name) in [

@@ -31,6 +31,31 @@ pub struct Zone {
     pub file: &'static str,
 }
 
+/// What a server is configured with besides its zones: the same on every
+/// server of a comparison, each in its own configuration language.
+#[derive(Clone, Debug, Default)]
+pub struct Extras {
+    /// A TSIG key (HMAC-SHA256) the server knows, for any query.
+    pub tsig: Option<TsigKeySpec>,
+    /// Response rate limiting: responses per second, and every `slip`th
+    /// limited response sent empty with TC=1.
+    pub rrl: Option<(u32, u32)>,
+    /// DNS cookies (RFC 7873) answered and checked.
+    pub cookies: bool,
+    /// Every zone signed online by the server, with keys of its own (Knot
+    /// and Pharos; NSD cannot).
+    pub signed: bool,
+}
+
+/// A TSIG key as configurations give it.
+#[derive(Clone, Debug)]
+pub struct TsigKeySpec {
+    /// Key name, without the trailing dot.
+    pub name: &'static str,
+    /// The secret, base64.
+    pub secret: &'static str,
+}
+
 /// A temporary directory for one server, removed on drop unless
 /// `PHAROS_CONFORMANCE_KEEP` is set. Its name is short: knotd puts a unix
 /// socket in it (108-octet path limit).
@@ -127,7 +152,9 @@ impl Server {
             match exchange(self.addr, transport, &q.encode(), Duration::from_millis(200)) {
                 Reply::Message(m) => {
                     let n = normalize(&m);
-                    if n.rcode == 0 && n.aa && n.answer.keys().any(|k| k.rtype == 6) {
+                    // Rate limiting may slip a UDP probe: empty, with TC.
+                    let slipped = transport == Transport::Udp && n.tc;
+                    if n.rcode == 0 && n.aa && (slipped || n.answer.keys().any(|k| k.rtype == 6)) {
                         pending.remove(0);
                         continue;
                     }
@@ -166,7 +193,7 @@ fn current_user() -> Option<String> {
 }
 
 /// Starts knotd on a copy of the zones.
-pub fn start_knot(knotd: &Path, zone_src: &Path, zones: &[Zone]) -> Result<Server, String> {
+pub fn start_knot(knotd: &Path, zone_src: &Path, zones: &[Zone], extras: &Extras) -> Result<Server, String> {
     let dir = server_dir("knot").map_err(|e| e.to_string())?;
     let zdir = copy_zones(zone_src, dir.path());
     let port = free_port();
@@ -184,15 +211,33 @@ pub fn start_knot(knotd: &Path, zone_src: &Path, zones: &[Zone]) -> Result<Serve
         conf.push_str(&format!("  user: \"{user}\"\n"));
     }
     conf.push_str(&format!("database:\n  storage: \"{d}/db\"\n"));
+    if extras.signed {
+        // Knot 3.2 makes neither its database's directory nor its keys'.
+        for made in ["db", "keys"] {
+            fs::create_dir_all(dir.path().join(made)).map_err(|e| e.to_string())?;
+        }
+        conf.push_str(&format!("  kasp-db: \"{d}/keys\"\n"));
+    }
     conf.push_str("log:\n  - target: stderr\n    any: info\n");
+    conf.push_str(&knot_extras(extras));
     conf.push_str("template:\n  - id: default\n");
     conf.push_str(&format!("    storage: \"{}\"\n", zdir.display()));
+    let modules: Vec<&str> = [(extras.rrl.is_some(), "mod-rrl/default"), (extras.cookies, "mod-cookies/default")]
+        .into_iter()
+        .filter_map(|(on, module)| on.then_some(module))
+        .collect();
+    if !modules.is_empty() {
+        conf.push_str(&format!("    global-module: [{}]\n", modules.join(", ")));
+    }
     // Serve the zone files exactly as written: never write them back, no
     // journal, and the semantic checks knot runs anyway on load.
     conf.push_str("    zonefile-sync: -1\n    zonefile-load: whole\n    journal-content: none\n");
     conf.push_str("zone:\n");
     for z in zones {
         conf.push_str(&format!("  - domain: \"{}\"\n    file: \"{}\"\n", z.origin, z.file));
+        if extras.signed {
+            conf.push_str("    dnssec-signing: on\n");
+        }
     }
     let conf_path = dir.path().join("knot.conf");
     fs::write(&conf_path, conf).map_err(|e| e.to_string())?;
@@ -201,8 +246,23 @@ pub fn start_knot(knotd: &Path, zone_src: &Path, zones: &[Zone]) -> Result<Serve
     spawn("knot", cmd, dir, port, zones)
 }
 
+/// The `key:`, `mod-rrl:` and `mod-cookies:` sections of a knot.conf.
+fn knot_extras(extras: &Extras) -> String {
+    let mut conf = String::new();
+    if let Some(key) = &extras.tsig {
+        conf.push_str(&format!("key:\n  - id: {}\n    algorithm: hmac-sha256\n    secret: {}\n", key.name, key.secret));
+    }
+    if let Some((rate, slip)) = extras.rrl {
+        conf.push_str(&format!("mod-rrl:\n  - id: default\n    rate-limit: {rate}\n    slip: {slip}\n"));
+    }
+    if extras.cookies {
+        conf.push_str("mod-cookies:\n  - id: default\n");
+    }
+    conf
+}
+
 /// Starts nsd (in the foreground, `-d`) on a copy of the zones.
-pub fn start_nsd(nsd: &Path, zone_src: &Path, zones: &[Zone]) -> Result<Server, String> {
+pub fn start_nsd(nsd: &Path, zone_src: &Path, zones: &[Zone], extras: &Extras) -> Result<Server, String> {
     let dir = server_dir("nsd").map_err(|e| e.to_string())?;
     let zdir = copy_zones(zone_src, dir.path());
     let port = free_port();
@@ -223,7 +283,19 @@ pub fn start_nsd(nsd: &Path, zone_src: &Path, zones: &[Zone]) -> Result<Server, 
     conf.push_str(&format!("  ipv4-edns-size: {PAYLOAD}\n  ipv6-edns-size: {PAYLOAD}\n"));
     // No CH TXT identity/version answers, as for knot.
     conf.push_str("  hide-version: yes\n  hide-identity: yes\n");
+    if let Some((rate, slip)) = extras.rrl {
+        conf.push_str(&format!("  rrl-ratelimit: {rate}\n  rrl-slip: {slip}\n  rrl-whitelist-ratelimit: {rate}\n"));
+    } else {
+        // NSD limits by default (200 a second): off, as on the others.
+        conf.push_str("  rrl-ratelimit: 0\n  rrl-whitelist-ratelimit: 0\n");
+    }
+    if extras.cookies {
+        conf.push_str("  answer-cookie: yes\n");
+    }
     conf.push_str("remote-control:\n  control-enable: no\n");
+    if let Some(key) = &extras.tsig {
+        conf.push_str(&format!("key:\n  name: \"{}\"\n  algorithm: hmac-sha256\n  secret: \"{}\"\n", key.name, key.secret));
+    }
     for z in zones {
         conf.push_str(&format!("zone:\n  name: \"{}\"\n  zonefile: \"{}\"\n", z.origin, z.file));
     }
@@ -235,18 +307,78 @@ pub fn start_nsd(nsd: &Path, zone_src: &Path, zones: &[Zone]) -> Result<Server, 
 }
 
 /// Starts `pharos serve` on a copy of the zones.
-pub fn start_pharos(bin: &Path, zone_src: &Path, zones: &[Zone]) -> Result<Server, String> {
+pub fn start_pharos(bin: &Path, zone_src: &Path, zones: &[Zone], extras: &Extras) -> Result<Server, String> {
     let dir = server_dir("pharos").map_err(|e| e.to_string())?;
     let zdir = copy_zones(zone_src, dir.path());
     let port = free_port();
     let mut cmd = Command::new(bin);
     cmd.arg("serve").arg("--listen").arg(format!("127.0.0.1:{port}"));
-    for z in zones {
-        let origin = z.origin.trim_end_matches('.');
-        cmd.arg("--zone").arg(format!("{origin}={}", zdir.join(z.file).display()));
+    let mut config = pharos_extras(extras);
+    if extras.signed {
+        config.push_str(&signed_zone_tables(zones, &zdir, !extras.cookies));
+    } else {
+        for z in zones {
+            let origin = z.origin.trim_end_matches('.');
+            cmd.arg("--zone").arg(format!("{origin}={}", zdir.join(z.file).display()));
+        }
+    }
+    if !config.is_empty() {
+        let path = dir.path().join("pharos.toml");
+        fs::write(&path, config).map_err(|e| e.to_string())?;
+        if extras.signed {
+            generate_keys(bin, &path, zones, &zdir)?;
+        }
+        cmd.arg("--config").arg(path);
     }
     cmd.arg("--nsid").arg(NSID).current_dir(&zdir);
     spawn("pharos", cmd, dir, port, zones)
+}
+
+/// The `[[zone]]` tables of zones signed online, and the `[store]` their
+/// keys are kept in (unless one is there already).
+fn signed_zone_tables(zones: &[Zone], zdir: &Path, with_store: bool) -> String {
+    let mut conf = if with_store { "[store]\npath = \"state.sqlite\"\n".to_string() } else { String::new() };
+    for z in zones {
+        conf.push_str(&format!(
+            "[[zone]]\norigin = \"{}\"\nfile = \"{}\"\ndnssec = true\n",
+            z.origin.trim_end_matches('.'),
+            zdir.join(z.file).display()
+        ));
+    }
+    conf
+}
+
+/// `pharos key generate` for every zone of the config at `config`.
+fn generate_keys(bin: &Path, config: &Path, zones: &[Zone], cwd: &Path) -> Result<(), String> {
+    for z in zones {
+        let out = Command::new(bin)
+            .args(["key", "generate", z.origin.trim_end_matches('.'), "--config"])
+            .arg(config)
+            .current_dir(cwd)
+            .output()
+            .map_err(|e| format!("pharos key generate: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("pharos key generate {}: {}", z.origin, String::from_utf8_lossy(&out.stderr)));
+        }
+    }
+    Ok(())
+}
+
+/// The `[[tsig_key]]`, `[rrl]`, `[cookies]` (and its `[store]`) tables of
+/// a pharos.toml.
+fn pharos_extras(extras: &Extras) -> String {
+    let mut conf = String::new();
+    if let Some(key) = &extras.tsig {
+        conf.push_str(&format!("[[tsig_key]]\nname = \"{}\"\nalgorithm = \"hmac-sha256\"\nsecret = \"{}\"\n", key.name, key.secret));
+    }
+    if let Some((rate, slip)) = extras.rrl {
+        conf.push_str(&format!("[rrl]\nrate = {rate}\nslip = {slip}\n"));
+    }
+    if extras.cookies {
+        // The cookie secret lives in the store.
+        conf.push_str("[store]\npath = \"state.sqlite\"\n[cookies]\n");
+    }
+    conf
 }
 
 /// Loads each (origin, file) as a zone into one knotd and reports, per

@@ -1,0 +1,264 @@
+//! A run of the fuzzer: queries generated in batches, every difference
+//! sorted into a class (its signature: who differs, over what transport,
+//! in which field, and coarse words about the smallest query that still
+//! shows it), one reproduction per class, and the report.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use super::bench::Bench;
+use super::generate::Generator;
+use super::query::{FuzzQuery, Target, hex};
+use super::verdict::Finding;
+use crate::support::compare::Mismatch;
+use crate::support::wire::Transport;
+
+/// Queries generated and sent at once.
+const BATCH: usize = 256;
+/// Classes shrunk per server and field; past them a finding not covered by
+/// one of them goes unshrunk into one more class (`OVERFLOW`), so that the
+/// time a run spends shrinking is bounded.
+const MAX_SHRUNK_PER_FIELD: usize = 8;
+const OVERFLOW: &str = "(more, not shrunk)";
+
+/// A class of difference the RFCs allow, or a reference's known fault,
+/// matched narrowly: the same attribution, field and transport, and every
+/// listed query feature present in the class's signature.
+pub struct Deviation {
+    /// The configuration it is about (a test's name), or "*".
+    pub config: &'static str,
+    pub attribution: &'static str,
+    pub field: &'static str,
+    pub transport: Option<Transport>,
+    pub features: &'static [&'static str],
+    pub why: &'static str,
+}
+
+impl Deviation {
+    fn matches(&self, config: &str, class: &Class) -> bool {
+        (self.config == "*" || self.config == config)
+            && self.attribution == class.attribution
+            && self.field == class.field
+            && self.transport.is_none_or(|t| class.transports.iter().all(|c| *c == t))
+            && self.features.iter().all(|f| class.features.iter().any(|c| c == f))
+    }
+}
+
+/// One class of difference.
+pub struct Class {
+    pub attribution: String,
+    /// The transports it showed over.
+    pub transports: BTreeSet<Transport>,
+    pub field: String,
+    /// Features of the reproduction.
+    pub features: Vec<String>,
+    /// Queries of the run that showed it.
+    pub count: usize,
+    /// The smallest query found that shows it, and over which transport.
+    pub reproduction: FuzzQuery,
+    pub transport: Transport,
+    pub details: Vec<Mismatch>,
+    /// See `Finding::implicates_pharos`.
+    pub implicates_pharos: bool,
+}
+
+impl Class {
+    pub fn signature(&self) -> String {
+        format!("{} field={} | {}", self.attribution, self.field, self.features.join(" "))
+    }
+
+    /// Whether a finding for query `q` is taken to be of this class
+    /// without shrinking it: the same server and field, and the query has
+    /// every feature of this class's smallest query.
+    fn covers(&self, finding: &Finding, features: &[String]) -> bool {
+        self.attribution == finding.attribution && self.field == finding.field && self.features.iter().all(|f| features.contains(f))
+    }
+}
+
+/// What a run found.
+pub struct Run {
+    pub queries: usize,
+    pub elapsed: Duration,
+    pub classes: BTreeMap<String, Class>,
+    /// Differences that did not show again when their query was sent alone.
+    pub unrepeatable: usize,
+}
+
+/// The class a finding falls in: the most specific known class covering
+/// it, else the class of its query made as small as it goes (None: the
+/// difference did not show again).
+fn classify(bench: &Bench, classes: &mut BTreeMap<String, Class>, q: &FuzzQuery, finding: Finding) -> Option<String> {
+    let features = q.features();
+    let known = classes.values().filter(|c| c.covers(&finding, &features)).max_by_key(|c| c.features.len());
+    if let Some(class) = known {
+        return Some(class.signature());
+    }
+    let same_field = classes.values().filter(|c| c.attribution == finding.attribution && c.field == finding.field).count();
+    if same_field >= MAX_SHRUNK_PER_FIELD {
+        return Some(overflow(classes, q, finding));
+    }
+    let (smallest, found) = bench.shrink(q, &finding)?;
+    let class = Class {
+        attribution: found.attribution.clone(),
+        transports: BTreeSet::new(),
+        field: found.field.clone(),
+        features: smallest.features(),
+        count: 0,
+        reproduction: smallest,
+        transport: found.transport,
+        details: found.details,
+        implicates_pharos: found.implicates_pharos,
+    };
+    let signature = class.signature();
+    classes.entry(signature.clone()).or_insert(class);
+    Some(signature)
+}
+
+/// The class of findings left unshrunk because their server and field
+/// already have `MAX_SHRUNK_PER_FIELD` classes; its reproduction is the
+/// first such query, as generated.
+fn overflow(classes: &mut BTreeMap<String, Class>, q: &FuzzQuery, finding: Finding) -> String {
+    let class = Class {
+        attribution: finding.attribution.clone(),
+        transports: BTreeSet::new(),
+        field: finding.field.clone(),
+        features: vec![OVERFLOW.to_string()],
+        count: 0,
+        reproduction: q.clone(),
+        transport: finding.transport,
+        implicates_pharos: finding.implicates_pharos,
+        details: finding.details,
+    };
+    let signature = class.signature();
+    classes.entry(signature.clone()).or_insert(class);
+    signature
+}
+
+/// Generates and judges `count` queries, or as many as `budget` leaves
+/// time for (whole batches: the run is a prefix of the seed's sequence).
+pub fn run(bench: &mut Bench, generator: &mut Generator, count: usize, budget: Duration) -> Run {
+    let started = Instant::now();
+    let mut classes: BTreeMap<String, Class> = BTreeMap::new();
+    // Findings whose query did not show them again: not shrunk twice.
+    let mut unrepeated: BTreeSet<String> = BTreeSet::new();
+    let mut unrepeatable = 0;
+    let mut done = 0;
+    while done < count && started.elapsed() < budget {
+        let n = BATCH.min(count - done);
+        let queries: Vec<FuzzQuery> = (0..n).map(|_| generator.next_query()).collect();
+        bench.renew_cookies();
+        let replies = bench.send(&queries, done as u16);
+        for (q, sides) in queries.iter().zip(replies) {
+            for finding in super::verdict::judge(q, &sides, &bench.zones) {
+                let key = format!("{} {} {} {:?}", finding.attribution, finding.transport, finding.field, q);
+                let transport = finding.transport;
+                let class = if unrepeated.contains(&key) { None } else { classify(bench, &mut classes, q, finding) };
+                match class {
+                    Some(signature) => {
+                        let class = classes.get_mut(&signature).unwrap();
+                        class.count += 1;
+                        class.transports.insert(transport);
+                    }
+                    None => {
+                        unrepeated.insert(key);
+                        unrepeatable += 1;
+                    }
+                }
+            }
+        }
+        done += n;
+        if std::env::var_os("PHAROS_FUZZ_PROGRESS").is_some() && (done / BATCH).is_multiple_of(8) {
+            eprintln!("  {done} queries, {} classes, {:.0?}", classes.len(), started.elapsed());
+        }
+    }
+    Run { queries: done, elapsed: started.elapsed(), classes, unrepeatable }
+}
+
+/// The report of one class: signature, count, reproduction in words, hex
+/// and as a dig command, and what differed.
+pub fn describe_class(class: &Class, bench: &Bench, why: Option<&str>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "--- {}", class.signature());
+    let transports: Vec<String> = class.transports.iter().map(|t| t.to_string()).collect();
+    let _ = writeln!(out, "    {} of the run's queries, over {}", class.count, transports.join(" and "));
+    if let Some(why) = why {
+        let _ = writeln!(out, "    known: {why}");
+    }
+    let q = &class.reproduction;
+    let _ = writeln!(out, "    query: {}", q.describe());
+    let packet = q.encode(&Target { id: 0x5152, good_cookie: None });
+    let _ = writeln!(out, "    hex:   {}", hex(&packet));
+    let pharos = bench.addr("pharos");
+    match q.dig_command(pharos) {
+        Some(cmd) => {
+            let _ = writeln!(out, "    dig:   {cmd}{}", if class.transport == Transport::Tcp { " +tcp" } else { "" });
+        }
+        None => {
+            let nc = if class.transport == Transport::Udp { "-u " } else { "" };
+            let frame = if class.transport == Transport::Tcp { format!("{:04x}", packet.len()) } else { String::new() };
+            let _ = writeln!(out, "    send:  echo {frame}{} | xxd -r -p | nc {nc}-w1 {} {}", hex(&packet), pharos.ip(), pharos.port());
+        }
+    }
+    for m in class.details.iter().take(6) {
+        let _ = writeln!(out, "    [{}] {}\n        {}\n        {}", m.transport, m.field, m.left, m.right);
+    }
+    out
+}
+
+/// Prints the run; returns the signatures of the classes that implicate
+/// Pharos (see `Finding::implicates_pharos`) and no deviation explains
+/// (those where Pharos agrees with a reference are printed apart). Deviations of `config` that matched nothing are reported as
+/// stale.
+pub fn report(config: &str, seed: u64, run: &Run, bench: &Bench, deviations: &[Deviation]) -> Vec<String> {
+    let mut used = vec![0usize; deviations.len()];
+    let mut text = format!(
+        "\n===== differential fuzz, {config} (seed {seed}): {} queries in {:.1?} ({:.0}/s), {} classes, {} differences that did not repeat =====\n",
+        run.queries,
+        run.elapsed,
+        run.queries as f64 / run.elapsed.as_secs_f64(),
+        run.classes.len(),
+        run.unrepeatable
+    );
+    let mut unexplained = Vec::new();
+    let mut known = String::new();
+    let mut references = String::new();
+    let mut untriaged_references = 0;
+    for (signature, class) in &run.classes {
+        match deviations.iter().position(|d| d.matches(config, class)) {
+            Some(i) => {
+                used[i] += class.count;
+                known.push_str(&describe_class(class, bench, Some(deviations[i].why)));
+            }
+            None if class.implicates_pharos => {
+                unexplained.push(signature.clone());
+                text.push_str(&describe_class(class, bench, None));
+            }
+            None => {
+                untriaged_references += 1;
+                references.push_str(&describe_class(class, bench, None));
+            }
+        }
+    }
+    let _ = writeln!(
+        text,
+        "\n{} classes implicate Pharos unexplained (above); {untriaged_references} classes where Pharos agrees with a \
+         reference or the RFC but the references differ, not yet in the list:",
+        unexplained.len()
+    );
+    text.push_str(&references);
+    let _ = writeln!(text, "\nknown deviations:");
+    text.push_str(&known);
+    for (d, n) in deviations.iter().zip(&used) {
+        if d.config == config && *n == 0 {
+            let _ = writeln!(text, "STALE? known deviation matched nothing in this run: {} {} {:?}", d.attribution, d.field, d.features);
+        }
+    }
+    eprintln!("{text}");
+    if let Some(path) = std::env::var_os("PHAROS_FUZZ_REPORT") {
+        use std::io::Write as _;
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+    }
+    unexplained
+}
