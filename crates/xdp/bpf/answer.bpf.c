@@ -509,11 +509,13 @@ enum rrl_verdict {
 	RRL_DROP,
 };
 
-// Where the query's parts are, once it has been found answerable.
+// What the stages of answer() learn of the query and hand on to the next.
 struct query {
+	// Found by find_udp.
 	__u32 dns_off;
-	__u32 reply_len;
 	int v6;
+	// The pseudo-header's sum: addresses and protocol, not the length.
+	__u32 pseudo;
 	// Whom the rate limit counts the query against.
 	struct source source;
 	// The packet's source address (IPv4 in the first 4 octets).
@@ -522,9 +524,42 @@ struct query {
 	// the source's, or a trusted Client Subnet's.
 	__u8 client[16];
 	int client_v6;
+	// The snapshot the query is answered from, read once.
+	__u32 generation;
+
+	// Read by read_question: the DNS message's length, its header flags,
+	// and the length of the header and question, which the reply keeps.
+	__u32 dns_len;
+	__u16 flags;
+	int edns;
+	__u32 name_len;
+	__u32 head_len;
+	// The query's UDP checksum, and the sum of what it covers besides
+	// the pseudo-header and the head (ports, length, the checksum field,
+	// the OPT record).
+	__u16 check;
+	__u32 rest_sum;
+
+	// Read by read_edns: the largest reply the client takes.
+	__u32 size_limit;
+	// The OPT flags the reply echoes: DO and CO.
+	__u16 echoed_flags;
+	// The Client Subnet option's length, or 0.
+	__u32 ecs_len;
 	// The client came from a trusted Client Subnet of this source prefix.
 	int from_subnet;
 	__u32 subnet_bits;
+
+	// Set by find_answer, and admit where it slips.
+	__u32 body_len;
+	__u32 reply_len;
+	// The reply's ECS scope: 0 for static answers, as user space's.
+	__u8 scope;
+	// The counter the reply is counted under.
+	__u32 answered;
+	int slipped;
+	// Set by compose_reply: where the reply's OPT record goes.
+	__u32 opt_at;
 };
 
 static __always_inline __u16 read16(const __u8 *p)
@@ -536,6 +571,15 @@ static __always_inline __u16 read16(const __u8 *p)
 // first, but the compiler may test a copy and leave this register
 // unbounded; this check it cannot move or drop.
 #define AT_MOST(value, max) asm volatile("if %0 <= %1 goto +1\n\t%0 = 0" : "+r"(value) : "i"(max))
+
+// A length from 1 to `max`, proven so to the verifier where a helper takes
+// it: helpers refuse a length that might be 0.
+#define FROM_1_TO(len, max)              \
+	do {                             \
+		len--;                   \
+		AT_MOST(len, (max) - 1); \
+		len++;                   \
+	} while (0)
 
 static __always_inline __u32 fold(__u64 sum)
 {
@@ -677,8 +721,8 @@ static __always_inline int is_extension_header(__u8 next)
 
 // Finds the UDP header of a query to a served port: returns ANSWERABLE and
 // sets `*found`, or the reason the packet passes up. Fills in the DNS
-// offset, the family and the pseudo-header sum.
-static __always_inline int find_udp(void *data, void *data_end, struct query *q, __u32 *pseudo, struct udphdr **found)
+// offset, the family, the addresses and the pseudo-header sum.
+static __always_inline int find_udp(void *data, void *data_end, struct query *q, struct udphdr **found)
 {
 	struct ethhdr *eth = data;
 	if ((void *)(eth + 1) > data_end)
@@ -695,7 +739,7 @@ static __always_inline int find_udp(void *data, void *data_end, struct query *q,
 			return NOT_FOR_US;
 		ip_payload = bpf_ntohs(ip->tot_len) - sizeof(*ip);
 		q->v6 = 0;
-		*pseudo = (ip->saddr & 0xffff) + (ip->saddr >> 16) + (ip->daddr & 0xffff) + (ip->daddr >> 16);
+		q->pseudo = (ip->saddr & 0xffff) + (ip->saddr >> 16) + (ip->daddr & 0xffff) + (ip->daddr >> 16);
 		q->source.v4 = ip->saddr;
 		__builtin_memcpy(q->sender, &ip->saddr, 4);
 		__builtin_memcpy(q->client, &ip->saddr, 4);
@@ -722,7 +766,7 @@ static __always_inline int find_udp(void *data, void *data_end, struct query *q,
 			__u32 dst = ip6->daddr.in6_u.u6_addr32[i];
 			sum += (src & 0xffff) + (src >> 16) + (dst & 0xffff) + (dst >> 16);
 		}
-		*pseudo = sum;
+		q->pseudo = sum;
 		udp = (void *)(ip6 + 1);
 	} else {
 		return NOT_FOR_US;
@@ -739,7 +783,7 @@ static __always_inline int find_udp(void *data, void *data_end, struct query *q,
 	q->dns_off = (void *)(udp + 1) - data;
 	// The addresses were summed as read, in network order: convert once,
 	// and add the protocol (the length comes with the reply's).
-	*pseudo = bpf_ntohs(fold(*pseudo)) + IPPROTO_UDP;
+	q->pseudo = bpf_ntohs(fold(q->pseudo)) + IPPROTO_UDP;
 	*found = udp;
 	return ANSWERABLE;
 }
@@ -1089,17 +1133,277 @@ static __always_inline int pass(struct xdp_md *ctx, __u32 reason)
 	return XDP_PASS;
 }
 
+// What becomes of a query a stage stopped at `reason`: counted, and
+// dropped where a limit drops it, else passed up.
+static __always_inline int not_answered(struct xdp_md *ctx, __u32 reason)
+{
+	count(ctx->ingress_ifindex, reason);
+	return reason == RATE_LIMITED_DROPPED || reason == RRL_DROPPED ? XDP_DROP : XDP_PASS;
+}
+
+// The OPT record's length, in the query and in the reply alike (the
+// reply echoes the Client Subnet at its own length); 0 without EDNS.
+static __always_inline __u32 opt_record_len(const struct query *q)
+{
+	return q->edns ? OPT_LEN + q->ecs_len : 0;
+}
+
+// Reads the header and the question: a plain query, one question and at
+// most one more record, whose first label the snapshot may answer (the
+// filter, before the name costs its copy and hash). Leaves the header
+// and question in the scratch head, which the reply keeps, and the
+// question in the scratch key, in generation 0.
+static __always_inline int read_question(struct xdp_md *ctx, const struct udphdr *udp, struct query *q, struct scratch *s,
+					 const struct config *cfg)
+{
+	const void *data_end = (void *)(long)ctx->data_end;
+	const __u8 *dns = (const void *)(udp + 1);
+	q->dns_len = bpf_ntohs(udp->len) - sizeof(*udp);
+	if ((const void *)(dns + DNS_HEADER) > data_end)
+		return NOT_A_PLAIN_QUERY;
+	q->flags = read16(dns + 2);
+	// Responses, other opcodes and anything but one question pass up;
+	// besides the question, one (OPT) record at most.
+	if ((q->flags & (FLAG_QR | OPCODE_MASK)) || read16(dns + 4) != 1 || read16(dns + 6) || read16(dns + 8))
+		return NOT_A_PLAIN_QUERY;
+	if (read16(dns + 10) > 1)
+		return EDNS_UNSUPPORTED;
+	q->edns = read16(dns + 10) == 1;
+	if (!first_label_known(dns + DNS_HEADER, data_end, cfg, q->generation))
+		return NO_ENTRY;
+
+	// The query's header: its ID stays the reply's, the rest is summed
+	// to check the query's checksum, then overwritten.
+	__builtin_memcpy(s->head, dns, DNS_HEADER);
+	q->check = udp->check;
+	q->rest_sum = bpf_ntohs(udp->source) + bpf_ntohs(udp->dest) + bpf_ntohs(udp->len) + bpf_ntohs(udp->check);
+	__u32 name_len = read_name(ctx, q->dns_off + DNS_HEADER);
+	if (!name_len || name_len > MAX_NAME)
+		return NOT_A_PLAIN_QUERY;
+	AT_MOST(name_len, MAX_NAME);
+	// Past the name, offsets vary: read through the helper, which checks
+	// them, rather than through packet pointers the verifier cannot bound.
+	if (bpf_xdp_load_bytes(ctx, q->dns_off + DNS_HEADER + name_len, &s->head[DNS_HEADER + name_len], 4))
+		return NOT_A_PLAIN_QUERY;
+	__builtin_memcpy(s->key.qtype, &s->head[DNS_HEADER + name_len], 2);
+	__builtin_memcpy(s->key.qclass, &s->head[DNS_HEADER + name_len + 2], 2);
+	q->name_len = name_len;
+	q->head_len = DNS_HEADER + name_len + 4;
+	return ANSWERABLE;
+}
+
+// Reads the OPT record's Client Subnet option, `len` octets (1 to
+// ECS_MAX), into the scratch, zero past it. The subnet stands for the
+// client where its sender is trusted.
+static __always_inline int read_client_subnet(struct xdp_md *ctx, struct query *q, struct scratch *s, const struct config *cfg, __u32 len)
+{
+	__u32 at = q->head_len + OPT_LEN;
+	FROM_1_TO(len, ECS_MAX);
+	if (bpf_xdp_load_bytes(ctx, q->dns_off + at, s->ecs, len))
+		return NOT_A_PLAIN_QUERY;
+	// Zero past the option: summed whole.
+	q->rest_sum += placed_at(sum_bytes(s->ecs, ECS_MAX), at);
+	if (!plain_client_subnet(s->ecs, len))
+		return EDNS_UNSUPPORTED;
+	if (trusted_sender(s, q, cfg, q->generation)) {
+		q->from_subnet = 1;
+		q->subnet_bits = s->ecs[6];
+		q->client_v6 = read16(s->ecs + 4) == 2;
+		__builtin_memcpy(q->client, s->ecs + ECS_MIN, 16);
+	}
+	q->ecs_len = len;
+	return ANSWERABLE;
+}
+
+// Reads the OPT record, where the query has one: root owner, version 0,
+// no extended RCODE, no option but a Client Subnet. It gives the size the
+// reply may take, and the flags it echoes. The query must end with it
+// (or with the question): trailing octets pass up.
+static __always_inline int read_edns(struct xdp_md *ctx, struct query *q, struct scratch *s, const struct config *cfg)
+{
+	q->size_limit = MIN_UDP_PAYLOAD;
+	__builtin_memset(s->ecs, 0, ECS_MAX);
+	if (q->edns) {
+		__u8 opt[OPT_LEN];
+		if (bpf_xdp_load_bytes(ctx, q->dns_off + q->head_len, opt, OPT_LEN) || opt[0] != 0 || read16(opt + 1) != TYPE_OPT)
+			return NOT_A_PLAIN_QUERY;
+		q->rest_sum += placed_at(sum_bytes(opt, OPT_LEN), q->head_len);
+		if (opt[5] != 0 || opt[6] != 0)
+			return EDNS_UNSUPPORTED;
+		__u32 options_len = read16(opt + 9);
+		if (options_len > ECS_MAX)
+			return EDNS_UNSUPPORTED;
+		if (options_len) {
+			int reason = read_client_subnet(ctx, q, s, cfg, options_len);
+			if (reason != ANSWERABLE)
+				return reason;
+		}
+		__u32 server = cfg->udp_payload > MIN_UDP_PAYLOAD ? cfg->udp_payload : MIN_UDP_PAYLOAD;
+		__u32 client = read16(opt + 3);
+		q->size_limit = client < MIN_UDP_PAYLOAD ? MIN_UDP_PAYLOAD : client > server ? server : client;
+		q->echoed_flags = read16(opt + 7) & (EDNS_DO | EDNS_CO);
+	}
+	if (q->dns_len != q->head_len + opt_record_len(q))
+		return NOT_A_PLAIN_QUERY;
+	return ANSWERABLE;
+}
+
+// Finds the reply to the question in the scratch key: the entry's own,
+// or for a routed question the variant drawn for the client's class. It
+// must fit in what the client takes, else user space truncates it.
+static __always_inline int find_answer(struct query *q, struct scratch *s, const struct config *cfg, const struct entry **entry,
+				       struct answer **reply)
+{
+	// Hits and misses alike, while the key is still in generation 0.
+	if (cfg->count_asked)
+		count_asked(&s->key);
+	s->key.generation = q->generation;
+	struct entry *e = bpf_map_lookup_elem(&answers, &s->key);
+	if (!e || !same_name(e, s, q->name_len))
+		return NO_ENTRY;
+	struct answer *a = &e->reply;
+	q->answered = ANSWERED_STATIC;
+	if (e->routed) {
+		a = routed_answer(s, q, cfg, q->generation, &q->scope);
+		q->answered = ANSWERED_ROUTED;
+	}
+	if (!a)
+		return NO_ENTRY;
+	__u32 body_len = a->len;
+	if (body_len < 1 || body_len > MAX_BODY)
+		return NO_ENTRY;
+	q->body_len = body_len;
+	q->reply_len = q->head_len + body_len + opt_record_len(q);
+	if (q->reply_len > q->size_limit)
+		return TOO_LARGE;
+	*entry = e;
+	*reply = a;
+	return ANSWERABLE;
+}
+
+// Whether the kernel may send the reply to `entry`'s question. Not to a
+// corrupted query: the kernel's UDP layer would drop it before user space
+// saw it. Then the limits: only what the kernel would answer costs
+// tokens, as user space applies its own limits to the rest. A slip
+// shortens the reply to its head.
+static __always_inline int admit(struct query *q, struct scratch *s, const struct limit *l, const struct rrl_settings *rrl,
+				 const struct entry *entry)
+{
+	if (!checksum_ok(q->check, q->pseudo + q->dns_len + sizeof(struct udphdr), q->rest_sum + sum_head(q->head_len), q->v6))
+		return BAD_CHECKSUM;
+	if (l->enabled && !within_limit(l, &q->source))
+		return l->drop ? RATE_LIMITED_DROPPED : RATE_LIMITED_PASSED;
+	if (!rrl->enabled)
+		return ANSWERABLE;
+	int verdict = rrl_verdict(s, q, entry, rrl);
+	if (verdict == RRL_DROP)
+		return RRL_DROPPED;
+	// A slipped reply is the header, the question and the OPT record the
+	// answer would carry (RFC 6891 section 7), with TC set, byte for byte
+	// as user space's: a real client retries over TCP. The kernel answers
+	// only queries whose OPT holds at most a Client Subnet option, echoed
+	// at its own length: a slip is exactly as long as its query.
+	if (verdict == RRL_SLIP) {
+		q->slipped = 1;
+		q->answered = RRL_SLIPPED;
+		q->reply_len = q->head_len + opt_record_len(q);
+	}
+	return ANSWERABLE;
+}
+
+// Writes the reply's header and OPT record into the scratch, the
+// question already in the head, and returns the UDP checksum's sum of the
+// reply but its ports (turn_around adds them).
+static __always_inline __u32 compose_reply(struct query *q, struct scratch *s, const struct config *cfg, const struct answer *a)
+{
+	// The header: ID kept, QR, RD copied, AA and RCODE from the answer.
+	__u16 reply_flags = FLAG_QR | (q->flags & FLAG_RD) | a->flags;
+	__u16 header[5] = {reply_flags, 1, a->counts[0], a->counts[1], a->counts[2] + q->edns};
+	if (q->slipped) {
+		__u16 truncated[5] = {reply_flags | FLAG_TC, 1, 0, 0, q->edns};
+		__builtin_memcpy(header, truncated, sizeof(header));
+	}
+	for (int i = 0; i < 5; i++) {
+		s->head[2 + 2 * i] = header[i] >> 8;
+		s->head[3 + 2 * i] = header[i] & 0xff;
+	}
+	q->opt_at = q->head_len + (q->slipped ? 0 : q->body_len);
+	__u8 reply_opt[OPT_LEN] = {0, 0, TYPE_OPT, cfg->udp_payload >> 8, cfg->udp_payload & 0xff, 0, 0, q->echoed_flags >> 8, 0, 0, q->ecs_len};
+	__builtin_memcpy(s->opt, reply_opt, OPT_LEN);
+	// The subnet echoed as asked, with the answer's scope.
+	s->ecs[ECS_SCOPE] = q->scope;
+
+	__u32 udp_sum = q->pseudo + q->reply_len + sizeof(struct udphdr) + sum_head(q->head_len) +
+			(q->slipped ? 0 : placed_at(a->sum, q->head_len));
+	if (q->edns)
+		udp_sum += placed_at(sum_bytes(s->opt, OPT_LEN), q->opt_at) + placed_at(sum_bytes(s->ecs, ECS_MAX), q->opt_at + OPT_LEN);
+	return udp_sum;
+}
+
+// Gives the packet the reply's length: 0 on success; on failure the
+// packet is as it came.
+static __always_inline int fit_to_reply(struct xdp_md *ctx, const struct query *q, struct scratch *s)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	int grow = q->dns_off + q->reply_len - (__u32)(data_end - data);
+	// Shrinking (a frame with an Ethernet trailer) cannot fail.
+	return bpf_xdp_adjust_tail(ctx, grow) && (grow < 0 || grow_at_both_ends(ctx, q, s, grow));
+}
+
+// Turns the resized packet around and writes the reply into it: the
+// whole head, question included (grown at the head, the packet no longer
+// holds the question where the reply has it), the body, the OPT record
+// and its Client Subnet. None of it can fail on a packet the stages let by.
+static __always_inline int store_reply(struct xdp_md *ctx, const struct query *q, struct scratch *s, struct answer *a, __u32 udp_sum)
+{
+	if (turn_around(ctx, q, udp_sum))
+		return -1;
+	__u32 head_len = q->head_len;
+	FROM_1_TO(head_len, HEAD_MAX - 1);
+	if (bpf_xdp_store_bytes(ctx, q->dns_off, s->head, head_len))
+		return -1;
+	__u32 body_len = q->body_len;
+	FROM_1_TO(body_len, MAX_BODY);
+	if (!q->slipped && bpf_xdp_store_bytes(ctx, q->dns_off + head_len, a->body, body_len))
+		return -1;
+	if (q->edns && bpf_xdp_store_bytes(ctx, q->dns_off + q->opt_at, s->opt, OPT_LEN))
+		return -1;
+	__u32 ecs_len = q->ecs_len;
+	if (ecs_len) {
+		FROM_1_TO(ecs_len, ECS_MAX);
+		if (bpf_xdp_store_bytes(ctx, q->dns_off + q->opt_at + OPT_LEN, s->ecs, ecs_len))
+			return -1;
+	}
+	return 0;
+}
+
+// Rewrites the packet into the reply and sends it back whence it came.
+static __always_inline int send_reply(struct xdp_md *ctx, struct query *q, struct scratch *s, const struct config *cfg, struct answer *a)
+{
+	__u32 udp_sum = compose_reply(q, s, cfg, a);
+	if (fit_to_reply(ctx, q, s))
+		return pass(ctx, ADJUST_TAIL_FAILED);
+	// Resized, the packet cannot pass up as it came.
+	if (store_reply(ctx, q, s, a, udp_sum))
+		return XDP_DROP;
+	count(ctx->ingress_ifindex, q->answered);
+	return XDP_TX;
+}
+
+// A query's life in stages: each goes on from what those before it left
+// in `q` and the scratch, and returns ANSWERABLE, or the reason the query
+// is not answered here.
 SEC("xdp")
 int answer(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct query q = {};
-	__u32 pseudo = 0;
 	struct udphdr *udp = NULL;
-	int found = find_udp(data, data_end, &q, &pseudo, &udp);
-	if (found != ANSWERABLE || !udp)
-		return pass(ctx, found);
+	int reason = find_udp(data, data_end, &q, &udp);
+	if (reason != ANSWERABLE || !udp)
+		return pass(ctx, reason);
 	__u32 zero = 0;
 	__u32 *live_generation = bpf_map_lookup_elem(&live, &zero);
 	if (!live_generation)
@@ -1108,6 +1412,7 @@ int answer(struct xdp_md *ctx)
 	__u32 generation = *(volatile __u32 *)live_generation;
 	if (generation == SUSPENDED)
 		return pass(ctx, SUSPENDED_PASS);
+	q.generation = generation;
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 	struct config *cfg = bpf_map_lookup_elem(&config, &generation);
 	struct limit *l = bpf_map_lookup_elem(&limit, &zero);
@@ -1116,187 +1421,18 @@ int answer(struct xdp_md *ctx)
 	if (!s || !cfg || !l || !rrl)
 		return XDP_PASS;
 
-	__u8 *dns = (void *)(udp + 1);
-	__u32 dns_len = bpf_ntohs(udp->len) - sizeof(*udp);
-	if ((void *)(dns + DNS_HEADER) > data_end)
-		return pass(ctx, NOT_A_PLAIN_QUERY);
-	__u16 flags = read16(dns + 2);
-	// Responses, other opcodes and anything but one question pass up;
-	// besides the question, one (OPT) record at most.
-	if ((flags & (FLAG_QR | OPCODE_MASK)) || read16(dns + 4) != 1 || read16(dns + 6) || read16(dns + 8))
-		return pass(ctx, NOT_A_PLAIN_QUERY);
-	if (read16(dns + 10) > 1)
-		return pass(ctx, EDNS_UNSUPPORTED);
-	int edns = read16(dns + 10) == 1;
-	if (!first_label_known(dns + DNS_HEADER, data_end, cfg, generation))
-		return pass(ctx, NO_ENTRY);
-
-	// The query's header: its ID stays the reply's, the rest is summed
-	// to check the query's checksum, then overwritten.
-	__builtin_memcpy(s->head, dns, DNS_HEADER);
-	__u16 query_check = udp->check;
-	__u32 query_udp_fields = bpf_ntohs(udp->source) + bpf_ntohs(udp->dest) + bpf_ntohs(udp->len) + bpf_ntohs(udp->check);
-	__u32 name_len = read_name(ctx, q.dns_off + DNS_HEADER);
-	if (!name_len || name_len > MAX_NAME)
-		return pass(ctx, NOT_A_PLAIN_QUERY);
-	AT_MOST(name_len, MAX_NAME);
-	__u32 head_len = DNS_HEADER + name_len + 4;
-	// Past the name, offsets vary: read through the helper, which checks
-	// them, rather than through packet pointers the verifier cannot bound.
-	if (bpf_xdp_load_bytes(ctx, q.dns_off + DNS_HEADER + name_len, &s->head[DNS_HEADER + name_len], 4))
-		return pass(ctx, NOT_A_PLAIN_QUERY);
-	__builtin_memcpy(s->key.qtype, &s->head[DNS_HEADER + name_len], 2);
-	__builtin_memcpy(s->key.qclass, &s->head[DNS_HEADER + name_len + 2], 2);
-
-	// The OPT record: root owner, version 0, no extended RCODE, no options.
-	__u32 limit = MIN_UDP_PAYLOAD;
-	// The OPT flags the reply echoes: DO and CO.
-	__u16 echoed_flags = 0;
-	__u32 query_opt_sum = 0;
-	// The Client Subnet option's length, or 0.
-	__u32 ecs_len = 0;
-	__builtin_memset(s->ecs, 0, ECS_MAX);
-	if (edns) {
-		__u8 opt[OPT_LEN];
-		if (bpf_xdp_load_bytes(ctx, q.dns_off + head_len, opt, OPT_LEN) || opt[0] != 0 || read16(opt + 1) != TYPE_OPT)
-			return pass(ctx, NOT_A_PLAIN_QUERY);
-		query_opt_sum = placed_at(sum_bytes(opt, OPT_LEN), head_len);
-		if (opt[5] != 0 || opt[6] != 0)
-			return pass(ctx, EDNS_UNSUPPORTED);
-		ecs_len = read16(opt + 9);
-		if (ecs_len > ECS_MAX)
-			return pass(ctx, EDNS_UNSUPPORTED);
-		if (ecs_len) {
-			ecs_len--;
-			AT_MOST(ecs_len, ECS_MAX - 1);
-			ecs_len++;
-			if (bpf_xdp_load_bytes(ctx, q.dns_off + head_len + OPT_LEN, s->ecs, ecs_len))
-				return pass(ctx, NOT_A_PLAIN_QUERY);
-			// Zero past the option: summed whole.
-			query_opt_sum += placed_at(sum_bytes(s->ecs, ECS_MAX), head_len + OPT_LEN);
-			if (!plain_client_subnet(s->ecs, ecs_len))
-				return pass(ctx, EDNS_UNSUPPORTED);
-			if (trusted_sender(s, &q, cfg, generation)) {
-				q.from_subnet = 1;
-				q.subnet_bits = s->ecs[6];
-				q.client_v6 = read16(s->ecs + 4) == 2;
-				__builtin_memcpy(q.client, s->ecs + ECS_MIN, 16);
-			}
-		}
-		__u32 server = cfg->udp_payload > MIN_UDP_PAYLOAD ? cfg->udp_payload : MIN_UDP_PAYLOAD;
-		__u32 client = read16(opt + 3);
-		limit = client < MIN_UDP_PAYLOAD ? MIN_UDP_PAYLOAD : client > server ? server : client;
-		echoed_flags = read16(opt + 7) & (EDNS_DO | EDNS_CO);
-	}
-	if (dns_len != head_len + (edns ? OPT_LEN + ecs_len : 0))
-		return pass(ctx, NOT_A_PLAIN_QUERY);
-
-	// Hits and misses alike, while the key is still in generation 0.
-	if (cfg->count_asked)
-		count_asked(&s->key);
-	s->key.generation = generation;
-	struct entry *e = bpf_map_lookup_elem(&answers, &s->key);
-	if (!e || !same_name(e, s, name_len))
-		return pass(ctx, NO_ENTRY);
-	struct answer *a = &e->reply;
-	__u32 answered = ANSWERED_STATIC;
-	// The reply's ECS scope: 0 for static answers, as user space's.
-	__u8 scope = 0;
-	if (e->routed) {
-		a = routed_answer(s, &q, cfg, generation, &scope);
-		answered = ANSWERED_ROUTED;
-	}
-	if (!a)
-		return pass(ctx, NO_ENTRY);
-	__u32 body_len = a->len;
-	if (body_len < 1 || body_len > MAX_BODY)
-		return pass(ctx, NO_ENTRY);
-	// Helpers refuse a length that might be 0: bound it from 1 up.
-	body_len--;
-	AT_MOST(body_len, MAX_BODY - 1);
-	body_len++;
-	q.reply_len = head_len + body_len + (edns ? OPT_LEN + ecs_len : 0);
-	// Larger than the client takes: user space truncates.
-	if (q.reply_len > limit)
-		return pass(ctx, TOO_LARGE);
-	// The kernel's UDP layer would drop a corrupted query before user
-	// space saw it: so must this path, before answering or counting it.
-	if (!checksum_ok(query_check, pseudo + dns_len + sizeof(*udp), query_udp_fields + sum_head(head_len) + query_opt_sum, q.v6))
-		return pass(ctx, BAD_CHECKSUM);
-	// Only what the kernel would answer costs tokens: user space applies
-	// its own limits to the rest.
-	if (l->enabled && !within_limit(l, &q.source)) {
-		if (!l->drop)
-			return pass(ctx, RATE_LIMITED_PASSED);
-		count(ctx->ingress_ifindex, RATE_LIMITED_DROPPED);
-		return XDP_DROP;
-	}
-	// A slipped reply is the header, the question and the OPT record the
-	// answer would carry (RFC 6891 section 7), with TC set, byte for byte
-	// as user space's: a real client retries over TCP. The kernel answers
-	// only queries whose OPT holds at most a Client Subnet option, echoed
-	// at its own length: a slip is exactly as long as its query.
-	int slipped = 0;
-	if (rrl->enabled) {
-		int verdict = rrl_verdict(s, &q, e, rrl);
-		if (verdict == RRL_DROP) {
-			count(ctx->ingress_ifindex, RRL_DROPPED);
-			return XDP_DROP;
-		}
-		if (verdict == RRL_SLIP) {
-			slipped = 1;
-			answered = RRL_SLIPPED;
-			q.reply_len = head_len + (edns ? OPT_LEN + ecs_len : 0);
-		}
-	}
-
-	// The header: ID kept, QR, RD copied, AA and RCODE from the answer.
-	__u16 reply_flags = FLAG_QR | (flags & FLAG_RD) | a->flags;
-	__u16 header[5] = {reply_flags, 1, a->counts[0], a->counts[1], a->counts[2] + edns};
-	if (slipped) {
-		__u16 truncated[5] = {reply_flags | FLAG_TC, 1, 0, 0, edns};
-		__builtin_memcpy(header, truncated, sizeof(header));
-	}
-	for (int i = 0; i < 5; i++) {
-		s->head[2 + 2 * i] = header[i] >> 8;
-		s->head[3 + 2 * i] = header[i] & 0xff;
-	}
-	__u32 opt_at = head_len + (slipped ? 0 : body_len);
-	__u8 reply_opt[OPT_LEN] = {0, 0, TYPE_OPT, cfg->udp_payload >> 8, cfg->udp_payload & 0xff, 0, 0, echoed_flags >> 8, 0, 0, ecs_len};
-	__builtin_memcpy(s->opt, reply_opt, OPT_LEN);
-	// The subnet echoed as asked, with the answer's scope.
-	s->ecs[ECS_SCOPE] = scope;
-
-	__u32 udp_sum = pseudo + q.reply_len + sizeof(*udp) + sum_head(head_len) + (slipped ? 0 : placed_at(a->sum, head_len));
-	if (edns)
-		udp_sum += placed_at(sum_bytes(s->opt, OPT_LEN), opt_at) + placed_at(sum_bytes(s->ecs, ECS_MAX), opt_at + OPT_LEN);
-
-	int grow = q.dns_off + q.reply_len - (__u32)(data_end - data);
-	// Shrinking (a frame with an Ethernet trailer) cannot fail.
-	if (bpf_xdp_adjust_tail(ctx, grow) && (grow < 0 || grow_at_both_ends(ctx, &q, s, grow)))
-		return pass(ctx, ADJUST_TAIL_FAILED);
-	// From here on the packet has been resized: it cannot pass up as it
-	// came. None of these can fail on a packet the checks above let by.
-	if (turn_around(ctx, &q, udp_sum))
-		return XDP_DROP;
-	// The whole head, question included: grown at the head, the packet no
-	// longer holds the question where the reply has it.
-	AT_MOST(head_len, HEAD_MAX - 1);
-	if (bpf_xdp_store_bytes(ctx, q.dns_off, s->head, head_len))
-		return XDP_DROP;
-	if (!slipped && bpf_xdp_store_bytes(ctx, q.dns_off + head_len, a->body, body_len))
-		return XDP_DROP;
-	if (edns && bpf_xdp_store_bytes(ctx, q.dns_off + opt_at, s->opt, OPT_LEN))
-		return XDP_DROP;
-	if (ecs_len) {
-		ecs_len--;
-		AT_MOST(ecs_len, ECS_MAX - 1);
-		ecs_len++;
-		if (bpf_xdp_store_bytes(ctx, q.dns_off + opt_at + OPT_LEN, s->ecs, ecs_len))
-			return XDP_DROP;
-	}
-	count(ctx->ingress_ifindex, answered);
-	return XDP_TX;
+	const struct entry *entry = NULL;
+	struct answer *reply = NULL;
+	reason = read_question(ctx, udp, &q, s, cfg);
+	if (reason == ANSWERABLE)
+		reason = read_edns(ctx, &q, s, cfg);
+	if (reason == ANSWERABLE)
+		reason = find_answer(&q, s, cfg, &entry, &reply);
+	if (reason == ANSWERABLE)
+		reason = admit(&q, s, l, rrl, entry);
+	if (reason != ANSWERABLE)
+		return not_answered(ctx, reason);
+	return send_reply(ctx, &q, s, cfg, reply);
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
