@@ -98,6 +98,15 @@ fn service_at(address: Ipv4Addr) -> Value {
     json!({ "name": SERVICE, "policy": "static", "replica": [{ "id": "a", "address": address.to_string() }] })
 }
 
+/// Whether the state `node` caches locally (its state cache and the
+/// journal after it, beside its config) mentions `text`.
+fn cache_holds(node: &common::Pharos, text: &str) -> bool {
+    let directory = node.config.parent().expect("the config is in the node's directory");
+    ["pharos-state-cache.json", "pharos-state-cache.journal"]
+        .iter()
+        .any(|file| std::fs::read_to_string(directory.join(file)).is_ok_and(|cached| cached.contains(text)))
+}
+
 /// Polls `converged` until it holds, failing after [`PROPAGATION`].
 fn within_propagation(what: &str, mut converged: impl FnMut() -> bool) {
     let deadline = Instant::now() + PROPAGATION;
@@ -323,6 +332,9 @@ fn a_node_started_while_the_database_is_down_serves_its_cached_state_says_so_and
     let (database, mut nodes) = fleet();
     put_and_see_everywhere(&nodes, 0, Ipv4Addr::new(192, 0, 2, 10));
     let Node { mut pharos, api } = nodes.pop().unwrap();
+    // A node caches its state after it serves it: killed at once, it may
+    // not have.
+    within_propagation("the node caches what it serves", || cache_holds(&pharos, "192.0.2.10"));
     pharos.child.kill().unwrap();
     pharos.child.wait().unwrap();
     // A change the stopped node has not seen.
