@@ -322,14 +322,19 @@ impl Reader {
     /// listener it names accepts; the first API token a server prints
     /// becomes `TOKEN`.
     fn start(&mut self, command: &str) -> Result<(), String> {
-        let log = self.path(&format!("background-{}.log", self.running.len()));
-        let file = File::create(&log).unwrap();
-        let child = self.command(&format!("exec {command}")).stdout(file.try_clone().unwrap()).stderr(file).spawn().unwrap();
-        self.running.push((child, log.clone()));
         let listeners = self.listeners(&self.moved(command))?;
         if listeners.is_empty() {
             return Err(format!("`{command}` names no listener to wait for"));
         }
+        // A port left where the documentation put it could be taken by
+        // anything else on the machine.
+        if let Some(address) = listeners.iter().find(|address| !self.ports.iter().any(|&(_, free)| free == address.port())) {
+            return Err(format!("{address}: add port {} to DOCUMENTED_PORTS, so that it moves to a free one", address.port()));
+        }
+        let log = self.path(&format!("background-{}.log", self.running.len()));
+        let file = File::create(&log).unwrap();
+        let child = self.command(&format!("exec {command}")).stdout(file.try_clone().unwrap()).stderr(file).spawn().unwrap();
+        self.running.push((child, log.clone()));
         let (child, _) = self.running.last_mut().unwrap();
         let mut exited = None;
         wait_until(&format!("`{command}` accepts on {listeners:?}"), || {
