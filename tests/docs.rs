@@ -60,16 +60,13 @@ fn every_block_of_the_documentation_runs_as_written() {
     let mut tally: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut not_run = Vec::new();
     for block in &blocks {
-        let outcome = match Kind::of(&block.info) {
-            Ok(kind) => {
-                *tally.entry(kind.name()).or_default() += 1;
-                if let Kind::NotRun { reason } = kind {
-                    not_run.push(format!("{}: {reason}", block.place()));
-                }
-                reader.take(block, kind)
+        let outcome = Kind::of(&block.info).and_then(|kind| {
+            *tally.entry(kind.name()).or_default() += 1;
+            if let Kind::NotRun { reason } = kind {
+                not_run.push(format!("{}: {reason}", block.place()));
             }
-            Err(error) => Err(error),
-        };
+            reader.take(block, kind)
+        });
         if let Err(error) = outcome {
             failures.push(format!("{}: {error}", block.place()));
         }
