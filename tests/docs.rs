@@ -121,20 +121,28 @@ impl Block {
     }
 }
 
+/// A block whose closing fence has not come yet, and its fence's indentation.
+struct Opened<'t> {
+    line: usize,
+    indent: usize,
+    info: String,
+    lines: Vec<&'t str>,
+}
+
 fn blocks(page: &Path) -> Vec<Block> {
     let text = std::fs::read_to_string(page).unwrap();
     let mut found = Vec::new();
-    let mut open: Option<(usize, usize, String, Vec<&str>)> = None;
+    let mut open: Option<Opened> = None;
     for (index, line) in text.lines().enumerate() {
         let indent = line.len() - line.trim_start().len();
         let fence = line.trim_start().strip_prefix("```");
         match (&mut open, fence) {
-            (None, Some(info)) => open = Some((index + 1, indent, info.trim().to_string(), Vec::new())),
+            (None, Some(info)) => open = Some(Opened { line: index + 1, indent, info: info.trim().to_string(), lines: Vec::new() }),
             (Some(_), Some("")) => {
-                let (line, _, info, lines) = open.take().unwrap();
+                let Opened { line, info, lines, .. } = open.take().unwrap();
                 found.push(Block { page: page.to_path_buf(), line, info, text: lines.join("\n") + "\n" });
             }
-            (Some((_, indent, _, lines)), _) => lines.push(line.get(*indent..).unwrap_or(line.trim_start())),
+            (Some(block), _) => block.lines.push(line.get(block.indent..).unwrap_or(line.trim_start())),
             (None, None) => {}
         }
     }
