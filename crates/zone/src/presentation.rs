@@ -11,17 +11,31 @@
 //! It also refuses a '(' that is never closed and ends the text with a line
 //! break: the parser can fail badly on either (found by fuzzing).
 //!
-//! Line breaks are kept, so error messages still point at the right line.
+//! Line breaks are kept, so error messages still point at the right line,
+//! and the pass notes the line each entry starts on: the parser's own
+//! offset lags behind after some records (after an SOA it still points
+//! into the SOA's line), so it cannot say where the next entry begins.
 
 /// Record types whose data holds domain names where `@` may stand.
 const TYPES_WITH_NAMES: [&str; 12] = ["NS", "CNAME", "DNAME", "PTR", "MX", "SRV", "SOA", "RP", "NAPTR", "SVCB", "HTTPS", "MINFO"];
 
+/// Zone-file text ready for the parser, with where its entries start.
+#[derive(Debug)]
+pub struct Rewritten {
+    pub text: String,
+    /// The line each entry the parser returns starts on, in order: records
+    /// and `$INCLUDE`s, not the `$TTL` and `$ORIGIN` it takes in passing,
+    /// nor blank lines and comments.
+    pub entry_lines: Vec<usize>,
+}
+
 /// Rewrites LOC data and `@` in record data. `origin` is the absolute
 /// origin the file starts with, in presentation format ("example.test.").
 /// Errors carry the line number of the bad record.
-pub fn rewrite(text: &str, origin: &str) -> Result<String, (usize, String)> {
+pub fn rewrite(text: &str, origin: &str) -> Result<Rewritten, (usize, String)> {
     let mut origin = origin.to_string();
     let mut out = String::with_capacity(text.len());
+    let mut entry_lines = Vec::new();
     let mut entry = String::new();
     let mut depth = 0i32;
     let mut entry_line = 1;
@@ -32,6 +46,9 @@ pub fn rewrite(text: &str, origin: &str) -> Result<String, (usize, String)> {
         entry.push_str(line);
         depth += paren_balance(line);
         if depth <= 0 {
+            if is_parsed_as_entry(&entry) {
+                entry_lines.push(entry_line);
+            }
             out.push_str(&rewrite_entry(&entry, &mut origin).map_err(|message| (entry_line, message))?);
             entry.clear();
             depth = 0;
@@ -40,12 +57,24 @@ pub fn rewrite(text: &str, origin: &str) -> Result<String, (usize, String)> {
     if depth > 0 {
         return Err((entry_line, "a '(' is never closed".into()));
     }
+    if is_parsed_as_entry(&entry) {
+        entry_lines.push(entry_line);
+    }
     out.push_str(&rewrite_entry(&entry, &mut origin).map_err(|message| (entry_line, message))?);
     // The parser has read past the end of a last line with no line break.
     if !out.ends_with('\n') {
         out.push('\n');
     }
-    Ok(out)
+    Ok(Rewritten { text: out, entry_lines })
+}
+
+/// Whether the parser returns this entry (a record, an `$INCLUDE` or a
+/// directive it refuses) rather than taking it in passing.
+fn is_parsed_as_entry(entry: &str) -> bool {
+    match tokens(entry).first() {
+        None => false,
+        Some((_, first)) => !["$TTL", "$ORIGIN"].iter().any(|directive| first.eq_ignore_ascii_case(directive)),
+    }
 }
 
 /// Net count of parentheses outside quotes and comments.
@@ -237,7 +266,7 @@ mod tests {
     #[test]
     fn rewrites_loc_and_leaves_other_records() {
         let text = "loc IN A 192.0.2.1\nhere 300 IN LOC ( 52 22 23.000 N\n 4 53 32.000 E -2.00m )\n";
-        let rewritten = rewrite(text, "example.").unwrap();
+        let rewritten = rewrite(text, "example.").unwrap().text;
         let lines: Vec<&str> = rewritten.lines().collect();
         assert_eq!(lines[0], "loc IN A 192.0.2.1");
         assert!(lines[1].starts_with("here 300 IN LOC \\# 16 00"), "{rewritten}");
@@ -251,9 +280,15 @@ mod tests {
     }
 
     #[test]
+    fn notes_the_line_of_each_entry_the_parser_returns() {
+        let text = "$TTL 300\n@ SOA ns h ( 1\n 2 3 4 5 )\n\n; note\n  NS ns\n$ORIGIN sub\n$INCLUDE part\nwww A 192.0.2.1";
+        assert_eq!(rewrite(text, "example.").unwrap().entry_lines, [2, 6, 8, 9]);
+    }
+
+    #[test]
     fn expands_at_in_names_following_origin_changes() {
         let text = "www CNAME @\n$ORIGIN sub\n@ MX 10 @\nt TXT @ \"@\"\n";
-        let rewritten = rewrite(text, "example.").unwrap();
+        let rewritten = rewrite(text, "example.").unwrap().text;
         assert_eq!(rewritten, "www CNAME example.\n$ORIGIN sub\n@ MX 10 sub.example.\nt TXT @ \"@\"\n");
     }
 }
