@@ -5,7 +5,7 @@
 //! server, logs in with the token, and finds in the DOM the services,
 //! replicas, split, query count, data centers, explanation and events the
 //! API gives; a wrong token is refused. Screenshots go to
-//! `$PHAROS_SCREENSHOT_DIR` (`docs` refreshes the README's), else to a
+//! `$PHAROS_SCREENSHOT_DIR` (`docs` refreshes those of docs/dashboard.md), else to a
 //! temporary directory.
 
 use std::net::{IpAddr, TcpListener};
