@@ -16,13 +16,18 @@
 //! threads or clocks: times are Unix milliseconds, passed in.
 
 pub mod build;
+pub mod declared;
 pub mod edit;
+pub mod fleet;
+pub mod follow;
 pub mod group;
 pub mod health;
+pub mod key_steps;
 pub mod load;
 pub mod load_control;
 pub mod plane;
 pub mod probe;
 pub mod quorum;
+pub mod retry;
 pub mod services;
 pub mod snapshot;

@@ -26,19 +26,21 @@ use std::time::{Duration, Instant};
 
 use pharos_answer::SharedSnapshot;
 use pharos_bgp::BgpTables;
+use pharos_control::follow::Notified;
 use pharos_control::group::{Committer, Edit, group_commit};
 use pharos_control::health::{ProbeResult, ReplicaHealth};
 use pharos_control::load::LoadStatus;
+use pharos_control::retry::{Again, Retries};
 use pharos_model::{Change, ControlError, State};
 use pharos_route::latency::MeasurementSpec;
-use pharos_store::{Batches, Following};
+use pharos_store::Following;
 use pharos_transport::metrics;
 use tokio::sync::oneshot;
 
 use crate::config::{BgpConfig, Config};
 use crate::data::{DataStatus, unix_millis};
 use crate::driver::keys::{KeyStep, KeyView};
-use crate::driver::shell::{ANYTHING_NEW, BEHIND_TRIES, Control};
+use crate::driver::shell::Control;
 use crate::observe::activity::ControlActivity;
 use crate::observe::history::Event;
 use crate::observe::split::Splits;
@@ -97,7 +99,7 @@ enum Command {
     /// Apply what other nodes logged, as `notified` says while this is
     /// queued (see `follower_news`); it is emptied once this is served.
     CatchUp {
-        notified: Arc<Mutex<Notified>>,
+        notified: Arc<Mutex<Notified<Vec<Change>>>>,
     },
 }
 
@@ -268,49 +270,29 @@ impl ControlHandle {
     }
 }
 
-/// What the store's follower was told while a catch-up waits in the
-/// queue: up to which sequence to catch up (0: nothing, none is queued;
-/// else the highest sequence notified, or [`ANYTHING_NEW`]), and the
-/// batches the notifications carried, in the order logged.
-#[derive(Default)]
-struct Notified {
-    wanted: u64,
-    batches: Batches,
-}
-
-/// Batches kept from notifications for one catch-up at most; past them
-/// (a control thread long busy) the catch-up reads the store instead.
-const MAX_NOTIFIED_BATCHES: usize = 1000;
-
 /// Where the store's follower sends its news: into the store status, and,
 /// when others may have logged changes, a catch-up on the control thread's
-/// queue unless one is queued already.
+/// queue unless one is queued already (see `pharos_control::follow`).
 fn follower_news(requests: Sender<Request>, published: Arc<Published>) -> pharos_store::Wake {
     let notified = Arc::new(Mutex::new(Notified::default()));
     Box::new(move |news| {
         published.update_store_status(|status| status.follow(&news));
-        let (want, batch) = match news {
-            Following::Lost(why) => {
-                tracing::warn!("not following the store's changes, reconnecting: {why}");
-                return;
-            }
-            Following::Listening => {
-                tracing::info!("following the store's changes");
-                (ANYTHING_NEW, None)
-            }
-            Following::Notified(sequence, changes) if sequence > 0 => (sequence, changes.map(|changes| (sequence, changes))),
-            Following::Notified(..) | Following::Look => (ANYTHING_NEW, None),
-        };
-        let queued = {
+        let must_queue = {
             let mut waiting = notified.lock().expect("no holder panics");
-            let queued = waiting.wanted != 0;
-            waiting.wanted = waiting.wanted.max(want);
-            if let Some(batch) = batch.filter(|_| waiting.batches.len() < MAX_NOTIFIED_BATCHES) {
-                waiting.batches.push(batch);
+            match news {
+                Following::Lost(why) => {
+                    tracing::warn!("not following the store's changes, reconnecting: {why}");
+                    return;
+                }
+                Following::Listening => {
+                    tracing::info!("following the store's changes");
+                    waiting.look()
+                }
+                Following::Notified(sequence, changes) => waiting.logged(sequence, changes),
+                Following::Look => waiting.look(),
             }
-            queued
         };
-        if !queued {
+        if must_queue {
             let _ = requests.send(Request::Command(Command::CatchUp { notified: notified.clone() }));
         }
     })
@@ -407,7 +389,7 @@ fn serve_command(control: &mut Control, command: Command) {
         Command::Keys { zone, step, done } => drop(done.send(control.zone_keys(&zone, step, now))),
         Command::CatchUp { notified } => {
             // Emptied first: a change logged from now on queues another.
-            let Notified { wanted, batches } = std::mem::take(&mut *notified.lock().expect("no holder panics"));
+            let (wanted, batches) = notified.lock().expect("no holder panics").take();
             if let Err(error) = control.catch_up_notified(wanted, batches, now) {
                 tracing::error!("cannot apply the changes other nodes made: {error}");
             }
@@ -421,48 +403,42 @@ type EditReply = oneshot::Sender<Result<Vec<Change>, ControlError>>;
 type Pending = (Edit, EditReply);
 
 /// Commits `edits` as a group (see `pharos_control::group`), now, and
-/// replies to each. Those the store refused because other nodes changed
-/// the state first are committed again, after catching up (at most
-/// [`BEHIND_TRIES`] times in all); so are those refused as invalid the
-/// first time, if catching up finds anything new (what an edit names may
-/// be what another node declared an instant ago, its notification still
-/// on the way), as `Control::apply` does.
+/// replies to each. Those the store refused are committed again after
+/// catching up, as `pharos_control::retry` says (and as `Control::apply`
+/// does).
 fn commit_edits(control: &mut Control, mut edits: Vec<Pending>) {
     if edits.is_empty() {
         return;
     }
     let started = Instant::now();
     let count = edits.len();
-    let mut looked_for_news = false;
-    for tries_left in (0..BEHIND_TRIES).rev() {
+    let mut retries = Retries::default();
+    while !edits.is_empty() {
         let now = unix_millis();
         let (group, replies): (Vec<Edit>, Vec<EditReply>) = edits.into_iter().unzip();
         let outcomes = group_commit(&mut Now { control, now }, &group);
-        let (mut behind, mut invalid) = (Vec::new(), Vec::new());
+        let mut refused: Vec<(Edit, EditReply, Again, ControlError)> = Vec::new();
         for ((edit, done), outcome) in group.into_iter().zip(replies).zip(outcomes) {
-            match outcome {
-                Err(ControlError::Behind(_)) if tries_left > 0 => behind.push((edit, done)),
-                Err(refused @ ControlError::Invalid(_)) if tries_left > 0 && !looked_for_news => invalid.push((edit, done, refused)),
-                outcome => drop(done.send(outcome)),
+            match (retries.again(&outcome), outcome) {
+                (Some(again), Err(refusal)) => refused.push((edit, done, again, refusal)),
+                (_, outcome) => drop(done.send(outcome)),
             }
         }
-        if behind.is_empty() && invalid.is_empty() {
+        if refused.is_empty() {
             break;
         }
-        looked_for_news |= !invalid.is_empty();
-        let found_news = control.found_news(now);
-        // A refusal stands if nothing new could be read.
-        if !matches!(found_news, Ok(true)) {
-            invalid.drain(..).for_each(|(_, done, refused)| drop(done.send(Err(refused))));
-        }
-        if let Err(error) = found_news {
-            behind.into_iter().for_each(|(_, done)| drop(done.send(Err(error.clone()))));
-            break;
-        }
-        edits = behind.into_iter().chain(invalid.into_iter().map(|(edit, done, _)| (edit, done))).collect();
-        if edits.is_empty() {
-            break;
-        }
+        let caught_up = control.found_news(now);
+        edits = refused
+            .into_iter()
+            .filter_map(|(edit, done, again, refusal)| match retries.settle(again, &caught_up, refusal) {
+                Ok(()) => Some((edit, done)),
+                Err(outcome) => {
+                    drop(done.send(Err(outcome)));
+                    None
+                }
+            })
+            .collect();
+        retries.tried();
     }
     control.published().activity.committed(count, started.elapsed().as_secs_f64());
 }
