@@ -69,7 +69,7 @@ mod tests {
     #[test]
     fn a_file_declares_its_data_centers_then_regions_then_services() {
         let region = RegionSpec { id: 1, name: "europe".into(), ..RegionSpec::default() };
-        let declared = declarations(&[fra(50.03)], &[region.clone()], &[service(60)]);
+        let declared = declarations(&[fra(50.03)], std::slice::from_ref(&region), &[service(60)]);
         assert_eq!(declared, [Change::PutDataCenter(fra(50.03)), Change::PutRegion(region), Change::PutService(service(60))]);
         let names: Vec<String> = declared.iter().map(|change| record(change).0).collect();
         assert_eq!(names, ["declared datacenter fra", "declared region europe", "declared service www.example.test"]);

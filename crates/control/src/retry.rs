@@ -91,7 +91,10 @@ mod tests {
     /// `refusals` says (if at all), each catch-up ending as `caught_up`
     /// says; returns its final outcome (the refusal in words) and the
     /// number of tries it took.
-    fn play(refusals: impl Fn(usize) -> Option<ControlError>, caught_up: impl Fn() -> Result<bool, ControlError>) -> (Result<(), String>, usize) {
+    fn play(
+        refusals: impl Fn(usize) -> Option<ControlError>,
+        caught_up: impl Fn() -> Result<bool, ControlError>,
+    ) -> (Result<(), String>, usize) {
         let mut retries = Retries::default();
         for tries in 1..=BEHIND_TRIES {
             let outcome = refusals(tries).map_or(Ok(()), Err);

@@ -1,7 +1,9 @@
-//! The control plane's I/O around its rules ([`pharos_control::plane`]):
-//! the one path by which routing state changes, whether the change comes
-//! from the API or from the config file. This layer reads the files, owns
-//! the store, publishes snapshots and probe plans; the rules decide.
+//! The control plane's shell: the I/O around its rules
+//! ([`pharos_control::plane::Plane`]), and the one path by which routing
+//! state changes, whether the change comes from the API or from the
+//! config file. The shell reads the files, owns the store, publishes
+//! snapshots and probe plans, and does what the rules decide; it is run by
+//! the control thread (`driver::thread`), which keeps the clock.
 //!
 //! A change is applied to a copy of the state, the new snapshot is built
 //! from the copy (which validates everything), the change is committed to
@@ -12,9 +14,10 @@
 //! number. The node keeps the last one its state holds; it catches up by
 //! applying the batches logged after it, in order, through the same commit
 //! (without writing them back), whenever the store's follower wakes it:
-//! those the notifications carried if none is missing, else read back. A
-//! change made from a state the store has moved past is refused there, so
-//! the node catches up and makes the change again from the newer state:
+//! those the notifications carried if none is missing, else read back
+//! (`pharos_control::follow`). A change made from a state the store has
+//! moved past is refused there, so the node catches up and makes the
+//! change again from the newer state (`pharos_control::retry`):
 //! concurrent read-modify-writes through different nodes never undo one
 //! another.
 //!
@@ -22,13 +25,12 @@
 //! catch-up also reads the batches of measurements recorded after the
 //! last one read (by their stamps, see `pharos_store`).
 //!
-//! Nodes sharing a database also share health (see
-//! `pharos_control::quorum`): each reports its probes' verdicts when they
-//! change, and that it is alive every `health.report_interval_ms`, reading
-//! the others' at the same time; it serves the verdicts of the majority,
-//! and its own again once it has not reached the database for
-//! `health.stale_after_ms`. Each exchange reads only the verdicts that
-//! changed since the last one.
+//! Nodes sharing a database also share health (`pharos_control::quorum`,
+//! scheduled by `pharos_control::fleet`): the plane says when to report
+//! and what, the shell makes the exchange with the store, and the plane
+//! weighs what it read. The file's declarations are applied when they
+//! changed since last applied (`pharos_control::declared`), and signed
+//! zones are reloaded when a key changes state (`pharos_control::key_steps`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -112,7 +114,7 @@ fn open_store_or_cache(config: &Config, cache: Option<&Path>) -> anyhow::Result<
 }
 
 /// Routing state, its store, and the snapshot published from them.
-pub struct Control {
+pub struct ControlShell {
     config: Config,
     plane: Plane,
     store: Box<dyn Store>,
@@ -188,14 +190,14 @@ pub struct Delegated {
     pub cname: String,
 }
 
-impl Control {
+impl ControlShell {
     /// Loads the zones, opens the store (an in-memory one if none is
     /// configured), applies the file's declarations and builds the first
     /// snapshot, at `now` (Unix ms); from the locally cached state instead
     /// if the store is a shared database that cannot be reached (see
     /// `state_cache`). `external` is the classifier the driver started, if
     /// one is configured.
-    pub fn open(config: Config, external: Option<Arc<ExternalRegions>>, now: u64) -> anyhow::Result<Control> {
+    pub fn open(config: Config, external: Option<Arc<ExternalRegions>>, now: u64) -> anyhow::Result<ControlShell> {
         let cache = state_cache::path(&config);
         let (mut store, cached) = open_store_or_cache(&config, cache.as_deref())?;
         let snapshots = SnapshotBuilder::new(load_zones(&config, store.as_mut(), now)?, settings(&config).map_err(anyhow::Error::msg)?);
@@ -233,7 +235,7 @@ impl Control {
         if config.store.url.is_some() {
             plane.join_fleet(FleetHealth::new(quorum(&config), config.health.report_interval_ms, now));
         }
-        let mut control = Control {
+        let mut shell = ControlShell {
             config,
             plane,
             store,
@@ -248,19 +250,19 @@ impl Control {
             cache: cache.map(StateCache::new),
             retired: Retired::start()?,
         };
-        control.latencies_changed();
+        shell.latencies_changed();
         if from_cache {
             // The file's declarations wait for the next reload.
             let why = format!("the database could not be reached at start: serving the state cached at sequence {applied}");
-            control.published.update_store_status(|status| status.serving_cache = Some(why));
-            control.republish(now).map_err(|error| anyhow::anyhow!("{error}"))?;
+            shell.published.update_store_status(|status| status.serving_cache = Some(why));
+            shell.republish(now).map_err(|error| anyhow::anyhow!("{error}"))?;
         } else {
-            let changed = control.changed_declarations(&control.config.clone())?;
-            control.apply(&changed, now).map_err(|error| anyhow::anyhow!("{error}"))?;
-            control.remember_declarations(&changed)?;
+            let changed = shell.changed_declarations(&shell.config.clone())?;
+            shell.apply(&changed, now).map_err(|error| anyhow::anyhow!("{error}"))?;
+            shell.remember_declarations(&changed)?;
         }
-        control.publish_data();
-        Ok(control)
+        shell.publish_data();
+        Ok(shell)
     }
 
     /// Starts the kernel fast path the config asks for (if any), filled
@@ -350,12 +352,12 @@ impl Control {
     /// Applies `changes` all or nothing (see the module comment), at `now`
     /// (Unix ms, as every time the control plane is given).
     pub fn apply(&mut self, changes: &[Change], now: u64) -> Result<(), ControlError> {
-        self.catching_up(now, |control| control.commit(control.plane.state().with(changes), Made::ToStore(changes), None, now))
+        self.catching_up(now, |shell| shell.commit(shell.plane.state().with(changes), Made::ToStore(changes), None, now))
     }
 
     /// Runs `attempt`, and again after catching up while the store refuses
     /// it as `pharos_control::retry` says.
-    fn catching_up<T>(&mut self, now: u64, attempt: impl Fn(&mut Control) -> Result<T, ControlError>) -> Result<T, ControlError> {
+    fn catching_up<T>(&mut self, now: u64, attempt: impl Fn(&mut ControlShell) -> Result<T, ControlError>) -> Result<T, ControlError> {
         let mut retries = Retries::default();
         loop {
             let outcome = attempt(self);
@@ -394,7 +396,7 @@ impl Control {
         self.catch_up_notified(wanted, Batches::new(), now)
     }
 
-    /// [`Control::catch_up`] given the batches that notifications carried
+    /// [`ControlShell::catch_up`] given the batches that notifications carried
     /// (see `pharos_store::Following`): if they are every batch after the
     /// last one the state holds up to `wanted`, they are applied without
     /// a read. The measurements other nodes recorded then wait for the
@@ -454,7 +456,7 @@ impl Control {
         self.applied
     }
 
-    /// [`Control::apply`] for a caller that has already applied `changes`
+    /// [`ControlShell::apply`] for a caller that has already applied `changes`
     /// to the state, making `next`: they are not applied a second time.
     pub fn apply_made(&mut self, next: State, changes: &[Change], now: u64) -> Result<(), ControlError> {
         self.commit(next, Made::ToStore(changes), None, now)
@@ -505,7 +507,7 @@ impl Control {
     /// Keeps a batch of latency measurements (refused whole if any is bad)
     /// and serves from them at once.
     pub fn record_measurements(&mut self, specs: &[MeasurementSpec], now: u64) -> Result<usize, ControlError> {
-        let (batch, older_than) = self.catching_up(now, |control| control.plane.check_measurements(specs, now))?;
+        let (batch, older_than) = self.catching_up(now, |shell| shell.plane.check_measurements(specs, now))?;
         let stamp = self.store.record_measurements(&batch, older_than)?;
         // Stamps have no gaps: right after the last read, this batch need
         // not be read back.
