@@ -7,7 +7,8 @@
 //! notification lost, or sent without its changes).
 //!
 //! The batches here are `(sequence, changes)` pairs, in the order logged;
-//! what a batch holds does not matter to the rules.
+//! what a batch holds does not matter to the rules. Latency measurements
+//! are logged the same way, under stamps.
 
 /// What a catch-up is asked for when any batch may be new: the follower
 /// (re)connected, or looks now and then in case it missed a notification.
@@ -43,6 +44,15 @@ pub fn catch_up<T>(applied: u64, wanted: u64, notified: Vec<(u64, T)>) -> CatchU
         Some((last, _)) if gapless && *last == wanted => CatchUp::Apply(unapplied),
         _ => CatchUp::Read,
     }
+}
+
+/// The last batch of measurements read, once this node has recorded the
+/// batch `recorded` after having read up to `read`. Measurements are
+/// logged by stamps without gaps, so a batch right after the last one
+/// read need not be read back; after a gap, the next catch-up reads those
+/// between, and this one with them.
+pub fn read_with_own(read: u64, recorded: u64) -> u64 {
+    if recorded == read + 1 { recorded } else { read }
 }
 
 /// What the follower heard while a catch-up waits to be served: up to
@@ -126,6 +136,12 @@ mod tests {
     fn a_batch_the_state_holds_already_is_not_caught_up_with() {
         assert_eq!(catch_up(4, 4, batches([4])), CatchUp::Nothing, "this node's own batch, notified back");
         assert_eq!(catch_up(4, 3, batches([])), CatchUp::Nothing);
+    }
+
+    #[test]
+    fn measurements_this_node_records_right_after_those_read_are_not_read_back() {
+        assert_eq!(read_with_own(6, 7), 7);
+        assert_eq!(read_with_own(6, 9), 6, "7 and 8 are other nodes': read them, and 9 with them");
     }
 
     #[test]

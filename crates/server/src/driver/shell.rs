@@ -509,11 +509,7 @@ impl ControlShell {
     pub fn record_measurements(&mut self, specs: &[MeasurementSpec], now: u64) -> Result<usize, ControlError> {
         let (batch, older_than) = self.catching_up(now, |shell| shell.plane.check_measurements(specs, now))?;
         let stamp = self.store.record_measurements(&batch, older_than)?;
-        // Stamps have no gaps: right after the last read, this batch need
-        // not be read back.
-        if stamp == self.measured + 1 {
-            self.measured = stamp;
-        }
+        self.measured = follow::read_with_own(self.measured, stamp);
         self.plane.keep_measurements(batch, now);
         self.latencies_changed();
         self.republish(now)?;
