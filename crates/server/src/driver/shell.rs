@@ -113,7 +113,8 @@ fn open_store_or_cache(config: &Config, cache: Option<&Path>) -> anyhow::Result<
     Ok((Box::new(PostgresStore::open_later(url, crate::scheduling::yield_to_queries)?), Some(cached)))
 }
 
-/// Routing state, its store, and the snapshot published from them.
+/// The control plane's shell: the rules ([`Plane`]) with the store, the
+/// files and the snapshot published from them.
 pub struct ControlShell {
     config: Config,
     plane: Plane,
