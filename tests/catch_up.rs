@@ -10,14 +10,14 @@ mod common;
 use common::postgres::Postgres;
 use pharos_model::Change;
 use pharos_model::spec::{DataCenterSpec, ReplicaSpec, ServiceSpec};
-use pharos_server::{Config, Control};
+use pharos_server::{Config, ControlShell};
 
 const ZONE: &str = "$TTL 300\n@ SOA ns hostmaster 1 7200 3600 1209600 60\n NS ns\nns A 192.0.2.1\n";
 const NOW: u64 = 1_800_000_000_000;
 
 /// Two nodes over one new database (and the files and database they need
 /// kept).
-fn two_nodes() -> (tempfile::TempDir, Postgres, Control, Control) {
+fn two_nodes() -> (tempfile::TempDir, Postgres, ControlShell, ControlShell) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("example.test.zone"), ZONE).unwrap();
     let database = Postgres::start();
@@ -31,8 +31,8 @@ fn two_nodes() -> (tempfile::TempDir, Postgres, Control, Control) {
 }
 
 /// A control plane over the config in `dir`, not following the store.
-fn node(dir: &std::path::Path) -> Control {
-    Control::open(Config::from_file(&dir.join("pharos.toml")).unwrap(), None, NOW).unwrap()
+fn node(dir: &std::path::Path) -> ControlShell {
+    ControlShell::open(Config::from_file(&dir.join("pharos.toml")).unwrap(), None, NOW).unwrap()
 }
 
 /// A service whose one replica is in data center `datacenter`.

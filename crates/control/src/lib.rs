@@ -9,20 +9,31 @@
 //! [`edit`]s compute, committed in groups by [`group`]); latency
 //! measurements checked before they are kept (`pharos_model::check_measurements`);
 //! probes and their hysteresis ([`probe`], [`health`]), weighed with the
-//! other nodes' on a shared store ([`quorum`]); load control in
-//! timed rounds ([`load_control`], [`load`]); and the one builder of the
-//! snapshot the query path answers from, which moves a zone's serial when
-//! what a secondary would transfer of it changes ([`snapshot`]). No sockets,
-//! threads or clocks: times are Unix milliseconds, passed in.
+//! other nodes' on a shared store ([`quorum`]) in exchanges [`fleet`]
+//! schedules; load control in timed rounds ([`load_control`], [`load`]);
+//! signed zones signed again at their keys' steps ([`key_steps`]); and the
+//! one builder of the snapshot the query path answers from, which moves a
+//! zone's serial when what a secondary would transfer of it changes
+//! ([`snapshot`]). Beside the plane, the rules the server's driver asks
+//! before it acts: which of the file's declarations to apply
+//! ([`declared`]), how a node follows a shared store's log and when it
+//! reads it ([`follow`]), and when an edit the store refused is made
+//! again ([`retry`]). No sockets, threads or clocks: times are Unix
+//! milliseconds, passed in.
 
 pub mod build;
+pub mod declared;
 pub mod edit;
+pub mod fleet;
+pub mod follow;
 pub mod group;
 pub mod health;
+pub mod key_steps;
 pub mod load;
 pub mod load_control;
 pub mod plane;
 pub mod probe;
 pub mod quorum;
+pub mod retry;
 pub mod services;
 pub mod snapshot;

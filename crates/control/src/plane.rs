@@ -18,12 +18,14 @@ use pharos_route::latency::{MeasurementBook, MeasurementSpec};
 
 use crate::build::DataSources;
 use crate::edit::check_load;
+use crate::fleet::{FleetHealth, Serve};
 use crate::health::{Effect, Flip, HealthBook, ProbeAddresses, ProbeResult, ReplicaHealth};
+use crate::key_steps::KeySteps;
 use crate::load::{LoadControl, LoadSettings, LoadStatus, load_probe_targets};
 use crate::probe::{ProbeTarget, Purpose};
-use pharos_model::fleet::NodeVerdict;
+use pharos_model::fleet::{FleetReports, NodeVerdict};
 
-use crate::quorum::{FleetVerdicts, Quorum};
+use crate::quorum::Quorum;
 use crate::snapshot::{Built, SnapshotBuilder};
 use pharos_model::ControlError;
 use pharos_model::{Change, State};
@@ -43,6 +45,9 @@ pub struct Plane {
     measurements: MeasurementBook,
     /// Measurements older than this many seconds are not used.
     latency_max_age_seconds: u64,
+    /// Health shared with the fleet (a shared store's nodes only).
+    fleet: Option<FleetHealth>,
+    key_steps: KeySteps,
 }
 
 /// The plane's own settings.
@@ -69,6 +74,16 @@ pub struct Effects {
     pub snapshot: Snapshot,
     /// The probes to run, if they changed.
     pub probe_plan: Option<Vec<ProbeTarget>>,
+}
+
+/// What this node tells the fleet in an exchange of health: its verdicts
+/// the fleet has not been told yet, and the stamp to read the others'
+/// changed after.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthExchange {
+    pub node: String,
+    pub verdicts: Vec<NodeVerdict>,
+    pub after: u64,
 }
 
 /// What a probe result asks of the driver.
@@ -106,6 +121,8 @@ impl Plane {
             probe_plan: Vec::new(),
             measurements: MeasurementBook::new(),
             latency_max_age_seconds: settings.latency_max_age_seconds,
+            fleet: None,
+            key_steps: KeySteps::default(),
         };
         plane.keep_measurements(measurements, now);
         plane
@@ -185,23 +202,54 @@ impl Plane {
         self.health = HealthBook::with_probe_addresses(addresses);
     }
 
-    /// This node's probe verdicts the fleet has not been told yet.
-    pub fn unpublished_health(&self, node: &str) -> Vec<NodeVerdict> {
-        self.health.unpublished(node)
+    /// Shares health with a fleet from now on, as `fleet` schedules it.
+    pub fn join_fleet(&mut self, fleet: FleetHealth) {
+        self.fleet = Some(fleet);
     }
 
-    /// Notes that the fleet has been told `verdicts`.
-    pub fn health_published(&mut self, verdicts: &[NodeVerdict]) {
-        self.health.mark_published(verdicts);
+    pub fn in_fleet(&self) -> bool {
+        self.fleet.is_some()
     }
 
-    /// Serves the fleet's verdicts weighed from `fleet` at `now` (or,
-    /// without it, this node's own view); returns the replicas whose
-    /// served state changed: the driver commits (republishes) if any did.
-    pub fn weigh_fleet_health(&mut self, quorum: &Quorum, fleet: Option<&FleetVerdicts>, now: u64) -> Vec<Flip> {
-        match fleet {
-            Some(fleet) => self.health.weigh(quorum, fleet, now),
-            None => self.health.fleet_lost(),
+    /// Takes a reloaded quorum and report interval, if in a fleet.
+    pub fn follow_fleet(&mut self, quorum: Quorum, report_interval_ms: u64) {
+        if let Some(fleet) = &mut self.fleet {
+            fleet.follow(quorum, report_interval_ms);
+        }
+    }
+
+    /// Whether this node's health report to the fleet is due at `now`.
+    pub fn health_report_due(&self, now: u64) -> bool {
+        self.fleet.as_ref().is_some_and(|fleet| fleet.next_report() <= now)
+    }
+
+    /// Starts an exchange of health with the fleet at `now` (none outside
+    /// a fleet): what to tell it. The next report is due an interval on.
+    pub fn exchange_health(&mut self, now: u64) -> Option<HealthExchange> {
+        let fleet = self.fleet.as_mut()?;
+        let after = fleet.exchange(now);
+        let node = fleet.quorum().node.clone();
+        let verdicts = self.health.unpublished(&node);
+        Some(HealthExchange { node, verdicts, after })
+    }
+
+    /// Ends `exchange` with what the store answered (`None`: it could not
+    /// be reached): serves the fleet's verdicts, or holds those served
+    /// while the fleet's last ones are fresh, or serves this node's own
+    /// view. Returns the replicas whose served state changed: the driver
+    /// commits (republishes) if any did.
+    pub fn health_exchanged(&mut self, exchange: HealthExchange, answer: Option<FleetReports>, now: u64) -> Vec<Flip> {
+        let Some(fleet) = &mut self.fleet else {
+            return Vec::new();
+        };
+        if answer.is_some() {
+            self.health.mark_published(&exchange.verdicts);
+        }
+        let quorum = fleet.quorum().clone();
+        match fleet.exchanged(answer, now) {
+            Serve::Fleet(known) => self.health.weigh(&quorum, known, now),
+            Serve::Same => Vec::new(),
+            Serve::Own => self.health.fleet_lost(),
         }
     }
 
@@ -214,10 +262,20 @@ impl Plane {
     }
 
     /// When the plane must next be woken (Unix ms): for a measurement to
-    /// expire or a load-control round.
+    /// expire, a load-control round, a health report to the fleet or a
+    /// key's step.
     pub fn next_wakeup(&self) -> Option<u64> {
         let expiry = self.sources.latencies.next_expiry.map(|seconds| seconds * 1000);
-        expiry.into_iter().chain(self.load.next_round()).min()
+        let report = self.fleet.as_ref().map(FleetHealth::next_report);
+        let key_step = self.key_steps.next(self.snapshots.key_steps()).map(|step| step * 1000);
+        expiry.into_iter().chain(self.load.next_round()).chain(report).chain(key_step).min()
+    }
+
+    /// The key step due at `now` (Unix seconds), if any, not tried yet:
+    /// the driver reloads the zones, to be signed for the keys' new states.
+    /// It is not tried again, should that reload fail.
+    pub fn key_step_due(&mut self, now: u64) -> Option<u64> {
+        self.key_steps.due(self.snapshots.key_steps(), now)
     }
 
     /// Checks a batch of latency measurements arrived `now` against the
@@ -396,5 +454,110 @@ mod tests {
         assert!(!plane.measurements_expired(expiry - 1) && plane.measurements_expired(expiry));
         plane.refresh_latencies(expiry);
         assert_eq!((plane.sources().latencies.count, plane.next_wakeup()), (0, None));
+    }
+
+    /// A plane serving www.example.test, its replica a probed (one result
+    /// flips it) and b not, as node n1 of a fleet whose verdicts go stale
+    /// after 1 s, reporting every 200 ms from `now`.
+    fn fleet_plane(now: u64) -> Plane {
+        let mut plane = plane();
+        let quorum = Quorum { node: "n1".into(), stale_after_ms: 1000, down_share: crate::quorum::MAJORITY };
+        plane.join_fleet(FleetHealth::new(quorum, 200, now));
+        let probed = service(serde_json::json!({ "health": { "kind": "tcp", "port": 80, "interval_ms": 100, "rise": 1, "fall": 1 } }));
+        let mut probed = probed;
+        probed.replicas[1].enabled = false;
+        commit(&mut plane, &[Change::PutService(probed)], now);
+        plane
+    }
+
+    /// What n2 and n3 report at `at`: replica a up.
+    fn others_see_a_up(at: u64, stamp: u64) -> FleetReports {
+        let up = |node: &str| NodeVerdict {
+            node: node.into(),
+            service: "www.example.test".into(),
+            replica: "a".into(),
+            up: true,
+            reason: "probe passed".into(),
+            since: 0,
+        };
+        FleetReports { reported: [("n2".to_owned(), at), ("n3".to_owned(), at)].into(), verdicts: vec![up("n2"), up("n3")], stamp }
+    }
+
+    fn served_up(plane: &Plane) -> bool {
+        plane.health_report()[0].up
+    }
+
+    #[test]
+    fn a_node_reports_its_health_when_due_and_when_its_probes_turn() {
+        let mut plane = fleet_plane(0);
+        assert!(plane.health_report_due(0) && plane.next_wakeup() == Some(0), "the first report at once");
+        let told = plane.exchange_health(0).expect("a node of a fleet");
+        assert_eq!((told.node.as_str(), told.verdicts.len(), told.after), ("n1", 1, 0), "{told:?}");
+        assert_eq!(plane.health_exchanged(told, Some(others_see_a_up(0, 1)), 0), [], "up everywhere: nothing flips");
+        assert_eq!(plane.next_wakeup(), Some(200));
+        assert!(!plane.health_report_due(199) && plane.health_report_due(200));
+        let alive = plane.exchange_health(200).unwrap();
+        assert!(alive.verdicts.is_empty() && alive.after == 1, "told already: only that it is alive, reading after stamp 1");
+        let target = plane.probe_plan[0].clone();
+        let failed = ProbeResult { target, outcome: Err("connection refused".into()) };
+        assert_eq!(plane.record_probe(&failed, 250).unwrap(), AfterProbe::TellFleet, "the fleet's verdict is served");
+        let turned = plane.exchange_health(250).unwrap();
+        assert_eq!((turned.verdicts.len(), turned.verdicts[0].up), (1, false));
+        assert_eq!(plane.next_wakeup(), Some(450), "an interval after the turn was told");
+        assert_eq!(plane.health_exchanged(turned, Some(others_see_a_up(250, 2)), 250), [], "two of three see it up");
+        assert!(served_up(&plane));
+        assert!(plane.exchange_health(300).unwrap().verdicts.is_empty(), "the turn was told");
+    }
+
+    #[test]
+    fn without_the_store_a_node_holds_the_fleet_s_verdicts_for_the_staleness_window_then_serves_its_own() {
+        let mut plane = fleet_plane(0);
+        let target = plane.probe_plan[0].clone();
+        let told = plane.exchange_health(0).unwrap();
+        plane.health_exchanged(told, Some(others_see_a_up(0, 1)), 0);
+        plane.record_probe(&ProbeResult { target, outcome: Err("connection refused".into()) }, 100).unwrap();
+        let turned = plane.exchange_health(100).unwrap();
+        assert_eq!(plane.health_exchanged(turned, Some(others_see_a_up(100, 2)), 100), []);
+        for now in [300, 500, 1099] {
+            let unheard = plane.exchange_health(now).unwrap();
+            assert_eq!(unheard.verdicts.len(), 0, "told at 100");
+            assert_eq!(plane.health_exchanged(unheard, None, now), [], "held at {now}");
+            assert!(served_up(&plane), "the fleet's verdict still, at {now}");
+        }
+        let lost = plane.exchange_health(1100).unwrap();
+        let flips = plane.health_exchanged(lost, None, 1100);
+        assert_eq!((flips.len(), flips[0].up), (1, false), "1 s after the last exchange, its own probes rule: {flips:?}");
+        assert!(!served_up(&plane));
+        let back = plane.exchange_health(1300).unwrap();
+        let flips = plane.health_exchanged(back, Some(others_see_a_up(1300, 3)), 1300);
+        assert_eq!((flips.len(), flips[0].up), (1, true), "reached again: the fleet's verdict");
+    }
+
+    #[test]
+    fn a_node_alone_exchanges_no_health() {
+        let mut plane = plane();
+        assert!(!plane.in_fleet() && !plane.health_report_due(0));
+        assert_eq!(plane.exchange_health(0), None);
+        assert_eq!(plane.next_wakeup(), None);
+    }
+
+    #[test]
+    fn a_signed_zone_is_signed_again_when_a_key_changes_state_and_a_failed_step_is_not_retried() {
+        use pharos_dnssec::{Algorithm, KeyTimes, Role, Signer, Window, ZoneKey, ZoneKeys};
+        let random = ring::rand::SystemRandom::new();
+        let key = |times| ZoneKey::generate(Algorithm::EcdsaP256Sha256, Role::Csk, &random).unwrap().with_times(times);
+        let retiring = KeyTimes { published: 1000, active: Some(1000), retired: Some(2000), removed: Some(3000) };
+        let next = KeyTimes { published: 1000, active: Some(2000), retired: None, removed: None };
+        let mut zone = parse_zone_text("example.test", ZONE, "example.test.zone").unwrap();
+        let keys = ZoneKeys { keys: vec![key(retiring), key(next)] };
+        zone.signer = Some(Arc::new(Signer::new(&zone.origin, keys, Window::from_now(1500, 86_400), 1500).unwrap()));
+        let settings = PlaneSettings { load: LoadSettings { max_age_seconds: 30, smoothing: 1.0 }, latency_max_age_seconds: 60 };
+        let snapshots = SnapshotBuilder::new(vec![zone], Settings::default());
+        let mut plane = Plane::new(State::default(), Vec::new(), DataSources::default(), snapshots, settings, 1_500_000);
+        assert_eq!(plane.next_wakeup(), Some(2_000_000), "the second key's activation");
+        assert_eq!(plane.key_step_due(1_999_999), None);
+        assert_eq!(plane.key_step_due(2_000_000), Some(2000));
+        // The reload for it failed: the signer is the same, its step tried.
+        assert_eq!((plane.next_wakeup(), plane.key_step_due(2_500_000)), (None, None));
     }
 }

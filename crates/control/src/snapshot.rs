@@ -157,6 +157,11 @@ impl SnapshotBuilder {
             .collect()
     }
 
+    /// When each signed zone's keys next change state (Unix seconds).
+    pub fn key_steps(&self) -> impl Iterator<Item = u64> + '_ {
+        self.loaded.iter().filter_map(|zone| zone.signer.as_ref()?.next_step())
+    }
+
     /// Keeps what `built` made for the next build to reuse; returns its
     /// snapshot, to publish.
     pub fn keep(&mut self, built: Built) -> Snapshot {

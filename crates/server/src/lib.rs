@@ -14,11 +14,12 @@
 //!   the kernel fast path kept in step with every snapshot (the one module
 //!   that calls `pharos-xdp`);
 //! - [`driver`]: the control plane's I/O around its rules
-//!   (`pharos_control`): the shell that owns the store, the files and the
-//!   clock ([`driver::shell`]), the thread that runs it and the handle the
-//!   API talks to it through ([`driver::thread`]), zones' DNSSEC keys as
-//!   the API and `pharos key` step them, the secrets a fleet shares, and a
-//!   node's local copy of a shared store's state;
+//!   (`pharos_control::plane::Plane`): [`ControlShell`], which owns the
+//!   store and the files and does what the rules decide; [`ControlThread`],
+//!   the thread that runs the shell with the clock, and the handle the API
+//!   talks to it through; zones' DNSSEC keys as the API and `pharos key`
+//!   step them, the secrets a fleet shares, and a node's local copy of a
+//!   shared store's state;
 //! - `api`: the HTTP control API, its Prometheus metrics and the dashboard;
 //! - [`run`]: starts the driver, the API, the dnstap query log and the
 //!   transports of `pharos_transport` over one shared snapshot, and reloads
@@ -38,6 +39,6 @@ pub mod status;
 pub mod tasks;
 
 pub use config::Config;
-pub use driver::shell::Control;
-pub use driver::thread::ControlHandle;
+pub use driver::shell::ControlShell;
+pub use driver::thread::ControlThread;
 pub use run::{Server, run};

@@ -8,12 +8,12 @@ use pharos_transport::{Transports, dnstap};
 
 use crate::api::{self, ApiThread};
 use crate::config::Config;
-use crate::driver::thread::{self, ControlHandle};
+use crate::driver::thread::{self, ControlThread};
 
 /// A running server: its control plane, snapshot and transports.
 pub struct Server {
     pub config: Config,
-    pub control: ControlHandle,
+    pub control: ControlThread,
     pub snapshot: SharedSnapshot,
     pub transports: Transports,
     api: Option<ApiThread>,
@@ -29,20 +29,19 @@ impl Server {
         // worker (and a PostgreSQL store's own runtime cannot wait inside
         // this one).
         let opening = config.clone();
-        let (mut control, token, cookies) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
-            let mut control = thread::open(opening)?;
-            let token = control.config().control.listen.map(|_| api::token(&mut control)).transpose()?;
-            let cookies =
-                control.config().cookies.map(|cookies| crate::driver::secrets::cookie_secret(&mut control, cookies)).transpose()?;
-            Ok((control, token, cookies))
+        let (mut shell, token, cookies) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+            let mut shell = thread::open(opening)?;
+            let token = shell.config().control.listen.map(|_| api::token(&mut shell)).transpose()?;
+            let cookies = shell.config().cookies.map(|cookies| crate::driver::secrets::cookie_secret(&mut shell, cookies)).transpose()?;
+            Ok((shell, token, cookies))
         })
         .await
         .context("opening the control plane panicked")??;
-        control.start_fast_path();
-        let snapshot = control.snapshot().clone();
+        shell.start_fast_path();
+        let snapshot = shell.snapshot().clone();
         let window = Duration::from_millis(config.control.commit_window_ms);
         let limits = api::UdpLimits { queries: config.udp_rate_limiter(), responses: config.response_rate_limit()? };
-        let control = ControlHandle::start(control, window).context("cannot start the control thread")?;
+        let control = ControlThread::start(shell, window).context("cannot start the control thread")?;
         let listeners = api::Listeners { api: config.control.listen.zip(token), metrics: config.metrics.listen };
         let api = api::start(listeners, control.clone(), limits.clone())?;
         // Logging before the first query can arrive.

@@ -26,7 +26,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::api::UdpLimits;
 use crate::data::{DataFile, DataStatus};
-use crate::driver::thread::ControlHandle;
+use crate::driver::thread::ControlThread;
 use crate::observe::activity::replica_labels;
 use crate::observe::split::{MAX_RESOLVERS, ReplicaShare, Split, Splits};
 use crate::status::FastPathStatus;
@@ -60,7 +60,7 @@ struct Scrape {
 }
 
 /// The text of one scrape, in OpenMetrics.
-pub async fn render(control: &ControlHandle, limits: &UdpLimits) -> Result<String, ControlError> {
+pub async fn render(control: &ControlThread, limits: &UdpLimits) -> Result<String, ControlError> {
     let state = control.state();
     let scrape = Scrape {
         counting: counts::counting_queries(),

@@ -1,7 +1,7 @@
 //! The control API: HTTP/JSON over the control plane, described by the
 //! OpenAPI document at `/openapi.json`, with bearer-token authentication.
 //!
-//! Every change goes through [`Control::apply`]: it is validated whole,
+//! Every change goes through [`ControlShell::apply`]: it is validated whole,
 //! committed to the store, and live in the snapshot before the reply.
 //! MyXDNS's calls map to: Add_Region -> `POST /v1/regions` (returns the
 //! id), Remove_Region -> `DELETE /v1/regions/{name}`, Update_Prob ->
@@ -40,8 +40,8 @@ use tokio::sync::oneshot;
 
 use crate::artemis::AddressView;
 use crate::driver::keys::{KeyStep, KeyView};
-use crate::driver::shell::Control;
-use crate::driver::thread::ControlHandle;
+use crate::driver::shell::ControlShell;
+use crate::driver::thread::ControlThread;
 use crate::observe::history::QueryHistory;
 
 const OPENAPI: &str = include_str!("openapi.json");
@@ -49,7 +49,7 @@ const TOKEN_SETTING: &str = "api_token";
 
 #[derive(Clone)]
 struct Api {
-    control: ControlHandle,
+    control: ControlThread,
     token: Arc<str>,
     /// The UDP rate limits, for what they refused.
     limits: UdpLimits,
@@ -139,7 +139,7 @@ pub struct Listeners {
 /// yields to the query threads (see `scheduling`) and keeps API requests
 /// off the runtime that answers DNS over TCP, TLS and HTTPS. Returns once
 /// they are listening, or why they cannot; `None` if there is none.
-pub fn start(listeners: Listeners, control: ControlHandle, limits: UdpLimits) -> anyhow::Result<Option<ApiThread>> {
+pub fn start(listeners: Listeners, control: ControlThread, limits: UdpLimits) -> anyhow::Result<Option<ApiThread>> {
     let mut served = Vec::new();
     // Marked before any request can ask for it.
     let queries = Arc::new(QueryHistory::starting_now(queries_received()));
@@ -215,11 +215,11 @@ fn runtime_listening_on(
 
 /// The configured token, else the one kept in the store, else a new one
 /// (kept, and shown once).
-pub fn token(control: &mut Control) -> anyhow::Result<String> {
-    if let Some(token) = control.config().control.token.clone() {
+pub fn token(shell: &mut ControlShell) -> anyhow::Result<String> {
+    if let Some(token) = shell.config().control.token.clone() {
         return Ok(token);
     }
-    let (token, made_here) = control.secret_setting(TOKEN_SETTING, 24)?;
+    let (token, made_here) = shell.secret_setting(TOKEN_SETTING, 24)?;
     if made_here {
         eprintln!("pharos: control API token (shown once; kept in the store): {token}");
     }
@@ -270,13 +270,13 @@ fn queries_received() -> u64 {
 }
 
 /// The metrics listener's routes: `/metrics` and nothing else, without a token.
-fn metrics_router(control: ControlHandle, limits: UdpLimits) -> Router {
+fn metrics_router(control: ControlThread, limits: UdpLimits) -> Router {
     Router::new().route("/metrics", get(move |headers: HeaderMap| metrics(control.clone(), limits.clone(), headers)))
 }
 
 /// One scrape: OpenMetrics to those that accept it (Prometheus asks for
 /// it), the text format 0.0.4 to everyone else.
-async fn metrics(control: ControlHandle, limits: UdpLimits, headers: HeaderMap) -> Reply<Response> {
+async fn metrics(control: ControlThread, limits: UdpLimits, headers: HeaderMap) -> Reply<Response> {
     let openmetrics = crate::api::metrics::render(&control, &limits).await?;
     let accepted = headers.get_all(header::ACCEPT).iter().filter_map(|value| value.to_str().ok());
     if accepted.into_iter().any(|value| value.contains("application/openmetrics-text")) {

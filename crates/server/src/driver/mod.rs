@@ -1,4 +1,8 @@
-//! The control plane's I/O around its rules (`pharos_control`).
+//! The control plane's driver, the I/O around its rules (`pharos_control`,
+//! whose `plane::Plane` decides): the shell that owns the store, the files
+//! and the published snapshot and does what the rules decide
+//! ([`shell::ControlShell`]), and the thread that runs it with the clock
+//! ([`thread::ControlThread`], the handle the API reaches it through).
 
 pub mod keys;
 pub mod secrets;

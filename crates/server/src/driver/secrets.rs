@@ -7,15 +7,15 @@ use anyhow::{Context, bail};
 use pharos_transport::cookies::CookieSecret;
 
 use crate::config::CookiesConfig;
-use crate::driver::shell::Control;
+use crate::driver::shell::ControlShell;
 
 /// The store setting that keeps the master secret of server cookies.
 const COOKIE_SECRET_SETTING: &str = "cookie_secret";
 
 /// The cookie secret the store keeps (made at the first start of the
 /// first node, and read by every other), with `config`'s rotation.
-pub fn cookie_secret(control: &mut Control, config: CookiesConfig) -> anyhow::Result<Arc<CookieSecret>> {
-    let (hex, _) = control.secret_setting(COOKIE_SECRET_SETTING, 16)?;
+pub fn cookie_secret(shell: &mut ControlShell, config: CookiesConfig) -> anyhow::Result<Arc<CookieSecret>> {
+    let (hex, _) = shell.secret_setting(COOKIE_SECRET_SETTING, 16)?;
     let master = parse_secret(&hex).with_context(|| format!("the store's {COOKIE_SECRET_SETTING} setting"))?;
     Ok(Arc::new(CookieSecret::new(master, config.rotation_hours * 3600)))
 }

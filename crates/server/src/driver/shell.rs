@@ -1,7 +1,9 @@
-//! The control plane's I/O around its rules ([`pharos_control::plane`]):
-//! the one path by which routing state changes, whether the change comes
-//! from the API or from the config file. This layer reads the files, owns
-//! the store, publishes snapshots and probe plans; the rules decide.
+//! The control plane's shell: the I/O around its rules
+//! ([`pharos_control::plane::Plane`]), and the one path by which routing
+//! state changes, whether the change comes from the API or from the
+//! config file. The shell reads the files, owns the store, publishes
+//! snapshots and probe plans, and does what the rules decide; it is run by
+//! the control thread (`driver::thread`), which keeps the clock.
 //!
 //! A change is applied to a copy of the state, the new snapshot is built
 //! from the copy (which validates everything), the change is committed to
@@ -12,9 +14,10 @@
 //! number. The node keeps the last one its state holds; it catches up by
 //! applying the batches logged after it, in order, through the same commit
 //! (without writing them back), whenever the store's follower wakes it:
-//! those the notifications carried if none is missing, else read back. A
-//! change made from a state the store has moved past is refused there, so
-//! the node catches up and makes the change again from the newer state:
+//! those the notifications carried if none is missing, else read back
+//! (`pharos_control::follow`). A change made from a state the store has
+//! moved past is refused there, so the node catches up and makes the
+//! change again from the newer state (`pharos_control::retry`):
 //! concurrent read-modify-writes through different nodes never undo one
 //! another.
 //!
@@ -22,13 +25,12 @@
 //! catch-up also reads the batches of measurements recorded after the
 //! last one read (by their stamps, see `pharos_store`).
 //!
-//! Nodes sharing a database also share health (see
-//! `pharos_control::quorum`): each reports its probes' verdicts when they
-//! change, and that it is alive every `health.report_interval_ms`, reading
-//! the others' at the same time; it serves the verdicts of the majority,
-//! and its own again once it has not reached the database for
-//! `health.stale_after_ms`. Each exchange reads only the verdicts that
-//! changed since the last one.
+//! Nodes sharing a database also share health (`pharos_control::quorum`,
+//! scheduled by `pharos_control::fleet`): the plane says when to report
+//! and what, the shell makes the exchange with the store, and the plane
+//! weighs what it read. The file's declarations are applied when they
+//! changed since last applied (`pharos_control::declared`), and signed
+//! zones are reloaded when a key changes state (`pharos_control::key_steps`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -41,11 +43,15 @@ use base64::engine::general_purpose::STANDARD;
 use pharos_answer::{Settings, SharedSnapshot, Snapshot, TransferAcl, TsigAlgorithm, TsigKey};
 use pharos_bgp::BgpTables;
 use pharos_control::build::DataSources;
+use pharos_control::declared;
+use pharos_control::fleet::FleetHealth;
+use pharos_control::follow::{self, ANYTHING_NEW, CatchUp};
 use pharos_control::health::{ProbeResult, ReplicaHealth, describe};
 use pharos_control::load::{LoadSettings, LoadStatus};
 use pharos_control::plane::{AfterProbe, Plane, PlaneSettings};
 use pharos_control::probe::ProbeTarget;
-use pharos_control::quorum::{FleetVerdicts, Quorum};
+use pharos_control::quorum::Quorum;
+use pharos_control::retry::Retries;
 use pharos_control::snapshot::SnapshotBuilder;
 use pharos_dnssec::{Signer, Window, ZoneKeys};
 use pharos_model::spec::service_name;
@@ -63,7 +69,7 @@ use rand::Rng;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::config::{Config, HealthConfig, StoreConfig};
+use crate::config::{Config, StoreConfig};
 use crate::data::{BgpStatus, BgpSummary, DataFile, DataStatus, LatencyStatus};
 use crate::driver::keys::{self, KeyStep, KeyView, StepError};
 use crate::driver::state_cache::{self, Cached, StateCache};
@@ -107,8 +113,9 @@ fn open_store_or_cache(config: &Config, cache: Option<&Path>) -> anyhow::Result<
     Ok((Box::new(PostgresStore::open_later(url, crate::scheduling::yield_to_queries)?), Some(cached)))
 }
 
-/// Routing state, its store, and the snapshot published from them.
-pub struct Control {
+/// The control plane's shell: the rules ([`Plane`]) with the store, the
+/// files and the snapshot published from them.
+pub struct ControlShell {
     config: Config,
     plane: Plane,
     store: Box<dyn Store>,
@@ -131,35 +138,13 @@ pub struct Control {
     cache: Option<StateCache>,
     /// Frees the snapshots and states publications replace.
     retired: Retired,
-    /// Health shared with the fleet (a shared store's nodes only).
-    fleet_health: Option<FleetHealth>,
-    /// The last key step (Unix seconds) the zones were signed again for:
-    /// if that reload failed, the step is not tried again until the next
-    /// reload (SIGHUP, the refresh, the API) rather than at once, forever.
-    key_step_tried: Option<u64>,
 }
 
-/// When a node of a fleet reports its health and reads the others'.
-struct FleetHealth {
-    quorum: Quorum,
-    interval_ms: u64,
-    /// When the next report is due (Unix ms).
-    next_report: u64,
-    /// When the last exchange with the store succeeded (Unix ms).
-    exchanged: Option<u64>,
-    /// Every node's verdicts, gathered from what each exchange read.
-    known: FleetVerdicts,
-}
-
-impl FleetHealth {
-    /// Takes a reloaded `[health]` section's quorum, staleness and report
-    /// interval; the next report follows the new interval.
-    fn follow(&mut self, health: &HealthConfig) {
-        self.quorum.stale_after_ms = health.stale_after_ms;
-        self.quorum.down_share = health.quorum;
-        self.next_report = self.next_report.saturating_sub(self.interval_ms) + health.report_interval_ms;
-        self.interval_ms = health.report_interval_ms;
-    }
+/// How this node, named as `config` says, weighs the fleet's health
+/// reports.
+fn quorum(config: &Config) -> Quorum {
+    let health = &config.health;
+    Quorum { node: health.node_name(&config.server), stale_after_ms: health.stale_after_ms, down_share: health.quorum }
 }
 
 /// Refuses a reload that renames a fleet's node (`health.node`, else the
@@ -180,14 +165,6 @@ fn check_health_unmoved(serving: &Config, fresh: &Config) -> Result<(), ControlE
     }
     Ok(())
 }
-
-/// What a catch-up is asked for when any batch may be new: the store's
-/// follower was not notified of one (it looks now and then).
-pub const ANYTHING_NEW: u64 = u64::MAX;
-
-/// How many times a change refused because other nodes changed the state
-/// first is made again (after catching up) before its caller is told.
-pub const BEHIND_TRIES: usize = 5;
 
 /// Why a client gets what it gets (the `explain` API).
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -214,14 +191,14 @@ pub struct Delegated {
     pub cname: String,
 }
 
-impl Control {
+impl ControlShell {
     /// Loads the zones, opens the store (an in-memory one if none is
     /// configured), applies the file's declarations and builds the first
     /// snapshot, at `now` (Unix ms); from the locally cached state instead
     /// if the store is a shared database that cannot be reached (see
     /// `state_cache`). `external` is the classifier the driver started, if
     /// one is configured.
-    pub fn open(config: Config, external: Option<Arc<ExternalRegions>>, now: u64) -> anyhow::Result<Control> {
+    pub fn open(config: Config, external: Option<Arc<ExternalRegions>>, now: u64) -> anyhow::Result<ControlShell> {
         let cache = state_cache::path(&config);
         let (mut store, cached) = open_store_or_cache(&config, cache.as_deref())?;
         let snapshots = SnapshotBuilder::new(load_zones(&config, store.as_mut(), now)?, settings(&config).map_err(anyhow::Error::msg)?);
@@ -256,18 +233,10 @@ impl Control {
         };
         let mut plane = Plane::new(state, measurements, sources, snapshots, settings, now);
         plane.set_probe_addresses(config.health.probe_addresses()?);
-        let fleet_health = config.store.url.as_ref().map(|_| FleetHealth {
-            quorum: Quorum {
-                node: config.health.node_name(&config.server),
-                stale_after_ms: config.health.stale_after_ms,
-                down_share: config.health.quorum,
-            },
-            interval_ms: config.health.report_interval_ms,
-            next_report: now,
-            exchanged: None,
-            known: FleetVerdicts::default(),
-        });
-        let mut control = Control {
+        if config.store.url.is_some() {
+            plane.join_fleet(FleetHealth::new(quorum(&config), config.health.report_interval_ms, now));
+        }
+        let mut shell = ControlShell {
             config,
             plane,
             store,
@@ -281,22 +250,20 @@ impl Control {
             measured,
             cache: cache.map(StateCache::new),
             retired: Retired::start()?,
-            fleet_health,
-            key_step_tried: None,
         };
-        control.latencies_changed();
+        shell.latencies_changed();
         if from_cache {
             // The file's declarations wait for the next reload.
             let why = format!("the database could not be reached at start: serving the state cached at sequence {applied}");
-            control.published.update_store_status(|status| status.serving_cache = Some(why));
-            control.republish(now).map_err(|error| anyhow::anyhow!("{error}"))?;
+            shell.published.update_store_status(|status| status.serving_cache = Some(why));
+            shell.republish(now).map_err(|error| anyhow::anyhow!("{error}"))?;
         } else {
-            let changed = control.changed_declarations(&control.config.clone())?;
-            control.apply(&changed, now).map_err(|error| anyhow::anyhow!("{error}"))?;
-            control.remember_declarations(&changed)?;
+            let changed = shell.changed_declarations(&shell.config.clone())?;
+            shell.apply(&changed, now).map_err(|error| anyhow::anyhow!("{error}"))?;
+            shell.remember_declarations(&changed)?;
         }
-        control.publish_data();
-        Ok(control)
+        shell.publish_data();
+        Ok(shell)
     }
 
     /// Starts the kernel fast path the config asks for (if any), filled
@@ -386,31 +353,22 @@ impl Control {
     /// Applies `changes` all or nothing (see the module comment), at `now`
     /// (Unix ms, as every time the control plane is given).
     pub fn apply(&mut self, changes: &[Change], now: u64) -> Result<(), ControlError> {
-        self.catching_up(now, |control| control.commit(control.plane.state().with(changes), Made::ToStore(changes), None, now))
+        self.catching_up(now, |shell| shell.commit(shell.plane.state().with(changes), Made::ToStore(changes), None, now))
     }
 
-    /// Runs `attempt`; while the store refuses it because other nodes
-    /// changed the state first, catches up and runs it again (at most
-    /// [`BEHIND_TRIES`] times in all). An attempt refused as invalid is
-    /// refused only once this node holds what the store has logged: the
-    /// data center or region it names may be one another node declared
-    /// an instant ago, its notification still on the way.
-    fn catching_up<T>(&mut self, now: u64, attempt: impl Fn(&mut Control) -> Result<T, ControlError>) -> Result<T, ControlError> {
-        let mut looked_for_news = false;
-        for _ in 1..BEHIND_TRIES {
-            match attempt(self) {
-                Err(ControlError::Behind(_)) => self.catch_up(ANYTHING_NEW, now)?,
-                Err(invalid @ ControlError::Invalid(_)) if !looked_for_news => {
-                    looked_for_news = true;
-                    // The refusal stands if nothing new can be read.
-                    if !self.found_news(now).unwrap_or(false) {
-                        return Err(invalid);
-                    }
-                }
-                outcome => return outcome,
-            }
+    /// Runs `attempt`, and again after catching up while the store refuses
+    /// it as `pharos_control::retry` says.
+    fn catching_up<T>(&mut self, now: u64, attempt: impl Fn(&mut ControlShell) -> Result<T, ControlError>) -> Result<T, ControlError> {
+        let mut retries = Retries::default();
+        loop {
+            let outcome = attempt(self);
+            let (Some(again), Err(refusal)) = (retries.again(&outcome), &outcome) else {
+                return outcome;
+            };
+            let caught_up = self.found_news(now);
+            retries.settle(again, &caught_up, refusal.clone())?;
+            retries.tried();
         }
-        attempt(self)
     }
 
     /// Catches up with whatever the store logged since the state; whether
@@ -439,19 +397,17 @@ impl Control {
         self.catch_up_notified(wanted, Batches::new(), now)
     }
 
-    /// [`Control::catch_up`] given the batches that notifications carried
+    /// [`ControlShell::catch_up`] given the batches that notifications carried
     /// (see `pharos_store::Following`): if they are every batch after the
     /// last one the state holds up to `wanted`, they are applied without
     /// a read. The measurements other nodes recorded then wait for the
     /// next read (a batch notified without its changes, the follower's
     /// look every second).
     pub fn catch_up_notified(&mut self, wanted: u64, notified: Batches, now: u64) -> Result<(), ControlError> {
-        if wanted <= self.applied {
-            return Ok(());
-        }
-        let caught_up = match self.unapplied(notified, wanted) {
-            Some(batches) => self.apply_logged(batches, now),
-            None => {
+        let caught_up = match follow::catch_up(self.applied, wanted, notified) {
+            CatchUp::Nothing => return Ok(()),
+            CatchUp::Apply(batches) => self.apply_logged(batches, now),
+            CatchUp::Read => {
                 self.published.activity.catch_up_read();
                 self.store.news_after(self.applied, self.measured).map_err(ControlError::from).and_then(|news| {
                     self.apply_logged(news.batches, now)?;
@@ -468,14 +424,6 @@ impl Control {
             status.catch_up_error = error;
         });
         caught_up
-    }
-
-    /// The batches of `notified` after the last one the state holds, if
-    /// they are all of them up to `wanted`, none missing.
-    fn unapplied(&self, notified: Batches, wanted: u64) -> Option<Batches> {
-        let unapplied: Batches = notified.into_iter().filter(|(sequence, _)| *sequence > self.applied).collect();
-        let gapless = unapplied.iter().zip(self.applied + 1..).all(|((sequence, _), expected)| *sequence == expected);
-        (gapless && unapplied.last().is_some_and(|(last, _)| *last == wanted)).then_some(unapplied)
     }
 
     fn apply_logged(&mut self, batches: Batches, now: u64) -> Result<(), ControlError> {
@@ -509,7 +457,7 @@ impl Control {
         self.applied
     }
 
-    /// [`Control::apply`] for a caller that has already applied `changes`
+    /// [`ControlShell::apply`] for a caller that has already applied `changes`
     /// to the state, making `next`: they are not applied a second time.
     pub fn apply_made(&mut self, next: State, changes: &[Change], now: u64) -> Result<(), ControlError> {
         self.commit(next, Made::ToStore(changes), None, now)
@@ -531,7 +479,7 @@ impl Control {
             external.clear();
         }
         let changed = self.changed_declarations(&fresh)?;
-        if self.fleet_health.is_some() {
+        if self.plane.in_fleet() {
             check_health_unmoved(&self.config, &fresh)?;
         }
         let previous_sources = std::mem::replace(self.plane.sources_mut(), sources);
@@ -542,9 +490,7 @@ impl Control {
             return Err(error);
         }
         self.remember_declarations(&changed)?;
-        if let Some(fleet) = &mut self.fleet_health {
-            fleet.follow(&self.config.health);
-        }
+        self.plane.follow_fleet(quorum(&self.config), self.config.health.report_interval_ms);
         if self.config.bgp.table.is_none() {
             self.data.bgp = BgpStatus::configured(&self.config);
         }
@@ -562,13 +508,9 @@ impl Control {
     /// Keeps a batch of latency measurements (refused whole if any is bad)
     /// and serves from them at once.
     pub fn record_measurements(&mut self, specs: &[MeasurementSpec], now: u64) -> Result<usize, ControlError> {
-        let (batch, older_than) = self.catching_up(now, |control| control.plane.check_measurements(specs, now))?;
+        let (batch, older_than) = self.catching_up(now, |shell| shell.plane.check_measurements(specs, now))?;
         let stamp = self.store.record_measurements(&batch, older_than)?;
-        // Stamps have no gaps: right after the last read, this batch need
-        // not be read back.
-        if stamp == self.measured + 1 {
-            self.measured = stamp;
-        }
+        self.measured = follow::read_with_own(self.measured, stamp);
         self.plane.keep_measurements(batch, now);
         self.latencies_changed();
         self.republish(now)?;
@@ -620,23 +562,16 @@ impl Control {
     }
 
     /// The file's declarations that differ from the version of them last
-    /// applied: those are the ones the file changed, and they win. What the
-    /// file did not change keeps any change made through the API since.
+    /// applied (see `pharos_control::declared`).
     fn changed_declarations(&mut self, config: &Config) -> Result<Vec<Change>, StoreError> {
-        let mut changed = Vec::new();
-        for change in declarations(config) {
-            let (key, value) = declaration_record(&change);
-            if self.store.setting(&key)?.as_deref() != Some(value.as_str()) {
-                changed.push(change);
-            }
-        }
-        Ok(changed)
+        let declarations = declared::declarations(&config.datacenters, &config.regions, &config.services);
+        declared::changed(declarations, |record| self.store.setting(record))
     }
 
     fn remember_declarations(&mut self, applied: &[Change]) -> Result<(), StoreError> {
-        for change in applied {
-            let (key, value) = declaration_record(change);
-            self.store.set_setting(&key, &value)?;
+        for declaration in applied {
+            let (record, value) = declared::record(declaration);
+            self.store.set_setting(&record, &value)?;
         }
         Ok(())
     }
@@ -749,20 +684,19 @@ impl Control {
         self.plane.health_report()
     }
 
-    /// Tells the store this node's new verdicts and that it is alive, reads
-    /// every node's (those changed since the last exchange), and serves the verdicts weighed from them (this node's
-    /// own once the last exchange is older than the staleness window).
-    /// Skipped while the store's follower is not connected: the call would
-    /// wait for a connection the follower cannot make either.
+    /// Tells the store this node's new verdicts and that it is alive,
+    /// reads every node's (those changed since the last exchange), and
+    /// serves what the plane weighs from them. Skipped while the store's
+    /// follower is not connected (the plane is told the store was not
+    /// reached): the call would wait for a connection the follower cannot
+    /// make either.
     fn exchange_health(&mut self, now: u64) -> Result<(), ControlError> {
-        let Some(fleet) = &mut self.fleet_health else {
+        let Some(exchange) = self.plane.exchange_health(now) else {
             return Ok(());
         };
-        fleet.next_report = now + fleet.interval_ms;
-        let verdicts = self.plane.unpublished_health(&fleet.quorum.node);
         let reachable = self.published.store_status().state == "following";
-        let exchanged = reachable.then(|| self.store.exchange_health(&fleet.quorum.node, now, &verdicts, fleet.known.stamp()));
-        let reports = match exchanged {
+        let answer = reachable.then(|| self.store.exchange_health(&exchange.node, now, &exchange.verdicts, exchange.after));
+        let answer = match answer {
             Some(Ok(reports)) => Some(reports),
             Some(Err(error)) => {
                 tracing::warn!("cannot share health with the fleet: {error}");
@@ -770,15 +704,7 @@ impl Control {
             }
             None => None,
         };
-        let reached = reports.is_some();
-        if let Some(reports) = reports {
-            fleet.known.take(reports);
-            self.plane.health_published(&verdicts);
-            fleet.exchanged = Some(now);
-        } else if fleet.exchanged.is_some_and(|at| at + fleet.quorum.stale_after_ms > now) {
-            return Ok(()); // the fleet's last verdicts hold a while longer
-        }
-        let flips = self.plane.weigh_fleet_health(&fleet.quorum, reached.then_some(&fleet.known), now);
+        let flips = self.plane.health_exchanged(exchange, answer, now);
         for flip in &flips {
             self.published.activity.health_flipped(&flip.service, &flip.replica);
             match flip.up {
@@ -800,32 +726,21 @@ impl Control {
     /// measurement to expire, a load-control round, a health report to the
     /// fleet or a key's step.
     pub fn next_wakeup(&self) -> Option<u64> {
-        let report = self.fleet_health.as_ref().map(|fleet| fleet.next_report);
-        let key_step = self.next_key_step().map(|step| step * 1000);
-        self.plane.next_wakeup().into_iter().chain(report).chain(key_step).min()
-    }
-
-    /// When a key of a signed zone next changes state (Unix seconds), a
-    /// rollover's step not tried yet: the zones are signed again then.
-    fn next_key_step(&self) -> Option<u64> {
-        let snapshot = self.snapshot.load();
-        let steps = snapshot.zones.zones().iter().filter_map(|zone| zone.signer.as_ref()?.next_step());
-        steps.filter(|&step| Some(step) != self.key_step_tried).min()
+        self.plane.next_wakeup()
     }
 
     /// Does what is due at `now`: signs the zones again when a key changes
     /// state, drops expired measurements, reports health to the fleet, runs
     /// due load-control rounds and installs what they computed.
     pub fn wake(&mut self, now: u64) -> Result<(), ControlError> {
-        if let Some(step) = self.next_key_step().filter(|&step| step * 1000 <= now) {
-            self.key_step_tried = Some(step);
+        if self.plane.key_step_due(now).is_some() {
             self.reload(now)?;
             tracing::info!("signed zones signed again: a key changed state");
         }
         if self.plane.measurements_expired(now) {
             self.expire_measurements(now)?;
         }
-        if self.fleet_health.as_ref().is_some_and(|fleet| fleet.next_report <= now) {
+        if self.plane.health_report_due(now) {
             self.exchange_health(now)?;
         }
         for service in self.plane.due_rounds(now) {
@@ -927,27 +842,6 @@ pub fn explain(snapshot: &Snapshot, service: &str, client: &str, family: Family,
         steps: explanation.steps,
         delegated_to,
     })
-}
-
-/// Every data center, region and service a config file declares, as upserts.
-fn declarations(config: &Config) -> Vec<Change> {
-    let datacenters = config.datacenters.iter().cloned().map(Change::PutDataCenter);
-    let regions = config.regions.iter().cloned().map(Change::PutRegion);
-    datacenters.chain(regions).chain(config.services.iter().cloned().map(Change::PutService)).collect()
-}
-
-/// The store setting that remembers a file declaration as last applied.
-fn declaration_record(change: &Change) -> (String, String) {
-    match change {
-        Change::PutDataCenter(datacenter) => {
-            (format!("declared datacenter {}", datacenter.id), serde_json::to_string(datacenter).expect("serializable"))
-        }
-        Change::PutRegion(region) => (format!("declared region {}", region.name), serde_json::to_string(region).expect("serializable")),
-        Change::PutService(service) => {
-            (format!("declared service {}", service.name), serde_json::to_string(service).expect("serializable"))
-        }
-        Change::DeleteDataCenter(_) | Change::DeleteRegion(_) | Change::DeleteService(_) => unreachable!("a file only declares"),
-    }
 }
 
 /// The response settings of `config`'s `[server]`; a bad prefix is

@@ -1,23 +1,24 @@
-//! The control plane's driver: its thread, the threads and tasks around
-//! it (classifier, prober, BGP loading), the clock, and the handle the API
-//! and signals use to reach it. The rules themselves are in
-//! `pharos-control`; this layer reads the time once per request and passes
-//! it in.
+//! The control thread: the one thread that runs the control plane's shell
+//! (`driver::shell`), the threads and tasks around it (classifier, prober,
+//! BGP loading), the clock, and [`ControlThread`], the handle the API and
+//! signals reach it through. The rules themselves are in `pharos-control`;
+//! this layer reads the time once per request and passes it in.
 //!
-//! One thread owns [`Control`]; every change is a request on its queue,
-//! so changes are applied one after another without a lock. Under a storm
-//! of updates the thread commits at most once per commit window: each
-//! commit takes every request that queued meanwhile, applies them in
-//! order, validates them together, writes them to the store in one
-//! transaction and publishes one snapshot (group commit, as databases do
-//! with their logs). A lone update is committed at once. Readers of the
-//! state never queue: they load the last published copy.
+//! Every change is a request on the thread's queue, so changes are applied
+//! one after another without a lock. Under a storm of updates the thread
+//! commits at most once per commit window: each commit takes every request
+//! that queued meanwhile, applies them in order, validates them together,
+//! writes them to the store in one transaction and publishes one snapshot
+//! (group commit, as databases do with their logs). A lone update is
+//! committed at once. Readers of the state never queue: they load the last
+//! published copy.
 //!
 //! On a store shared by a fleet, the store's follower queues a catch-up
 //! whenever another node may have logged a change (at most one is queued
 //! at a time; none for a batch this node logged itself, notified back to
-//! it); edits the store refused because the state was behind are
-//! made again, after catching up, from the newer state.
+//! it: `pharos_control::follow`); edits the store refused because the
+//! state was behind are made again, after catching up, from the newer
+//! state (`pharos_control::retry`).
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -26,19 +27,21 @@ use std::time::{Duration, Instant};
 
 use pharos_answer::SharedSnapshot;
 use pharos_bgp::BgpTables;
+use pharos_control::follow::Notified;
 use pharos_control::group::{Committer, Edit, group_commit};
 use pharos_control::health::{ProbeResult, ReplicaHealth};
 use pharos_control::load::LoadStatus;
+use pharos_control::retry::{Again, Retries};
 use pharos_model::{Change, ControlError, State};
 use pharos_route::latency::MeasurementSpec;
-use pharos_store::{Batches, Following};
+use pharos_store::Following;
 use pharos_transport::metrics;
 use tokio::sync::oneshot;
 
 use crate::config::{BgpConfig, Config};
 use crate::data::{DataStatus, unix_millis};
 use crate::driver::keys::{KeyStep, KeyView};
-use crate::driver::shell::{ANYTHING_NEW, BEHIND_TRIES, Control};
+use crate::driver::shell::ControlShell;
 use crate::observe::activity::ControlActivity;
 use crate::observe::history::Event;
 use crate::observe::split::Splits;
@@ -97,38 +100,38 @@ enum Command {
     /// Apply what other nodes logged, as `notified` says while this is
     /// queued (see `follower_news`); it is emptied once this is served.
     CatchUp {
-        notified: Arc<Mutex<Notified>>,
+        notified: Arc<Mutex<Notified<Vec<Change>>>>,
     },
 }
 
 /// Opens the control plane now, with the classifier the config asks for
 /// started on its own thread.
-pub fn open(config: Config) -> anyhow::Result<Control> {
+pub fn open(config: Config) -> anyhow::Result<ControlShell> {
     let external = config.classifier.as_ref().map(crate::tasks::classifier::start).transpose()?;
-    Control::open(config, external, unix_millis())
+    ControlShell::open(config, external, unix_millis())
 }
 
 /// A cheap, clonable way to the control thread and to what it published.
 #[derive(Clone)]
-pub struct ControlHandle {
+pub struct ControlThread {
     requests: Sender<Request>,
     published: Arc<Published>,
     snapshot: SharedSnapshot,
 }
 
-impl ControlHandle {
+impl ControlThread {
     /// Moves `control` onto its own thread, committing at most once per
     /// `window`, and starts loading its BGP tables if it has any.
-    pub fn start(mut control: Control, window: Duration) -> std::io::Result<ControlHandle> {
+    pub fn start(mut shell: ControlShell, window: Duration) -> std::io::Result<ControlThread> {
         let (requests, queue) = std::sync::mpsc::channel();
-        let published = control.published().clone();
-        let snapshot = control.snapshot().clone();
-        let bgp = control.config().bgp.clone();
-        let probe_plan = control.probe_plan();
-        tokio::spawn(notify::run(control.notify_plan(), published.clone()));
-        control.follow_store(follower_news(requests.clone(), published.clone()));
-        std::thread::Builder::new().name("control".into()).spawn(move || serve(control, queue, window))?;
-        let handle = ControlHandle { requests, published, snapshot };
+        let published = shell.published().clone();
+        let snapshot = shell.snapshot().clone();
+        let bgp = shell.config().bgp.clone();
+        let probe_plan = shell.probe_plan();
+        tokio::spawn(notify::run(shell.notify_plan(), published.clone()));
+        shell.follow_store(follower_news(requests.clone(), published.clone()));
+        std::thread::Builder::new().name("control".into()).spawn(move || serve(shell, queue, window))?;
+        let handle = ControlThread { requests, published, snapshot };
         let results = handle.requests.clone();
         let report = move |result| drop(results.send(Request::Command(Command::ProbeResult(result))));
         tokio::spawn(prober::run(probe_plan, Arc::new(report)));
@@ -268,49 +271,29 @@ impl ControlHandle {
     }
 }
 
-/// What the store's follower was told while a catch-up waits in the
-/// queue: up to which sequence to catch up (0: nothing, none is queued;
-/// else the highest sequence notified, or [`ANYTHING_NEW`]), and the
-/// batches the notifications carried, in the order logged.
-#[derive(Default)]
-struct Notified {
-    wanted: u64,
-    batches: Batches,
-}
-
-/// Batches kept from notifications for one catch-up at most; past them
-/// (a control thread long busy) the catch-up reads the store instead.
-const MAX_NOTIFIED_BATCHES: usize = 1000;
-
 /// Where the store's follower sends its news: into the store status, and,
 /// when others may have logged changes, a catch-up on the control thread's
-/// queue unless one is queued already.
+/// queue unless one is queued already (see `pharos_control::follow`).
 fn follower_news(requests: Sender<Request>, published: Arc<Published>) -> pharos_store::Wake {
     let notified = Arc::new(Mutex::new(Notified::default()));
     Box::new(move |news| {
         published.update_store_status(|status| status.follow(&news));
-        let (want, batch) = match news {
-            Following::Lost(why) => {
-                tracing::warn!("not following the store's changes, reconnecting: {why}");
-                return;
-            }
-            Following::Listening => {
-                tracing::info!("following the store's changes");
-                (ANYTHING_NEW, None)
-            }
-            Following::Notified(sequence, changes) if sequence > 0 => (sequence, changes.map(|changes| (sequence, changes))),
-            Following::Notified(..) | Following::Look => (ANYTHING_NEW, None),
-        };
-        let queued = {
+        let must_queue = {
             let mut waiting = notified.lock().expect("no holder panics");
-            let queued = waiting.wanted != 0;
-            waiting.wanted = waiting.wanted.max(want);
-            if let Some(batch) = batch.filter(|_| waiting.batches.len() < MAX_NOTIFIED_BATCHES) {
-                waiting.batches.push(batch);
+            match news {
+                Following::Lost(why) => {
+                    tracing::warn!("not following the store's changes, reconnecting: {why}");
+                    return;
+                }
+                Following::Listening => {
+                    tracing::info!("following the store's changes");
+                    waiting.look()
+                }
+                Following::Notified(sequence, changes) => waiting.logged(sequence, changes),
+                Following::Look => waiting.look(),
             }
-            queued
         };
-        if !queued {
+        if must_queue {
             let _ = requests.send(Request::Command(Command::CatchUp { notified: notified.clone() }));
         }
     })
@@ -319,14 +302,14 @@ fn follower_news(requests: Sender<Request>, published: Arc<Published>) -> pharos
 /// The control thread: waits for a request (or for a measurement to grow
 /// too old, a load-control round, or a health report to the fleet), lets the commit window pass since
 /// the last commit, then serves everything queued by then.
-fn serve(mut control: Control, queue: Receiver<Request>, window: Duration) {
+fn serve(mut shell: ControlShell, queue: Receiver<Request>, window: Duration) {
     crate::scheduling::yield_to_queries();
     let mut last_commit: Option<Instant> = None;
     loop {
-        let first = match next_request(&control, &queue) {
+        let first = match next_request(&shell, &queue) {
             Ok(request) => request,
             Err(RecvTimeoutError::Timeout) => {
-                if let Err(error) = control.wake(unix_millis()) {
+                if let Err(error) = shell.wake(unix_millis()) {
                     tracing::error!("a timed task of the control plane failed: {error}");
                 }
                 continue;
@@ -338,15 +321,15 @@ fn serve(mut control: Control, queue: Receiver<Request>, window: Duration) {
         }
         let batch = drain(first, &queue);
         last_commit = Some(Instant::now());
-        serve_batch(&mut control, batch);
+        serve_batch(&mut shell, batch);
     }
 }
 
 /// The next request, waiting no longer than until the control plane's
 /// next timed task; none if that is due, so that a busy queue (probe
 /// results, say) never keeps a timed task waiting.
-fn next_request(control: &Control, queue: &Receiver<Request>) -> Result<Request, RecvTimeoutError> {
-    match control.next_wakeup() {
+fn next_request(shell: &ControlShell, queue: &Receiver<Request>) -> Result<Request, RecvTimeoutError> {
+    match shell.next_wakeup() {
         Some(at) if at <= unix_millis() => Err(RecvTimeoutError::Timeout),
         Some(at) => queue.recv_timeout(Duration::from_millis(at.saturating_sub(unix_millis()))),
         None => queue.recv().map_err(|_| RecvTimeoutError::Disconnected),
@@ -366,49 +349,49 @@ fn drain(first: Request, queue: &Receiver<Request>) -> Vec<Request> {
 
 /// Serves requests in arrival order: runs of edits commit together, any
 /// other request on its own after the edits before it.
-fn serve_batch(control: &mut Control, batch: Vec<Request>) {
+fn serve_batch(shell: &mut ControlShell, batch: Vec<Request>) {
     let mut edits = Vec::new();
     for request in batch {
         match request {
             Request::Edit(pending) => edits.push(pending),
             Request::Command(command) => {
-                commit_edits(control, std::mem::take(&mut edits));
-                serve_command(control, command);
+                commit_edits(shell, std::mem::take(&mut edits));
+                serve_command(shell, command);
             }
         }
     }
-    commit_edits(control, edits);
+    commit_edits(shell, edits);
 }
 
-fn serve_command(control: &mut Control, command: Command) {
+fn serve_command(shell: &mut ControlShell, command: Command) {
     let now = unix_millis();
     match command {
         Command::Reload { done } => {
-            let _ = done.send(control.reload(now).map(|()| control.config().bgp.clone()));
+            let _ = done.send(shell.reload(now).map(|()| shell.config().bgp.clone()));
         }
         Command::Measurements { batch, done } => {
-            let _ = done.send(control.record_measurements(&batch, now));
+            let _ = done.send(shell.record_measurements(&batch, now));
         }
-        Command::BgpLoading => control.bgp_loading(),
+        Command::BgpLoading => shell.bgp_loading(),
         Command::BgpLoaded(loaded) => {
-            if let Err(error) = control.install_bgp(*loaded, now) {
+            if let Err(error) = shell.install_bgp(*loaded, now) {
                 tracing::error!("cannot serve from the new BGP tables: {error}");
             }
         }
         Command::ProbeResult(result) => {
-            if let Err(error) = control.record_probe(&result, now) {
+            if let Err(error) = shell.record_probe(&result, now) {
                 tracing::error!("cannot serve the new health of {}/{}: {error}", result.target.service, result.target.replica);
             }
         }
-        Command::Health { done } => drop(done.send(control.health_report())),
-        Command::FastPath { done } => drop(done.send(control.fastpath_now())),
-        Command::Load { service, replica, value, done } => drop(done.send(control.record_load(&service, &replica, value, now))),
-        Command::LoadStatus { done } => drop(done.send(control.load_status())),
-        Command::Keys { zone, step, done } => drop(done.send(control.zone_keys(&zone, step, now))),
+        Command::Health { done } => drop(done.send(shell.health_report())),
+        Command::FastPath { done } => drop(done.send(shell.fastpath_now())),
+        Command::Load { service, replica, value, done } => drop(done.send(shell.record_load(&service, &replica, value, now))),
+        Command::LoadStatus { done } => drop(done.send(shell.load_status())),
+        Command::Keys { zone, step, done } => drop(done.send(shell.zone_keys(&zone, step, now))),
         Command::CatchUp { notified } => {
             // Emptied first: a change logged from now on queues another.
-            let Notified { wanted, batches } = std::mem::take(&mut *notified.lock().expect("no holder panics"));
-            if let Err(error) = control.catch_up_notified(wanted, batches, now) {
+            let (wanted, batches) = notified.lock().expect("no holder panics").take();
+            if let Err(error) = shell.catch_up_notified(wanted, batches, now) {
                 tracing::error!("cannot apply the changes other nodes made: {error}");
             }
         }
@@ -421,65 +404,59 @@ type EditReply = oneshot::Sender<Result<Vec<Change>, ControlError>>;
 type Pending = (Edit, EditReply);
 
 /// Commits `edits` as a group (see `pharos_control::group`), now, and
-/// replies to each. Those the store refused because other nodes changed
-/// the state first are committed again, after catching up (at most
-/// [`BEHIND_TRIES`] times in all); so are those refused as invalid the
-/// first time, if catching up finds anything new (what an edit names may
-/// be what another node declared an instant ago, its notification still
-/// on the way), as `Control::apply` does.
-fn commit_edits(control: &mut Control, mut edits: Vec<Pending>) {
+/// replies to each. Those the store refused are committed again after
+/// catching up, as `pharos_control::retry` says (and as `ControlShell::apply`
+/// does).
+fn commit_edits(shell: &mut ControlShell, mut edits: Vec<Pending>) {
     if edits.is_empty() {
         return;
     }
     let started = Instant::now();
     let count = edits.len();
-    let mut looked_for_news = false;
-    for tries_left in (0..BEHIND_TRIES).rev() {
+    let mut retries = Retries::default();
+    while !edits.is_empty() {
         let now = unix_millis();
         let (group, replies): (Vec<Edit>, Vec<EditReply>) = edits.into_iter().unzip();
-        let outcomes = group_commit(&mut Now { control, now }, &group);
-        let (mut behind, mut invalid) = (Vec::new(), Vec::new());
+        let outcomes = group_commit(&mut Now { shell, now }, &group);
+        let mut refused: Vec<(Edit, EditReply, Again, ControlError)> = Vec::new();
         for ((edit, done), outcome) in group.into_iter().zip(replies).zip(outcomes) {
-            match outcome {
-                Err(ControlError::Behind(_)) if tries_left > 0 => behind.push((edit, done)),
-                Err(refused @ ControlError::Invalid(_)) if tries_left > 0 && !looked_for_news => invalid.push((edit, done, refused)),
-                outcome => drop(done.send(outcome)),
+            match (retries.again(&outcome), outcome) {
+                (Some(again), Err(refusal)) => refused.push((edit, done, again, refusal)),
+                (_, outcome) => drop(done.send(outcome)),
             }
         }
-        if behind.is_empty() && invalid.is_empty() {
+        if refused.is_empty() {
             break;
         }
-        looked_for_news |= !invalid.is_empty();
-        let found_news = control.found_news(now);
-        // A refusal stands if nothing new could be read.
-        if !matches!(found_news, Ok(true)) {
-            invalid.drain(..).for_each(|(_, done, refused)| drop(done.send(Err(refused))));
-        }
-        if let Err(error) = found_news {
-            behind.into_iter().for_each(|(_, done)| drop(done.send(Err(error.clone()))));
-            break;
-        }
-        edits = behind.into_iter().chain(invalid.into_iter().map(|(edit, done, _)| (edit, done))).collect();
-        if edits.is_empty() {
-            break;
-        }
+        let caught_up = shell.found_news(now);
+        edits = refused
+            .into_iter()
+            .filter_map(|(edit, done, again, refusal)| match retries.settle(again, &caught_up, refusal) {
+                Ok(()) => Some((edit, done)),
+                Err(outcome) => {
+                    drop(done.send(Err(outcome)));
+                    None
+                }
+            })
+            .collect();
+        retries.tried();
     }
-    control.published().activity.committed(count, started.elapsed().as_secs_f64());
+    shell.published().activity.committed(count, started.elapsed().as_secs_f64());
 }
 
 /// The control plane at one moment, as a group commit commits to it.
 struct Now<'a> {
-    control: &'a mut Control,
+    shell: &'a mut ControlShell,
     now: u64,
 }
 
 impl Committer for Now<'_> {
     fn state(&self) -> &State {
-        self.control.state()
+        self.shell.state()
     }
 
     fn commit(&mut self, next: State, changes: &[Change]) -> Result<(), ControlError> {
-        self.control.apply_made(next, changes, self.now)
+        self.shell.apply_made(next, changes, self.now)
     }
 }
 
@@ -491,7 +468,7 @@ mod tests {
     use super::*;
 
     /// A control plane serving one zone, with no services yet.
-    fn control(dir: &std::path::Path) -> Control {
+    fn shell(dir: &std::path::Path) -> ControlShell {
         let zone = "$TTL 300\n@ SOA ns hostmaster 1 3600 600 86400 300\n@ NS ns\nns A 192.0.2.53\n";
         std::fs::write(dir.join("example.test.zone"), zone).unwrap();
         let text = "[[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\n[store]\npath = \"state.db\"\n";
@@ -530,7 +507,7 @@ mod tests {
     #[test]
     fn a_batch_applies_in_order_and_refuses_only_the_invalid() {
         let dir = tempfile::tempdir().unwrap();
-        let mut control = control(dir.path());
+        let mut shell = shell(dir.path());
         let put = |spec: ServiceSpec| -> Edit { Box::new(move |_: &State| Ok(vec![Change::PutService(spec.clone())])) };
         let (batch, mut replies) = queue(vec![
             put(service("www.example.test")),
@@ -539,16 +516,16 @@ mod tests {
             add_weight("nosuch.example.test", 1),
             add_weight("www.example.test", 10),
         ]);
-        serve_batch(&mut control, batch);
+        serve_batch(&mut shell, batch);
         let outcomes: Vec<_> = replies.iter_mut().map(|reply| reply.try_recv().unwrap().map(|_| ())).collect();
         assert!(outcomes[0].is_ok() && outcomes[1].is_ok() && outcomes[4].is_ok(), "{outcomes:?}");
         assert!(matches!(&outcomes[2], Err(ControlError::Invalid(error)) if error.message.contains("not inside any served zone")));
         assert!(matches!(outcomes[3], Err(ControlError::NotFound(_))));
         // Both read-modify-writes landed: none overwrote the other.
-        assert_eq!(control.state().services.len(), 1);
-        assert_eq!(control.state().services[0].replicas[0].weight, 15);
-        assert!(control.snapshot().load().routes.service(b"\x03www\x07example\x04test\x00").is_some());
-        drop(control);
+        assert_eq!(shell.state().services.len(), 1);
+        assert_eq!(shell.state().services[0].replicas[0].weight, 15);
+        assert!(shell.snapshot().load().routes.service(b"\x03www\x07example\x04test\x00").is_some());
+        drop(shell);
         let (reopened, _) = pharos_store::SqliteStore::open(&dir.path().join("state.db")).unwrap().load().unwrap();
         assert_eq!(reopened.services[0].replicas[0].weight, 15, "committed to the store");
     }
@@ -556,7 +533,7 @@ mod tests {
     #[tokio::test]
     async fn the_handle_commits_lone_edits_and_reloads() {
         let dir = tempfile::tempdir().unwrap();
-        let handle = ControlHandle::start(control(dir.path()), Duration::from_millis(20)).unwrap();
+        let handle = ControlThread::start(shell(dir.path()), Duration::from_millis(20)).unwrap();
         let spec = service("app.example.test");
         let changes = handle.edit(Box::new(move |_: &State| Ok(vec![Change::PutService(spec.clone())]))).await.unwrap();
         assert_eq!(changes.len(), 1);

@@ -60,7 +60,7 @@ impl ControlActivity {
         self.publish_seconds.observe(seconds);
     }
 
-    /// One phase of a publication (see `Control::commit`) that took
+    /// One phase of a publication (see `ControlShell::commit`) that took
     /// `seconds`.
     pub fn publish_phase(&self, phase: &'static str, seconds: f64) {
         self.publish_phase_seconds.get_or_create(&[("phase", phase)]).observe(seconds);
