@@ -285,7 +285,9 @@ fn line_with<'a>(printed: &'a str, needle: &str, tag: u16) -> &'a str {
 /// Serves test. (CSK) and example.test. (KSK and ZSK) signed, with a
 /// routed name in the child, rollover delays of a second; the server and
 /// the DS of test., Unbound's trust anchor.
-fn serve() -> (Served, String) {
+/// A server whose keys step on after `propagation_seconds` (and a DS TTL
+/// of twice that), with its parent zone's DS.
+fn serve(propagation_seconds: u32) -> (Served, String) {
     let dir = tempfile::tempdir().unwrap();
     let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     std::fs::write(dir.path().join("example.test.zone"), CHILD).unwrap();
@@ -303,9 +305,10 @@ fn serve() -> (Served, String) {
         format!(
             "[server]\nlisten = [\"{address}\"]\nthreads = 1\nrandom_seed = 1\n[store]\npath = \"state.db\"\n\
              [control]\nlisten = \"{api}\"\ntoken = \"{TOKEN}\"\n\
-             [dnssec]\npropagation_seconds = 1\nds_ttl_seconds = 2\n\
+             [dnssec]\npropagation_seconds = {propagation_seconds}\nds_ttl_seconds = {}\n\
              [[zone]]\norigin = \"test\"\nfile = \"test.zone\"\ndnssec = true\n\
-             [[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\ndnssec = true\n{services}"
+             [[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\ndnssec = true\n{services}",
+            propagation_seconds * 2
         ),
     )
     .unwrap();
@@ -338,7 +341,7 @@ fn unix_now() -> u64 {
 
 #[test]
 fn unbound_validates_through_a_zsk_and_a_ksk_rollover() {
-    let (mut served, parent_ds) = serve();
+    let (mut served, parent_ds) = serve(1);
     let Some(unbound) = start_unbound(served.dir.path(), served.address, &parent_ds) else { return };
     let server = served.address;
     wait_until("Unbound answers", || ask(unbound.address, "www.example.test", Rtype::A).is_some());
@@ -390,7 +393,7 @@ fn unbound_validates_through_a_zsk_and_a_ksk_rollover() {
 fn unbound_finds_every_answer_secure_through_1000_routing_updates() {
     const UPDATES: u32 = 1000;
     const POLICIES: [&str; 4] = ["round-robin", "static", "weighted", "failover"];
-    let (served, parent_ds) = serve();
+    let (served, parent_ds) = serve(1);
     let Some(unbound) = start_unbound(served.dir.path(), served.address, &parent_ds) else { return };
     wait_until("Unbound answers", || ask(unbound.address, "www.example.test", Rtype::A).is_some());
     for update in 0..UPDATES {
@@ -417,7 +420,9 @@ fn unbound_finds_every_answer_secure_through_1000_routing_updates() {
 
 #[test]
 fn rollover_refusals_are_clear() {
-    let (mut served, _) = serve();
+    // An hour's propagation: the new ZSK is still only published when the
+    // keys are shown, however slow the machine.
+    let (mut served, _) = serve(3600);
     let step = |zone: &str, step: &str| {
         let url = format!("{}/v1/zones/{zone}/keys", served.api);
         request("POST", &url, Some(TOKEN), Some(json!({ "step": step })))
