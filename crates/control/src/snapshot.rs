@@ -92,7 +92,7 @@ impl SnapshotBuilder {
     /// The zones alone, with no service routed (what serves until the
     /// first build is published).
     pub fn without_services(&self) -> Result<Snapshot, ControlError> {
-        let zones = ZoneSet::new(self.loaded.clone()).map_err(ControlError::Zones)?;
+        let zones = ZoneSet::new(self.loaded.clone()).map_err(ControlError::zones)?;
         Ok(Snapshot { zones: Arc::new(zones), routes: Routes::default(), settings: self.settings.clone() })
     }
 
@@ -199,7 +199,7 @@ fn freeze(loaded: &[Zone], names: Vec<Reserved>, served: &[Arc<Served>]) -> Resu
     for (service, routed_types) in &names {
         reserve_in_zone(&mut zones, service, routed_types)?;
     }
-    let set = ZoneSet::new(zones).map_err(ControlError::Zones)?;
+    let set = ZoneSet::new(zones).map_err(ControlError::zones)?;
     Ok(Frozen { set: Arc::new(set), reserved: names.into(), serials: served.iter().map(|served| served.serial()).collect() })
 }
 

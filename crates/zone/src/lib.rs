@@ -27,7 +27,7 @@ pub mod zone;
 
 pub use encode::{Body, Fitted};
 pub use lookup::Answer;
-pub use set::{Lookup, ZoneSet};
+pub use set::{Lookup, TwiceConfigured, ZoneSet};
 
 pub use load::{LoadError, load_zone_file, parse_zone_text};
 

@@ -88,8 +88,8 @@ impl From<ControlError> for ApiError {
             }
             ControlError::NotFound(what) => ApiError { status: StatusCode::NOT_FOUND, message: format!("{what} not found"), field: None },
             ControlError::Conflict { field, message } => ApiError { status: StatusCode::CONFLICT, message, field: Some(field) },
-            ControlError::Behind(why) => {
-                let message = format!("other nodes kept changing the state while this change was being made ({why}); try again");
+            ControlError::Behind { .. } => {
+                let message = format!("other nodes kept changing the state while this change was being made ({error}); try again");
                 ApiError { status: StatusCode::CONFLICT, message, field: None }
             }
             ControlError::Store(_) | ControlError::Stopped => {

@@ -399,7 +399,7 @@ impl Control {
         let mut looked_for_news = false;
         for _ in 1..BEHIND_TRIES {
             match attempt(self) {
-                Err(ControlError::Behind(_)) => self.catch_up(ANYTHING_NEW, now)?,
+                Err(ControlError::Behind { .. }) => self.catch_up(ANYTHING_NEW, now)?,
                 Err(invalid @ ControlError::Invalid(_)) if !looked_for_news => {
                     looked_for_news = true;
                     // The refusal stands if nothing new can be read.
@@ -536,7 +536,7 @@ impl Control {
         }
         let previous_sources = std::mem::replace(self.plane.sources_mut(), sources);
         // Regions are rebuilt: the data they use was reloaded too.
-        let snapshots = self.plane.snapshots().reloaded(loaded, settings(&fresh).map_err(ControlError::Zones)?);
+        let snapshots = self.plane.snapshots().reloaded(loaded, settings(&fresh).map_err(zones_error)?);
         if let Err(error) = self.commit(self.plane.state().with(&changed), Made::ToStore(&changed), Some((fresh, snapshots)), now) {
             *self.plane.sources_mut() = previous_sources;
             return Err(error);
@@ -1061,9 +1061,10 @@ fn read_maybe_gzipped(path: &std::path::Path) -> std::io::Result<String> {
     Ok(text)
 }
 
-/// Why new zone files (or the config naming them) cannot be served.
-fn zones_error(error: anyhow::Error) -> ControlError {
-    ControlError::Zones(format!("{error:#}"))
+/// Why new zone files (or the config naming them) cannot be served: the
+/// error with every cause it gives.
+fn zones_error(error: impl std::fmt::Display) -> ControlError {
+    ControlError::Zones(Arc::from(Box::<dyn std::error::Error + Send + Sync>::from(format!("{error:#}"))))
 }
 
 /// Loads every zone file; a zone with `dnssec = true` gets a signer with

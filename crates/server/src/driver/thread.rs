@@ -108,6 +108,11 @@ pub fn open(config: Config) -> anyhow::Result<Control> {
     Control::open(config, external, unix_millis())
 }
 
+/// The thread that loads the BGP tables could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start loading the BGP tables: {0}")]
+struct BgpNotStarted(std::io::Error);
+
 /// A cheap, clonable way to the control thread and to what it published.
 #[derive(Clone)]
 pub struct ControlHandle {
@@ -195,7 +200,7 @@ impl ControlHandle {
     pub async fn reload(&self) -> Result<(), ControlError> {
         let (done, reply) = oneshot::channel();
         let bgp = self.ask(Request::Command(Command::Reload { done }), reply).await??;
-        self.load_bgp(&bgp).map_err(|error| ControlError::Zones(format!("cannot start loading the BGP tables: {error}")))
+        self.load_bgp(&bgp).map_err(|error| ControlError::zones(BgpNotStarted(error)))
     }
 
     /// The DNSSEC keys of `zone`, after taking `step` in them if given.
@@ -441,7 +446,7 @@ fn commit_edits(control: &mut Control, mut edits: Vec<Pending>) {
         let (mut behind, mut invalid) = (Vec::new(), Vec::new());
         for ((edit, done), outcome) in group.into_iter().zip(replies).zip(outcomes) {
             match outcome {
-                Err(ControlError::Behind(_)) if tries_left > 0 => behind.push((edit, done)),
+                Err(ControlError::Behind { .. }) if tries_left > 0 => behind.push((edit, done)),
                 Err(refused @ ControlError::Invalid(_)) if tries_left > 0 && !looked_for_news => invalid.push((edit, done, refused)),
                 outcome => drop(done.send(outcome)),
             }
