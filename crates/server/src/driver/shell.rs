@@ -64,7 +64,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::config::{Config, HealthConfig, StoreConfig};
-use crate::data::{BgpStatus, BgpSummary, DataFile, DataStatus, LatencyStatus};
+use crate::data::{BgpState, BgpStatus, DataFile, DataStatus, LatencyStatus, bgp_summary, modified_file};
 use crate::driver::keys::{self, KeyStep, KeyView, StepError};
 use crate::driver::state_cache::{self, Cached, StateCache};
 use crate::observe::activity::ControlActivity;
@@ -72,7 +72,7 @@ use crate::observe::history::EventLog;
 use crate::observe::split::SplitWindow;
 use crate::published::Published;
 use crate::status::FastPathStatus;
-use crate::status::StoreStatus;
+use crate::status::{StoreState, StoreStatus, store_engine};
 use crate::tasks::fastpath::KernelFastPath;
 use crate::tasks::notify;
 
@@ -230,7 +230,7 @@ impl Control {
         sources.external = external;
         // Until the BGP tables load, shortest-as-path services fall back.
         sources.as_paths = config.bgp.table.as_ref().map(|_| Arc::new(AsPaths::new(None)));
-        let data = DataStatus { bgp: BgpStatus::configured(&config), geo, asn_table, ..DataStatus::default() };
+        let data = DataStatus { bgp: BgpStatus::configured(config.bgp.table.clone()), geo, asn_table, ..DataStatus::default() };
         let published = Arc::new(Published {
             state: ArcSwap::default(),
             data: ArcSwap::default(),
@@ -239,7 +239,7 @@ impl Control {
             activity: ControlActivity::default(),
             split: SplitWindow::default(),
             events: EventLog::default(),
-            store: std::sync::Mutex::new(StoreStatus::new(&config.store)),
+            store: std::sync::Mutex::new(StoreStatus::new(store_engine(&config.store))),
         });
         let (probe_plan, _) = watch::channel(Arc::new(Vec::new()));
         let (notify_plan, _) = watch::channel(notify::Plan::default());
@@ -546,7 +546,7 @@ impl Control {
             fleet.follow(&self.config.health);
         }
         if self.config.bgp.table.is_none() {
-            self.data.bgp = BgpStatus::configured(&self.config);
+            self.data.bgp = BgpStatus::configured(self.config.bgp.table.clone());
         }
         (self.data.geo, self.data.asn_table) = (geo, asn_table);
         self.publish_data();
@@ -595,12 +595,12 @@ impl Control {
         match loaded {
             Ok(tables) => {
                 self.data.bgp =
-                    BgpStatus { state: "loaded", loaded: Some(BgpSummary::of(&tables, now)), error: None, ..self.data.bgp.clone() };
+                    BgpStatus { state: BgpState::Loaded, loaded: Some(bgp_summary(&tables, now)), error: None, ..self.data.bgp.clone() };
                 self.plane.sources_mut().as_paths = Some(Arc::new(AsPaths::new(Some(Arc::new(tables)))));
                 self.republish(now)
             }
             Err(error) => {
-                self.data.bgp = BgpStatus { state: "failed", error: Some(error), ..self.data.bgp.clone() };
+                self.data.bgp = BgpStatus { state: BgpState::Failed, error: Some(error), ..self.data.bgp.clone() };
                 self.publish_data();
                 Ok(())
             }
@@ -609,7 +609,7 @@ impl Control {
 
     /// Marks BGP tables as loading (again).
     pub fn bgp_loading(&mut self) {
-        self.data.bgp = BgpStatus { state: "loading", ..self.data.bgp.clone() };
+        self.data.bgp = BgpStatus { state: BgpState::Loading, ..self.data.bgp.clone() };
         self.publish_data();
     }
 
@@ -760,7 +760,7 @@ impl Control {
         };
         fleet.next_report = now + fleet.interval_ms;
         let verdicts = self.plane.unpublished_health(&fleet.quorum.node);
-        let reachable = self.published.store_status().state == "following";
+        let reachable = self.published.store_status().state == StoreState::Following;
         let exchanged = reachable.then(|| self.store.exchange_health(&fleet.quorum.node, now, &verdicts, fleet.known.stamp()));
         let reports = match exchanged {
             Some(Ok(reports)) => Some(reports),
@@ -1044,7 +1044,7 @@ fn load_sources(config: &Config, now: u64) -> anyhow::Result<(DataSources, Sourc
         }
         None => None,
     };
-    let asn_file = config.geo.asn_table.as_ref().map(|path| DataFile::modified(path, now)).transpose();
+    let asn_file = config.geo.asn_table.as_ref().map(|path| modified_file(path, now)).transpose();
     let asn_file = asn_file.with_context(|| "cannot read the IP-to-AS table's modification time")?;
     Ok((DataSources { asn_table, geo, ..DataSources::default() }, (geo_file, asn_file)))
 }

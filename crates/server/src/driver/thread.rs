@@ -293,7 +293,7 @@ const MAX_NOTIFIED_BATCHES: usize = 1000;
 fn follower_news(requests: Sender<Request>, published: Arc<Published>) -> pharos_store::Wake {
     let notified = Arc::new(Mutex::new(Notified::default()));
     Box::new(move |news| {
-        published.update_store_status(|status| status.follow(&news));
+        published.update_store_status(|status| crate::status::follow(status, &news));
         let (want, batch) = match news {
             Following::Lost(why) => {
                 tracing::warn!("not following the store's changes, reconnecting: {why}");
