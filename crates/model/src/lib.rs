@@ -6,6 +6,7 @@
 //! a change is refused, and what a node shows of itself through the API.
 //! Plain serde data; building routes from it is `pharos_control`'s.
 
+pub mod api;
 pub mod error;
 pub mod fleet;
 pub mod load_control;

@@ -37,6 +37,17 @@ pub enum StoreEngine {
     Memory,
 }
 
+impl StoreEngine {
+    /// The word the API shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreEngine::PostgreSql => "postgresql",
+            StoreEngine::Sqlite => "sqlite",
+            StoreEngine::Memory => "memory",
+        }
+    }
+}
+
 /// Whether a node follows the changes other nodes make to its store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -49,6 +60,18 @@ pub enum StoreState {
     Following,
     /// The listening connection is lost (the status's `reason` says why).
     Reconnecting,
+}
+
+impl StoreState {
+    /// The word the API shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreState::Local => "local",
+            StoreState::Connecting => "connecting",
+            StoreState::Following => "following",
+            StoreState::Reconnecting => "reconnecting",
+        }
+    }
 }
 
 impl StoreStatus {
@@ -112,6 +135,18 @@ pub enum FastPathState {
     Suspended,
     /// It could not start.
     Failed,
+}
+
+impl FastPathState {
+    /// The word the API shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            FastPathState::Off => "off",
+            FastPathState::On => "on",
+            FastPathState::Suspended => "suspended",
+            FastPathState::Failed => "failed",
+        }
+    }
 }
 
 impl FastPathStatus {
@@ -268,6 +303,18 @@ pub enum BgpState {
     Failed,
 }
 
+impl BgpState {
+    /// The word the API shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            BgpState::NotConfigured => "not configured",
+            BgpState::Loading => "loading",
+            BgpState::Loaded => "loaded",
+            BgpState::Failed => "failed",
+        }
+    }
+}
+
 impl BgpStatus {
     /// The state before any load of `table` (if one is configured) has
     /// finished.
@@ -333,20 +380,25 @@ mod tests {
         assert_eq!(LatencyStatus::default().oldest_age(1_000_000), None, "no measurement, no age");
     }
 
+    /// The JSON of `states` and their names, which must be the same words.
+    fn words<T: Serialize + Copy>(states: &[T], name: fn(T) -> &'static str) -> (Vec<String>, Vec<&'static str>) {
+        let json = states.iter().map(|state| serde_json::to_value(state).unwrap().as_str().unwrap().to_owned()).collect();
+        (json, states.iter().map(|state| name(*state)).collect())
+    }
+
     #[test]
     fn each_state_is_the_word_the_api_has_always_shown() {
-        let words = |values: Vec<serde_json::Value>| values.iter().map(|value| value.as_str().unwrap().to_owned()).collect::<Vec<_>>();
-        let engines = [StoreEngine::PostgreSql, StoreEngine::Sqlite, StoreEngine::Memory].map(|value| serde_json::to_value(value).unwrap());
-        assert_eq!(words(engines.into()), ["postgresql", "sqlite", "memory"]);
+        let engines = words(&[StoreEngine::PostgreSql, StoreEngine::Sqlite, StoreEngine::Memory], StoreEngine::name);
+        assert_eq!(engines, (["postgresql", "sqlite", "memory"].map(String::from).to_vec(), vec!["postgresql", "sqlite", "memory"]));
         let states = [StoreState::Local, StoreState::Connecting, StoreState::Following, StoreState::Reconnecting];
-        assert_eq!(
-            words(states.map(|value| serde_json::to_value(value).unwrap()).into()),
-            ["local", "connecting", "following", "reconnecting"]
-        );
-        let fast = [FastPathState::Off, FastPathState::On, FastPathState::Suspended, FastPathState::Failed];
-        assert_eq!(words(fast.map(|value| serde_json::to_value(value).unwrap()).into()), ["off", "on", "suspended", "failed"]);
-        let bgp = [BgpState::NotConfigured, BgpState::Loading, BgpState::Loaded, BgpState::Failed];
-        assert_eq!(words(bgp.map(|value| serde_json::to_value(value).unwrap()).into()), ["not configured", "loading", "loaded", "failed"]);
+        let expected = ["local", "connecting", "following", "reconnecting"];
+        assert_eq!(words(&states, StoreState::name), (expected.map(String::from).to_vec(), expected.to_vec()));
+        let states = [FastPathState::Off, FastPathState::On, FastPathState::Suspended, FastPathState::Failed];
+        let expected = ["off", "on", "suspended", "failed"];
+        assert_eq!(words(&states, FastPathState::name), (expected.map(String::from).to_vec(), expected.to_vec()));
+        let states = [BgpState::NotConfigured, BgpState::Loading, BgpState::Loaded, BgpState::Failed];
+        let expected = ["not configured", "loading", "loaded", "failed"];
+        assert_eq!(words(&states, BgpState::name), (expected.map(String::from).to_vec(), expected.to_vec()));
     }
 
     #[test]

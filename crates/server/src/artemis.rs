@@ -8,7 +8,8 @@ use std::net::IpAddr;
 
 use pharos_artemis::address_manager::allocate;
 use pharos_artemis::service_id::{CanonicalName, ConflictList, ServiceIdMap, ServicePrefix};
-use serde::{Deserialize, Serialize};
+pub use pharos_model::api::{AddressView, ServiceAddress};
+use serde::Deserialize;
 
 /// `[artemis]` as written.
 #[derive(Deserialize)]
@@ -38,25 +39,6 @@ impl TryFrom<ArtemisSection> for ArtemisConfig {
         let conflicts = ConflictList::parse(&section.conflicts, &prefix).map_err(|error| format!("[artemis] conflicts: {error}"))?;
         Ok(Self { map: ServiceIdMap::new(prefix, conflicts), services: section.services })
     }
-}
-
-/// `GET /v1/artemis`: every service address, and what the Address
-/// Manager says to fix.
-#[derive(Debug, Serialize)]
-pub struct AddressView {
-    pub prefix: String,
-    pub services: Vec<ServiceAddress>,
-    /// Collisions, reserved addresses and bad names, with the
-    /// conflict-list lines that end them.
-    pub problems: Vec<String>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct ServiceAddress {
-    pub name: String,
-    pub address: IpAddr,
-    /// Whether the conflict list gave the address, not the hash.
-    pub from_conflict_list: bool,
 }
 
 impl ArtemisConfig {

@@ -48,6 +48,7 @@ use pharos_control::probe::ProbeTarget;
 use pharos_control::quorum::{FleetVerdicts, Quorum};
 use pharos_control::snapshot::SnapshotBuilder;
 use pharos_dnssec::{Signer, Window, ZoneKeys};
+pub use pharos_model::api::{Delegated, Explained};
 use pharos_model::spec::service_name;
 use pharos_model::{Change, ControlError, Measurement, State};
 use pharos_route::as_paths::AsPaths;
@@ -60,7 +61,6 @@ use pharos_store::{Batches, PostgresStore, SqliteStore, Store, StoreError};
 use pharos_zone::journal::Journal;
 use pharos_zone::{Zone, load_zone_file};
 use rand::Rng;
-use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::config::{Config, HealthConfig, StoreConfig};
@@ -188,31 +188,6 @@ pub const ANYTHING_NEW: u64 = u64::MAX;
 /// How many times a change refused because other nodes changed the state
 /// first is made again (after catching up) before its caller is told.
 pub const BEHIND_TRIES: usize = 5;
-
-/// Why a client gets what it gets (the `explain` API).
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Explained {
-    pub service: String,
-    pub region: u32,
-    pub scope: u8,
-    pub ttl: u32,
-    /// Replica ids and addresses, in answer order.
-    pub answer: Vec<(String, String)>,
-    pub steps: Vec<String>,
-    /// For a service of second-tier redirectors: the one the client is
-    /// sent to, and the name its CNAME points to.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub delegated_to: Option<Delegated>,
-}
-
-/// The second-tier redirector a client is sent to (two-tier redirection).
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Delegated {
-    pub redirector: String,
-    pub address: String,
-    /// The name the tier-1 answer's CNAME points to, in the redirector's zone.
-    pub cname: String,
-}
 
 impl Control {
     /// Loads the zones, opens the store (an in-memory one if none is
