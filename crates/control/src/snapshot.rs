@@ -213,5 +213,5 @@ fn zone_of(zones: &[Zone], owner: &[u8]) -> Option<usize> {
 fn reserve_in_zone(zones: &mut [Zone], service: &[u8], routed_types: &[u16]) -> Result<(), ControlError> {
     let field = format!("service[{}].name", name::Display(service));
     let index = zone_of(zones, service).ok_or_else(|| ControlError::invalid(&field, "not inside any served zone"))?;
-    zones[index].reserve_name(service, routed_types).map_err(|message| ControlError::invalid(field, message))
+    zones[index].reserve_name(service, routed_types).map_err(|error| ControlError::invalid(field, error.to_string()))
 }

@@ -57,8 +57,8 @@ pub enum StoreError {
     /// Batches were logged after the one the changes were made from.
     #[error("{}", ControlError::Behind { applied: *applied, latest: *latest })]
     Behind { applied: u64, latest: u64 },
-    #[error("stored measurement subnet {subnet:?} cannot be read back: {message}")]
-    CorruptMeasurement { subnet: String, message: String },
+    #[error("stored measurement subnet {subnet:?} cannot be read back: {error}")]
+    CorruptMeasurement { subnet: String, error: pharos_route::prefix::PrefixError },
 }
 
 impl From<StoreError> for ControlError {
@@ -189,7 +189,7 @@ fn subnet_text(measurement: &Measurement) -> String {
 
 /// A stored measurement row read back.
 fn read_measurement(subnet: String, datacenter: String, rtt_ms: f64, at: i64) -> Result<Measurement, StoreError> {
-    let subnet = parse_prefix(&subnet).map_err(|message| StoreError::CorruptMeasurement { subnet, message })?;
+    let subnet = parse_prefix(&subnet).map_err(|error| StoreError::CorruptMeasurement { subnet, error })?;
     Ok(Measurement { subnet, datacenter, measured: Measured { rtt_ms, at: at.max(0) as u64 } })
 }
 

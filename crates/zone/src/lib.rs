@@ -31,4 +31,4 @@ pub use set::{Lookup, TwiceConfigured, ZoneSet};
 
 pub use load::{LoadError, load_zone_file, parse_zone_text};
 
-pub use zone::{Node, Rrset, Zone};
+pub use zone::{Node, Rrset, Unreservable, WhyUnreservable, Zone};

@@ -566,7 +566,7 @@ impl Control {
 
     /// Serves from newly loaded BGP tables, or records why they failed to
     /// load (the tables serving, if any, stay).
-    pub fn install_bgp(&mut self, loaded: Result<BgpTables, String>, now: u64) -> Result<(), ControlError> {
+    pub fn install_bgp(&mut self, loaded: Result<BgpTables, pharos_bgp::LoadError>, now: u64) -> Result<(), ControlError> {
         match loaded {
             Ok(tables) => {
                 self.data.bgp =
@@ -575,7 +575,7 @@ impl Control {
                 self.republish(now)
             }
             Err(error) => {
-                self.data.bgp = BgpStatus { state: BgpState::Failed, error: Some(error), ..self.data.bgp.clone() };
+                self.data.bgp = BgpStatus { state: BgpState::Failed, error: Some(error.to_string()), ..self.data.bgp.clone() };
                 self.publish_data();
                 Ok(())
             }
@@ -930,7 +930,8 @@ fn declaration_record(change: &Change) -> (String, String) {
 fn settings(config: &Config) -> Result<Settings, String> {
     let server = &config.server;
     let trusted = server.client_subnet_trusted_from.as_deref();
-    let trusted_subnet_senders = trusted.map(|prefixes| prefix_set("server.client_subnet_trusted_from", prefixes)).transpose()?;
+    let trusted_subnet_senders =
+        trusted.map(|prefixes| prefix_set("server.client_subnet_trusted_from", prefixes)).transpose().map_err(|error| error.to_string())?;
     Ok(Settings {
         nsid: server.nsid.as_ref().map(|nsid| nsid.as_bytes().into()),
         udp_payload: server.udp_payload,
@@ -985,7 +986,11 @@ fn transfer_acls(config: &Config) -> Result<Vec<TransferAcl>, String> {
                 let unknown = || format!("zone {} transfer_keys[{index}]: no [[tsig_key]] is named {key:?}", zone.origin);
                 if declared { service_name(key).map_err(|_| unknown()) } else { Err(unknown()) }
             });
-            Ok(TransferAcl { zone: origin, allowed: prefix_set(&field, &zone.allow_transfer)?, keys: keys.collect::<Result<_, _>>()? })
+            Ok(TransferAcl {
+                zone: origin,
+                allowed: prefix_set(&field, &zone.allow_transfer).map_err(|error| error.to_string())?,
+                keys: keys.collect::<Result<_, _>>()?,
+            })
         })
         .collect()
 }
@@ -1067,7 +1072,7 @@ fn signer_of(zone: &Zone, store: &mut dyn Store, window: Window, now: u64) -> an
         anyhow::bail!("dnssec = true but the store has no keys for it: run `pharos key generate` first");
     };
     let keys = ZoneKeys::from_setting(&text, &ring::rand::SystemRandom::new())?;
-    Signer::new(&zone.origin, keys, window, now).map_err(anyhow::Error::msg)
+    Ok(Signer::new(&zone.origin, keys, window, now)?)
 }
 
 /// Reads "192.0.2.1" or "192.0.2.0/24" as the routing core's asker.
@@ -1077,7 +1082,7 @@ fn parse_asker(client: &str) -> Result<Asker, ControlError> {
         None => client.parse().map(Asker::from_source).map_err(|_| invalid()),
         Some(_) => {
             let (address, known_bits) =
-                pharos_route::prefix::parse_prefix(client).map_err(|message| ControlError::invalid("client", message))?;
+                pharos_route::prefix::parse_prefix(client).map_err(|error| ControlError::invalid("client", error.to_string()))?;
             Ok(Asker { address, known_bits, from_client_subnet: true })
         }
     }

@@ -71,7 +71,7 @@ enum Command {
     },
     BgpLoading,
     /// Boxed: the tables' summary is large beside the other commands.
-    BgpLoaded(Box<Result<BgpTables, String>>),
+    BgpLoaded(Box<Result<BgpTables, pharos_bgp::LoadError>>),
     ProbeResult(ProbeResult),
     Health {
         done: oneshot::Sender<Vec<ReplicaHealth>>,
@@ -261,7 +261,7 @@ impl ControlHandle {
                 Ok(tables) => tracing::info!("BGP tables loaded: {}", tables.report),
                 Err(error) => tracing::error!("BGP tables not loaded, the previous ones (if any) keep serving: {error}"),
             }
-            let _ = requests.send(Request::Command(Command::BgpLoaded(Box::new(loaded.map_err(|error| error.to_string())))));
+            let _ = requests.send(Request::Command(Command::BgpLoaded(Box::new(loaded))));
         })?;
         Ok(())
     }
