@@ -5,7 +5,14 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use serde_json::{Value, json};
+use pharos_model::api::{
+    AddressView, DispatcherPick, ErrorReply, ExplainReply, MeasurementSpec, MeasurementsKept, NewRegion, RegionAdded, ReplicaPatch,
+};
+use pharos_model::spec::{RegionSpec, ServiceSpec};
+use pharos_model::status::{DataStatus, FastPathStatus, StoreStatus, SyncCounts};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 #[derive(Args)]
 pub struct CtlArgs {
@@ -122,7 +129,8 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
     let reply = match &args.command {
         CtlCommand::Regions => client.call("GET", "/v1/regions", None)?,
         CtlCommand::RegionAdd { name, prefixes } => {
-            client.call("POST", "/v1/regions", Some(json!({ "name": name, "prefixes": prefixes })))?
+            let region = NewRegion { name: name.clone(), prefixes: prefixes.clone(), asns: vec![], countries: vec![], continents: vec![] };
+            client.send("POST", "/v1/regions", &region)?
         }
         CtlCommand::RegionRemove { name } => client.call("DELETE", &format!("/v1/regions/{name}"), None)?,
         CtlCommand::Services => client.call("GET", "/v1/services", None)?,
@@ -130,30 +138,21 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         CtlCommand::ServicePut { file } => {
             let service = read_json(file)?;
             let name = service["name"].as_str().context("the service file has no \"name\"")?.to_string();
-            client.call("PUT", &format!("/v1/services/{name}"), Some(service))?
+            client.send("PUT", &format!("/v1/services/{name}"), &service)?
         }
         CtlCommand::ServiceDelete { name } => client.call("DELETE", &format!("/v1/services/{name}"), None)?,
-        CtlCommand::Probabilities { name, file } => {
-            client.call("PUT", &format!("/v1/services/{name}/probabilities"), Some(read_json(file)?))?
-        }
+        CtlCommand::Probabilities { name, file } => client.send("PUT", &format!("/v1/services/{name}/probabilities"), &read_json(file)?)?,
         CtlCommand::Replica { service, id, enable, disable, down, up, weight, priority } => {
-            let mut patch = serde_json::Map::new();
-            if *enable || *disable {
-                patch.insert("enabled".into(), json!(*enable));
-            }
-            if *down || *up {
-                patch.insert("down".into(), json!(*down));
-            }
-            if let Some(weight) = weight {
-                patch.insert("weight".into(), json!(weight));
-            }
-            if let Some(priority) = priority {
-                patch.insert("priority".into(), json!(priority));
-            }
-            if patch.is_empty() {
+            let patch = ReplicaPatch {
+                enabled: (*enable || *disable).then_some(*enable),
+                down: (*down || *up).then_some(*down),
+                weight: *weight,
+                priority: *priority,
+            };
+            if patch == ReplicaPatch::default() {
                 bail!("nothing to change: give --enable, --disable, --down, --up, --weight or --priority");
             }
-            client.call("PATCH", &format!("/v1/services/{service}/replicas/{id}"), Some(Value::Object(patch)))?
+            client.send("PATCH", &format!("/v1/services/{service}/replicas/{id}"), &patch)?
         }
         CtlCommand::Explain { name, client: asker, aaaa } => {
             let qtype = if *aaaa { "AAAA" } else { "A" };
@@ -164,25 +163,25 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             };
             client.call("GET", &path, None)?
         }
-        CtlCommand::Export => return client.text("/v1/export").map(|text| print!("{text}")),
+        CtlCommand::Export => return client.call("GET", "/v1/export", None).map(|text| print!("{text}")),
         CtlCommand::Reload => client.call("POST", "/v1/reload", None)?,
-        CtlCommand::Measurements { file } => client.call("POST", "/v1/measurements", Some(read_measurements(file)?))?,
+        CtlCommand::Measurements { file } => client.send("POST", "/v1/measurements", &read_measurements(file)?)?,
         CtlCommand::Data => client.call("GET", "/v1/data", None)?,
         CtlCommand::Fastpath => client.call("GET", "/v1/fastpath", None)?,
         CtlCommand::Artemis => client.call("GET", "/v1/artemis", None)?,
         CtlCommand::Status => client.call("GET", "/v1/store", None)?,
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&reply)?);
+        println!("{}", serde_json::to_string_pretty(&as_json(reply))?);
     } else {
-        print_human(&args.command, &reply);
+        print_human(&args.command, &reply)?;
     }
     Ok(())
 }
 
 /// Reads `subnet,datacenter,rtt_ms[,measured_at]` lines ('#' starts a
 /// comment) as the API's measurement list.
-fn read_measurements(file: &PathBuf) -> anyhow::Result<Value> {
+fn read_measurements(file: &PathBuf) -> anyhow::Result<Vec<MeasurementSpec>> {
     let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     let mut measurements = Vec::new();
     for (number, line) in text.lines().enumerate().map(|(index, line)| (index + 1, line.trim())) {
@@ -195,20 +194,17 @@ fn read_measurements(file: &PathBuf) -> anyhow::Result<Value> {
             bail!("{}: expected subnet,datacenter,rtt_ms[,measured_at], got {line:?}", at());
         };
         let rtt_ms: f64 = rtt_ms.parse().with_context(|| format!("{}: {rtt_ms:?} is not a number of milliseconds", at()))?;
-        let mut measurement = json!({ "subnet": subnet, "datacenter": datacenter, "rtt_ms": rtt_ms });
-        match rest {
-            [] => {}
-            [measured_at] => {
-                let measured_at: u64 = measured_at.parse().with_context(|| format!("{}: {measured_at:?} is not Unix seconds", at()))?;
-                measurement["measured_at"] = json!(measured_at);
-            }
+        let measured_at = match rest {
+            [] => None,
+            [measured_at] => Some(measured_at.parse().with_context(|| format!("{}: {measured_at:?} is not Unix seconds", at()))?),
             _ => bail!("{}: too many fields in {line:?}", at()),
-        }
-        measurements.push(measurement);
+        };
+        measurements.push(MeasurementSpec { subnet: subnet.into(), datacenter: datacenter.into(), rtt_ms, measured_at });
     }
-    Ok(Value::Array(measurements))
+    Ok(measurements)
 }
 
+/// A file to send as it is: the API checks it and says what is wrong.
 fn read_json(file: &PathBuf) -> anyhow::Result<Value> {
     let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", file.display()))
@@ -224,6 +220,16 @@ fn encode(text: &str) -> String {
         .collect()
 }
 
+/// A reply as `--json` prints it: its JSON, or its text if it is not JSON.
+fn as_json(reply: String) -> Value {
+    if reply.is_empty() { Value::Null } else { serde_json::from_str(&reply).unwrap_or(Value::String(reply)) }
+}
+
+/// A reply read as the API's type for it.
+fn read<T: DeserializeOwned>(reply: &str) -> anyhow::Result<T> {
+    serde_json::from_str(reply).context("the control API's reply is not what this pharos ctl reads (another version?)")
+}
+
 struct Client {
     base: String,
     token: Option<String>,
@@ -234,8 +240,14 @@ impl Client {
         ureq::Agent::config_builder().http_status_as_error(false).build().into()
     }
 
-    /// Sends a request; a non-2xx reply becomes an error with the API's message.
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+    /// Sends `body` as JSON; see [`Client::call`].
+    fn send(&self, method: &str, path: &str, body: &impl Serialize) -> anyhow::Result<String> {
+        self.call(method, path, Some(serde_json::to_string(body)?))
+    }
+
+    /// Sends a request and returns the reply's text; a non-2xx reply
+    /// becomes an error with the API's message.
+    fn call(&self, method: &str, path: &str, body: Option<String>) -> anyhow::Result<String> {
         let url = format!("{}{path}", self.base);
         let request = ureq::http::Request::builder()
             .method(method)
@@ -243,206 +255,185 @@ impl Client {
             .header("Authorization", format!("Bearer {}", self.token.as_deref().unwrap_or("")));
         let agent = Self::agent();
         let response = match body {
-            Some(body) => agent.run(request.header("Content-Type", "application/json").body(body.to_string())?),
+            Some(body) => agent.run(request.header("Content-Type", "application/json").body(body)?),
             None => agent.run(request.body(())?),
         }
         .with_context(|| format!("cannot reach the control API at {}", self.base))?;
         let status = response.status();
         let text = response.into_body().read_to_string()?;
-        let value: Value = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
         if !status.is_success() {
-            let field = value["field"].as_str().map(|field| format!(" ({field})")).unwrap_or_default();
-            bail!("{status}: {}{field}", value["error"].as_str().unwrap_or("request failed"));
+            let refused = serde_json::from_str::<ErrorReply>(&text).ok();
+            let field = refused.as_ref().and_then(|refused| refused.field.as_ref()).map(|field| format!(" ({field})")).unwrap_or_default();
+            bail!("{status}: {}{field}", refused.as_ref().map_or("request failed", |refused| refused.error.as_str()));
         }
-        Ok(value)
-    }
-
-    fn text(&self, path: &str) -> anyhow::Result<String> {
-        match self.call("GET", path, None)? {
-            Value::String(text) => Ok(text),
-            other => Ok(other.to_string()),
-        }
+        Ok(text)
     }
 }
 
-fn print_human(command: &CtlCommand, reply: &Value) {
+fn print_human(command: &CtlCommand, reply: &str) -> anyhow::Result<()> {
     match command {
-        CtlCommand::Regions => {
-            println!("{:>4}  {:<16} PREFIXES", "ID", "NAME");
-            for region in reply.as_array().into_iter().flatten() {
-                let prefixes: Vec<&str> = region["prefixes"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-                println!("{:>4}  {:<16} {}", region["id"], region["name"].as_str().unwrap_or(""), prefixes.join(" "));
-            }
+        CtlCommand::Regions => print_regions(&read::<Vec<RegionSpec>>(reply)?),
+        CtlCommand::RegionAdd { name, .. } => {
+            let added: RegionAdded = read(reply)?;
+            println!("region {name} added with id {}", serde_json::to_string(&added.id)?);
         }
-        CtlCommand::RegionAdd { name, .. } => println!("region {name} added with id {}", reply["id"]),
-        CtlCommand::Services => {
-            println!("{:<32} {:<22} {:>6} REPLICAS", "NAME", "POLICY", "TTL");
-            for service in reply.as_array().into_iter().flatten() {
-                let replicas = service["replica"].as_array().map_or(0, Vec::len);
-                println!(
-                    "{:<32} {:<22} {:>6} {replicas}",
-                    service["name"].as_str().unwrap_or(""),
-                    service["policy"].as_str().unwrap_or(""),
-                    service["ttl"]
-                );
-            }
-        }
-        CtlCommand::Service { .. } => {
-            println!("{} (policy {}, TTL {})", reply["name"].as_str().unwrap_or(""), reply["policy"].as_str().unwrap_or(""), reply["ttl"]);
-            println!("  {:<12} {:<40} {:>6} {:>8} STATE", "REPLICA", "ADDRESS", "WEIGHT", "PRIORITY");
-            for replica in reply["replica"].as_array().into_iter().flatten() {
-                let state = match (replica["enabled"].as_bool(), replica["down"].as_bool()) {
-                    (Some(false), _) => "disabled",
-                    (_, Some(true)) => "marked down",
-                    _ => "serving",
-                };
-                let id = replica["id"].as_str().unwrap_or("");
-                println!(
-                    "  {id:<12} {:<40} {:>6} {:>8} {state}",
-                    replica["address"].as_str().unwrap_or(""),
-                    replica["weight"],
-                    replica["priority"]
-                );
-            }
-        }
-        CtlCommand::Explain { .. } => {
-            for (number, step) in reply["steps"].as_array().into_iter().flatten().enumerate() {
-                println!("{}. {}", number + 1, step.as_str().unwrap_or(""));
-            }
-            println!("{}", reply["fast_path"].as_str().unwrap_or(""));
-            if let Some(pick) = reply.get("artemis") {
-                print_dispatcher_pick(pick);
-            }
-        }
-        CtlCommand::Artemis => print_artemis(reply),
-        CtlCommand::Measurements { .. } => println!("{} measurements kept", reply["accepted"]),
-        CtlCommand::Data => print_data(reply),
-        CtlCommand::Fastpath => print_fastpath(reply),
-        CtlCommand::Status => print_store(reply),
+        CtlCommand::Services => print_services(&read::<Vec<ServiceSpec>>(reply)?),
+        CtlCommand::Service { .. } => print_service(&read(reply)?),
+        CtlCommand::Explain { .. } => print_explained(&read(reply)?),
+        CtlCommand::Artemis => print_artemis(&read(reply)?),
+        CtlCommand::Measurements { .. } => println!("{} measurements kept", read::<MeasurementsKept>(reply)?.accepted),
+        CtlCommand::Data => print_data(&read(reply)?),
+        CtlCommand::Fastpath => print_fastpath(&read(reply)?),
+        CtlCommand::Status => print_store(&read(reply)?),
         _ => println!("ok"),
     }
+    Ok(())
 }
 
-fn print_dispatcher_pick(pick: &Value) {
-    let (service_address, service) = (pick["service_address"].as_str().unwrap_or(""), pick["service"].as_str().unwrap_or(""));
-    println!("{service_address} is the Artemis service address of {service}");
-    match pick["replica"].as_str() {
+fn print_regions(regions: &[RegionSpec]) {
+    println!("{:>4}  {:<16} PREFIXES", "ID", "NAME");
+    for region in regions {
+        println!("{:>4}  {:<16} {}", region.id, region.name, region.prefixes.join(" "));
+    }
+}
+
+fn print_services(services: &[ServiceSpec]) {
+    println!("{:<32} {:<22} {:>6} REPLICAS", "NAME", "POLICY", "TTL");
+    for service in services {
+        println!("{:<32} {:<22} {:>6} {}", service.name, service.policy, service.ttl, service.replicas.len());
+    }
+}
+
+fn print_service(service: &ServiceSpec) {
+    println!("{} (policy {}, TTL {})", service.name, service.policy, service.ttl);
+    println!("  {:<12} {:<40} {:>6} {:>8} STATE", "REPLICA", "ADDRESS", "WEIGHT", "PRIORITY");
+    for replica in &service.replicas {
+        let state = match (replica.enabled, replica.down) {
+            (false, _) => "disabled",
+            (_, true) => "marked down",
+            _ => "serving",
+        };
+        println!("  {:<12} {:<40} {:>6} {:>8} {state}", replica.id, replica.address.to_string(), replica.weight, replica.priority);
+    }
+}
+
+fn print_explained(explained: &ExplainReply) {
+    for (number, step) in explained.explained.steps.iter().enumerate() {
+        println!("{}. {step}", number + 1);
+    }
+    println!("{}", explained.fast_path);
+    if let Some(pick) = &explained.artemis {
+        print_dispatcher_pick(pick);
+    }
+}
+
+fn print_dispatcher_pick(pick: &DispatcherPick) {
+    println!("{} is the Artemis service address of {}", pick.service_address, pick.service);
+    match &pick.replica {
         Some(replica) => {
-            let datacenter = pick["datacenter"].as_str().map_or("no declared data center".to_owned(), |name| format!("data center {name}"));
-            println!(
-                "the dispatcher sends the handshake to replica {replica} ({}) in {datacenter}",
-                pick["replica_address"].as_str().unwrap_or("")
-            );
+            let datacenter = pick.datacenter.as_ref().map_or("no declared data center".to_owned(), |name| format!("data center {name}"));
+            let address = pick.replica_address.as_deref().unwrap_or("");
+            println!("the dispatcher sends the handshake to replica {replica} ({address}) in {datacenter}");
         }
         None => println!("the dispatcher drops the handshake: the routing core chose no replica"),
     }
 }
 
-fn print_artemis(reply: &Value) {
-    println!("service prefix {}", reply["prefix"].as_str().unwrap_or(""));
+fn print_artemis(view: &AddressView) {
+    println!("service prefix {}", view.prefix);
     println!("  {:<40} {:<40} FROM", "SERVICE", "ADDRESS");
-    for service in reply["services"].as_array().into_iter().flatten() {
-        let from = if service["from_conflict_list"].as_bool() == Some(true) { "conflict list" } else { "hash" };
-        println!("  {:<40} {:<40} {from}", service["name"].as_str().unwrap_or(""), service["address"].as_str().unwrap_or(""));
+    for service in &view.services {
+        let from = if service.from_conflict_list { "conflict list" } else { "hash" };
+        println!("  {:<40} {:<40} {from}", service.name, service.address.to_string());
     }
-    for problem in reply["problems"].as_array().into_iter().flatten() {
-        println!("problem: {}", problem.as_str().unwrap_or(""));
+    for problem in &view.problems {
+        println!("problem: {problem}");
     }
 }
 
-fn print_data(reply: &Value) {
-    let bgp = &reply["bgp"];
-    println!("BGP tables: {}", bgp["state"].as_str().unwrap_or("?"));
-    if let Some(file) = bgp["file"].as_str() {
-        println!("  file {file}");
+fn print_data(data: &DataStatus) {
+    let bgp = &data.bgp;
+    println!("BGP tables: {}", bgp.state.name());
+    if let Some(file) = &bgp.file {
+        println!("  file {}", file.display());
     }
-    let loaded = &bgp["loaded"];
-    if loaded.is_object() {
+    if let Some(loaded) = &bgp.loaded {
         println!(
             "  serving {} routes: {} IPv4 and {} IPv6 prefixes, {} ASes, {} links (loaded in {:.1} s)",
-            loaded["routes"],
-            loaded["prefixes_v4"],
-            loaded["prefixes_v6"],
-            loaded["ases"],
-            loaded["links"],
-            loaded["load_seconds"].as_f64().unwrap_or(0.0)
+            loaded.routes, loaded.prefixes_v4, loaded.prefixes_v6, loaded.ases, loaded.links, loaded.load_seconds
         );
-        let dropped = &loaded["routes_without_origin"];
+        let dropped = &loaded.routes_without_origin;
         println!(
             "  routes giving no origin AS: {} default, {} too short, {} in special-purpose space",
-            dropped["default_routes"], dropped["too_short"], dropped["special_purpose"]
+            dropped.default_routes, dropped.too_short, dropped.special_purpose
         );
     }
-    if let Some(error) = bgp["error"].as_str() {
+    if let Some(error) = &bgp.error {
         println!("  last load failed: {error}");
     }
-    let latency = &reply["latency"];
-    println!("latency: {} measurements in use (max age {} s)", latency["measurements"], latency["max_age_seconds"]);
+    println!("latency: {} measurements in use (max age {} s)", data.latency.measurements, data.latency.max_age_seconds);
 }
 
-fn print_store(reply: &Value) {
-    println!("store: {}, {}", reply["engine"].as_str().unwrap_or("?"), reply["state"].as_str().unwrap_or("?"));
-    if let Some(reason) = reply["reason"].as_str() {
+fn print_store(store: &StoreStatus) {
+    println!("store: {}, {}", store.engine.name(), store.state.name());
+    if let Some(reason) = &store.reason {
         println!("  why: {reason}");
     }
-    println!("  last change applied: sequence {}", reply["last_sequence"]);
-    if let Some(cache) = reply["serving_cache"].as_str() {
+    println!("  last change applied: sequence {}", store.last_sequence);
+    if let Some(cache) = &store.serving_cache {
         println!("  {cache}");
     }
-    if let Some(error) = reply["catch_up_error"].as_str() {
+    if let Some(error) = &store.catch_up_error {
         println!("  the changes after it cannot be applied: {error}");
     }
 }
 
-fn print_fastpath(reply: &Value) {
-    println!("kernel fast path: {}", reply["state"].as_str().unwrap_or("?"));
-    if let Some(reason) = reply["reason"].as_str() {
+fn print_fastpath(status: &FastPathStatus) {
+    println!("kernel fast path: {}", status.state.name());
+    if let Some(reason) = &status.reason {
         println!("  why: {reason}");
     }
-    println!("  answers {} questions of at most {}, after {} syncs", reply["entries"], reply["capacity"], reply["syncs"]);
-    if let Some(threshold) = reply["admission_threshold"].as_u64().filter(|&threshold| threshold > 0) {
-        println!("  above capacity: the most asked answers are in the kernel, the least of them asked {threshold} times");
+    println!("  answers {} questions of at most {}, after {} syncs", status.entries, status.capacity, status.syncs);
+    if status.admission_threshold > 0 {
+        println!(
+            "  above capacity: the most asked answers are in the kernel, the least of them asked {} times",
+            status.admission_threshold
+        );
     }
-    let counts = |counts: &Value| {
-        let (installed, updated, removed, left_out) = (&counts["installed"], &counts["updated"], &counts["removed"], &counts["left_out"]);
+    let counts = |counts: &SyncCounts| {
+        let SyncCounts { installed, updated, removed, left_out } = counts;
         format!("{installed} installed, {updated} updated, {removed} removed, {left_out} left out for want of room")
     };
-    println!("  last sync: {}; in all: {}", counts(&reply["last_sync"]), counts(&reply["totals"]));
-    if let Some(refused) = reply["user_space_rate_limited"].as_u64() {
+    println!("  last sync: {}; in all: {}", counts(&status.last_sync), counts(&status.totals));
+    if let Some(refused) = status.user_space_rate_limited {
         println!("  user space dropped {refused} UDP queries over their source's rate limit");
     }
-    if let Some(error) = reply["counters_error"].as_str() {
+    if let Some(error) = &status.counters_error {
         println!("  traffic counters unreadable: {error}");
     }
     println!(
         "{:<16} {:<8} {:<9} {:>12} {:>12} {:>12} {:>12} ERROR",
         "INTERFACE", "MODE", "ATTACHED", "HITS STATIC", "HITS ROUTED", "PASSED UP", "RATE-LIMITED"
     );
-    for interface in reply["interfaces"].as_array().into_iter().flatten() {
-        let attached = if interface["attached"].as_bool() == Some(true) { "yes" } else { "no" };
-        let traffic = &interface["traffic"];
-        let count = |key: &str| traffic[key].as_u64().unwrap_or(0);
+    for interface in &status.interfaces {
+        let attached = if interface.attached { "yes" } else { "no" };
+        let traffic = interface.traffic.clone().unwrap_or_default();
         println!(
             "{:<16} {:<8} {attached:<9} {:>12} {:>12} {:>12} {:>12} {}",
-            interface["name"].as_str().unwrap_or(""),
-            interface["mode"].as_str().unwrap_or(""),
-            count("answered_static"),
-            count("answered_routed"),
-            count("passed_up"),
-            count("rate_limited_passed") + count("rate_limited_dropped"),
-            interface["error"].as_str().unwrap_or("")
+            interface.name,
+            interface.mode,
+            traffic.answered_static,
+            traffic.answered_routed,
+            traffic.passed_up,
+            traffic.rate_limited_passed + traffic.rate_limited_dropped,
+            interface.error.as_deref().unwrap_or("")
         );
-        let misses: Vec<String> = traffic["misses"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter(|(_, count)| count.as_u64() > Some(0))
-            .map(|(reason, count)| format!("{reason} {count}"))
-            .collect();
+        let misses: Vec<String> =
+            traffic.misses.named().iter().filter(|(_, count)| *count > 0).map(|(reason, count)| format!("{reason} {count}")).collect();
         if !misses.is_empty() {
             println!("  queries passed up: {}", misses.join(", "));
         }
-        let (slipped, dropped) = (count("rrl_slipped"), count("rrl_dropped"));
+        let (slipped, dropped) = (traffic.rrl_slipped, traffic.rrl_dropped);
         if slipped + dropped > 0 {
             println!("  over the response rate limit: {slipped} sent truncated, {dropped} dropped");
         }

@@ -95,7 +95,7 @@ pub fn build_regions(specs: &[RegionSpec], sources: &DataSources) -> Result<Buil
             return fail(field, format!("region id {} or name {:?} is used twice", spec.id, spec.name));
         }
         for (index, text) in spec.prefixes.iter().enumerate() {
-            let (network, length) = parse_prefix(text).or_else(|message| fail(format!("{field}.prefixes[{index}]"), message))?;
+            let (network, length) = parse_prefix(text).or_else(|error| fail(format!("{field}.prefixes[{index}]"), error.to_string()))?;
             if let Some(other) = claimed.insert((network, length), spec.name.clone()) {
                 return fail(format!("{field}.prefixes[{index}]"), format!("{text} already belongs to region {other:?}"));
             }

@@ -3,43 +3,10 @@
 //! why there are none. The changes are then checked whole, with everything
 //! else, when the next snapshot is built from them ([`crate::spec`]).
 
-use std::collections::BTreeMap;
-
-use serde::Deserialize;
-
 use pharos_model::ControlError;
-use pharos_model::probabilities::ProbabilitySpec;
+pub use pharos_model::api::{NewRegion, Probabilities, ReplicaPatch};
 use pharos_model::spec::{RegionSpec, ServiceSpec};
 use pharos_model::{Change, State};
-
-/// MyXDNS's Add_Region: a region without an id (the next free one is
-/// given).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NewRegion {
-    pub name: String,
-    #[serde(default)]
-    pub prefixes: Vec<String>,
-    #[serde(default)]
-    pub asns: Vec<u32>,
-    #[serde(default)]
-    pub countries: Vec<String>,
-    #[serde(default)]
-    pub continents: Vec<String>,
-}
-
-/// Operator switches on one replica; fields left out stay as they are.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ReplicaPatch {
-    pub enabled: Option<bool>,
-    pub down: Option<bool>,
-    pub weight: Option<u32>,
-    pub priority: Option<u32>,
-}
-
-/// A probability table: table name -> replica id -> entry.
-pub type Probabilities = BTreeMap<String, BTreeMap<String, ProbabilitySpec>>;
 
 pub fn delete_datacenter(state: &State, id: &str) -> Result<Vec<Change>, ControlError> {
     if !state.datacenters.iter().any(|datacenter| datacenter.id == id) {

@@ -124,7 +124,7 @@ mod tests {
                 &self.0
             }
             fn commit(&mut self, _: State, _: &[Change]) -> Result<(), ControlError> {
-                Err(ControlError::Store("disk full".into()))
+                Err(ControlError::store(std::io::Error::other("disk full")))
             }
         }
         let outcomes = group_commit(&mut Down(State::default()), &[put("a.example.test"), add_weight("nosuch.example.test", 1)]);

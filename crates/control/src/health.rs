@@ -8,12 +8,11 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use serde::Serialize;
-
 use pharos_model::probe::ProbeKind;
 
 use crate::probe::{Hysteresis, ProbeTarget, Probed, ProbedHealth, Purpose};
 use pharos_model::fleet::NodeVerdict;
+pub use pharos_model::fleet::ReplicaHealth;
 
 use crate::quorum::{FleetVerdicts, FleetView, Quorum};
 use pharos_model::State;
@@ -76,25 +75,6 @@ pub struct Flip {
     pub replica: String,
     pub up: bool,
     pub why: String,
-}
-
-/// A replica's health as the API shows it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ReplicaHealth {
-    pub service: String,
-    pub replica: String,
-    pub probe: String,
-    /// The state served: the fleet's verdict if there is one, else this
-    /// node's probes'.
-    pub up: bool,
-    /// This node's probes: results in a row against their current state.
-    pub streak: u32,
-    pub last: String,
-    pub since: u64,
-    /// Which live nodes see it up and down, and why the verdict is what it
-    /// is (nodes sharing a store only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fleet: Option<FleetView>,
 }
 
 impl HealthBook {

@@ -13,8 +13,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+pub use pharos_model::fleet::FleetView;
 use pharos_model::fleet::{FleetReports, NodeVerdict};
-use serde::Serialize;
 
 /// The fleet's whole view as one node has gathered it, read after read.
 #[derive(Debug, Clone, Default)]
@@ -63,17 +63,6 @@ pub struct Quorum {
 
 /// The share of live nodes that takes a replica down: a majority.
 pub const MAJORITY: f64 = 0.5;
-
-/// The fleet's verdict on one replica, and who said what.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FleetView {
-    pub up: bool,
-    /// The live nodes whose probes see it up, and down (this node included).
-    pub nodes_up: Vec<String>,
-    pub nodes_down: Vec<String>,
-    /// Why the verdict is what it is, in words.
-    pub why: String,
-}
 
 impl Quorum {
     /// The verdict on `service`/`replica` from this node's own view

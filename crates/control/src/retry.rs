@@ -76,7 +76,7 @@ mod tests {
     use super::*;
 
     fn behind() -> ControlError {
-        ControlError::Behind("the store has batches up to 7, this node up to 6".into())
+        ControlError::Behind { applied: 6, latest: 7 }
     }
 
     fn invalid() -> ControlError {
@@ -84,7 +84,7 @@ mod tests {
     }
 
     fn store_down() -> ControlError {
-        ControlError::Store("cannot reach PostgreSQL".into())
+        ControlError::store(std::io::Error::other("cannot reach PostgreSQL"))
     }
 
     /// Plays an edit through its tries, the `tries`th refused as

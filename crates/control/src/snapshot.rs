@@ -92,7 +92,7 @@ impl SnapshotBuilder {
     /// The zones alone, with no service routed (what serves until the
     /// first build is published).
     pub fn without_services(&self) -> Result<Snapshot, ControlError> {
-        let zones = ZoneSet::new(self.loaded.clone()).map_err(ControlError::Zones)?;
+        let zones = ZoneSet::new(self.loaded.clone()).map_err(ControlError::zones)?;
         Ok(Snapshot { zones: Arc::new(zones), routes: Routes::default(), settings: self.settings.clone() })
     }
 
@@ -204,7 +204,7 @@ fn freeze(loaded: &[Zone], names: Vec<Reserved>, served: &[Arc<Served>]) -> Resu
     for (service, routed_types) in &names {
         reserve_in_zone(&mut zones, service, routed_types)?;
     }
-    let set = ZoneSet::new(zones).map_err(ControlError::Zones)?;
+    let set = ZoneSet::new(zones).map_err(ControlError::zones)?;
     Ok(Frozen { set: Arc::new(set), reserved: names.into(), serials: served.iter().map(|served| served.serial()).collect() })
 }
 
@@ -218,5 +218,5 @@ fn zone_of(zones: &[Zone], owner: &[u8]) -> Option<usize> {
 fn reserve_in_zone(zones: &mut [Zone], service: &[u8], routed_types: &[u16]) -> Result<(), ControlError> {
     let field = format!("service[{}].name", name::Display(service));
     let index = zone_of(zones, service).ok_or_else(|| ControlError::invalid(&field, "not inside any served zone"))?;
-    zones[index].reserve_name(service, routed_types).map_err(|message| ControlError::invalid(field, message))
+    zones[index].reserve_name(service, routed_types).map_err(|error| ControlError::invalid(field, error.to_string()))
 }

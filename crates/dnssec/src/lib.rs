@@ -22,4 +22,4 @@ pub mod sign;
 
 pub use keys::{Algorithm, KeyState, KeyTimes, Role, ZoneKey, ZoneKeys};
 pub use rollover::{RolloverError, Timings};
-pub use sign::{NSEC, NXNAME, Signer, Window, nsec_chain, nsec_rdata};
+pub use sign::{NSEC, NXNAME, NoActiveKeys, Signer, Window, nsec_chain, nsec_rdata};

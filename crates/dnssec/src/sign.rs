@@ -120,20 +120,26 @@ impl fmt::Debug for Signer {
     }
 }
 
+/// A zone's keys cannot sign it: none active for the DNSKEY RRset, or
+/// none for the rest.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("zone {} needs an active CSK, or an active KSK and ZSK: run `pharos key generate` (or see `pharos key show`)", name::Display(zone))]
+pub struct NoActiveKeys {
+    /// The zone's origin, as a wire name.
+    pub zone: Box<[u8]>,
+}
+
 impl Signer {
     /// A signer for the zone `origin` (lowercase wire form) with its keys
     /// in the states they are in at `now` (Unix seconds). A zone needs an
     /// active key for the DNSKEY RRset and one for the rest.
-    pub fn new(origin: &[u8], keys: ZoneKeys, window: Window, now: u64) -> Result<Signer, String> {
+    pub fn new(origin: &[u8], keys: ZoneKeys, window: Window, now: u64) -> Result<Signer, NoActiveKeys> {
         let next_step = keys.next_step(now);
         let keys = ZoneKeys { keys: keys.keys.into_iter().filter(|key| key.times.state(now) != KeyState::Removed).collect() };
         let signing: Vec<bool> = keys.keys.iter().map(|key| key.times.state(now) == KeyState::Active).collect();
         let covers = |rtype| keys.keys.iter().zip(&signing).any(|(key, &active)| active && key.signs(rtype));
         if !covers(crate::keys::DNSKEY) || !covers(types::SOA) {
-            return Err(format!(
-                "zone {} needs an active CSK, or an active KSK and ZSK: run `pharos key generate` (or see `pharos key show`)",
-                name::Display(origin)
-            ));
+            return Err(NoActiveKeys { zone: origin.into() });
         }
         Ok(Signer {
             zone: origin.into(),
@@ -429,7 +435,7 @@ mod tests {
         let random = SystemRandom::new();
         let only_ksk = ZoneKeys { keys: vec![ZoneKey::generate(Algorithm::Ed25519, Role::Ksk, &random).unwrap()] };
         let error = Signer::new(ZONE, only_ksk, Window::from_now(0, 1), 0).unwrap_err();
-        assert!(error.contains("needs an active CSK, or an active KSK and ZSK"), "{error}");
+        assert!(error.to_string().contains("needs an active CSK, or an active KSK and ZSK"), "{error}");
     }
 
     #[test]

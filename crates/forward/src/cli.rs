@@ -113,8 +113,9 @@ fn read_file(path: &Path) -> anyhow::Result<FileSettings> {
 }
 
 fn parse_upstreams(texts: Vec<String>) -> anyhow::Result<Vec<UpstreamSpec>> {
-    let parse =
-        |(index, text): (usize, &String)| text.parse().map_err(|error: String| anyhow::anyhow!("forward.upstreams[{index}]: {error}"));
+    let parse = |(index, text): (usize, &String)| {
+        text.parse().map_err(|error: crate::config::UpstreamSpecError| anyhow::anyhow!("forward.upstreams[{index}]: {error}"))
+    };
     texts.iter().enumerate().map(parse).collect()
 }
 

@@ -53,28 +53,39 @@ pub struct UpstreamSpec {
     pub server_name: Option<String>,
 }
 
-impl FromStr for UpstreamSpec {
-    type Err = String;
+/// Why a text is not an upstream.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UpstreamSpecError {
+    #[error("{0:?} has no scheme: write tls://ADDRESS or quic://ADDRESS")]
+    NoScheme(String),
+    #[error("{text:?}: unknown scheme {scheme:?}, expected tls or quic")]
+    UnknownScheme { text: String, scheme: String },
+    #[error("{0:?}: nothing after '#', where the certificate's name goes")]
+    NoName(String),
+    #[error(
+        "{text:?}: {address:?} is not an IP address with an optional port (like 192.0.2.1, 192.0.2.1:8853 or [2001:db8::1]:853); \
+         a forwarder cannot look names up to find its upstream, so give the name after '#' for the certificate"
+    )]
+    NotAnAddress { text: String, address: String },
+}
 
-    fn from_str(text: &str) -> Result<UpstreamSpec, String> {
-        let (scheme, rest) =
-            text.split_once("://").ok_or_else(|| format!("{text:?} has no scheme: write tls://ADDRESS or quic://ADDRESS"))?;
+impl FromStr for UpstreamSpec {
+    type Err = UpstreamSpecError;
+
+    fn from_str(text: &str) -> Result<UpstreamSpec, UpstreamSpecError> {
+        let (scheme, rest) = text.split_once("://").ok_or_else(|| UpstreamSpecError::NoScheme(text.into()))?;
         let protocol = match scheme {
             "tls" => Protocol::Tls,
             "quic" => Protocol::Quic,
-            _ => return Err(format!("{text:?}: unknown scheme {scheme:?}, expected tls or quic")),
+            _ => return Err(UpstreamSpecError::UnknownScheme { text: text.into(), scheme: scheme.into() }),
         };
         let (address, server_name) = match rest.split_once('#') {
-            Some((_, "")) => return Err(format!("{text:?}: nothing after '#', where the certificate's name goes")),
+            Some((_, "")) => return Err(UpstreamSpecError::NoName(text.into())),
             Some((address, name)) => (address, Some(name.to_owned())),
             None => (rest, None),
         };
-        let address = parse_address(address).ok_or_else(|| {
-            format!(
-                "{text:?}: {address:?} is not an IP address with an optional port (like 192.0.2.1, 192.0.2.1:8853 or [2001:db8::1]:853); \
-                 a forwarder cannot look names up to find its upstream, so give the name after '#' for the certificate"
-            )
-        })?;
+        let address =
+            parse_address(address).ok_or_else(|| UpstreamSpecError::NotAnAddress { text: text.into(), address: address.into() })?;
         Ok(UpstreamSpec { protocol, address, server_name })
     }
 }
@@ -185,7 +196,7 @@ impl ForwardConfig {
 mod tests {
     use super::*;
 
-    fn parsed(text: &str) -> Result<UpstreamSpec, String> {
+    fn parsed(text: &str) -> Result<UpstreamSpec, UpstreamSpecError> {
         text.parse()
     }
 
@@ -210,7 +221,7 @@ mod tests {
         ];
         for (text, expected) in cases {
             let error = parsed(text).unwrap_err();
-            assert!(error.contains(expected), "{text}: {error}");
+            assert!(error.to_string().contains(expected), "{text}: {error}");
         }
     }
 

@@ -2,10 +2,11 @@
 //! declarations an operator makes (data centers, regions, services, their
 //! probes and load control) with the checks that need nothing but the
 //! declaration itself, the routing state they make and the changes that
-//! move it, latency measurements as posted and kept, and why a declaration
-//! or a change is refused. Plain serde data; building
-//! routes from it is `pharos_control`'s.
+//! move it, latency measurements as posted and kept, why a declaration or
+//! a change is refused, and what a node shows of itself through the API.
+//! Plain serde data; building routes from it is `pharos_control`'s.
 
+pub mod api;
 pub mod error;
 pub mod fleet;
 pub mod load_control;
@@ -14,6 +15,7 @@ pub mod probabilities;
 pub mod probe;
 pub mod spec;
 mod state;
+pub mod status;
 
 pub use error::{ControlError, SpecError};
 pub use measurement::{Measurement, check_measurements};

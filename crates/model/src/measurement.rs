@@ -31,7 +31,7 @@ pub fn check_measurements(specs: &[MeasurementSpec], datacenters: &[DataCenterSp
 
 fn check_measurement(spec: &MeasurementSpec, field: &str, datacenters: &[DataCenterSpec], now: u64) -> Result<Measurement, SpecError> {
     let invalid = |name: &str, message: String| SpecError { field: format!("{field}.{name}"), message };
-    let subnet: (IpAddr, u8) = parse_prefix(&spec.subnet).map_err(|message| invalid("subnet", message))?;
+    let subnet: (IpAddr, u8) = parse_prefix(&spec.subnet).map_err(|error| invalid("subnet", error.to_string()))?;
     if !datacenters.iter().any(|datacenter| datacenter.id == spec.datacenter) {
         return Err(invalid("datacenter", format!("no data center {:?} is declared", spec.datacenter)));
     }

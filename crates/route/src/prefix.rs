@@ -20,28 +20,51 @@
 
 use std::net::IpAddr;
 
+/// Why a text is not a prefix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PrefixError {
+    #[error("{0:?} is not a prefix like 192.0.2.0/24")]
+    NoLength(String),
+    #[error("{0:?} is not an IP address")]
+    NotAnAddress(String),
+    #[error("prefix length {length:?} must be 0 to {width}")]
+    Length { length: String, width: u8 },
+    #[error("{prefix} has bits set past /{length}")]
+    HostBits { prefix: String, length: u8 },
+}
+
 /// Parses `address/length`, refusing host bits set past the length.
-pub fn parse_prefix(text: &str) -> Result<(IpAddr, u8), String> {
-    let (address, length) = text.split_once('/').ok_or_else(|| format!("{text:?} is not a prefix like 192.0.2.0/24"))?;
-    let address: IpAddr = address.parse().map_err(|_| format!("{address:?} is not an IP address"))?;
+pub fn parse_prefix(text: &str) -> Result<(IpAddr, u8), PrefixError> {
+    let (address, length) = text.split_once('/').ok_or_else(|| PrefixError::NoLength(text.into()))?;
+    let address: IpAddr = address.parse().map_err(|_| PrefixError::NotAnAddress(address.into()))?;
     let width = if address.is_ipv4() { 32 } else { 128 };
     let length: u8 =
-        length.parse().ok().filter(|&length| length <= width).ok_or_else(|| format!("prefix length {length:?} must be 0 to {width}"))?;
+        length.parse().ok().filter(|&length| length <= width).ok_or_else(|| PrefixError::Length { length: length.into(), width })?;
     let bits = Bits::of(address).value;
     // A /128 has no host bits: the shift would overflow.
     let host_bits = u128::MAX.checked_shr(u32::from(length)).unwrap_or(0);
     if bits & host_bits != 0 {
-        return Err(format!("{text} has bits set past /{length}"));
+        return Err(PrefixError::HostBits { prefix: text.into(), length });
     }
     Ok((address, length))
 }
 
+/// An entry of a list of prefixes that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}[{index}]: {error}")]
+pub struct ListedPrefixError {
+    /// The list's field, e.g. `rrl.whitelist`.
+    pub field: String,
+    pub index: usize,
+    pub error: PrefixError,
+}
+
 /// The prefixes listed in the field `field` as a set to look addresses
 /// up in; a bad entry is refused, named as `field[index]`.
-pub fn prefix_set(field: &str, texts: &[String]) -> Result<PrefixMap<()>, String> {
+pub fn prefix_set(field: &str, texts: &[String]) -> Result<PrefixMap<()>, ListedPrefixError> {
     let mut set = PrefixMap::default();
     for (index, text) in texts.iter().enumerate() {
-        let (network, length) = parse_prefix(text).map_err(|message| format!("{field}[{index}]: {message}"))?;
+        let (network, length) = parse_prefix(text).map_err(|error| ListedPrefixError { field: field.into(), index, error })?;
         set.insert(network, length, ());
     }
     Ok(set)

@@ -8,7 +8,7 @@ use pharos_ranges::{RangeTable, RangeValue, Slash24Index};
 use rustc_hash::FxHashMap;
 
 use crate::geo::{Coordinates, Point};
-use crate::prefix::Bits;
+use crate::prefix::{Bits, PrefixError};
 
 /// Longest-prefix IP-to-AS table, flattened into address ranges as
 /// pharos-bgp's table is: a full ip2asn file is half a million ranges,
@@ -50,21 +50,22 @@ impl AsnPrefixes {
         }
     }
 
-    fn add_line(&mut self, line: &str) -> Result<(), String> {
+    fn add_line(&mut self, line: &str) -> Result<(), AsnLineProblem> {
+        use AsnLineProblem::*;
         if let Some((first, rest)) = line.split_once(',') {
             let mut fields = rest.splitn(3, ',');
-            let last = fields.next().ok_or("no range end")?;
-            let asn = fields.next().ok_or("no AS number")?.trim().parse::<u32>().map_err(|_| "bad AS number")?;
-            let first: IpAddr = first.trim().parse().map_err(|_| "bad range start")?;
-            let last: IpAddr = last.trim().parse().map_err(|_| "bad range end")?;
-            for (network, length) in range_to_prefixes(first, last)? {
+            let last = fields.next().ok_or(NoRangeEnd)?;
+            let asn = fields.next().ok_or(NoAsn)?.trim().parse::<u32>().map_err(|_| BadAsn)?;
+            let first: IpAddr = first.trim().parse().map_err(|_| BadRangeStart)?;
+            let last: IpAddr = last.trim().parse().map_err(|_| BadRangeEnd)?;
+            for (network, length) in range_to_prefixes(first, last).ok_or(BadRange)? {
                 self.add(network, length, asn);
             }
             return Ok(());
         }
         let mut fields = line.split_whitespace();
-        let (network, length) = crate::prefix::parse_prefix(fields.next().ok_or("empty")?)?;
-        let asn = fields.next().ok_or("no AS number")?.parse::<u32>().map_err(|_| "bad AS number")?;
+        let (network, length) = crate::prefix::parse_prefix(fields.next().ok_or(Empty)?)?;
+        let asn = fields.next().ok_or(NoAsn)?.parse::<u32>().map_err(|_| BadAsn)?;
         self.add(network, length, asn);
         Ok(())
     }
@@ -83,14 +84,14 @@ impl AsnTable {
     /// ranges `first,last,asn[,org]` (ip-location-db), or prefixes
     /// `network/length<TAB>asn` (pyasn); `;` and `#` start comments.
     /// A bad line is reported with its number.
-    pub fn parse(text: &str) -> Result<AsnTable, String> {
+    pub fn parse(text: &str) -> Result<AsnTable, AsnTableError> {
         let mut prefixes = AsnPrefixes::default();
         for (number, line) in (1..).zip(text.lines()) {
             let line = line.trim();
             if line.is_empty() || line.starts_with([';', '#']) {
                 continue;
             }
-            prefixes.add_line(line).map_err(|message| format!("line {number}: {message}: {line:?}"))?;
+            prefixes.add_line(line).map_err(|problem| AsnTableError { number, line: line.into(), problem })?;
         }
         Ok(prefixes.into_table())
     }
@@ -106,11 +107,42 @@ impl AsnTable {
     }
 }
 
-/// Splits an inclusive address range into the fewest CIDR prefixes.
-fn range_to_prefixes(first: IpAddr, last: IpAddr) -> Result<Vec<(IpAddr, u8)>, String> {
+/// A line of an IP-to-AS table that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {number}: {problem}: {line:?}")]
+pub struct AsnTableError {
+    pub number: usize,
+    pub line: String,
+    pub problem: AsnLineProblem,
+}
+
+/// What is wrong with a line of an IP-to-AS table.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AsnLineProblem {
+    #[error("empty")]
+    Empty,
+    #[error("no range end")]
+    NoRangeEnd,
+    #[error("no AS number")]
+    NoAsn,
+    #[error("bad AS number")]
+    BadAsn,
+    #[error("bad range start")]
+    BadRangeStart,
+    #[error("bad range end")]
+    BadRangeEnd,
+    #[error("range ends before it starts, or mixes families")]
+    BadRange,
+    #[error(transparent)]
+    Prefix(#[from] PrefixError),
+}
+
+/// Splits an inclusive address range into the fewest CIDR prefixes; none
+/// if it ends before it starts, or mixes families.
+fn range_to_prefixes(first: IpAddr, last: IpAddr) -> Option<Vec<(IpAddr, u8)>> {
     let (start, end) = (Bits::of(first), Bits::of(last));
     if start.width != end.width || start.value > end.value {
-        return Err("range ends before it starts, or mixes families".into());
+        return None;
     }
     let shift = 128 - start.width as u32;
     let (mut low, high) = (start.value >> shift, end.value >> shift);
@@ -125,7 +157,7 @@ fn range_to_prefixes(first: IpAddr, last: IpAddr) -> Result<Vec<(IpAddr, u8)>, S
         prefixes.push((network, start.width - size_bits as u8));
         let block_end = low + if size_bits >= 128 { u128::MAX } else { (1u128 << size_bits) - 1 };
         if block_end >= high {
-            return Ok(prefixes);
+            return Some(prefixes);
         }
         low = block_end + 1;
     }
@@ -153,13 +185,22 @@ pub struct GeoPlace {
     pub continent: Option<[u8; 2]>,
 }
 
+/// Why bytes are not a MaxMind DB Pharos can use.
+#[derive(Debug, thiserror::Error)]
+pub enum GeoDatabaseError {
+    #[error("not a MaxMind DB: {0}")]
+    NotMaxMind(maxminddb::MaxMindDbError),
+    #[error("cannot read the City database's networks: {0}")]
+    Networks(maxminddb::MaxMindDbError),
+}
+
 impl GeoDatabase {
     /// Reads a database; a City database's IPv4 networks are indexed too,
     /// which takes about a second for a full one (DB-IP City Lite).
-    pub fn from_bytes(bytes: Vec<u8>) -> Result<GeoDatabase, String> {
-        let reader = maxminddb::Reader::from_source(bytes).map_err(|error| format!("not a MaxMind DB: {error}"))?;
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<GeoDatabase, GeoDatabaseError> {
+        let reader = maxminddb::Reader::from_source(bytes).map_err(GeoDatabaseError::NotMaxMind)?;
         let places_v4 = match reader.metadata().database_type.contains("City") {
-            true => Some(PlaceTable::index_v4(&reader).map_err(|error| format!("cannot read the City database's networks: {error}"))?),
+            true => Some(PlaceTable::index_v4(&reader).map_err(GeoDatabaseError::Networks)?),
             false => None,
         };
         Ok(GeoDatabase { reader, places_v4 })
@@ -375,7 +416,7 @@ mod tests {
         assert_eq!(range_to_prefixes(ip("10.0.0.1"), ip("10.0.0.6")).unwrap().len(), 4, "1/32, 2/31, 4/31, 6/32");
         assert_eq!(range_to_prefixes(ip("0.0.0.0"), ip("255.255.255.255")).unwrap(), [(ip("0.0.0.0"), 0)]);
         assert_eq!(range_to_prefixes(ip("2001::"), ip("2001::ffff:ffff:ffff:ffff:ffff:ffff")).unwrap(), [(ip("2001::"), 32)]);
-        assert!(range_to_prefixes(ip("10.0.0.9"), ip("10.0.0.1")).is_err());
+        assert!(range_to_prefixes(ip("10.0.0.9"), ip("10.0.0.1")).is_none());
     }
 
     /// The range tables answer as the bit trie did before them, scope
@@ -424,7 +465,7 @@ mod tests {
         assert_eq!(table.lookup(ip("1.0.6.1")).0, Some((38803, 22)));
         assert_eq!(table.lookup(ip("9.9.9.9")).0, None);
         assert_eq!(
-            AsnTable::parse("1.0.0.0/24\t15169\n1.2.3.0/33 7\n").unwrap_err(),
+            AsnTable::parse("1.0.0.0/24\t15169\n1.2.3.0/33 7\n").unwrap_err().to_string(),
             "line 2: prefix length \"33\" must be 0 to 32: \"1.2.3.0/33 7\""
         );
     }

@@ -7,8 +7,9 @@
 use std::net::IpAddr;
 
 use pharos_artemis::address_manager::allocate;
-use pharos_artemis::service_id::{CanonicalName, ConflictList, ServiceIdMap, ServicePrefix};
-use serde::{Deserialize, Serialize};
+use pharos_artemis::service_id::{CanonicalName, ConflictList, ConflictListError, PrefixError, ServiceIdMap, ServicePrefix};
+pub use pharos_model::api::{AddressView, ServiceAddress};
+use serde::Deserialize;
 
 /// `[artemis]` as written.
 #[derive(Deserialize)]
@@ -30,33 +31,23 @@ pub struct ArtemisConfig {
     services: Vec<String>,
 }
 
-impl TryFrom<ArtemisSection> for ArtemisConfig {
-    type Error = String;
+/// Why `[artemis]` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ArtemisSectionError {
+    #[error("[artemis] prefix: {0}")]
+    Prefix(#[from] PrefixError),
+    #[error("[artemis] conflicts: {0}")]
+    Conflicts(#[from] ConflictListError),
+}
 
-    fn try_from(section: ArtemisSection) -> Result<Self, String> {
-        let prefix: ServicePrefix = section.prefix.parse().map_err(|error| format!("[artemis] prefix: {error}"))?;
-        let conflicts = ConflictList::parse(&section.conflicts, &prefix).map_err(|error| format!("[artemis] conflicts: {error}"))?;
+impl TryFrom<ArtemisSection> for ArtemisConfig {
+    type Error = ArtemisSectionError;
+
+    fn try_from(section: ArtemisSection) -> Result<Self, ArtemisSectionError> {
+        let prefix: ServicePrefix = section.prefix.parse()?;
+        let conflicts = ConflictList::parse(&section.conflicts, &prefix)?;
         Ok(Self { map: ServiceIdMap::new(prefix, conflicts), services: section.services })
     }
-}
-
-/// `GET /v1/artemis`: every service address, and what the Address
-/// Manager says to fix.
-#[derive(Debug, Serialize)]
-pub struct AddressView {
-    pub prefix: String,
-    pub services: Vec<ServiceAddress>,
-    /// Collisions, reserved addresses and bad names, with the
-    /// conflict-list lines that end them.
-    pub problems: Vec<String>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct ServiceAddress {
-    pub name: String,
-    pub address: IpAddr,
-    /// Whether the conflict list gave the address, not the hash.
-    pub from_conflict_list: bool,
 }
 
 impl ArtemisConfig {

@@ -575,7 +575,7 @@ impl RrlConfig {
         let Some(table_size) = NonZeroU32::new(self.table_size) else {
             bail!("rrl.table_size must be at least 1");
         };
-        let whitelist = pharos_route::prefix::prefix_set("rrl.whitelist", &self.whitelist).map_err(anyhow::Error::msg)?;
+        let whitelist = pharos_route::prefix::prefix_set("rrl.whitelist", &self.whitelist)?;
         Ok(pharos_rrl::Limits { rate, slip: self.slip, table_size, whitelist })
     }
 }

@@ -55,17 +55,17 @@ pub enum StoreError {
     #[error("the database schema is version {found}, newer than this Pharos knows ({known}); upgrade Pharos")]
     TooNew { found: i64, known: i64 },
     /// Batches were logged after the one the changes were made from.
-    #[error("the store has changes up to {latest} that this node has not applied yet (it has up to {applied})")]
+    #[error("{}", ControlError::Behind { applied: *applied, latest: *latest })]
     Behind { applied: u64, latest: u64 },
-    #[error("stored measurement subnet {subnet:?} cannot be read back: {message}")]
-    CorruptMeasurement { subnet: String, message: String },
+    #[error("stored measurement subnet {subnet:?} cannot be read back: {error}")]
+    CorruptMeasurement { subnet: String, error: pharos_route::prefix::PrefixError },
 }
 
 impl From<StoreError> for ControlError {
     fn from(error: StoreError) -> ControlError {
         match error {
-            StoreError::Behind { .. } => ControlError::Behind(error.to_string()),
-            _ => ControlError::Store(error.to_string()),
+            StoreError::Behind { applied, latest } => ControlError::Behind { applied, latest },
+            _ => ControlError::store(error),
         }
     }
 }
@@ -189,7 +189,7 @@ fn subnet_text(measurement: &Measurement) -> String {
 
 /// A stored measurement row read back.
 fn read_measurement(subnet: String, datacenter: String, rtt_ms: f64, at: i64) -> Result<Measurement, StoreError> {
-    let subnet = parse_prefix(&subnet).map_err(|message| StoreError::CorruptMeasurement { subnet, message })?;
+    let subnet = parse_prefix(&subnet).map_err(|error| StoreError::CorruptMeasurement { subnet, error })?;
     Ok(Measurement { subnet, datacenter, measured: Measured { rtt_ms, at: at.max(0) as u64 } })
 }
 
@@ -198,4 +198,26 @@ fn read_measurement(subnet: String, datacenter: String, rtt_ms: f64, at: i64) ->
 /// `after` if none was read.
 fn last_stamp(after: u64, stamps: impl Iterator<Item = i64>) -> u64 {
     stamps.map(|stamp| stamp.max(0) as u64).fold(after, u64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_behind_stays_a_value_for_the_control_plane() {
+        let behind = StoreError::Behind { applied: 2, latest: 5 };
+        let message = behind.to_string();
+        let refused = ControlError::from(behind);
+        assert!(matches!(refused, ControlError::Behind { applied: 2, latest: 5 }), "{refused:?}");
+        assert_eq!(refused.to_string(), message);
+    }
+
+    #[test]
+    fn any_other_store_error_is_kept_whole_as_the_source() {
+        let refused = ControlError::from(StoreError::TooNew { found: 9, known: 3 });
+        let ControlError::Store(source) = &refused else { panic!("{refused:?}") };
+        assert!(matches!(source.downcast_ref::<StoreError>(), Some(StoreError::TooNew { found: 9, known: 3 })));
+        assert!(refused.to_string().starts_with("the store is unavailable: the database schema is version 9"), "{refused}");
+    }
 }

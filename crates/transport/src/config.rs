@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::bail;
-use pharos_route::prefix::{PrefixMap, prefix_set};
+use pharos_route::prefix::{ListedPrefixError, PrefixMap, prefix_set};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde::Deserialize;
@@ -155,8 +155,8 @@ pub struct HttpConfig {
 
 impl HttpConfig {
     /// The trusted proxies as a map to look peers up in.
-    pub fn trusted_proxies(&self) -> anyhow::Result<PrefixMap<()>> {
-        prefix_set("http.trusted_proxies", &self.trusted_proxies).map_err(anyhow::Error::msg)
+    pub fn trusted_proxies(&self) -> Result<PrefixMap<()>, ListedPrefixError> {
+        prefix_set("http.trusted_proxies", &self.trusted_proxies)
     }
 
     /// Checks what cannot be checked field by field.

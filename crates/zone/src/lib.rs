@@ -27,8 +27,8 @@ pub mod zone;
 
 pub use encode::{Body, Fitted};
 pub use lookup::Answer;
-pub use set::{Lookup, ZoneSet};
+pub use set::{Lookup, TwiceConfigured, ZoneSet};
 
 pub use load::{LoadError, load_zone_file, parse_zone_text};
 
-pub use zone::{Node, Rrset, Zone};
+pub use zone::{Node, Rrset, Unreservable, WhyUnreservable, Zone};

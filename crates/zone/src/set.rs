@@ -53,10 +53,18 @@ pub enum Lookup<'s> {
     NotAuthoritative,
 }
 
+/// Two zones of a set have the same origin.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("zone {} is configured twice", name::Display(origin))]
+pub struct TwiceConfigured {
+    /// The origin, as a wire name.
+    pub origin: Box<[u8]>,
+}
+
 impl ZoneSet {
     /// Freezes `zones`, signing those with a signer and building every
     /// stored answer. Two zones with the same origin are an error.
-    pub fn new(zones: Vec<Zone>) -> Result<ZoneSet, String> {
+    pub fn new(zones: Vec<Zone>) -> Result<ZoneSet, TwiceConfigured> {
         let mut set = ZoneSet::default();
         for mut zone in zones {
             if let Some(signer) = zone.signer.clone() {
@@ -64,7 +72,7 @@ impl ZoneSet {
             }
             let index = set.zones.len();
             if set.by_origin.insert(zone.origin.clone(), index).is_some() {
-                return Err(format!("zone {} is configured twice", name::Display(&zone.origin)));
+                return Err(TwiceConfigured { origin: zone.origin });
             }
             set.zones.push(zone);
         }

@@ -46,6 +46,25 @@ impl Node {
     }
 }
 
+/// A name a routing policy cannot answer for in a zone ([`Zone::reserve_name`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{} {why}", name::Display(name))]
+pub struct Unreservable {
+    /// The name, as a wire name.
+    pub name: Box<[u8]>,
+    pub why: WhyUnreservable,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WhyUnreservable {
+    #[error("is not inside the zone {}", name::Display(origin))]
+    Outside { origin: Box<[u8]> },
+    #[error("already has records in the zone file; a name is either zone data or a service, not both")]
+    HasRecords,
+    #[error("is below a delegation or DNAME in the zone")]
+    Occluded,
+}
+
 /// A zone: its origin, apex SOA facts, and every node by name.
 #[derive(Debug, Clone)]
 pub struct Zone {
@@ -101,16 +120,16 @@ impl Zone {
     /// records, for a name whose addresses (of `routed_types`) a routing
     /// policy answers. A name that holds records, or lies below a
     /// delegation or DNAME, is refused.
-    pub fn reserve_name(&mut self, name: &[u8], routed_types: &[u16]) -> Result<(), String> {
-        let shown = name::Display(name);
+    pub fn reserve_name(&mut self, name: &[u8], routed_types: &[u16]) -> Result<(), Unreservable> {
+        let refused = |why| Unreservable { name: name.into(), why };
         if !name::is_at_or_below(name, &self.origin) {
-            return Err(format!("{shown} is not inside the zone {}", name::Display(&self.origin)));
+            return Err(refused(WhyUnreservable::Outside { origin: self.origin.clone() }));
         }
         if self.nodes.get(name).is_some_and(|node| !node.rrsets.is_empty()) {
-            return Err(format!("{shown} already has records in the zone file; a name is either zone data or a service, not both"));
+            return Err(refused(WhyUnreservable::HasRecords));
         }
         if self.is_occluded(name) {
-            return Err(format!("{shown} is below a delegation or DNAME in the zone"));
+            return Err(refused(WhyUnreservable::Occluded));
         }
         add_empty_ancestors(&mut self.nodes, name, &self.origin);
         self.nodes.entry(name.into()).or_default().routed_types = routed_types.to_vec();

@@ -24,7 +24,8 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use pharos_control::edit::{self, NewRegion, Probabilities, ReplicaPatch};
+use pharos_control::edit;
+use pharos_model::api::{DispatcherPick, ErrorReply, ExplainReply, MeasurementsKept, NewRegion, Probabilities, RegionAdded, ReplicaPatch};
 use pharos_model::spec::{DataCenterSpec, RegionSpec, ServiceSpec, service_name};
 use pharos_model::{Change, ControlError};
 use pharos_route::Family;
@@ -76,7 +77,7 @@ struct ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(json!({ "error": self.message, "field": self.field }))).into_response()
+        (self.status, Json(ErrorReply { error: self.message, field: self.field })).into_response()
     }
 }
 
@@ -88,8 +89,8 @@ impl From<ControlError> for ApiError {
             }
             ControlError::NotFound(what) => ApiError { status: StatusCode::NOT_FOUND, message: format!("{what} not found"), field: None },
             ControlError::Conflict { field, message } => ApiError { status: StatusCode::CONFLICT, message, field: Some(field) },
-            ControlError::Behind(why) => {
-                let message = format!("other nodes kept changing the state while this change was being made ({why}); try again");
+            ControlError::Behind { .. } => {
+                let message = format!("other nodes kept changing the state while this change was being made ({error}); try again");
                 ApiError { status: StatusCode::CONFLICT, message, field: None }
             }
             ControlError::Store(_) | ControlError::Stopped => {
@@ -344,10 +345,10 @@ async fn get_region(State(api): State<Api>, Path(name): Path<String>) -> Reply<J
 
 /// MyXDNS Add_Region: the body names the region and its prefixes; the
 /// reply carries the id it was given.
-async fn add_region(State(api): State<Api>, Json(new): Json<NewRegion>) -> Reply<(StatusCode, Json<serde_json::Value>)> {
+async fn add_region(State(api): State<Api>, Json(new): Json<NewRegion>) -> Reply<(StatusCode, Json<RegionAdded>)> {
     let changes = commit(&api, move |state| edit::add_region(state, &new)).await?;
     let id = changes.iter().find_map(|change| if let Change::PutRegion(region) = change { Some(region.id) } else { None });
-    Ok((StatusCode::CREATED, Json(json!({ "id": id }))))
+    Ok((StatusCode::CREATED, Json(RegionAdded { id })))
 }
 
 async fn put_region(State(api): State<Api>, Path(name): Path<String>, Json(region): Json<RegionSpec>) -> Reply<StatusCode> {
@@ -415,33 +416,6 @@ struct ExplainQuery {
     client: String,
     #[serde(default)]
     qtype: Option<String>,
-}
-
-/// Why a client gets what it gets, and which path answers it.
-#[derive(Serialize)]
-struct ExplainReply {
-    #[serde(flatten)]
-    explained: crate::driver::shell::Explained,
-    /// Whether the kernel fast path answers the question, and if not why.
-    fast_path: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    artemis: Option<DispatcherPick>,
-    /// What the probes (of every live node, in a fleet) see of the
-    /// service's replicas, and why each verdict is what it is.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    health: Vec<pharos_control::health::ReplicaHealth>,
-}
-
-/// What the Artemis dispatcher would do with the client's handshake: the
-/// first replica of the routing core's decision, as the dispatcher takes it.
-#[derive(Serialize)]
-struct DispatcherPick {
-    service_address: IpAddr,
-    service: String,
-    /// None: the routing core chose no replica, and the dispatcher drops.
-    replica: Option<String>,
-    replica_address: Option<String>,
-    datacenter: Option<String>,
 }
 
 async fn explain(State(api): State<Api>, Query(query): Query<ExplainQuery>) -> Reply<Json<ExplainReply>> {
@@ -519,9 +493,9 @@ async fn export(State(api): State<Api>) -> Reply<impl IntoResponse> {
 
 /// Artemis's LatencyMeasurement rows, in a batch: kept whole or refused
 /// whole, and live in answers on return.
-async fn post_measurements(State(api): State<Api>, Json(batch): Json<Vec<MeasurementSpec>>) -> Reply<Json<serde_json::Value>> {
+async fn post_measurements(State(api): State<Api>, Json(batch): Json<Vec<MeasurementSpec>>) -> Reply<Json<MeasurementsKept>> {
     let accepted = api.control.record_measurements(batch).await?;
-    Ok(Json(json!({ "accepted": accepted })))
+    Ok(Json(MeasurementsKept { accepted }))
 }
 
 /// A replica's load, pushed: `{"load": 0.7}`.

@@ -54,6 +54,7 @@ use pharos_control::quorum::Quorum;
 use pharos_control::retry::Retries;
 use pharos_control::snapshot::SnapshotBuilder;
 use pharos_dnssec::{Signer, Window, ZoneKeys};
+pub use pharos_model::api::{Delegated, Explained};
 use pharos_model::spec::service_name;
 use pharos_model::{Change, ControlError, Measurement, State};
 use pharos_route::as_paths::AsPaths;
@@ -66,11 +67,10 @@ use pharos_store::{Batches, PostgresStore, SqliteStore, Store, StoreError};
 use pharos_zone::journal::Journal;
 use pharos_zone::{Zone, load_zone_file};
 use rand::Rng;
-use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::config::{Config, StoreConfig};
-use crate::data::{BgpStatus, BgpSummary, DataFile, DataStatus, LatencyStatus};
+use crate::data::{BgpState, BgpStatus, DataFile, DataStatus, LatencyStatus, bgp_summary, modified_file};
 use crate::driver::keys::{self, KeyStep, KeyView, StepError};
 use crate::driver::state_cache::{self, Cached, StateCache};
 use crate::observe::activity::ControlActivity;
@@ -78,7 +78,7 @@ use crate::observe::history::EventLog;
 use crate::observe::split::SplitWindow;
 use crate::published::Published;
 use crate::status::FastPathStatus;
-use crate::status::StoreStatus;
+use crate::status::{StoreState, StoreStatus, store_engine};
 use crate::tasks::fastpath::KernelFastPath;
 use crate::tasks::notify;
 
@@ -166,31 +166,6 @@ fn check_health_unmoved(serving: &Config, fresh: &Config) -> Result<(), ControlE
     Ok(())
 }
 
-/// Why a client gets what it gets (the `explain` API).
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Explained {
-    pub service: String,
-    pub region: u32,
-    pub scope: u8,
-    pub ttl: u32,
-    /// Replica ids and addresses, in answer order.
-    pub answer: Vec<(String, String)>,
-    pub steps: Vec<String>,
-    /// For a service of second-tier redirectors: the one the client is
-    /// sent to, and the name its CNAME points to.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub delegated_to: Option<Delegated>,
-}
-
-/// The second-tier redirector a client is sent to (two-tier redirection).
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Delegated {
-    pub redirector: String,
-    pub address: String,
-    /// The name the tier-1 answer's CNAME points to, in the redirector's zone.
-    pub cname: String,
-}
-
 impl ControlShell {
     /// Loads the zones, opens the store (an in-memory one if none is
     /// configured), applies the file's declarations and builds the first
@@ -207,7 +182,7 @@ impl ControlShell {
         sources.external = external;
         // Until the BGP tables load, shortest-as-path services fall back.
         sources.as_paths = config.bgp.table.as_ref().map(|_| Arc::new(AsPaths::new(None)));
-        let data = DataStatus { bgp: BgpStatus::configured(&config), geo, asn_table, ..DataStatus::default() };
+        let data = DataStatus { bgp: BgpStatus::configured(config.bgp.table.clone()), geo, asn_table, ..DataStatus::default() };
         let published = Arc::new(Published {
             state: ArcSwap::default(),
             data: ArcSwap::default(),
@@ -216,7 +191,7 @@ impl ControlShell {
             activity: ControlActivity::default(),
             split: SplitWindow::default(),
             events: EventLog::default(),
-            store: std::sync::Mutex::new(StoreStatus::new(&config.store)),
+            store: std::sync::Mutex::new(StoreStatus::new(store_engine(&config.store))),
         });
         let (probe_plan, _) = watch::channel(Arc::new(Vec::new()));
         let (notify_plan, _) = watch::channel(notify::Plan::default());
@@ -484,7 +459,7 @@ impl ControlShell {
         }
         let previous_sources = std::mem::replace(self.plane.sources_mut(), sources);
         // Regions are rebuilt: the data they use was reloaded too.
-        let snapshots = self.plane.snapshots().reloaded(loaded, settings(&fresh).map_err(ControlError::Zones)?);
+        let snapshots = self.plane.snapshots().reloaded(loaded, settings(&fresh).map_err(zones_error)?);
         if let Err(error) = self.commit(self.plane.state().with(&changed), Made::ToStore(&changed), Some((fresh, snapshots)), now) {
             *self.plane.sources_mut() = previous_sources;
             return Err(error);
@@ -492,7 +467,7 @@ impl ControlShell {
         self.remember_declarations(&changed)?;
         self.plane.follow_fleet(quorum(&self.config), self.config.health.report_interval_ms);
         if self.config.bgp.table.is_none() {
-            self.data.bgp = BgpStatus::configured(&self.config);
+            self.data.bgp = BgpStatus::configured(self.config.bgp.table.clone());
         }
         (self.data.geo, self.data.asn_table) = (geo, asn_table);
         self.publish_data();
@@ -533,16 +508,16 @@ impl ControlShell {
 
     /// Serves from newly loaded BGP tables, or records why they failed to
     /// load (the tables serving, if any, stay).
-    pub fn install_bgp(&mut self, loaded: Result<BgpTables, String>, now: u64) -> Result<(), ControlError> {
+    pub fn install_bgp(&mut self, loaded: Result<BgpTables, pharos_bgp::LoadError>, now: u64) -> Result<(), ControlError> {
         match loaded {
             Ok(tables) => {
                 self.data.bgp =
-                    BgpStatus { state: "loaded", loaded: Some(BgpSummary::of(&tables, now)), error: None, ..self.data.bgp.clone() };
+                    BgpStatus { state: BgpState::Loaded, loaded: Some(bgp_summary(&tables, now)), error: None, ..self.data.bgp.clone() };
                 self.plane.sources_mut().as_paths = Some(Arc::new(AsPaths::new(Some(Arc::new(tables)))));
                 self.republish(now)
             }
             Err(error) => {
-                self.data.bgp = BgpStatus { state: "failed", error: Some(error), ..self.data.bgp.clone() };
+                self.data.bgp = BgpStatus { state: BgpState::Failed, error: Some(error.to_string()), ..self.data.bgp.clone() };
                 self.publish_data();
                 Ok(())
             }
@@ -551,7 +526,7 @@ impl ControlShell {
 
     /// Marks BGP tables as loading (again).
     pub fn bgp_loading(&mut self) {
-        self.data.bgp = BgpStatus { state: "loading", ..self.data.bgp.clone() };
+        self.data.bgp = BgpStatus { state: BgpState::Loading, ..self.data.bgp.clone() };
         self.publish_data();
     }
 
@@ -694,7 +669,7 @@ impl ControlShell {
         let Some(exchange) = self.plane.exchange_health(now) else {
             return Ok(());
         };
-        let reachable = self.published.store_status().state == "following";
+        let reachable = self.published.store_status().state == StoreState::Following;
         let answer = reachable.then(|| self.store.exchange_health(&exchange.node, now, &exchange.verdicts, exchange.after));
         let answer = match answer {
             Some(Ok(reports)) => Some(reports),
@@ -849,7 +824,8 @@ pub fn explain(snapshot: &Snapshot, service: &str, client: &str, family: Family,
 fn settings(config: &Config) -> Result<Settings, String> {
     let server = &config.server;
     let trusted = server.client_subnet_trusted_from.as_deref();
-    let trusted_subnet_senders = trusted.map(|prefixes| prefix_set("server.client_subnet_trusted_from", prefixes)).transpose()?;
+    let trusted_subnet_senders =
+        trusted.map(|prefixes| prefix_set("server.client_subnet_trusted_from", prefixes)).transpose().map_err(|error| error.to_string())?;
     Ok(Settings {
         nsid: server.nsid.as_ref().map(|nsid| nsid.as_bytes().into()),
         udp_payload: server.udp_payload,
@@ -904,7 +880,11 @@ fn transfer_acls(config: &Config) -> Result<Vec<TransferAcl>, String> {
                 let unknown = || format!("zone {} transfer_keys[{index}]: no [[tsig_key]] is named {key:?}", zone.origin);
                 if declared { service_name(key).map_err(|_| unknown()) } else { Err(unknown()) }
             });
-            Ok(TransferAcl { zone: origin, allowed: prefix_set(&field, &zone.allow_transfer)?, keys: keys.collect::<Result<_, _>>()? })
+            Ok(TransferAcl {
+                zone: origin,
+                allowed: prefix_set(&field, &zone.allow_transfer).map_err(|error| error.to_string())?,
+                keys: keys.collect::<Result<_, _>>()?,
+            })
         })
         .collect()
 }
@@ -938,7 +918,7 @@ fn load_sources(config: &Config, now: u64) -> anyhow::Result<(DataSources, Sourc
         }
         None => None,
     };
-    let asn_file = config.geo.asn_table.as_ref().map(|path| DataFile::modified(path, now)).transpose();
+    let asn_file = config.geo.asn_table.as_ref().map(|path| modified_file(path, now)).transpose();
     let asn_file = asn_file.with_context(|| "cannot read the IP-to-AS table's modification time")?;
     Ok((DataSources { asn_table, geo, ..DataSources::default() }, (geo_file, asn_file)))
 }
@@ -955,9 +935,10 @@ fn read_maybe_gzipped(path: &std::path::Path) -> std::io::Result<String> {
     Ok(text)
 }
 
-/// Why new zone files (or the config naming them) cannot be served.
-fn zones_error(error: anyhow::Error) -> ControlError {
-    ControlError::Zones(format!("{error:#}"))
+/// Why new zone files (or the config naming them) cannot be served: the
+/// error with every cause it gives.
+fn zones_error(error: impl std::fmt::Display) -> ControlError {
+    ControlError::Zones(Arc::from(Box::<dyn std::error::Error + Send + Sync>::from(format!("{error:#}"))))
 }
 
 /// Loads every zone file; a zone with `dnssec = true` gets a signer with
@@ -985,7 +966,7 @@ fn signer_of(zone: &Zone, store: &mut dyn Store, window: Window, now: u64) -> an
         anyhow::bail!("dnssec = true but the store has no keys for it: run `pharos key generate` first");
     };
     let keys = ZoneKeys::from_setting(&text, &ring::rand::SystemRandom::new())?;
-    Signer::new(&zone.origin, keys, window, now).map_err(anyhow::Error::msg)
+    Ok(Signer::new(&zone.origin, keys, window, now)?)
 }
 
 /// Reads "192.0.2.1" or "192.0.2.0/24" as the routing core's asker.
@@ -995,7 +976,7 @@ fn parse_asker(client: &str) -> Result<Asker, ControlError> {
         None => client.parse().map(Asker::from_source).map_err(|_| invalid()),
         Some(_) => {
             let (address, known_bits) =
-                pharos_route::prefix::parse_prefix(client).map_err(|message| ControlError::invalid("client", message))?;
+                pharos_route::prefix::parse_prefix(client).map_err(|error| ControlError::invalid("client", error.to_string()))?;
             Ok(Asker { address, known_bits, from_client_subnet: true })
         }
     }

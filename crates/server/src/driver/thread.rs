@@ -74,7 +74,7 @@ enum Command {
     },
     BgpLoading,
     /// Boxed: the tables' summary is large beside the other commands.
-    BgpLoaded(Box<Result<BgpTables, String>>),
+    BgpLoaded(Box<Result<BgpTables, pharos_bgp::LoadError>>),
     ProbeResult(ProbeResult),
     Health {
         done: oneshot::Sender<Vec<ReplicaHealth>>,
@@ -110,6 +110,11 @@ pub fn open(config: Config) -> anyhow::Result<ControlShell> {
     let external = config.classifier.as_ref().map(crate::tasks::classifier::start).transpose()?;
     ControlShell::open(config, external, unix_millis())
 }
+
+/// The thread that loads the BGP tables could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start loading the BGP tables: {0}")]
+struct BgpNotStarted(std::io::Error);
 
 /// A cheap, clonable way to the control thread and to what it published.
 #[derive(Clone)]
@@ -198,7 +203,7 @@ impl ControlThread {
     pub async fn reload(&self) -> Result<(), ControlError> {
         let (done, reply) = oneshot::channel();
         let bgp = self.ask(Request::Command(Command::Reload { done }), reply).await??;
-        self.load_bgp(&bgp).map_err(|error| ControlError::Zones(format!("cannot start loading the BGP tables: {error}")))
+        self.load_bgp(&bgp).map_err(|error| ControlError::zones(BgpNotStarted(error)))
     }
 
     /// The DNSSEC keys of `zone`, after taking `step` in them if given.
@@ -259,7 +264,7 @@ impl ControlThread {
                 Ok(tables) => tracing::info!("BGP tables loaded: {}", tables.report),
                 Err(error) => tracing::error!("BGP tables not loaded, the previous ones (if any) keep serving: {error}"),
             }
-            let _ = requests.send(Request::Command(Command::BgpLoaded(Box::new(loaded.map_err(|error| error.to_string())))));
+            let _ = requests.send(Request::Command(Command::BgpLoaded(Box::new(loaded))));
         })?;
         Ok(())
     }
@@ -277,7 +282,7 @@ impl ControlThread {
 fn follower_news(requests: Sender<Request>, published: Arc<Published>) -> pharos_store::Wake {
     let notified = Arc::new(Mutex::new(Notified::default()));
     Box::new(move |news| {
-        published.update_store_status(|status| status.follow(&news));
+        published.update_store_status(|status| crate::status::follow(status, &news));
         let must_queue = {
             let mut waiting = notified.lock().expect("no holder panics");
             match news {

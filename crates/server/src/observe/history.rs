@@ -75,11 +75,19 @@ impl QueryHistory {
 pub struct Event {
     /// Unix ms.
     pub at: u64,
-    /// `health` (a replica went up or down) or `change` (a data center,
-    /// region or service was put or deleted, by the API, the file or the
-    /// load-control loop).
-    pub kind: &'static str,
+    pub kind: EventKind,
     pub text: String,
+}
+
+/// What kind of thing happened (the dashboard styles each its way).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum EventKind {
+    /// A replica went up or down.
+    Health,
+    /// A data center, region or service was put or deleted, by the API,
+    /// the file or the load-control loop.
+    Change,
 }
 
 /// The last [`EVENTS`] events.
@@ -92,7 +100,7 @@ impl EventLog {
     /// A replica of `service` went up or down at `at` (Unix ms), for `why`.
     pub fn health(&self, at: u64, service: &str, replica: &str, up: bool, why: &str) {
         let state = if up { "up" } else { "down" };
-        self.push(Event { at, kind: "health", text: format!("{service} replica {replica} {state}: {why}") });
+        self.push(Event { at, kind: EventKind::Health, text: format!("{service} replica {replica} {state}: {why}") });
     }
 
     /// `changes` were committed at `at` (Unix ms).
@@ -101,7 +109,7 @@ impl EventLog {
             let (table, name) = change.key();
             let kind = table.trim_end_matches('s');
             let verb = if change_deletes(change) { "deleted" } else { "put" };
-            self.push(Event { at, kind: "change", text: format!("{kind} {name} {verb}") });
+            self.push(Event { at, kind: EventKind::Change, text: format!("{kind} {name} {verb}") });
         }
     }
 
@@ -159,10 +167,13 @@ mod tests {
         let log = EventLog::default();
         log.changed(1, &[Change::DeleteRegion("europe".into())]);
         log.health(2, "app.example.test", "fra", false, "connection refused");
-        let texts: Vec<(u64, &str, String)> = log.recent().into_iter().map(|event| (event.at, event.kind, event.text)).collect();
+        let texts: Vec<(u64, EventKind, String)> = log.recent().into_iter().map(|event| (event.at, event.kind, event.text)).collect();
         assert_eq!(
             texts,
-            [(1, "change", "region europe deleted".into()), (2, "health", "app.example.test replica fra down: connection refused".into())]
+            [
+                (1, EventKind::Change, "region europe deleted".into()),
+                (2, EventKind::Health, "app.example.test replica fra down: connection refused".into())
+            ]
         );
         for at in 0..EVENTS as u64 {
             log.changed(at + 10, &[Change::DeleteService("svc".into())]);

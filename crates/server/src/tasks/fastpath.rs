@@ -13,66 +13,55 @@ use pharos_xdp::{FastPath, FastPathError, Mode, ResponseLimit, Settings, Synced}
 
 use crate::config::{Config, FastPathConfig, OverLimit, RrlConfig, XdpMode};
 use crate::published::Published;
-use crate::status::{FastPathStatus, InterfaceStatus, Misses, SyncCounts, Traffic};
+use crate::status::{FastPathState, FastPathStatus, InterfaceStatus, Misses, SyncCounts, Traffic};
 
-impl From<&pharos_xdp::InterfaceCounters> for Traffic {
-    fn from(counters: &pharos_xdp::InterfaceCounters) -> Traffic {
-        let misses = Misses {
-            no_entry: counters.no_entry,
-            too_large: counters.too_large,
-            edns_unsupported: counters.edns_unsupported,
-            not_a_plain_query: counters.not_a_plain_query,
-            fragment_or_options: counters.fragment_or_options,
-            adjust_tail_failed: counters.adjust_tail_failed,
-            suspended: counters.suspended,
-            bad_checksum: counters.bad_checksum,
-        };
-        let Misses {
-            no_entry,
-            too_large,
-            edns_unsupported,
-            not_a_plain_query,
-            fragment_or_options,
-            adjust_tail_failed,
-            suspended,
-            bad_checksum,
-        } = misses;
-        let passed_up = counters.not_for_us
-            + counters.rate_limited_passed
-            + no_entry
-            + too_large
-            + edns_unsupported
-            + not_a_plain_query
-            + fragment_or_options
-            + adjust_tail_failed
-            + suspended
-            + bad_checksum;
-        Traffic {
-            answered_static: counters.answered_static,
-            answered_routed: counters.answered_routed,
-            rate_limited_passed: counters.rate_limited_passed,
-            rate_limited_dropped: counters.rate_limited_dropped,
-            rrl_slipped: counters.rrl_slipped,
-            rrl_dropped: counters.rrl_dropped,
-            passed_up,
-            misses,
-        }
+/// What an interface's counters say the program did with its packets.
+fn traffic(counters: &pharos_xdp::InterfaceCounters) -> Traffic {
+    let misses = Misses {
+        no_entry: counters.no_entry,
+        too_large: counters.too_large,
+        edns_unsupported: counters.edns_unsupported,
+        not_a_plain_query: counters.not_a_plain_query,
+        fragment_or_options: counters.fragment_or_options,
+        adjust_tail_failed: counters.adjust_tail_failed,
+        suspended: counters.suspended,
+        bad_checksum: counters.bad_checksum,
+    };
+    let Misses {
+        no_entry,
+        too_large,
+        edns_unsupported,
+        not_a_plain_query,
+        fragment_or_options,
+        adjust_tail_failed,
+        suspended,
+        bad_checksum,
+    } = misses;
+    let passed_up = counters.not_for_us
+        + counters.rate_limited_passed
+        + no_entry
+        + too_large
+        + edns_unsupported
+        + not_a_plain_query
+        + fragment_or_options
+        + adjust_tail_failed
+        + suspended
+        + bad_checksum;
+    Traffic {
+        answered_static: counters.answered_static,
+        answered_routed: counters.answered_routed,
+        rate_limited_passed: counters.rate_limited_passed,
+        rate_limited_dropped: counters.rate_limited_dropped,
+        rrl_slipped: counters.rrl_slipped,
+        rrl_dropped: counters.rrl_dropped,
+        passed_up,
+        misses,
     }
 }
 
-impl SyncCounts {
-    fn add(&mut self, other: SyncCounts) {
-        self.installed += other.installed;
-        self.updated += other.updated;
-        self.removed += other.removed;
-        self.left_out += other.left_out;
-    }
-}
-
-impl From<Synced> for SyncCounts {
-    fn from(synced: Synced) -> SyncCounts {
-        SyncCounts { installed: synced.installed, updated: synced.updated, removed: synced.removed, left_out: synced.left_out }
-    }
+/// What a sync changed in the kernel's answers.
+fn sync_counts(synced: Synced) -> SyncCounts {
+    SyncCounts { installed: synced.installed, updated: synced.updated, removed: synced.removed, left_out: synced.left_out }
 }
 
 /// The running fast path.
@@ -104,7 +93,7 @@ impl KernelFastPath {
             Ok(counters) => {
                 for interface in &mut status.interfaces {
                     let seen = counters.interfaces.iter().find(|counted| counted.interface.as_deref() == Some(interface.name.as_str()));
-                    interface.traffic = seen.map(Traffic::from);
+                    interface.traffic = seen.map(traffic);
                 }
             }
             Err(error) => status.counters_error = Some(causes(&error)),
@@ -120,12 +109,12 @@ impl KernelFastPath {
         let Some(fast_path) = &mut self.loaded else { return };
         match fast_path.sync(snapshot) {
             Ok(synced) => {
-                if self.status.state == "suspended" {
+                if self.status.state == FastPathState::Suspended {
                     tracing::info!("kernel fast path answering again");
                 }
-                self.status.state = "on";
+                self.status.state = FastPathState::On;
                 self.status.reason = None;
-                self.status.record_sync(synced.into(), fast_path);
+                record_sync(&mut self.status, synced, fast_path);
             }
             Err(error) => {
                 let reason = format!("writing the new snapshot into the kernel failed: {}", causes(&error));
@@ -136,7 +125,7 @@ impl KernelFastPath {
                     self.loaded = None;
                     self.status.interfaces.iter_mut().for_each(|interface| interface.attached = false);
                 }
-                self.status.fail("suspended", reason);
+                self.status.fail(FastPathState::Suspended, reason);
             }
         }
         self.published.fastpath.store(Arc::new(self.status.clone()));
@@ -146,7 +135,7 @@ impl KernelFastPath {
 /// The line `explain` adds: whether the kernel answers `name` (wire form)
 /// for `qtype` in `snapshot`, or why it passes it up, or that it is off.
 pub fn explain(status: &FastPathStatus, snapshot: &Snapshot, name: &[u8], qtype: u16) -> String {
-    if status.state != "on" {
+    if status.state != FastPathState::On {
         return "kernel fast path: off".into();
     }
     match pharos_xdp::kernel_path(snapshot, name, qtype) {
@@ -165,12 +154,12 @@ fn load_and_attach(config: &Config, snapshot: &Snapshot, status: &mut FastPathSt
         .and_then(|mut fast_path| fast_path.sync(snapshot).map(|synced| (fast_path, synced)));
     let mut fast_path = match loaded {
         Ok((fast_path, synced)) => {
-            status.record_sync(synced.into(), &fast_path);
+            record_sync(status, synced, &fast_path);
             fast_path
         }
         Err(error) => {
-            status.interfaces = wanted.interfaces.iter().map(|name| InterfaceStatus::detached(name, wanted.mode, None)).collect();
-            return status.off(format!("cannot load the XDP program: {}{}", causes(&error), root_hint()));
+            status.interfaces = wanted.interfaces.iter().map(|name| detached(name, wanted.mode, None)).collect();
+            return off(status, format!("cannot load the XDP program: {}{}", causes(&error), root_hint()));
         }
     };
     status.interfaces = wanted.interfaces.iter().map(|name| attach(&mut fast_path, name, wanted.mode)).collect();
@@ -179,51 +168,40 @@ fn load_and_attach(config: &Config, snapshot: &Snapshot, status: &mut FastPathSt
     let attached: Vec<&str> =
         status.interfaces.iter().filter(|interface| interface.attached).map(|interface| interface.name.as_str()).collect();
     if attached.is_empty() {
-        return status.off(format!("not attached to any interface: {}", failures.join("; ")));
+        return off(status, format!("not attached to any interface: {}", failures.join("; ")));
     }
     if !failures.is_empty() {
         tracing::warn!("kernel fast path not attached to every interface, the others pass everything up: {}", failures.join("; "));
     }
     tracing::info!(interfaces = ?attached, entries = status.entries, "kernel fast path answering");
-    status.state = "on";
+    status.state = FastPathState::On;
     Some(fast_path)
 }
 
 fn attach(fast_path: &mut FastPath, name: &str, wanted: XdpMode) -> InterfaceStatus {
     match fast_path.attach(name, mode(wanted)) {
         Ok(attached) => InterfaceStatus { name: name.into(), mode: attached.mode.to_string(), attached: true, error: None, traffic: None },
-        Err(error) => InterfaceStatus::detached(name, wanted, Some(causes(&error))),
+        Err(error) => detached(name, wanted, Some(causes(&error))),
     }
 }
 
-impl FastPathStatus {
-    /// Records that the fast path could not start, and logs why, once.
-    fn off(&mut self, reason: String) -> Option<FastPath> {
-        tracing::warn!("kernel fast path off, serving from user space only: {reason}");
-        self.fail("failed", reason);
-        None
-    }
-
-    fn record_sync(&mut self, synced: SyncCounts, fast_path: &FastPath) {
-        self.last_sync = synced;
-        self.totals.add(synced);
-        self.syncs += 1;
-        let occupancy = fast_path.occupancy();
-        self.entries = occupancy.installed;
-        self.admission_threshold = occupancy.threshold;
-    }
-
-    fn fail(&mut self, state: &'static str, reason: String) {
-        self.state = state;
-        self.reason = Some(reason);
-        self.entries = 0;
-    }
+/// Records in `status` that the fast path could not start, and logs why,
+/// once.
+fn off(status: &mut FastPathStatus, reason: String) -> Option<FastPath> {
+    tracing::warn!("kernel fast path off, serving from user space only: {reason}");
+    status.fail(FastPathState::Failed, reason);
+    None
 }
 
-impl InterfaceStatus {
-    fn detached(name: &str, mode: XdpMode, error: Option<String>) -> InterfaceStatus {
-        InterfaceStatus { name: name.to_string(), mode: mode.name().to_string(), attached: false, error, traffic: None }
-    }
+/// Records in `status` what `synced` changed in the kernel's answers.
+fn record_sync(status: &mut FastPathStatus, synced: Synced, fast_path: &FastPath) {
+    let occupancy = fast_path.occupancy();
+    status.record_sync(sync_counts(synced), occupancy.installed, occupancy.threshold);
+}
+
+/// An interface the program is not attached to, for `error` if any.
+fn detached(name: &str, mode: XdpMode, error: Option<String>) -> InterfaceStatus {
+    InterfaceStatus { name: name.to_string(), mode: mode.name().to_string(), attached: false, error, traffic: None }
 }
 
 /// What the kernel program takes of the configuration.
