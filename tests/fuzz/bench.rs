@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 
-use super::exchange::{Job, run_all};
+use super::exchange::{Job, run_all, send_twice};
 use super::query::{CLIENT_COOKIE, FuzzQuery, OPT_COOKIE, Opt, Target};
 use super::verdict::{Finding, Side, judge};
 use crate::support::compare::Observed;
@@ -107,19 +107,10 @@ impl<'s> Bench<'s> {
     /// what differs about each.
     pub fn judge_apart(&self, queries: &[FuzzQuery]) -> Vec<Vec<Finding>> {
         if self.rrl {
-            for _ in 0..2 {
-                let warm: Vec<Job> = queries
-                    .iter()
-                    .enumerate()
-                    .flat_map(|(i, q)| {
-                        (0..self.servers.len()).map(move |s| Job {
-                            server: self.servers[s].addr,
-                            transport: Transport::Udp,
-                            packet: self.packet(q, s, APART_ID.wrapping_add(i as u16)),
-                        })
-                    })
-                    .collect();
-                run_all(&warm);
+            for server in 0..self.servers.len() {
+                let packets: Vec<Vec<u8>> =
+                    queries.iter().enumerate().map(|(i, q)| self.packet(q, server, APART_ID.wrapping_add(i as u16))).collect();
+                send_twice(self.servers[server].addr, &packets);
             }
         }
         let replies = self.send(queries, APART_ID);

@@ -25,9 +25,10 @@ use crate::support::wire::{Reply, Transport};
 /// How long a reply may take. Replies on loopback take milliseconds; a
 /// silence is confirmed again, alone, before it is reported.
 pub const TIMEOUT: Duration = Duration::from_millis(300);
-/// Datagrams in flight per UDP socket: few enough that a burst fits the
-/// servers' (and our) socket buffers, so none is dropped.
-const WINDOW: usize = 32;
+/// Datagrams in flight per UDP socket: few, so that a server that stalls
+/// a moment (NSD writing its log under load) loses none (32 in flight left
+/// half again as many silences to confirm).
+const WINDOW: usize = 8;
 /// TCP connections per server, each carrying one query at a time.
 const CONNECTIONS: usize = 8;
 
@@ -78,7 +79,16 @@ pub fn run_all(jobs: &[Job]) -> Vec<Reply> {
     replies.into_iter().map(|r| r.expect("every job ran")).collect()
 }
 
-/// Queries in flight on one socket or connection: ID -> (index, deadline).
+/// Sends each packet twice over UDP without waiting for the replies (they
+/// go to a socket closed at once): to use up rate limits.
+pub fn send_twice(server: SocketAddr, packets: &[Vec<u8>]) {
+    let Ok(socket) = UdpSocket::bind("127.0.0.1:0") else { return };
+    for packet in packets.iter().chain(packets) {
+        let _ = socket.send_to(packet, server);
+    }
+}
+
+/// Queries in flight on one UDP socket: ID -> (index, deadline).
 #[derive(Default)]
 struct InFlight(HashMap<u16, (usize, Instant)>);
 
