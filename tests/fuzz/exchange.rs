@@ -23,7 +23,7 @@ use pharos_wire::framing::{framed, split_frame};
 use crate::support::wire::{Reply, Transport};
 
 /// How long a reply may take. Replies on loopback take milliseconds; a
-/// silence is confirmed again, alone, before it is reported.
+/// silence is confirmed again, apart from the stream, before it is reported.
 pub const TIMEOUT: Duration = Duration::from_millis(300);
 /// Datagrams in flight per UDP socket: few, so that a server that stalls
 /// a moment (NSD writing its log under load) loses none (32 in flight left
