@@ -5,6 +5,7 @@
 #
 #   scripts/test.sh            # everything (FUZZ_SECONDS=60 by default)
 #   FUZZ_SECONDS=0 scripts/test.sh   # skip fuzzing
+#   PHAROS_FUZZ_CI=1 scripts/test.sh # also the differential fuzzer (off for now)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,6 +69,16 @@ scripts/check-deps.sh
 
 echo "== tests"
 cargo test --workspace
+
+# The differential fuzzer against Knot DNS and NSD (tests/differential_fuzz.rs):
+# its four configurations, seeded and bounded (its CI size, about three
+# minutes in release mode on two cores). Off until the classes it reports on
+# today's code are fixed or listed as known deviations (issue 27):
+# PHAROS_FUZZ_CI=1 runs it.
+if [ "${PHAROS_FUZZ_CI:-0}" = 1 ]; then
+  echo "== differential fuzz"
+  cargo test --release --test differential_fuzz -- --ignored --test-threads 1
+fi
 
 fuzz_seconds=${FUZZ_SECONDS:-60}
 if [ "$fuzz_seconds" -gt 0 ] && [ -x scripts/fuzz.sh ]; then

@@ -1,10 +1,10 @@
 //! The servers under comparison as the fuzzer drives them: a batch of
-//! queries sent to all of them over UDP and TCP, one query sent again
-//! alone, and a difference made as small as it goes.
+//! queries sent to all of them over UDP and TCP, queries sent again apart
+//! from the stream, and a difference made as small as it goes.
 
 use std::net::SocketAddr;
 
-use super::exchange::{Job, run_all};
+use super::exchange::{Job, run_all, send_twice};
 use super::query::{CLIENT_COOKIE, FuzzQuery, OPT_COOKIE, Opt, Target};
 use super::verdict::{Finding, Side, judge};
 use crate::support::compare::Observed;
@@ -12,16 +12,18 @@ use crate::support::norm::raw_option;
 use crate::support::servers::{Extras, Server};
 use crate::support::wire::{Reply, Transport, exchange};
 
-/// Most simplification steps for one difference.
-const MAX_STEPS: usize = 200;
+/// Most simpler queries tried for one difference.
+const MAX_CANDIDATES: usize = 200;
+/// The first message ID of queries sent apart from the stream.
+const APART_ID: u16 = 0x5152;
 
 pub struct Bench<'s> {
     pub servers: Vec<&'s Server>,
     /// Origins served, lower case with the trailing dot.
     pub zones: Vec<&'static str>,
-    /// Rate limiting is on: a query sent again alone is sent three times
-    /// over UDP and the last reply kept, so that it meets a limited bucket
-    /// as it did in the stream.
+    /// Rate limiting is on: a query sent again apart from the stream is
+    /// sent three times over UDP and the last reply kept, so that it meets
+    /// a limited bucket as it did in the stream.
     pub rrl: bool,
     /// Each server's good cookie (cookies configurations), renewed per batch.
     pub cookies: bool,
@@ -101,43 +103,38 @@ impl<'s> Bench<'s> {
             .collect()
     }
 
-    /// One query sent again alone (see `rrl`); what differs.
-    pub fn judge_alone(&self, q: &FuzzQuery) -> (Vec<Side>, Vec<Finding>) {
+    /// Queries sent again, apart from the stream they came in (see `rrl`);
+    /// what differs about each.
+    pub fn judge_apart(&self, queries: &[FuzzQuery]) -> Vec<Vec<Finding>> {
         if self.rrl {
-            for _ in 0..2 {
-                let warm: Vec<Job> = (0..self.servers.len())
-                    .map(|s| Job { server: self.servers[s].addr, transport: Transport::Udp, packet: self.packet(q, s, 0x5151) })
-                    .collect();
-                run_all(&warm);
+            for server in 0..self.servers.len() {
+                let packets: Vec<Vec<u8>> =
+                    queries.iter().enumerate().map(|(i, q)| self.packet(q, server, APART_ID.wrapping_add(i as u16))).collect();
+                send_twice(self.servers[server].addr, &packets);
             }
         }
-        let sides = self.send(std::slice::from_ref(q), 0x5152).pop().unwrap();
-        let findings = judge(q, &sides, &self.zones);
-        (sides, findings)
+        let replies = self.send(queries, APART_ID);
+        queries.iter().zip(replies).map(|(q, sides)| judge(q, &sides, &self.zones)).collect()
     }
 
     /// Makes `q` as small as it goes while it still shows a finding of the
-    /// same kind as `finding`. None when the query alone does not show it
-    /// (a difference of timing, not of behaviour).
+    /// same kind as `finding`: of the queries one step simpler (all sent
+    /// at once), the first that still shows it is kept, and so on from
+    /// it. None when the query sent again does not show it (a difference
+    /// of timing, not of behaviour).
     pub fn shrink(&self, q: &FuzzQuery, finding: &Finding) -> Option<(FuzzQuery, Finding)> {
-        let reproduces = |candidate: &FuzzQuery| -> Option<Finding> {
-            let (_, findings) = self.judge_alone(candidate);
-            findings.into_iter().find(|f| f.same_kind(finding))
-        };
-        let mut best = (q.clone(), reproduces(q)?);
-        let mut steps = 0;
-        'simplify: while steps < MAX_STEPS {
-            for candidate in best.0.simpler() {
-                steps += 1;
-                if let Some(found) = reproduces(&candidate) {
-                    best = (candidate, found);
-                    continue 'simplify;
-                }
-                if steps >= MAX_STEPS {
-                    break;
-                }
-            }
-            break;
+        let same_kind = |findings: Vec<Finding>| findings.into_iter().find(|f| f.same_kind(finding));
+        // The query itself goes with its first simplifications.
+        let mut round: Vec<FuzzQuery> = std::iter::once(q.clone()).chain(q.simpler()).collect();
+        let mut verdicts = self.judge_apart(&round).into_iter();
+        let mut best = (round.remove(0), same_kind(verdicts.next().unwrap())?);
+        let mut sent = round.len();
+        while let Some(simpler) = round.into_iter().zip(verdicts).find_map(|(c, v)| same_kind(v).map(|f| (c, f))) {
+            best = simpler;
+            round = best.0.simpler();
+            round.truncate(MAX_CANDIDATES.saturating_sub(sent));
+            sent += round.len();
+            verdicts = self.judge_apart(&round).into_iter();
         }
         Some(best)
     }

@@ -3,7 +3,7 @@
 //! in which field, and coarse words about the smallest query that still
 //! shows it), one reproduction per class, and the report.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,7 @@ const BATCH: usize = 256;
 /// time a run spends shrinking is bounded.
 const MAX_SHRUNK_PER_FIELD: usize = 8;
 const OVERFLOW: &str = "(more, not shrunk)";
+const T_A: u16 = 1;
 
 /// A class of difference the RFCs allow, or a reference's known fault,
 /// matched narrowly: the same attribution, field and transport, and every
@@ -70,9 +71,15 @@ impl Class {
 
     /// Whether a finding for query `q` is taken to be of this class
     /// without shrinking it: the same server and field, and the query has
-    /// every feature of this class's smallest query.
+    /// every feature of this class's smallest query, but for its type when
+    /// that is A (the shrinker asks for A when the type does not matter)
+    /// and the query has a question.
     fn covers(&self, finding: &Finding, features: &[String]) -> bool {
-        self.attribution == finding.attribution && self.field == finding.field && self.features.iter().all(|f| features.contains(f))
+        let is_type = |f: &String| f.starts_with("qtype=");
+        let any_type = self.reproduction.questions.first().is_some_and(|q| q.qtype == T_A) && features.iter().any(is_type);
+        self.attribution == finding.attribution
+            && self.field == finding.field
+            && self.features.iter().all(|f| features.contains(f) || (any_type && is_type(f)))
     }
 }
 
@@ -81,38 +88,90 @@ pub struct Run {
     pub queries: usize,
     pub elapsed: Duration,
     pub classes: BTreeMap<String, Class>,
-    /// Differences that did not show again when their query was sent alone.
+    /// Differences that did not show again when their query was sent apart.
     pub unrepeatable: usize,
+    /// Differences made smaller (each a few rounds of queries sent apart),
+    /// and the time that took.
+    pub shrinks: usize,
+    pub shrinking: Duration,
 }
 
-/// The class a finding falls in: the most specific known class covering
-/// it, else the class of its query made as small as it goes (None: the
-/// difference did not show again).
-fn classify(bench: &Bench, classes: &mut BTreeMap<String, Class>, q: &FuzzQuery, finding: Finding) -> Option<String> {
-    let features = q.features();
-    let known = classes.values().filter(|c| c.covers(&finding, &features)).max_by_key(|c| c.features.len());
-    if let Some(class) = known {
-        return Some(class.signature());
+/// Findings sorted into classes as they come.
+#[derive(Default)]
+struct Sorter {
+    classes: BTreeMap<String, Class>,
+    /// The class each finding made smaller fell in, by what the query that
+    /// showed it looked like (`memo_key`): the same finding on a query of
+    /// the same features falls in it without being made smaller again.
+    memo: HashMap<String, String>,
+    /// Findings whose query did not show them again: not tried twice.
+    unrepeated: BTreeSet<String>,
+    unrepeatable: usize,
+    shrinks: usize,
+    shrinking: Duration,
+}
+
+fn memo_key(finding: &Finding, features: &[String]) -> String {
+    format!("{} {} {} | {}", finding.attribution, finding.transport, finding.field, features.join(" "))
+}
+
+impl Sorter {
+    /// Counts `finding` (of query `q`) in its class.
+    fn sort(&mut self, bench: &Bench, q: &FuzzQuery, finding: Finding) {
+        let key = format!("{} {} {} {:?}", finding.attribution, finding.transport, finding.field, q);
+        let transport = finding.transport;
+        let class = if self.unrepeated.contains(&key) { None } else { self.classify(bench, q, finding) };
+        match class {
+            Some(signature) => {
+                let class = self.classes.get_mut(&signature).unwrap();
+                class.count += 1;
+                class.transports.insert(transport);
+            }
+            None => {
+                self.unrepeated.insert(key);
+                self.unrepeatable += 1;
+            }
+        }
     }
-    let same_field = classes.values().filter(|c| c.attribution == finding.attribution && c.field == finding.field).count();
-    if same_field >= MAX_SHRUNK_PER_FIELD {
-        return Some(overflow(classes, q, finding));
+
+    /// The class a finding falls in: the most specific known class covering
+    /// it, else the class of its query made as small as it goes (None: the
+    /// difference did not show again).
+    fn classify(&mut self, bench: &Bench, q: &FuzzQuery, finding: Finding) -> Option<String> {
+        let features = q.features();
+        let known = self.classes.values().filter(|c| c.covers(&finding, &features)).max_by_key(|c| c.features.len());
+        if let Some(class) = known {
+            return Some(class.signature());
+        }
+        let key = memo_key(&finding, &features);
+        if let Some(signature) = self.memo.get(&key) {
+            return Some(signature.clone());
+        }
+        let same_field = self.classes.values().filter(|c| c.attribution == finding.attribution && c.field == finding.field).count();
+        if same_field >= MAX_SHRUNK_PER_FIELD {
+            return Some(overflow(&mut self.classes, q, finding));
+        }
+        let started = Instant::now();
+        let shrunk = bench.shrink(q, &finding);
+        self.shrinks += 1;
+        self.shrinking += started.elapsed();
+        let (smallest, found) = shrunk?;
+        let class = Class {
+            attribution: found.attribution.clone(),
+            transports: BTreeSet::new(),
+            field: found.field.clone(),
+            features: smallest.features(),
+            count: 0,
+            reproduction: smallest,
+            transport: found.transport,
+            details: found.details,
+            implicates_pharos: found.implicates_pharos,
+        };
+        let signature = class.signature();
+        self.classes.entry(signature.clone()).or_insert(class);
+        self.memo.insert(key, signature.clone());
+        Some(signature)
     }
-    let (smallest, found) = bench.shrink(q, &finding)?;
-    let class = Class {
-        attribution: found.attribution.clone(),
-        transports: BTreeSet::new(),
-        field: found.field.clone(),
-        features: smallest.features(),
-        count: 0,
-        reproduction: smallest,
-        transport: found.transport,
-        details: found.details,
-        implicates_pharos: found.implicates_pharos,
-    };
-    let signature = class.signature();
-    classes.entry(signature.clone()).or_insert(class);
-    Some(signature)
 }
 
 /// The class of findings left unshrunk because their server and field
@@ -139,10 +198,7 @@ fn overflow(classes: &mut BTreeMap<String, Class>, q: &FuzzQuery, finding: Findi
 /// time for (whole batches: the run is a prefix of the seed's sequence).
 pub fn run(bench: &mut Bench, generator: &mut Generator, count: usize, budget: Duration) -> Run {
     let started = Instant::now();
-    let mut classes: BTreeMap<String, Class> = BTreeMap::new();
-    // Findings whose query did not show them again: not shrunk twice.
-    let mut unrepeated: BTreeSet<String> = BTreeSet::new();
-    let mut unrepeatable = 0;
+    let mut sorter = Sorter::default();
     let mut done = 0;
     while done < count && started.elapsed() < budget {
         let n = BATCH.min(count - done);
@@ -151,28 +207,28 @@ pub fn run(bench: &mut Bench, generator: &mut Generator, count: usize, budget: D
         let replies = bench.send(&queries, done as u16);
         for (q, sides) in queries.iter().zip(replies) {
             for finding in super::verdict::judge(q, &sides, &bench.zones) {
-                let key = format!("{} {} {} {:?}", finding.attribution, finding.transport, finding.field, q);
-                let transport = finding.transport;
-                let class = if unrepeated.contains(&key) { None } else { classify(bench, &mut classes, q, finding) };
-                match class {
-                    Some(signature) => {
-                        let class = classes.get_mut(&signature).unwrap();
-                        class.count += 1;
-                        class.transports.insert(transport);
-                    }
-                    None => {
-                        unrepeated.insert(key);
-                        unrepeatable += 1;
-                    }
-                }
+                sorter.sort(bench, q, finding);
             }
         }
         done += n;
         if std::env::var_os("PHAROS_FUZZ_PROGRESS").is_some() && (done / BATCH).is_multiple_of(8) {
-            eprintln!("  {done} queries, {} classes, {:.0?}", classes.len(), started.elapsed());
+            eprintln!(
+                "  {done} queries, {} classes, {:.0?} ({} shrinks took {:.0?})",
+                sorter.classes.len(),
+                started.elapsed(),
+                sorter.shrinks,
+                sorter.shrinking
+            );
         }
     }
-    Run { queries: done, elapsed: started.elapsed(), classes, unrepeatable }
+    Run {
+        queries: done,
+        elapsed: started.elapsed(),
+        classes: sorter.classes,
+        unrepeatable: sorter.unrepeatable,
+        shrinks: sorter.shrinks,
+        shrinking: sorter.shrinking,
+    }
 }
 
 /// The report of one class: signature, count, reproduction in words, hex
@@ -213,12 +269,15 @@ pub fn describe_class(class: &Class, bench: &Bench, why: Option<&str>) -> String
 pub fn report(config: &str, seed: u64, run: &Run, bench: &Bench, deviations: &[Deviation]) -> Vec<String> {
     let mut used = vec![0usize; deviations.len()];
     let mut text = format!(
-        "\n===== differential fuzz, {config} (seed {seed}): {} queries in {:.1?} ({:.0}/s), {} classes, {} differences that did not repeat =====\n",
+        "\n===== differential fuzz, {config} (seed {seed}): {} queries in {:.1?} ({:.0}/s), {} classes, {} differences \
+         that did not repeat, {} made smaller in {:.1?} =====\n",
         run.queries,
         run.elapsed,
         run.queries as f64 / run.elapsed.as_secs_f64(),
         run.classes.len(),
-        run.unrepeatable
+        run.unrepeatable,
+        run.shrinks,
+        run.shrinking
     );
     let mut unexplained = Vec::new();
     let mut known = String::new();
