@@ -1,7 +1,8 @@
 //! DNS cookies (`[cookies]`, RFC 7873 with RFC 9018 server cookies) with
 //! real clients: dig (BIND) and kdig (Knot) learn a server cookie, echo it
 //! and are answered; a made-up one gets BADCOOKIE, after which dig retries
-//! with the fresh cookie, as Knot DNS's cookies module does; a cookie
+//! with the fresh cookie, as Knot DNS's cookies module does; over TCP the
+//! cookie is given and a made-up one answered; a cookie
 //! outlives a restart, its secret being in the store; a client that
 //! echoes a good cookie is exempt from response rate limiting in a network
 //! that is over its limit, and one with a bad cookie gets its BADCOOKIE
@@ -85,6 +86,28 @@ fn dig_and_kdig_learn_a_server_cookie_echo_it_and_a_made_up_one_gets_badcookie()
     let pharos = pharos.kill_and_restart();
     let after_restart = dig(pharos.address, &[&format!("+cookie={cookie}"), "www.example.test", "A"]).unwrap();
     assert_eq!(cookie_and_status(&after_restart).1, "NOERROR", "{after_restart}");
+}
+
+/// Over TCP the handshake has shown the client's address: dig and kdig
+/// get a server cookie there too, and a made-up one is answered, with a
+/// fresh cookie, not refused (as Knot DNS and NSD answer over TCP).
+#[test]
+fn over_tcp_a_query_gets_a_server_cookie_and_a_made_up_one_is_answered() {
+    let pharos = start("");
+    let Some(first) = dig(pharos.address, &["+tcp", "+cookie", "www.example.test", "A"]) else { return };
+    let (cookie, status) = cookie_and_status(&first);
+    assert_eq!((status.as_str(), cookie.len()), ("NOERROR", 48), "a client and a server cookie: {first}");
+    assert!(first.contains("(good)"), "dig found its client cookie echoed: {first}");
+    let echoed = dig(pharos.address, &[&format!("+cookie={cookie}"), "www.example.test", "A"]).unwrap();
+    assert_eq!(cookie_and_status(&echoed).1, "NOERROR", "learnt over TCP, good over UDP: {echoed}");
+    let made_up = format!("{}01000000{}", &cookie[..16], "0".repeat(24));
+    let Some(answered) = kdig(pharos.address, &["+tcp", &format!("+cookie={made_up}"), "+nobadcookie", "www.example.test", "A"]) else {
+        return;
+    };
+    let (fresh, status) = cookie_and_status(&answered);
+    assert_eq!(status, "NOERROR", "{answered}");
+    assert!(answered.contains("192.0.2.2"), "{answered}");
+    assert!(fresh.len() == 48 && fresh != made_up, "a fresh server cookie: {answered}");
 }
 
 /// kdig's header flags and its ADDITIONAL count, from its `;; Flags:` line.

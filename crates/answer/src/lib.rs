@@ -265,7 +265,9 @@ pub fn is_signed(parsed: &Result<Query<'_>, Reject<'_>>) -> bool {
 
 fn signed_query<'q>(parsed: &Result<Query<'q>, Reject<'q>>) -> Option<Query<'q>> {
     match parsed {
-        Ok(query) | Err(Reject::Respond { query, .. }) => query.tsig_at.is_some().then_some(*query),
+        // Without a question the query is malformed before its signature
+        // counts: FORMERR, unsigned, as Knot DNS and NSD answer.
+        Ok(query) | Err(Reject::Respond { query, .. }) => (query.tsig_at.is_some() && query.question.is_some()).then_some(*query),
         Err(Reject::Drop) => None,
     }
 }
@@ -330,7 +332,7 @@ fn answer_query<'s>(
     out: &mut Vec<u8>,
 ) -> Answered<'s> {
     let question = query.question.expect("a parsed query has its question");
-    if let Some((rcode, extended)) = unanswerable(&question, client.transport) {
+    if let Some((rcode, extended)) = unanswerable(query, &question, client.transport, snapshot) {
         return write_refusal(query, rcode, extended, opt, out);
     }
     let mut qname = [0u8; pharos_wire::name::MAX_NAME_LEN];
@@ -410,11 +412,21 @@ fn answer_query<'s>(
 /// Questions answered with an error before any lookup, and why if the
 /// references say why. Other meta types (OPT, MAILA, ...) simply have no
 /// data: NODATA, as Knot DNS and NSD say.
-fn unanswerable(question: &Question, transport: Transport) -> Option<(u16, Option<ExtendedError>)> {
+fn unanswerable(query: &Query<'_>, question: &Question, transport: Transport, snapshot: &Snapshot) -> Option<(u16, Option<ExtendedError>)> {
+    // A class not served is refused whatever the type, as Knot DNS and NSD
+    // refuse it.
+    if question.qclass != types::CLASS_IN && question.qclass != types::CLASS_ANY {
+        return Some((rcode::REFUSED, Some(ExtendedError::NOT_SUPPORTED)));
+    }
     match question.qtype {
         // A transfer takes a stream (RFC 5936 section 4.2): over UDP,
         // NOTIMP, with no reason given, as Knot DNS says it.
         types::AXFR if transport == Transport::Udp => Some((rcode::NOTIMP, None)),
+        // Only a zone's apex can be transferred, over any transport.
+        types::AXFR | types::IXFR if transfer::zone_named(query, snapshot).is_none() => {
+            let (rcode, extended) = transfer::NOT_A_ZONE;
+            Some((rcode, Some(extended)))
+        }
         // Transfers are answered over TCP and TLS (`respond_transfer`),
         // not over HTTPS or QUIC, nor as one message over UDP.
         types::AXFR | types::IXFR => Some((rcode::REFUSED, Some(TRANSFER_NEEDS_TCP))),
@@ -422,9 +434,6 @@ fn unanswerable(question: &Question, transport: Transport) -> Option<(u16, Optio
         // bitmap, and a server that makes them MUST answer a query for it
         // FORMERR, signed zone or not, with the Extended DNS Error it names.
         NXNAME => Some((rcode::FORMERR, Some(ExtendedError::INVALID_QUERY_TYPE))),
-        _ if question.qclass != types::CLASS_IN && question.qclass != types::CLASS_ANY => {
-            Some((rcode::REFUSED, Some(ExtendedError::NOT_SUPPORTED)))
-        }
         _ => None,
     }
 }

@@ -59,9 +59,10 @@ pub struct TransferAcl {
 /// RFC 8914 section 4.19, with the reason Knot DNS gives.
 const NOT_ALLOWED: ExtendedError = ExtendedError { info_code: 18, extra_text: "transfer not allowed" };
 
-/// True for the question types answered by [`respond_transfer`].
+/// True for the questions answered by [`respond_transfer`]: the transfer
+/// types, in a class served (another is refused as any query of it is).
 pub fn is_transfer(question: &Question) -> bool {
-    matches!(question.qtype, types::AXFR | types::IXFR)
+    matches!(question.qtype, types::AXFR | types::IXFR) && matches!(question.qclass, types::CLASS_IN | types::CLASS_ANY)
 }
 
 /// What a transfer sent: the serials, for the log.
@@ -169,17 +170,25 @@ fn transferable<'s>(
     snapshot: &'s Snapshot,
     key: Option<&[u8]>,
 ) -> Result<&'s Zone, (u16, ExtendedError)> {
+    let zone = zone_named(query, snapshot).ok_or(NOT_A_ZONE)?;
+    if !allowed(&snapshot.settings.transfer_acls, &zone.origin, client.address, key) {
+        return Err((rcode::REFUSED, NOT_ALLOWED));
+    }
+    Ok(zone)
+}
+
+/// The answer to a transfer of a name that is no zone's apex, over any
+/// transport: NOTAUTH, as Knot DNS and NSD say.
+pub(crate) const NOT_A_ZONE: (u16, ExtendedError) = (rcode::NOTAUTH, ExtendedError::NOT_AUTHORITATIVE);
+
+/// The served zone whose apex the question names: only an apex names a
+/// zone to transfer.
+pub(crate) fn zone_named<'s>(query: &Query<'_>, snapshot: &'s Snapshot) -> Option<&'s Zone> {
     let question = query.question.expect("a parsed query has its question");
     let mut origin = [0u8; name::MAX_NAME_LEN];
     let origin = &mut origin[..question.name_len];
     name::lowercase_into(query.qname(), origin);
-    // Only a zone's apex names it: NOTAUTH otherwise, as Knot DNS says.
-    let zone = snapshot.zones.zone_for(origin).filter(|zone| *zone.origin == *origin);
-    let zone = zone.ok_or((rcode::NOTAUTH, ExtendedError::NOT_AUTHORITATIVE))?;
-    if !allowed(&snapshot.settings.transfer_acls, origin, client.address, key) {
-        return Err((rcode::REFUSED, NOT_ALLOWED));
-    }
-    Ok(zone)
+    snapshot.zones.zone_for(origin).filter(|zone| *zone.origin == *origin)
 }
 
 /// True when `client` may transfer the zone at `origin` with a request

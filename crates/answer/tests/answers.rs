@@ -298,6 +298,12 @@ fn transfers_take_tcp_and_meta_types_have_no_data() {
     let over_udp = udp("example.test", Rtype::AXFR);
     assert_eq!(over_udp.header().rcode(), Rcode::NOTIMP, "AXFR over UDP: NOTIMP, as Knot DNS says");
     assert_eq!(udp("example.test", Rtype::IXFR).header().rcode(), Rcode::REFUSED);
+    // Only an apex names a zone to transfer, over UDP as over TCP: NOTAUTH
+    // elsewhere, as Knot DNS and NSD say.
+    for not_a_zone in ["host.example.test", "nowhere.test"] {
+        let ixfr = udp(not_a_zone, Rtype::IXFR);
+        assert_eq!((ixfr.header().rcode(), extended_error(&ixfr)), (Rcode::NOTAUTH, Some(20)), "{not_a_zone}");
+    }
     // HTTPS and QUIC answer through respond: a transfer is not theirs to give.
     let over_https = ask(&query("example.test", Rtype::AXFR.to_int(), None), Transport::Stream).unwrap();
     assert_eq!(Message::from_octets(over_https).unwrap().header().rcode(), Rcode::REFUSED);
@@ -469,6 +475,9 @@ fn refusals_say_why_in_an_extended_dns_error() {
     assert_eq!(extended_errors("example.test", Rtype::AXFR, IN, true), (Rcode::NOTIMP, Some(vec![])), "as Knot DNS says");
     assert_eq!(extended_errors("example.test", Rtype::IXFR, IN, true), (Rcode::REFUSED, needs_tcp), "transfers take TCP");
     assert_eq!(extended_errors("example.test", Rtype::A, 3, true), (Rcode::REFUSED, ede(21)), "class CH is not supported");
+    for transfer in [Rtype::AXFR, Rtype::IXFR] {
+        assert_eq!(extended_errors("example.test", transfer, 3, true), (Rcode::REFUSED, ede(21)), "{transfer} in class CH");
+    }
     assert_eq!(extended_errors("host.example.test", Rtype::A, IN, true), (Rcode::NOERROR, Some(vec![])), "answers carry none");
     assert_eq!(extended_errors("example.net", Rtype::A, IN, false), (Rcode::REFUSED, None), "no OPT asked, none sent");
 }

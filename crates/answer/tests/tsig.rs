@@ -239,6 +239,16 @@ fn grow_mac(packet: &mut Vec<u8>) {
 }
 
 #[test]
+fn a_signed_message_without_a_question_is_formerr_unsigned_as_the_references_answer() {
+    let (packet, _) = signed_query("ns.example.test", Rtype::A, Some(1232), &sha256_key(), NOW);
+    let question_end = 12 + wire_name("ns.example.test").len() + 4;
+    let mut no_question = [&packet[..12], &packet[question_end..]].concat();
+    no_question[5] = 0;
+    let (response, tsig) = ask(&no_question, Transport::Udp, NOW);
+    assert_eq!((response.header().rcode(), tsig_of(&response), tsig), (Rcode::FORMERR, None, None));
+}
+
+#[test]
 fn a_tsig_record_that_cannot_be_read_is_formerr_unsigned_with_why() {
     let (mut packet, _) = signed_query("ns.example.test", Rtype::A, Some(1232), &sha256_key(), NOW);
     // Other Len says two octets follow where none do.

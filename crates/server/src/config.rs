@@ -60,7 +60,7 @@ pub struct Config {
     pub fastpath: FastPathConfig,
     /// Response rate limiting on DNS over UDP: off unless the section is there.
     pub rrl: Option<RrlConfig>,
-    /// DNS cookies on DNS over UDP: off unless the section is there.
+    /// DNS cookies on DNS over UDP, TCP and TLS: off unless the section is there.
     pub cookies: Option<CookiesConfig>,
     #[serde(default)]
     pub metrics: MetricsConfig,

@@ -43,7 +43,8 @@ pub struct Settings {
     /// Response rate limiting of DNS over UDP, if configured; shared with
     /// whoever reports what it limited.
     pub response_rate_limit: Option<Arc<ResponseLimit>>,
-    /// DNS cookies on DNS over UDP, if configured: the secret every node shares.
+    /// DNS cookies on DNS over UDP, TCP and TLS, if configured: the secret
+    /// every node shares.
     pub cookies: Option<Arc<CookieSecret>>,
 }
 

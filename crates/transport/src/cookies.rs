@@ -1,10 +1,14 @@
-//! DNS cookies (RFC 7873) on DNS over UDP: every query with a COOKIE option
-//! gets a fresh server cookie, made as RFC 9018 says (version 1, the time,
-//! SipHash-2-4 over the client cookie, those and the client's address) so
-//! that any RFC 9018 server holding the same secret accepts it; a query
+//! DNS cookies (RFC 7873): every query with a COOKIE option gets a fresh
+//! server cookie, made as RFC 9018 says (version 1, the time, SipHash-2-4
+//! over the client cookie, those and the client's address) so that any
+//! RFC 9018 server holding the same secret accepts it. Over UDP, a query
 //! echoing a server cookie that is not good is answered BADCOOKIE; one
 //! echoing a good one has shown that its source address is really its
-//! own, and is exempt from response rate limiting.
+//! own, and is exempt from response rate limiting. Over TCP and TLS the
+//! connection's handshake has shown the address already: a query is
+//! answered normally whatever server cookie it echoes (RFC 7873 section
+//! 5.2.4 lets a server do so), with a fresh one to keep, as Knot DNS and
+//! NSD answer.
 //!
 //! The secret is shared by every node (a master secret in the store) and
 //! rotated on a schedule without any node telling another: the secret of
@@ -73,6 +77,11 @@ impl CookieSecret {
         Checked { reply: CookieReply { server, bad: echoed && !proven }, proven }
     }
 
+    /// The server's reply to `cookie` from `client` over a stream, now.
+    pub(crate) fn over_stream(&self, cookie: &Cookie, client: IpAddr) -> CookieReply {
+        CookieReply { bad: false, ..self.check(cookie, client, unix_seconds()).reply }
+    }
+
     /// Whether `server` is a cookie this secret made for this client
     /// cookie and address, and is neither too old nor from the future.
     fn is_good(&self, client_cookie: ClientCookie, server: &[u8], client: IpAddr, now: u32) -> bool {
@@ -83,6 +92,12 @@ impl CookieSecret {
             && standard.version() == 1
             && standard.check_hash(client_cookie, client, &self.secret_at(made))
     }
+}
+
+/// The time as cookies carry it: Unix seconds, modulo 2^32 (RFC 9018
+/// compares them in serial number arithmetic).
+pub(crate) fn unix_seconds() -> u32 {
+    crate::unix_seconds(std::time::SystemTime::now()) as u32
 }
 
 #[cfg(test)]
@@ -143,6 +158,17 @@ mod tests {
         tampered[15] ^= 1;
         assert!(secret().check(&cookie(Some(&tampered)), address(), NOW).reply.bad);
         assert!(secret().check(&cookie(Some(&[1; 8])), address(), NOW).reply.bad, "not an RFC 9018 cookie");
+    }
+
+    #[test]
+    fn over_a_stream_no_server_cookie_is_bad_and_a_fresh_one_is_given() {
+        let secret = secret();
+        let expired = secret.check(&cookie(None), address(), NOW - 7200).reply.server;
+        for echoed in [None, Some(&expired[..]), Some(&[1; 8][..])] {
+            let reply = secret.over_stream(&cookie(echoed), address());
+            assert!(!reply.bad, "{echoed:?}");
+            assert!(secret.check(&cookie(Some(&reply.server)), address(), unix_seconds()).proven, "{echoed:?}: the fresh one is good");
+        }
     }
 
     #[test]

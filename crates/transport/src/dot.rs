@@ -8,19 +8,27 @@ use rand::rngs::SmallRng;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use crate::cookies::CookieSecret;
 use crate::metrics::{Mechanism, Secured};
 use crate::registry::Registry;
 use crate::{tcp, tls};
 
 /// Serves DNS over TLS on `listener` forever, one task per connection.
-pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, snapshot: SharedSnapshot, registry: Arc<Registry>, rng: SmallRng) {
+pub async fn serve(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    snapshot: SharedSnapshot,
+    registry: Arc<Registry>,
+    rng: SmallRng,
+    cookies: Option<Arc<CookieSecret>>,
+) {
     // Padding only for those that pad their queries, and the keepalive
     // only for those that ask: see `pharos_answer::ResponseOptions`.
     let options = ResponseOptions { keepalive: Some(registry.limits().keepalive_timeout()), pad: true, ..ResponseOptions::default() };
     tcp::accept_each(listener, registry, rng, move |stream, peer, admission, rng| {
-        let (acceptor, snapshot) = (acceptor.clone(), snapshot.clone());
+        let (acceptor, snapshot, cookies) = (acceptor.clone(), snapshot.clone(), cookies.clone());
         async move {
-            let connection = tcp::Stream::new(peer, &stream, options, Mechanism::Tls);
+            let connection = tcp::Stream::new(peer, &stream, options, cookies, Mechanism::Tls);
             let Some(stream) = tls::handshake(&acceptor, stream, &admission, Secured::Tls).await else { return };
             tcp::serve_connection(stream, connection, snapshot, admission, rng).await;
         }

@@ -50,7 +50,7 @@ impl Transports {
             udp_workers.extend(start_udp(settings, address, index, snapshot, &stop)?);
             let listener = tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen on TCP {address}"))?;
             let rng = settings.worker_rng(u64::MAX - index as u64);
-            tokio::spawn(tcp::serve(listener, snapshot.clone(), registry.clone(), rng));
+            tokio::spawn(tcp::serve(listener, snapshot.clone(), registry.clone(), rng, settings.cookies.clone()));
         }
         Ok(Transports { stop, udp_workers })
     }
@@ -71,7 +71,7 @@ async fn start_encrypted(settings: &Settings, tls: &Tls, snapshot: &SharedSnapsh
     for (index, &address) in (0..).zip(&settings.tls.listen) {
         let listener = tcp::bind(address, "DNS over TLS").await?;
         let rng = settings.worker_rng(DOT_WORKERS + index);
-        tokio::spawn(dot::serve(listener, dot.clone(), snapshot.clone(), registry.clone(), rng));
+        tokio::spawn(dot::serve(listener, dot.clone(), snapshot.clone(), registry.clone(), rng, settings.cookies.clone()));
     }
     let doh = tls.https_acceptor()?;
     for (index, &address) in (0..).zip(&settings.tls.https_listen) {

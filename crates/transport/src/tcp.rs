@@ -18,8 +18,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 use pharos_answer::{
-    Answered, Client, Query, ResponseOptions, SharedSnapshot, Snapshot, Transferred, Transport, is_transfer, parse_query, respond_parsed,
-    respond_transfer,
+    Answered, Client, Query, Reject, ResponseOptions, SharedSnapshot, Snapshot, Transferred, Transport, is_transfer, parse_query,
+    respond_parsed, respond_transfer,
 };
 use pharos_wire::framing::{close_frame, open_frame, push_framed, split_frame};
 use pharos_wire::{name, types};
@@ -28,6 +28,7 @@ use rand::rngs::SmallRng;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::cookies::CookieSecret;
 use crate::dnstap;
 use crate::metrics::{self, Mechanism};
 use crate::registry::{Admission, Registry};
@@ -54,11 +55,18 @@ pub(crate) async fn bind(address: SocketAddr, transport: &str) -> anyhow::Result
 }
 
 /// Accepts connections on `listener` forever, one task each. Each
-/// connection's random source is drawn from `rng`.
-pub async fn serve(listener: TcpListener, snapshot: SharedSnapshot, registry: Arc<Registry>, rng: SmallRng) {
+/// connection's random source is drawn from `rng`; `cookies`, when
+/// configured, makes the server cookies of its answers.
+pub async fn serve(
+    listener: TcpListener,
+    snapshot: SharedSnapshot,
+    registry: Arc<Registry>,
+    rng: SmallRng,
+    cookies: Option<Arc<CookieSecret>>,
+) {
     let options = ResponseOptions { keepalive: Some(registry.limits().keepalive_timeout()), pad: false, ..ResponseOptions::default() };
     accept_each(listener, registry, rng, move |stream, peer, admission, rng| {
-        let connection = Stream::new(peer, &stream, options, Mechanism::Tcp);
+        let connection = Stream::new(peer, &stream, options, cookies.clone(), Mechanism::Tcp);
         serve_connection(stream, connection, snapshot.clone(), admission, rng)
     })
     .await
@@ -155,6 +163,9 @@ pub(crate) struct Stream {
     pub client: Client,
     /// What the answers' OPT records carry.
     pub options: ResponseOptions,
+    /// Makes the server cookie of a query's COOKIE option, where cookies
+    /// are configured.
+    pub cookies: Option<Arc<CookieSecret>>,
     /// What the answers count as: TCP or TLS.
     pub mechanism: Mechanism,
     /// Both ends, for the query log.
@@ -163,11 +174,27 @@ pub(crate) struct Stream {
 }
 
 impl Stream {
-    pub(crate) fn new(peer: SocketAddr, stream: &TcpStream, options: ResponseOptions, mechanism: Mechanism) -> Stream {
+    pub(crate) fn new(
+        peer: SocketAddr,
+        stream: &TcpStream,
+        options: ResponseOptions,
+        cookies: Option<Arc<CookieSecret>>,
+        mechanism: Mechanism,
+    ) -> Stream {
         let client = Client { address: peer.ip(), transport: Transport::Stream };
         // Unknown only for a socket already gone, whose queries are moot.
         let server = stream.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-        Stream { client, options, mechanism, peer, server }
+        Stream { client, options, cookies, mechanism, peer, server }
+    }
+
+    /// What the answer to `parsed` carries: the connection's options,
+    /// the time a signed query is checked at, and a server cookie for a
+    /// query's COOKIE option (never bad over a stream: see `cookies`).
+    /// Without cookies configured, or a clock to read, that is one branch.
+    fn options_for(&self, parsed: &Result<Query<'_>, Reject<'_>>) -> ResponseOptions {
+        let cookie = self.cookies.as_deref().zip(parsed.as_ref().ok().and_then(|query| query.edns?.cookie));
+        let cookie = cookie.map(|(secret, cookie)| secret.over_stream(&cookie, self.client.address));
+        ResponseOptions { now: crate::tsig_time(parsed), cookie, ..self.options }
     }
 }
 
@@ -260,7 +287,7 @@ fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, r
             }
             parsed => {
                 let frame = open_frame(output);
-                let options = ResponseOptions { now: crate::tsig_time(&parsed), ..connection.options };
+                let options = connection.options_for(&parsed);
                 let answered = respond_parsed(parsed, &connection.client, &options, &current, rng, output);
                 close_frame(output, frame, answered.is_some());
                 if let Some(answered) = &answered {

@@ -286,12 +286,6 @@ fn limit_response<'s>(
     }
 }
 
-/// The time as cookies carry it: Unix seconds, modulo 2^32 (RFC 9018
-/// compares them in serial number arithmetic).
-fn unix_seconds() -> u32 {
-    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |since| since.as_secs() as u32)
-}
-
 /// Reads the peer address the kernel wrote into a `sockaddr_storage`.
 fn peer_address(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
     match storage.ss_family as i32 {
@@ -330,7 +324,7 @@ pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, defenc
         let arrived = Instant::now();
         let received_at = dnstap::logging().then(SystemTime::now);
         let current = snapshot.load();
-        let unix_seconds = defences.cookies.as_ref().map_or(0, |_| unix_seconds());
+        let unix_seconds = defences.cookies.as_ref().map_or(0, |_| crate::cookies::unix_seconds());
         let answers = batch.answer(received, &current, &mut rng, &defences, BatchTime { arrived, unix_seconds });
         batch.send(fd, answers.ready);
         if let Some(counting) = counting {

@@ -224,9 +224,10 @@ pub enum EdnsError {
 }
 
 impl Edns {
-    /// Reads an OPT record from its CLASS, TTL and RDATA fields.
-    pub fn parse(class: u16, ttl: u32, rdata: &[u8]) -> Result<Edns, EdnsError> {
-        let mut edns = Edns {
+    /// An OPT record's CLASS and TTL fields read, its options not: what a
+    /// FORMERR to a malformed option echoes.
+    pub fn without_options(class: u16, ttl: u32) -> Edns {
+        Edns {
             udp_payload: class,
             version: (ttl >> 16) as u8,
             dnssec_ok: ttl & EDNS_DO != 0,
@@ -236,7 +237,12 @@ impl Edns {
             padded: false,
             client_subnet: None,
             cookie: None,
-        };
+        }
+    }
+
+    /// Reads an OPT record from its CLASS, TTL and RDATA fields.
+    pub fn parse(class: u16, ttl: u32, rdata: &[u8]) -> Result<Edns, EdnsError> {
+        let mut edns = Edns::without_options(class, ttl);
         let mut pos = 0;
         while pos < rdata.len() {
             let code = read_u16(rdata, pos).ok_or(EdnsError::BadOptionLayout)?;
@@ -246,9 +252,14 @@ impl Edns {
                 OPTION_NSID => edns.wants_nsid = true,
                 OPTION_KEEPALIVE => edns.wants_keepalive = true,
                 OPTION_PADDING => edns.padded = true,
-                OPTION_CLIENT_SUBNET => {
+                // RFC 7871 does not say what a second subnet means: the
+                // first counts (Knot DNS's option reader, which its
+                // geographic module uses, finds the first), and the others
+                // are ignored as unknown options are.
+                OPTION_CLIENT_SUBNET if edns.client_subnet.is_none() => {
                     edns.client_subnet = Some(ClientSubnet::parse(body).ok_or(EdnsError::BadClientSubnet)?);
                 }
+                OPTION_CLIENT_SUBNET => {}
                 OPTION_COOKIE => edns.cookie = Some(Cookie::parse(body).ok_or(EdnsError::BadCookie)?),
                 _ => {} // RFC 6891 section 6.1.2: unknown options are ignored.
             }
@@ -287,6 +298,16 @@ mod tests {
         subnet.write_echo(16, &mut writer);
         assert_eq!(writer.message()[crate::HEADER_LEN..], [0, 8, 0, 7, 0, 1, 20, 16, 10, 1, 0x10]);
         assert_eq!(subnet.ip(), "10.1.16.0".parse::<std::net::IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn the_first_of_two_client_subnets_counts() {
+        let option = |address: u8| [&OPTION_CLIENT_SUBNET.to_be_bytes()[..], &[0, 7], &ecs(1, 24, 0, &[192, 0, address])].concat();
+        let mut rdata = option(2);
+        rdata.extend([&OPTION_CLIENT_SUBNET.to_be_bytes()[..], &[0, 2, 0xff, 0xff]].concat());
+        let edns = Edns::parse(1232, 0, &[option(2), option(3)].concat()).unwrap();
+        assert_eq!(edns.client_subnet.unwrap().address[..3], [192, 0, 2]);
+        assert!(Edns::parse(1232, 0, &rdata).is_ok(), "a second one, malformed, is not read");
     }
 
     #[test]

@@ -75,12 +75,13 @@ pub fn parse_query(packet: &[u8]) -> Result<Query<'_>, Reject<'_>> {
     let mut query = Query { packet, id: read_u16(header, 0).unwrap_or(0), flags: flags_word, question: None, edns: None, tsig_at: None };
     let counts = [4, 6, 8, 10].map(|at| read_u16(header, at).unwrap_or(0));
     let body = match counts[0] {
-        1 => {
-            parse_question(packet).map(|question| query.question = Some(question)).and_then(|()| parse_records(packet, &mut query, counts))
-        }
-        // No question: still read the OPT, so the FORMERR can carry one (RFC 6891 section 7).
-        0 => parse_records(packet, &mut query, counts).and(Err(())),
-        _ => Err(()),
+        1 => parse_question(packet).and_then(|question| {
+            query.question = Some(question);
+            parse_records(packet, question.end(), &mut query, counts)
+        }),
+        // No question, or more than one (RFC 9619 section 4: FORMERR): still
+        // read the OPT, so that the error can carry one (RFC 6891 section 7).
+        questions => skip_questions(packet, questions).and_then(|end| parse_records(packet, end, &mut query, counts)).and(Err(())),
     };
     let rcode = if query.opcode() != 0 {
         rcode::NOTIMP
@@ -102,11 +103,18 @@ fn parse_question(packet: &[u8]) -> Result<Question, ()> {
     Ok(Question { name_len, qtype, qclass })
 }
 
-/// Walks the answer, authority and additional sections, picking out the
-/// OPT record and finding the TSIG record. Other records are skipped (a
-/// query has no use for them), but they must be well formed.
-fn parse_records(packet: &[u8], query: &mut Query<'_>, counts: [u16; 4]) -> Result<(), ()> {
-    let mut pos = query.question.map_or(HEADER_LEN, |question| question.end());
+/// Where the question section of `count` questions ends.
+fn skip_questions(packet: &[u8], count: u16) -> Result<usize, ()> {
+    (0..count).try_fold(HEADER_LEN, |pos, _| {
+        let end = name::skip(packet, pos).map_err(drop)? + 4;
+        if end <= packet.len() { Ok(end) } else { Err(()) }
+    })
+}
+
+/// Walks the answer, authority and additional sections from `pos`,
+/// picking out the OPT record and finding the TSIG record. Other records
+/// are skipped (a query has no use for them), but they must be well formed.
+fn parse_records(packet: &[u8], mut pos: usize, query: &mut Query<'_>, counts: [u16; 4]) -> Result<(), ()> {
     let record_count = counts[1] as usize + counts[2] as usize + counts[3] as usize;
     for index in 0..record_count {
         let in_additional = index >= counts[1] as usize + counts[2] as usize;
@@ -125,7 +133,12 @@ fn parse_records(packet: &[u8], query: &mut Query<'_>, counts: [u16; 4]) -> Resu
                 query.edns = None;
                 return Err(());
             }
-            query.edns = Some(Edns::parse(class, ttl, rdata).map_err(drop)?);
+            // RFC 6891 section 7: an OPT record that cannot be processed
+            // (a malformed option) makes the query FORMERR, and the
+            // response carries an OPT record all the same.
+            let edns = Edns::parse(class, ttl, rdata);
+            query.edns = Some(edns.unwrap_or_else(|_| Edns::without_options(class, ttl)));
+            edns.map_err(drop)?;
         }
         if rtype == types::TSIG {
             // RFC 8945 section 5.1: the last record, or the query is malformed.
@@ -191,6 +204,12 @@ mod tests {
         };
         assert!(edns_kept(&query(0, [0, 0, 0, 1], OPT)), "a FORMERR for a missing question keeps the OPT");
         assert!(!edns_kept(&query(0, [1, 0, 0, 2], &[QUESTION, OPT, OPT].concat())), "a FORMERR for two OPTs echoes neither");
+        assert!(edns_kept(&query(0, [2, 0, 0, 1], &[QUESTION, QUESTION, OPT].concat())), "two questions: FORMERR with the OPT");
+        assert!(edns_kept(&query(0x5000, [2, 0, 0, 1], &[QUESTION, QUESTION, OPT].concat())), "NOTIMP with the OPT");
+        // An empty COOKIE option: RFC 6891 section 7 has FORMERR with an OPT.
+        let bad_cookie = [&OPT[..9], &[0, 4, 0, 10, 0, 0]].concat();
+        assert_eq!(rcode_of(&query(0, [1, 0, 0, 1], &[QUESTION, &bad_cookie].concat())), Some(rcode::FORMERR));
+        assert!(edns_kept(&query(0, [1, 0, 0, 1], &[QUESTION, &bad_cookie].concat())), "a malformed option: FORMERR with an OPT");
         assert_eq!(rcode_of(&query(0, [2, 0, 0, 0], &[QUESTION, QUESTION].concat())), Some(rcode::FORMERR));
         assert_eq!(rcode_of(&query(0, [1, 0, 0, 0], &QUESTION[..8])), Some(rcode::FORMERR));
         assert_eq!(rcode_of(&query(0, [1, 0, 0, 2], &[QUESTION, OPT, OPT].concat())), Some(rcode::FORMERR));

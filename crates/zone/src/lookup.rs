@@ -177,7 +177,7 @@ pub fn resolve<'z>(zone: &'z Zone, qname: &[u8], qtype: u16, dnssec: bool) -> An
                 refer(&mut answer, zone, cut, node);
                 Next::Done
             }
-            Found::Redirected(dname_owner, node) => redirect(&mut answer, owner, &current, dname_owner, node),
+            Found::Redirected(dname_owner, node) => redirect(&mut answer, owner, &current, dname_owner, node, qtype),
             Found::NoSuchName => {
                 add_negative_soa(&mut answer, zone);
                 if answer.signer.is_some() {
@@ -303,9 +303,9 @@ fn answer_node<'z>(answer: &mut Answer<'z>, zone: &'z Zone, owner: Owner<'z>, no
     if rrset.rtype == types::CNAME && qtype != types::CNAME && qtype != types::ANY {
         return Next::Follow(lowercase(&rrset.rdatas[0]));
     }
-    if qtype != types::ANY {
-        add_target_addresses(answer, zone, rrset);
-    }
+    // The one RRset an ANY query gets has its additional data too, as
+    // Knot DNS and NSD give it with theirs.
+    add_target_addresses(answer, zone, rrset);
     Next::Done
 }
 
@@ -370,8 +370,9 @@ fn refer<'z>(answer: &mut Answer<'z>, zone: &'z Zone, cut: &'z [u8], node: &'z N
 }
 
 /// DNAME substitution (RFC 6672 section 3.1): the DNAME, then a CNAME from
-/// the current name to the substituted one, then follow it.
-fn redirect<'z>(answer: &mut Answer<'z>, owner: Owner<'z>, current: &[u8], dname_owner: &'z [u8], node: &'z Node) -> Next {
+/// the current name to the substituted one, then follow it, unless the
+/// question asked for that CNAME.
+fn redirect<'z>(answer: &mut Answer<'z>, owner: Owner<'z>, current: &[u8], dname_owner: &'z [u8], node: &'z Node, qtype: u16) -> Next {
     let dname = node.get(types::DNAME).expect("a redirecting node has a DNAME");
     answer.push(ANSWER, Owner::Stored(dname_owner), dname, dname.ttl, true);
     let prefix = &current[..current.len() - dname_owner.len()];
@@ -392,6 +393,12 @@ fn redirect<'z>(answer: &mut Answer<'z>, owner: Owner<'z>, current: &[u8], dname
         rrsigs: Rrsigs::Stored(&[]),
     };
     answer.sections[ANSWER].push(synthesized);
+    // The synthesized CNAME answers a CNAME query, as a stored one does
+    // (RFC 1034 section 4.3.2 step 3a follows a CNAME only when QTYPE is
+    // not CNAME); Knot DNS and NSD stop there too.
+    if qtype == types::CNAME {
+        return Next::Done;
+    }
     Next::Follow(substituted)
 }
 
