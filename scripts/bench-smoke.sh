@@ -31,7 +31,7 @@ declare -A command=(
   [fleet]="bench/fleet --smoke"
   [fastpath]="bench/fastpath --smoke"
   [tail]="bench/tail --smoke"
-  [figure10]="bench/target/release/figure10 --trials 2 --no-plot --out SMOKE_OUT"
+  [figure10]="bench/target/release/figure10 --trials 5 --no-plot --out SMOKE_OUT"
   [dispatch]="bench/target/release/dispatch --seconds-per-case 0.2"
   [bgp-load]="bench/bgp-load --smoke"
 )
