@@ -12,6 +12,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 from . import dnsmsg, loadgen, procs
@@ -33,6 +34,25 @@ def logger(tag):
     def log(msg):
         print("[%s %s] %s" % (tag, time.strftime("%H:%M:%S"), msg), file=sys.stderr, flush=True)
     return log
+
+
+def parse_args(ap, argv, smoke):
+    """Parses `argv` with `ap`, which gains --smoke: one short round, with
+    the argument values `smoke` gives in place of the defaults (flags given
+    still win), so that scripts/test.sh sees a benchmark that no longer runs
+    (every server and load generator it names starts, the tables print, a
+    failure exits non-zero). BENCH_SMOKE=1 in the environment does the same.
+    Its figures mean nothing: its report goes to a temporary directory."""
+    ap.add_argument("--smoke", action="store_true",
+                    help="one short round to show the benchmark still runs (figures mean nothing); "
+                         "also BENCH_SMOKE=1")
+    args = ap.parse_args(argv)
+    if not (args.smoke or os.environ.get("BENCH_SMOKE") == "1"):
+        return args
+    ap.set_defaults(smoke=True, **smoke)
+    if hasattr(args, "out"):
+        ap.set_defaults(out=tempfile.mkdtemp(prefix="bench-smoke-"))
+    return ap.parse_args(argv)
 
 
 def port_free(port):
@@ -174,7 +194,7 @@ def _children_cpu():
 
 def dnsload(binary, cpu, port, queries, duration, rate=None, ecs=None, outstanding=None,
             sockets=None, timeout_ms=None, host="127.0.0.1", sources=(), wrap=(), dnssec=False):
-    """Run target/release/dnsload pinned to `cpu` (inside `wrap`, e.g. `ip
+    """Run bench/target/release/dnsload pinned to `cpu` (inside `wrap`, e.g. `ip
     netns exec NS`; DO=1 with `dnssec`); return the peers-style dict (sent,
     completed, lost, qps, mean_us, p50_us, p99_us, rcodes, loadgen_cpu_*)."""
     argv = ["taskset", "-c", str(cpu)] + list(wrap) + [binary, "--server", "%s:%d" % (host, port),

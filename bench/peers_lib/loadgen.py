@@ -1,4 +1,4 @@
-"""Load generators: dnsperf (default) and Pharos' own target/release/dnsload.
+"""Load generators: dnsperf (default) and Pharos' own bench/target/release/dnsload.
 
 Each run returns a dict with the same keys, None where a generator cannot say:
   sent, completed, lost, qps, mean_us, p50_us, p99_us, rcodes {name: count}
@@ -135,10 +135,6 @@ class Dnsload:
             "loadgen_cpu_pct": 100.0 * cpu / wall if wall > 0 else None,
             "argv": argv, "raw": doc,
         }
-
-
-def dnsload_path(repo):
-    return os.path.join(repo, "target", "release", "dnsload")
 
 
 def last_json_object(text):

@@ -14,6 +14,8 @@ import os
 import shutil
 import time
 
+from . import binaries
+
 ZONE = "bench.test"
 
 
@@ -62,7 +64,7 @@ class Pharos(Server):
 
     @property
     def binary(self):
-        return os.path.join(self.repo, "target", "release", "pharos")
+        return binaries.path("pharos")
 
     def snapshot_binary(self):
         """Copy the binary once, so every round measures the same build even if

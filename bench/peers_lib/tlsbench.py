@@ -3,7 +3,7 @@
 Pharos serves DoT and DoH itself; dnsdist (Debian) fronts a backend -- a
 plain Pharos on UDP/TCP -- with its packet cache. Both present the same
 certificate (ECDSA P-256, made by `tlsload gencert` the way Pharos makes its
-own). target/release/tlsload is the client: one process per server address,
+own). bench/target/release/tlsload is the client: one process per server address,
 driven line by line over stdin/stdout (see bench/tlsload/src/main.rs).
 """
 

@@ -1,6 +1,7 @@
 //! Two network namespaces joined by a veth pair, each with an iptables rule
 //! that sends every IPv4 packet arriving from the other into NFQUEUE queue
-//! 0 of its own namespace. Deleted when dropped (the veth pair and the rules
+//! 0 of its own namespace (or without the rules: [`Link::veth`], for
+//! xdpgen's test). Deleted when dropped (the veth pair and the rules
 //! go with the namespaces). Nothing is created in the caller's namespace.
 
 use std::io;
@@ -12,8 +13,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 pub const CLIENT_ADDRESS: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 pub const SERVER_ADDRESS: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
 /// The veth ends' names, inside each namespace.
-const CLIENT_DEVICE: &str = "tail-c";
-const SERVER_DEVICE: &str = "tail-s";
+pub const CLIENT_DEVICE: &str = "tail-c";
+pub const SERVER_DEVICE: &str = "tail-s";
 /// Every namespace this code makes starts with this, then the making
 /// process's ID.
 const PREFIX: &str = "ptail-";
@@ -22,7 +23,8 @@ const PREFIX: &str = "ptail-";
 pub struct Link {
     pub client: String,
     pub server: String,
-    /// The iptables command that worked.
+    /// The iptables command that added the queue rules (empty for a
+    /// [`Link::veth`]).
     pub iptables: String,
 }
 
@@ -73,25 +75,10 @@ impl Link {
     /// rules. Fails (leaving nothing behind) without root, `ip` or
     /// `iptables`, or in a kernel without namespaces.
     pub fn create() -> io::Result<Link> {
-        static MADE: AtomicU32 = AtomicU32::new(0);
-        delete_stale();
-        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_micros();
-        let base = format!("{PREFIX}{}-{}-{stamp}", std::process::id(), MADE.fetch_add(1, Ordering::Relaxed));
-        let (client, server) = (format!("{base}-c"), format!("{base}-s"));
-        run("ip", &["netns", "add", &client])?;
-        let mut link = Link { client, server, iptables: String::new() };
-        // From here on, dropping `link` deletes whatever was made.
-        run("ip", &["netns", "add", &link.server])?;
-        let (c, s) = (link.client.clone(), link.server.clone());
-        run("ip", &["link", "add", CLIENT_DEVICE, "netns", &c, "type", "veth", "peer", "name", SERVER_DEVICE, "netns", &s])?;
-        for (namespace, device, address) in [(&c, CLIENT_DEVICE, CLIENT_ADDRESS), (&s, SERVER_DEVICE, SERVER_ADDRESS)] {
-            run("ip", &["-n", namespace, "addr", "add", &format!("{address}/24"), "dev", device])?;
-            run("ip", &["-n", namespace, "link", "set", device, "up"])?;
-            run("ip", &["-n", namespace, "link", "set", "lo", "up"])?;
-        }
+        let mut link = Link::veth()?;
         let mut failures = Vec::new();
         for iptables in ["iptables", "iptables-legacy", "iptables-nft"] {
-            let added = [(&c, CLIENT_DEVICE), (&s, SERVER_DEVICE)].into_iter().try_for_each(|(namespace, device)| {
+            let added = [(&link.client, CLIENT_DEVICE), (&link.server, SERVER_DEVICE)].into_iter().try_for_each(|(namespace, device)| {
                 let rule = ["-t", "raw", "-A", "PREROUTING", "-i", device, "-j", "NFQUEUE", "--queue-num", "0"];
                 run("ip", &[&["netns", "exec", namespace, iptables][..], &rule].concat())
             });
@@ -104,6 +91,30 @@ impl Link {
             }
         }
         Err(io::Error::other(format!("cannot add the NFQUEUE rules: {}", failures.join("; "))))
+    }
+
+    /// Makes the namespaces, the veth pair (CLIENT_DEVICE and SERVER_DEVICE)
+    /// and the addresses, without queue rules (`iptables` stays empty):
+    /// packets cross undelayed. Fails (leaving nothing behind) without root
+    /// or `ip`, or in a kernel without namespaces.
+    pub fn veth() -> io::Result<Link> {
+        static MADE: AtomicU32 = AtomicU32::new(0);
+        delete_stale();
+        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_micros();
+        let base = format!("{PREFIX}{}-{}-{stamp}", std::process::id(), MADE.fetch_add(1, Ordering::Relaxed));
+        let (client, server) = (format!("{base}-c"), format!("{base}-s"));
+        run("ip", &["netns", "add", &client])?;
+        let link = Link { client, server, iptables: String::new() };
+        // From here on, dropping `link` deletes whatever was made.
+        run("ip", &["netns", "add", &link.server])?;
+        let (c, s) = (&link.client, &link.server);
+        run("ip", &["link", "add", CLIENT_DEVICE, "netns", c, "type", "veth", "peer", "name", SERVER_DEVICE, "netns", s])?;
+        for (namespace, device, address) in [(c, CLIENT_DEVICE, CLIENT_ADDRESS), (s, SERVER_DEVICE, SERVER_ADDRESS)] {
+            run("ip", &["-n", namespace, "addr", "add", &format!("{address}/24"), "dev", device])?;
+            run("ip", &["-n", namespace, "link", "set", device, "up"])?;
+            run("ip", &["-n", namespace, "link", "set", "lo", "up"])?;
+        }
+        Ok(link)
     }
 
     /// `ip netns exec NAMESPACE` before a command (which `ip` execs, so
