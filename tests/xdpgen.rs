@@ -5,6 +5,7 @@
 //! path), and every query sent answered with the rcode its name has, none
 //! truncated, none an answer to another question. Correctness, not timing.
 
+#[path = "suite/common/mod.rs"]
 mod common;
 
 use std::path::Path;
