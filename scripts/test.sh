@@ -16,23 +16,23 @@ declare -A needed=(
   [nsd]=nsd               # second reference server
   [kdig]=knot-dnsutils    # DNS client
   [dig]=bind9-dnsutils    # DNS client
-  [faketime]=faketime     # moves kdig's clock for TSIG's BADTIME (tests/transfer.rs)
-  [dnssec-dsfromkey]=bind9-utils  # computes the DS of our DNSKEYs (tests/keys.rs)
+  [faketime]=faketime     # moves kdig's clock for TSIG's BADTIME (tests/suite/transfer.rs)
+  [dnssec-dsfromkey]=bind9-utils  # computes the DS of our DNSKEYs (tests/suite/keys.rs)
   [named-checkzone]=bind9-utils   # lists a zone's names for the differential fuzzer (tests/differential_fuzz.rs)
-  [delv]=bind9-dnsutils   # validates signed answers from a trust anchor (tests/dnssec.rs)
+  [delv]=bind9-dnsutils   # validates signed answers from a trust anchor (tests/suite/dnssec.rs)
   [unbound-host]=unbound-host  # Unbound's validator, the second one there
-  [ldns-verify-zone]=ldnsutils  # verifies a signed zone as transferred, NSEC chain and all (tests/dnssec.rs)
-  [unbound]=unbound      # a real recursive resolver in front of two tiers of redirectors (tests/two_tier.rs), validating through key rollovers (tests/rollover.rs)
+  [ldns-verify-zone]=ldnsutils  # verifies a signed zone as transferred, NSEC chain and all (tests/suite/dnssec.rs)
+  [unbound]=unbound      # a real recursive resolver in front of two tiers of redirectors (tests/suite/two_tier.rs), validating through key rollovers (tests/suite/rollover.rs)
   [curl]=curl             # DNS over HTTPS client
   [iptables]=iptables     # NFQUEUE rules of the emulated lossy link (tests/tail.rs)
-  [clang]=clang           # compiles the XDP programs (crates/xdp/build.rs, tests/common/netns.rs)
+  [clang]=clang           # compiles the XDP programs (crates/xdp/build.rs, tests/suite/common/netns.rs)
   [/usr/include/bpf/bpf_helpers.h]=libbpf-dev  # its BPF helper headers
-  [ip]=iproute2           # network namespaces, veth pairs, VXLAN (tests/fastpath.rs, tests/artemis_netns.rs)
+  [ip]=iproute2           # network namespaces, veth pairs, VXLAN (tests/suite/fastpath.rs, tests/suite/artemis_netns.rs)
   [ethtool]=ethtool       # GRO on a veth end, and xdpgen's count of frames the veth refused (bench/xdpgen/tests/pharos.rs)
-  [promtool]=prometheus   # checks a scrape, and a real Prometheus scrapes the server (tests/metrics.rs)
-  [/usr/lib/postgresql/15/bin/initdb]=postgresql  # the PostgreSQL store's tests run a real server (tests/common/postgres.rs)
-  [fstrm_capture]=fstrm-bin  # reads the dnstap query log (tests/dnstap.rs; dnstap-read is in bind9-dnsutils)
-  [chromium]=chromium    # loads the dashboard, headless, over the DevTools protocol (tests/dashboard.rs); fetches over HTTP/3 through the dispatcher (tests/artemis_netns.rs)
+  [promtool]=prometheus   # checks a scrape, and a real Prometheus scrapes the server (tests/suite/metrics.rs)
+  [/usr/lib/postgresql/15/bin/initdb]=postgresql  # the PostgreSQL store's tests run a real server (tests/suite/common/postgres.rs)
+  [fstrm_capture]=fstrm-bin  # reads the dnstap query log (tests/suite/dnstap.rs; dnstap-read is in bind9-dnsutils)
+  [chromium]=chromium    # loads the dashboard, headless, over the DevTools protocol (tests/suite/dashboard.rs); fetches over HTTP/3 through the dispatcher (tests/suite/artemis_netns.rs)
   # The benchmarks' peers and load generators (scripts/bench-smoke.sh)
   [named]=bind9           # bench/peers
   [pdns_server]=pdns-server  # bench/peers, bench/dynamic, bench/signing
@@ -63,7 +63,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Python packages the tests drive as real peers, pinned.
-python_needed=(aioquic==1.7.2)  # a second QUIC client: its Initials (crates/artemis/tests/initial.rs), interop (crates/artemis-quic/tests/aioquic.rs)
+python_needed=(aioquic==1.7.2)  # a second QUIC client: its Initials (crates/artemis/tests/suite/initial.rs), interop (crates/artemis-quic/tests/suite/aioquic.rs)
 for package in "${python_needed[@]}"; do
   python3 -c "import ${package%%==*}" 2>/dev/null || pip install --quiet "$package"
 done

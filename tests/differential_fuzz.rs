@@ -66,9 +66,11 @@
 //! queries sent are still the seed's first ones), `PHAROS_FUZZ_PROGRESS=1`. Without knotd/nsd the tests print SKIP
 //! and pass, unless CI is set, where they fail.
 
+#[path = "suite/common/mod.rs"]
 mod common;
 mod fuzz;
-mod support;
+
+use common::support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

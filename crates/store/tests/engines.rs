@@ -1,9 +1,9 @@
 //! Every store behaviour, checked on both engines: each case is written
 //! once over an [`Engine`] and run on SQLite (a temporary file) and on a
-//! real PostgreSQL (tests/common/postgres.rs); then what only a networked
+//! real PostgreSQL (tests/suite/common/postgres.rs); then what only a networked
 //! database can get wrong (its url, its hosts, its going away).
 
-#[path = "../../../tests/common/postgres.rs"]
+#[path = "../../../tests/suite/common/postgres.rs"]
 mod postgres;
 
 use pharos_model::fleet::NodeVerdict;

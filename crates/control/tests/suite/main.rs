@@ -1,0 +1,7 @@
+//! The integration tests of pharos-control, one module per subject, in
+//! one test binary (one link instead of one per file).
+
+mod incremental;
+mod proximity;
+mod signed_routes;
+mod versions;
