@@ -1,8 +1,8 @@
 //! Differential fuzzing: seeded random queries sent to Pharos, Knot DNS and
 //! NSD over UDP and TCP, their replies normalized and compared with the
-//! conformance suite's code (tests/support/norm.rs, compare.rs), every
+//! conformance suite's code (tests/suite/common/support/norm.rs, compare.rs), every
 //! class of difference reported once with the smallest query that shows it.
-//! The conformance suite (tests/conformance.rs) asks what someone thought
+//! The conformance suite (tests/suite/conformance.rs) asks what someone thought
 //! to ask; this asks what nobody wrote down.
 //!
 //! Queries (tests/fuzz/generate.rs): names in and out of the zones, under
@@ -105,19 +105,19 @@ const fn signed(field: &'static str, features: &'static [&'static str], why: &'s
 
 const KNOT_DROPS: &str = "Knot drops a query it cannot parse (cut short, QDCOUNT 2) without a reply; RFC 1035 \
     section 4.1.1 has FORMERR, RFC 9619 section 4 FORMERR for QDCOUNT > 1, as NSD and Pharos answer \
-    (tests/conformance.rs lists the same)";
+    (tests/suite/conformance.rs lists the same)";
 const KNOT_NO_CLASS_EDE: &str = "Knot refuses a class it does not serve without an Extended DNS Error; NSD and \
-    Pharos add 21 Not Supported (RFC 8914 section 4.22; tests/conformance.rs lists the same)";
+    Pharos add 21 Not Supported (RFC 8914 section 4.22; tests/suite/conformance.rs lists the same)";
 const NSD_NO_QUESTION: &str = "NSD leaves the question out of its error replies (NOTAUTH to a bad TSIG, REFUSED \
     to a class it does not serve, NOTIMP to NOTIFY); RFC 1035 section 7.3 has clients match a reply by its \
-    question, and Knot and Pharos keep it (tests/conformance.rs lists the class case)";
+    question, and Knot and Pharos keep it (tests/suite/conformance.rs lists the class case)";
 const NSD_NOTIMP_NO_OPT: &str = "NSD answers NOTIMP to an opcode it does not implement without an OPT record, \
     though the query had one; RFC 6891 section 7 wants the OPT back, as Knot and Pharos send it";
 const NSD_SLIP_NO_OPT: &str = "NSD's rate-limited (slipped) or truncated error reply drops the OPT record the \
     same reply over TCP has; RFC 6891 section 7 (Knot keeps it; Pharos must too)";
 const NSD_QDCOUNT_0: &str = "NSD answers NOERROR (or over TCP closes) to a query without a question; \
     RFC 7873 section 5.4 allows an empty question only with a COOKIE, else FORMERR (RFC 1035 section \
-    4.1.1), as Knot and Pharos answer (tests/conformance.rs lists the same)";
+    4.1.1), as Knot and Pharos answer (tests/suite/conformance.rs lists the same)";
 const PHAROS_CHECKS_OPTIONS: &str = "Pharos implements ECS and cookies and so answers FORMERR to a malformed \
     option (RFC 7871 section 7.1.1: a bad FAMILY or prefix; RFC 7873 section 5.2.2: a COOKIE of a wrong \
     length); Knot and NSD, configured without ECS and (here) without cookies, ignore the option";
@@ -158,7 +158,7 @@ const NSD_REPEATED_OPTION: &str = "Knot answers trailing octets FORMERR without 
 const ECS_MISREAD: &str = "Pharos echoes the query's ECS option (RFC 7871 section 7.2.1); the comparison \
     looks for the query's option just after one question, so with a record in the answer or authority section, \
     or no question, it does not find it and takes the echo for a stray one (a fault of the harness, \
-    tests/support/compare.rs `query_option`)";
+    tests/suite/common/support/compare.rs `query_option`)";
 const KNOT_DO0_DNSSEC_TYPES: &str = "Knot answers an explicit RRSIG or NSEC query with DO=0 from its signed \
     zone with those records and no SOA, and never follows a CNAME for it; Pharos gives a DO=0 query the \
     unsigned answer (RFC 3225 section 3: DNSSEC records are sent only when DO is set), as NSD and Pharos do in an \
@@ -171,7 +171,7 @@ const BOTH_REFERENCES_AT_FAULT: &str = "Each reference answers this query by one
     the servers' key, or its NODATA (not the CNAME) to an NSEC query at an unsigned CNAME; NSD's FORMERR to a \
     record in a query or to a header RCODE, its NOTIMP without an OPT record, or its referral leaving glue out \
     without TC (RFC 9471 section 3), or its NOTIMP to a transfer in a class it does not serve. Pharos has neither \
-    fault. Also Knot's NOTAUTH to a transfer nobody may make, where Pharos says REFUSED (see tests/conformance.rs)";
+    fault. Also Knot's NOTAUTH to a transfer nobody may make, where Pharos says REFUSED (see tests/suite/conformance.rs)";
 const PHAROS_KEEPALIVE: &str = "Pharos answers edns-tcp-keepalive over TCP (RFC 7828 section 3.3.2: a \
     server MAY send it in response to a query that carried it); Knot and NSD do not implement it";
 
@@ -227,7 +227,7 @@ const KNOWN_DEVIATIONS: &[Deviation] = &[
         "flags.aa",
         &["qclass=ANY"],
         "Knot sets AA on a QCLASS=* answer; RFC 1034 section 3.7.1: responses to QCLASS=* can never \
-         be authoritative (tests/conformance.rs lists the same)",
+         be authoritative (tests/suite/conformance.rs lists the same)",
     ),
     any("rule:knot", "flags.aa", &["qclass=ANY"], "Knot sets AA on a QCLASS=* answer (as above)"),
     // NSD 4.6.

@@ -1,7 +1,7 @@
 //! The differential fuzzer's parts (tests/differential_fuzz.rs runs them):
 //! queries generated from a seed (`generate`, from the names of `names`,
 //! over zones of `zonegen` or tests/zones/), sent to every server at once
-//! (`exchange`, driven by `bench`), judged with tests/support/compare.rs
+//! (`exchange`, driven by `bench`), judged with tests/suite/common/support/compare.rs
 //! (`verdict`), each class of difference made as small as it goes
 //! (`bench`) and reported once, with its reproduction (`classes`).
 

@@ -1,7 +1,7 @@
 //! A small TSIG signer (RFC 8945, HMAC-SHA256) for the fuzzer's queries:
 //! signed with the key every server knows, or on purpose wrongly.
 //!
-//! Not `domain`'s signer (tests/tsig.rs uses it): its builder starts every
+//! Not `domain`'s signer (tests/suite/tsig.rs uses it): its builder starts every
 //! message empty, so it cannot sign the packets the fuzzer encodes byte by
 //! byte (an OPT in the answer section, two OPTs, records in a query), and
 //! it knows only the algorithms it implements, so it cannot name one no

@@ -1,5 +1,5 @@
 //! Judging one query: every server's replies checked alone and compared
-//! pair by pair with tests/support/compare.rs, and each differing field
+//! pair by pair with tests/suite/common/support/compare.rs, and each differing field
 //! put on the server that is the odd one out (with three servers: the one
 //! that differs from both others, which agree).
 
