@@ -16,9 +16,12 @@ use crate::support::wire::Transport;
 
 /// Queries generated and sent at once.
 const BATCH: usize = 256;
-/// Classes shrunk per server and field; past them a finding not covered by
-/// one of them goes unshrunk into one more class (`OVERFLOW`), so that the
-/// time a run spends shrinking is bounded.
+/// Classes no deviation explains shrunk per server and field; past them a
+/// finding not covered by a class goes unshrunk into a class of its own
+/// query's features (marked `OVERFLOW`), so that the time a run spends
+/// shrinking stays bounded when something is badly wrong. Explained
+/// classes do not count: a field with many listed deviations still gets
+/// its new differences made small.
 const MAX_SHRUNK_PER_FIELD: usize = 8;
 const OVERFLOW: &str = "(more, not shrunk)";
 const T_A: u16 = 1;
@@ -37,7 +40,7 @@ pub struct Deviation {
 }
 
 impl Deviation {
-    fn matches(&self, config: &str, class: &Class) -> bool {
+    pub fn matches(&self, config: &str, class: &Class) -> bool {
         (self.config == "*" || self.config == config)
             && self.attribution == class.attribution
             && self.field == class.field
@@ -97,8 +100,9 @@ pub struct Run {
 }
 
 /// Findings sorted into classes as they come.
-#[derive(Default)]
-struct Sorter {
+struct Sorter<'e> {
+    /// Whether a deviation explains a class.
+    explained: &'e dyn Fn(&Class) -> bool,
     classes: BTreeMap<String, Class>,
     /// The class each finding made smaller fell in, by what the query that
     /// showed it looked like (`memo_key`): the same finding on a query of
@@ -115,7 +119,19 @@ fn memo_key(finding: &Finding, features: &[String]) -> String {
     format!("{} {} {} | {}", finding.attribution, finding.transport, finding.field, features.join(" "))
 }
 
-impl Sorter {
+impl<'e> Sorter<'e> {
+    fn new(explained: &'e dyn Fn(&Class) -> bool) -> Self {
+        Sorter {
+            explained,
+            classes: BTreeMap::new(),
+            memo: HashMap::new(),
+            unrepeated: BTreeSet::new(),
+            unrepeatable: 0,
+            shrinks: 0,
+            shrinking: Duration::ZERO,
+        }
+    }
+
     /// Counts `finding` (of query `q`) in its class.
     fn sort(&mut self, bench: &Bench, q: &FuzzQuery, finding: Finding) {
         let key = format!("{} {} {} {:?}", finding.attribution, finding.transport, finding.field, q);
@@ -147,9 +163,13 @@ impl Sorter {
         if let Some(signature) = self.memo.get(&key) {
             return Some(signature.clone());
         }
-        let same_field = self.classes.values().filter(|c| c.attribution == finding.attribution && c.field == finding.field).count();
-        if same_field >= MAX_SHRUNK_PER_FIELD {
-            return Some(overflow(&mut self.classes, q, finding));
+        let open_in_field = self
+            .classes
+            .values()
+            .filter(|c| c.attribution == finding.attribution && c.field == finding.field && !(self.explained)(c))
+            .count();
+        if open_in_field >= MAX_SHRUNK_PER_FIELD {
+            return Some(overflow(&mut self.classes, q, finding, features));
         }
         let started = Instant::now();
         let shrunk = bench.shrink(q, &finding);
@@ -174,15 +194,16 @@ impl Sorter {
     }
 }
 
-/// The class of findings left unshrunk because their server and field
-/// already have `MAX_SHRUNK_PER_FIELD` classes; its reproduction is the
-/// first such query, as generated.
-fn overflow(classes: &mut BTreeMap<String, Class>, q: &FuzzQuery, finding: Finding) -> String {
+/// The class of a finding left unshrunk because its server and field
+/// already have `MAX_SHRUNK_PER_FIELD` unexplained classes: the features of
+/// its query as generated (so a deviation can still match it), its
+/// reproduction the first such query.
+fn overflow(classes: &mut BTreeMap<String, Class>, q: &FuzzQuery, finding: Finding, features: Vec<String>) -> String {
     let class = Class {
         attribution: finding.attribution.clone(),
         transports: BTreeSet::new(),
         field: finding.field.clone(),
-        features: vec![OVERFLOW.to_string()],
+        features: std::iter::once(OVERFLOW.to_string()).chain(features).collect(),
         count: 0,
         reproduction: q.clone(),
         transport: finding.transport,
@@ -195,10 +216,11 @@ fn overflow(classes: &mut BTreeMap<String, Class>, q: &FuzzQuery, finding: Findi
 }
 
 /// Generates and judges `count` queries, or as many as `budget` leaves
-/// time for (whole batches: the run is a prefix of the seed's sequence).
-pub fn run(bench: &mut Bench, generator: &mut Generator, count: usize, budget: Duration) -> Run {
+/// time for (whole batches: the run is a prefix of the seed's sequence);
+/// `explained` says whether a deviation explains a class.
+pub fn run(bench: &mut Bench, generator: &mut Generator, count: usize, budget: Duration, explained: &dyn Fn(&Class) -> bool) -> Run {
     let started = Instant::now();
-    let mut sorter = Sorter::default();
+    let mut sorter = Sorter::new(explained);
     let mut done = 0;
     while done < count && started.elapsed() < budget {
         let n = BATCH.min(count - done);
