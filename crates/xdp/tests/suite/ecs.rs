@@ -24,8 +24,9 @@ use pharos_xdp::routed::routed_question;
 const ZONE: &str =
     "@ 3600 IN SOA ns1 hostmaster 1 7200 3600 1209600 300\n@ 3600 IN NS ns1\nns1 3600 IN A 192.0.2.53\nhost 3600 IN A 192.0.2.80\n";
 const RUNS: usize = 20_000;
-/// Chi-square at 0.1 % for 1 to 3 degrees of freedom.
-const CHI_SQUARE_0_1_PERCENT: [f64; 3] = [10.828, 13.816, 16.266];
+/// Chi-square at 0.001 % for 1 to 3 degrees of freedom (as routed.rs's:
+/// the kernel's draws cannot be seeded, and there is one check per case).
+const CHI_SQUARE_0_001_PERCENT: [f64; 3] = [19.511, 23.026, 25.902];
 
 /// Senders outside the trusted list of [`trusting_some`].
 const UNTRUSTED_V4: &str = "192.0.2.99";
@@ -202,7 +203,7 @@ fn a_subnets_class_draws_with_its_probabilities() {
             .iter()
             .map(|(body, share)| (counts.get(body).copied().unwrap_or(0) as f64 - share * RUNS as f64).powi(2) / (share * RUNS as f64))
             .sum();
-        let critical = CHI_SQUARE_0_1_PERCENT[shares.len() - 2];
+        let critical = CHI_SQUARE_0_001_PERCENT[shares.len() - 2];
         assert!(chi_square < critical, "{network}/{source}: chi-square {chi_square:.2} >= {critical} ({counts:?})");
         assert_eq!(counts.len(), shares.len(), "{network}/{source}: only the listed variants");
     }
