@@ -70,16 +70,22 @@ impl CookieSecret {
     pub(crate) fn check(&self, cookie: &Cookie, client: IpAddr, now: u32) -> Checked {
         let client_cookie = ClientCookie::from_octets(cookie.client);
         let proven = cookie.server().is_some_and(|server| self.is_good(client_cookie, server, client, now));
-        let fresh = ServerCookie::from(StandardServerCookie::calculate(client_cookie, Serial(now), client, &self.secret_at(now)));
-        let mut server = [0; SERVER_COOKIE_LEN];
-        server.copy_from_slice(fresh.as_ref());
         let echoed = cookie.server().is_some();
-        Checked { reply: CookieReply { server, bad: echoed && !proven }, proven }
+        Checked { reply: CookieReply { server: self.fresh(client_cookie, client, now), bad: echoed && !proven }, proven }
     }
 
-    /// The server's reply to `cookie` from `client` over a stream, now.
+    /// The server's reply to `cookie` from `client` over a stream, now: a
+    /// fresh server cookie, whatever it echoes, which is not checked.
     pub(crate) fn over_stream(&self, cookie: &Cookie, client: IpAddr) -> CookieReply {
-        CookieReply { bad: false, ..self.check(cookie, client, unix_seconds()).reply }
+        CookieReply { server: self.fresh(ClientCookie::from_octets(cookie.client), client, unix_seconds()), bad: false }
+    }
+
+    /// The server cookie made for `client_cookie` and `client` at `now`.
+    fn fresh(&self, client_cookie: ClientCookie, client: IpAddr, now: u32) -> [u8; SERVER_COOKIE_LEN] {
+        let made = ServerCookie::from(StandardServerCookie::calculate(client_cookie, Serial(now), client, &self.secret_at(now)));
+        let mut server = [0; SERVER_COOKIE_LEN];
+        server.copy_from_slice(made.as_ref());
+        server
     }
 
     /// Whether `server` is a cookie this secret made for this client
