@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::bench::Bench;
 use super::generate::Generator;
 use super::query::{FuzzQuery, Target, hex};
-use super::verdict::Finding;
+use super::verdict::{Finding, PHAROS};
 use crate::support::compare::Mismatch;
 use crate::support::wire::Transport;
 
@@ -45,6 +45,17 @@ impl Deviation {
             && self.attribution == class.attribution
             && self.field == class.field
             && self.transport.is_none_or(|t| class.transports.iter().all(|c| *c == t))
+            && self.features.iter().all(|f| class.features.iter().any(|c| c == f))
+    }
+
+    /// Whether this is a fault of `reference` that changes its whole reply
+    /// and that the class's query has every feature of.
+    fn is_whole_reply_fault_of(&self, reference: &str, config: &str, class: &Class) -> bool {
+        let attributions = [format!("odd={reference}"), format!("rule:{reference}")];
+        (self.config == "*" || self.config == config)
+            && attributions.iter().any(|a| a == self.attribution)
+            && WHOLE_REPLY_FIELDS.contains(&self.field)
+            && !self.features.is_empty()
             && self.features.iter().all(|f| class.features.iter().any(|c| c == f))
     }
 }
@@ -284,11 +295,41 @@ pub fn describe_class(class: &Class, bench: &Bench, why: Option<&str>) -> String
     out
 }
 
+/// The fields in which a reference's fault changes its whole reply: its
+/// RCODE, whether it replies, whether it has an OPT record.
+const WHOLE_REPLY_FIELDS: [&str; 3] = ["reply", "rcode", "edns"];
+
+/// Why a class is no fault of Pharos's.
+pub enum Explanation {
+    /// The deviation of this index in the list.
+    Listed(usize),
+    /// Every reference differs from Pharos by a listed fault of its own
+    /// that changes its whole reply (a query cut short by one and carrying
+    /// a header RCODE for the other, say): Pharos, which has neither
+    /// fault, agrees with no reference, and nothing is left to compare.
+    ReferencesAtFault,
+}
+
+const REFERENCES_AT_FAULT: &str = "each reference answers this query by a listed fault of its own that changes \
+    its whole reply (the deviations above with these features); Pharos has neither fault";
+
+/// Why a class of `config` is explained, if it is: a listed deviation, or
+/// (where Pharos is the odd one out, or all three differ) every one of
+/// `references` at fault.
+pub fn explain(deviations: &[Deviation], references: &[&str], config: &str, class: &Class) -> Option<Explanation> {
+    if let Some(index) = deviations.iter().position(|d| d.matches(config, class)) {
+        return Some(Explanation::Listed(index));
+    }
+    let pharos_apart = class.attribution == format!("odd={PHAROS}") || class.attribution.split(',').count() == 3;
+    let at_fault = |reference: &&str| deviations.iter().any(|d| d.is_whole_reply_fault_of(reference, config, class));
+    (pharos_apart && references.iter().all(at_fault)).then_some(Explanation::ReferencesAtFault)
+}
+
 /// Prints the run; returns the signatures of the classes that implicate
 /// Pharos (see `Finding::implicates_pharos`) and no deviation explains
 /// (those where Pharos agrees with a reference are printed apart). Deviations of `config` that matched nothing are reported as
 /// stale.
-pub fn report(config: &str, seed: u64, run: &Run, bench: &Bench, deviations: &[Deviation]) -> Vec<String> {
+pub fn report(config: &str, seed: u64, run: &Run, bench: &Bench, deviations: &[Deviation], references: &[&str]) -> Vec<String> {
     let mut used = vec![0usize; deviations.len()];
     let mut text = format!(
         "\n===== differential fuzz, {config} (seed {seed}): {} queries in {:.1?} ({:.0}/s), {} classes, {} differences \
@@ -303,21 +344,22 @@ pub fn report(config: &str, seed: u64, run: &Run, bench: &Bench, deviations: &[D
     );
     let mut unexplained = Vec::new();
     let mut known = String::new();
-    let mut references = String::new();
+    let mut untriaged = String::new();
     let mut untriaged_references = 0;
     for (signature, class) in &run.classes {
-        match deviations.iter().position(|d| d.matches(config, class)) {
-            Some(i) => {
+        match explain(deviations, references, config, class) {
+            Some(Explanation::Listed(i)) => {
                 used[i] += class.count;
                 known.push_str(&describe_class(class, bench, Some(deviations[i].why)));
             }
+            Some(Explanation::ReferencesAtFault) => known.push_str(&describe_class(class, bench, Some(REFERENCES_AT_FAULT))),
             None if class.implicates_pharos => {
                 unexplained.push(signature.clone());
                 text.push_str(&describe_class(class, bench, None));
             }
             None => {
                 untriaged_references += 1;
-                references.push_str(&describe_class(class, bench, None));
+                untriaged.push_str(&describe_class(class, bench, None));
             }
         }
     }
@@ -327,7 +369,7 @@ pub fn report(config: &str, seed: u64, run: &Run, bench: &Bench, deviations: &[D
          reference or the RFC but the references differ, not yet in the list:",
         unexplained.len()
     );
-    text.push_str(&references);
+    text.push_str(&untriaged);
     let _ = writeln!(text, "\nknown deviations:");
     text.push_str(&known);
     for (d, n) in deviations.iter().zip(&used) {

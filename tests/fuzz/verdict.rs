@@ -17,6 +17,9 @@ const T_NXNAME: u16 = 128;
 const T_IXFR: u16 = 251;
 const T_AXFR: u16 = 252;
 const FORMERR: u16 = 1;
+const REFUSED: u16 = 5;
+const BADVERS: u16 = 16;
+const CLASS_IN: u16 = 1;
 const BADCOOKIE: u16 = 23;
 
 /// One server's replies to one query.
@@ -69,7 +72,7 @@ fn coarse(field: &str) -> String {
 fn case_for(q: &FuzzQuery, packet: &[u8], transport: Transport) -> Case {
     let intact = q.cut == 0 && q.garbage.is_empty();
     let one_question = q.questions.len() == 1 && q.qdcount.is_none() && intact;
-    let clean_opt = q.opt.as_ref().is_some_and(|o| o.place == OptPlace::Additional && !o.twice && o.owner == [0]);
+    let clean_opt = q.cut == 0 && q.opt.as_ref().is_some_and(|o| o.place == OptPlace::Additional && !o.twice && o.owner == [0]);
     Case {
         label: q.describe(),
         packet: packet.to_vec(),
@@ -80,6 +83,7 @@ fn case_for(q: &FuzzQuery, packet: &[u8], transport: Transport) -> Case {
             Question { name: first.wire_name(), qtype: first.qtype, qclass: first.qclass }
         }),
         query_has_opt: clean_opt,
+        query_opt_damaged: q.opt.is_some() && !clean_opt,
         // An NSID option with data asks too (RFC 5001 section 2.1 has the
         // requester send it empty, and the servers answer it either way).
         asks_nsid: q.opt.as_ref().is_some_and(|o| o.options.iter().any(|op| matches!(op, EdnsOption::Raw(OPT_NSID, _)))),
@@ -88,10 +92,30 @@ fn case_for(q: &FuzzQuery, packet: &[u8], transport: Transport) -> Case {
         // with TC are checked for whole RRsets rather than compared.
         big: true,
         well_formed: q.header.opcode == 0 && !q.header.qr && one_question && q.opt.as_ref().is_none_or(|_| clean_opt),
-        // RFC 9824 section 3.5: NXNAME is a meta-type; "a query for it MUST
-        // be answered with FORMERR".
-        expect_rcode: if one_question && q.questions[0].qtype == T_NXNAME { vec![FORMERR] } else { Vec::new() },
+        expect_rcode: if is_nxname_query(q, one_question) { nxname_rcodes(q) } else { Vec::new() },
     }
+}
+
+/// A QUERY (opcode 0) of one question, for NXNAME: other opcodes are
+/// refused as opcodes, whatever they ask.
+fn is_nxname_query(q: &FuzzQuery, one_question: bool) -> bool {
+    one_question && q.header.opcode == 0 && q.questions[0].qtype == T_NXNAME
+}
+
+/// RFC 9824 section 3.5: NXNAME is a meta-type; "a query for it MUST be
+/// answered with FORMERR". A query wrong in another way too may get the
+/// error of a check the RFCs give no order against it: BADVERS for an EDNS
+/// version the server does not implement (RFC 6891 section 6.1.3, also a
+/// MUST), REFUSED for a class it does not serve.
+fn nxname_rcodes(q: &FuzzQuery) -> Vec<u16> {
+    let mut allowed = vec![FORMERR];
+    if q.opt.as_ref().is_some_and(|opt| opt.version != 0) {
+        allowed.push(BADVERS);
+    }
+    if q.questions[0].qclass != CLASS_IN {
+        allowed.push(REFUSED);
+    }
+    allowed
 }
 
 /// A UDP reply that is empty with TC set where the same server's TCP reply
@@ -104,7 +128,15 @@ fn truncated(udp: &Normalized, tcp: &Observed) -> bool {
 /// slips (RRL) or is truncated is the same reply with its sections left
 /// out, so it keeps the RCODE (all 12 bits, the upper ones in OPT) and the
 /// OPT record that the whole reply (over TCP) has.
-fn check_truncated(name: &str, udp: &Normalized, tcp: &Normalized, transport: Transport, case: &Case, out: &mut Vec<Finding>) {
+fn check_truncated(
+    name: &str,
+    udp: &Normalized,
+    tcp: &Normalized,
+    asks_transfer: bool,
+    transport: Transport,
+    case: &Case,
+    out: &mut Vec<Finding>,
+) {
     let mut push = |field: &str, got: String, want: String| {
         out.push(Finding {
             attribution: format!("rule:{name}"),
@@ -123,7 +155,7 @@ fn check_truncated(name: &str, udp: &Normalized, tcp: &Normalized, transport: Tr
     };
     // Over UDP only: cookies are checked (RFC 7873 section 5.2), zone
     // transfers refused.
-    let udp_only = udp.rcode == BADCOOKIE || case.question.as_ref().is_some_and(|q| q.qtype == T_AXFR || q.qtype == T_IXFR);
+    let udp_only = udp.rcode == BADCOOKIE || asks_transfer;
     if udp.rcode != tcp.rcode && !udp_only {
         push(
             "truncated.rcode",
@@ -143,6 +175,7 @@ type Differing = (BTreeSet<(usize, usize)>, Vec<Mismatch>);
 /// Everything that differs about one query, over both transports.
 pub fn judge(q: &FuzzQuery, sides: &[Side], zones: &[&str]) -> Vec<Finding> {
     let ctx = Context { zones };
+    let asks_transfer = q.questions.first().is_some_and(|first| first.qtype == T_AXFR || first.qtype == T_IXFR);
     let mut out = Vec::new();
     for transport in [Transport::Udp, Transport::Tcp] {
         let cases: Vec<Case> = sides.iter().map(|s| case_for(q, &s.packet, transport)).collect();
@@ -155,7 +188,7 @@ pub fn judge(q: &FuzzQuery, sides: &[Side], zones: &[&str]) -> Vec<Finding> {
             {
                 // Compared with its own TCP reply, not with the others
                 // (which may have fitted, or not been rate-limited).
-                check_truncated(side.name, udp, tcp, transport, &cases[i], &mut out);
+                check_truncated(side.name, udp, tcp, asks_transfer, transport, &cases[i], &mut out);
                 comparable[i] = false;
                 continue;
             }

@@ -27,6 +27,10 @@ pub struct Case {
     pub question: Option<Question>,
     /// The query carried an OPT record.
     pub query_has_opt: bool,
+    /// The query carried an OPT record that is not the one OPT of a
+    /// readable query (cut short, sent twice, misplaced, owned by another
+    /// name): whether the reply has one is not checked.
+    pub query_opt_damaged: bool,
     /// The query asked for the NSID.
     pub asks_nsid: bool,
     /// For ANY: the RRset types at the name (RFC 8482 subset rule).
@@ -144,6 +148,7 @@ fn parse_line(line: &str, id: u16) -> Result<Case, String> {
         expect: Expect::Reply,
         question: Some(question),
         query_has_opt: q.edns.is_some(),
+        query_opt_damaged: false,
         asks_nsid,
         any_types,
         big,
@@ -213,6 +218,7 @@ fn crafted(label: &str, packet: Vec<u8>) -> Case {
         expect: Expect::Reply,
         question: None,
         query_has_opt: false,
+        query_opt_damaged: false,
         asks_nsid: false,
         any_types: None,
         big: false,
