@@ -836,7 +836,7 @@ impl Config {
         if let Some(dnstap) = &self.dnstap {
             dnstap.settings()?;
         }
-        self.http.validate()
+        Ok(self.http.validate()?)
     }
 
     /// Where state files are kept: beside the store file, else beside the

@@ -45,7 +45,7 @@ impl Server {
         let listeners = api::Listeners { api: config.control.listen.zip(token), metrics: config.metrics.listen };
         let api = api::start(listeners, control.clone(), limits.clone())?;
         // Logging before the first query can arrive.
-        let dnstap = config.dnstap.as_ref().map(|dnstap| dnstap::start(dnstap.settings()?)).transpose()?;
+        let dnstap = config.dnstap.as_ref().map(|dnstap| anyhow::Ok(dnstap::start(dnstap.settings()?)?)).transpose()?;
         pharos_transport::metrics::count_queries(config.metrics.counting);
         pharos_transport::metrics::tally_resolvers(config.metrics.tallies_resolvers());
         let transports = Transports::start(&config.transport(limits.queries, limits.responses, cookies), &snapshot).await?;
