@@ -123,7 +123,7 @@ fn serve_config(args: ServeArgs) -> anyhow::Result<Config> {
 fn forward(args: pharos_forward::ForwardArgs) -> anyhow::Result<()> {
     let config = args.into_config()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(pharos_forward::run(config))
+    Ok(runtime.block_on(pharos_forward::run(config))?)
 }
 
 fn check_zones(zones: &[String]) -> anyhow::Result<()> {
