@@ -91,7 +91,7 @@ fn main() -> anyhow::Result<()> {
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = serve_config(args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(config.threads()).enable_all().build()?;
-    runtime.block_on(pharos_server::run(config))
+    Ok(runtime.block_on(pharos_server::run(config))?)
 }
 
 fn serve_config(args: ServeArgs) -> anyhow::Result<Config> {
