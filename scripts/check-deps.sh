@@ -7,7 +7,10 @@
 #    dependencies, however indirectly. Dev- and build-dependencies do not
 #    count: they never reach the library a server links.
 # 2. No mechanism crate depends on the control plane's internals.
-# 3. No module of a crate imports, through others, one that imports it
+# 3. No library crate depends on anyhow: errors at a crate's edge are
+#    typed (thiserror), so that callers can tell them apart; the binary
+#    alone wraps them with context.
+# 4. No module of a crate imports, through others, one that imports it
 #    (scripts/check-cycles.py).
 #
 # It prints each rule and crate it checked, then every violation with the
@@ -46,6 +49,8 @@ FORBIDDEN_IN_SANS_IO = [
 ]
 # The control plane: the server wiring, the store and the control core.
 CONTROL_PLANE = ["pharos-server", "pharos-store", "pharos-control"]
+# The one package that may use anyhow: the `pharos` binary.
+BINARY = "pharos"
 
 metadata = json.loads(subprocess.run(["cargo", "metadata", "--format-version", "1"], check=True, capture_output=True, text=True).stdout)
 names = {package["id"]: package["name"] for package in metadata["packages"]}
@@ -101,6 +106,14 @@ def sans_io_forbidden(name):
 
 check("sans-IO crates: no async runtime, socket or thread crate (" + ", ".join(FORBIDDEN_IN_SANS_IO) + ")", SANS_IO, sans_io_forbidden)
 check("mechanisms: no control-plane internals (" + ", ".join(CONTROL_PLANE) + ")", MECHANISMS, lambda name: name in CONTROL_PLANE)
+
+print(f"== library crates: typed errors, no anyhow (only {BINARY} wraps them)")
+if BINARY not in members:
+    violations.append(f"{BINARY}: not in the workspace (renamed? update scripts/check-deps.sh)")
+libraries = sorted(members - {BINARY})
+using_anyhow = [crate for crate in libraries if any(names[dep] == "anyhow" for dep in normal_deps[by_name[crate]])]
+print(f"   {len(libraries)} library crates: {'anyhow in ' + ', '.join(using_anyhow) if using_anyhow else 'ok'}")
+violations.extend(f"{crate} -> anyhow: return a typed error (thiserror); only {BINARY} may use anyhow" for crate in using_anyhow)
 
 if violations:
     print(f"\n{len(violations)} violation(s) of the dependency rule:")

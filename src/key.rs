@@ -93,7 +93,7 @@ struct Target {
 impl Target {
     /// The zone's name, lowercase: records are printed as zone files write them.
     fn zone(&self) -> anyhow::Result<Name<Vec<u8>>> {
-        keys::zone_name(&self.zone)
+        Ok(keys::zone_name(&self.zone)?)
     }
 
     fn open_store(&self) -> anyhow::Result<Box<dyn Store>> {
@@ -104,7 +104,7 @@ impl Target {
         if store_config.path.is_none() && store_config.url.is_none() {
             bail!("the configuration names no store ([store] path or url): keys kept in memory would be lost");
         }
-        open_store(&store_config)
+        Ok(open_store(&store_config)?)
     }
 
     /// Where the keys are, for messages (never the url, which may hold a password).

@@ -91,7 +91,7 @@ fn main() -> anyhow::Result<()> {
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = serve_config(args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(config.threads()).enable_all().build()?;
-    runtime.block_on(pharos_server::run(config))
+    Ok(runtime.block_on(pharos_server::run(config))?)
 }
 
 fn serve_config(args: ServeArgs) -> anyhow::Result<Config> {
@@ -123,7 +123,7 @@ fn serve_config(args: ServeArgs) -> anyhow::Result<Config> {
 fn forward(args: pharos_forward::ForwardArgs) -> anyhow::Result<()> {
     let config = args.into_config()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(pharos_forward::run(config))
+    Ok(runtime.block_on(pharos_forward::run(config))?)
 }
 
 fn check_zones(zones: &[String]) -> anyhow::Result<()> {

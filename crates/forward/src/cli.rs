@@ -4,10 +4,12 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context;
 use serde::Deserialize;
 
-use crate::config::{DEFAULT_CONNECTIONS, DEFAULT_DEADLINE, DEFAULT_MAX_RTO, DEFAULT_MIN_RTO, DEFAULT_TRIES, ForwardConfig, UpstreamSpec};
+use crate::config::{
+    ConfigError, DEFAULT_CONNECTIONS, DEFAULT_DEADLINE, DEFAULT_MAX_RTO, DEFAULT_MIN_RTO, DEFAULT_TRIES, ForwardConfig, UpstreamSpec,
+    UpstreamSpecError,
+};
 use crate::rtt::RtoBounds;
 
 /// Where a stub resolver looks for its server.
@@ -69,9 +71,23 @@ struct FileSettings {
     deadline_ms: Option<u64>,
 }
 
+/// Why the flags and their file make no configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgsError {
+    #[error("cannot read {}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{} is not a valid forward configuration", path.display())]
+    Parse { path: PathBuf, source: toml::de::Error },
+    /// The `index`th of the file's `upstreams`.
+    #[error("forward.upstreams[{index}]")]
+    Upstream { index: usize, source: UpstreamSpecError },
+    #[error(transparent)]
+    Invalid(#[from] ConfigError),
+}
+
 impl ForwardArgs {
     /// The settings these flags and their file make, checked.
-    pub fn into_config(self) -> anyhow::Result<ForwardConfig> {
+    pub fn into_config(self) -> Result<ForwardConfig, ArgsError> {
         let file = match &self.config {
             Some(path) => read_file(path)?,
             None => FileSettings::default(),
@@ -102,26 +118,24 @@ fn non_empty<T>(values: Vec<T>) -> Option<Vec<T>> {
 
 /// Reads the [forward] table of `path`; a relative `ca` is taken from the
 /// file's directory, as pharos-server takes the paths in its file.
-fn read_file(path: &Path) -> anyhow::Result<FileSettings> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut settings =
-        toml::from_str::<File>(&text).with_context(|| format!("{} is not a valid forward configuration", path.display()))?.forward;
+fn read_file(path: &Path) -> Result<FileSettings, ArgsError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ArgsError::Read { path: path.to_path_buf(), source })?;
+    let mut settings = toml::from_str::<File>(&text).map_err(|source| ArgsError::Parse { path: path.to_path_buf(), source })?.forward;
     if let (Some(ca), Some(directory)) = (&settings.ca, path.parent()) {
         settings.ca = Some(directory.join(ca));
     }
     Ok(settings)
 }
 
-fn parse_upstreams(texts: Vec<String>) -> anyhow::Result<Vec<UpstreamSpec>> {
-    let parse = |(index, text): (usize, &String)| {
-        text.parse().map_err(|error: crate::config::UpstreamSpecError| anyhow::anyhow!("forward.upstreams[{index}]: {error}"))
-    };
+fn parse_upstreams(texts: Vec<String>) -> Result<Vec<UpstreamSpec>, ArgsError> {
+    let parse = |(index, text): (usize, &String)| text.parse().map_err(|source| ArgsError::Upstream { index, source });
     texts.iter().enumerate().map(parse).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Causes;
     use clap::Parser;
 
     #[derive(Parser)]
@@ -130,8 +144,8 @@ mod tests {
         args: ForwardArgs,
     }
 
-    fn config_of(flags: &[&str]) -> anyhow::Result<ForwardConfig> {
-        Command::try_parse_from(std::iter::once("forward").chain(flags.iter().copied()))?.args.into_config()
+    fn config_of(flags: &[&str]) -> Result<ForwardConfig, Box<dyn std::error::Error>> {
+        Ok(Command::try_parse_from(std::iter::once("forward").chain(flags.iter().copied()))?.args.into_config()?)
     }
 
     #[test]
@@ -164,7 +178,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("forward.toml");
         let path = file.to_str().unwrap();
-        let error = |flags: &[&str]| format!("{:#}", config_of(flags).unwrap_err());
+        let error = |flags: &[&str]| Causes(config_of(flags).unwrap_err().as_ref()).to_string();
         assert!(error(&["--config", path]).contains("cannot read"));
         std::fs::write(&file, "[forward]\nupstream = [\"tls://127.0.0.1\"]\n").unwrap();
         assert!(error(&["--config", path]).contains("unknown field `upstream`"));

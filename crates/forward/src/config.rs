@@ -9,8 +9,6 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use anyhow::{bail, ensure};
-
 use crate::rtt::{RtoBounds, TCP_MIN_RTO};
 
 /// The port of DNS over TLS (RFC 7858) and of DNS over QUIC (RFC 9250).
@@ -152,35 +150,60 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(5);
 const LONGEST_RTO: Duration = Duration::from_secs(60);
 const LONGEST_DEADLINE: Duration = Duration::from_secs(60);
 
+/// Which setting is wrong, named by its flag and config key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("no address to listen on: give --listen (forward.listen)")]
+    NoListen,
+    #[error("no upstream: give --upstream tls://ADDRESS or quic://ADDRESS (forward.upstreams)")]
+    NoUpstream,
+    #[error("--connections (forward.connections) must be from 1 to {}, not {}", MAX_CONNECTIONS, .0)]
+    Connections(usize),
+    #[error("--tries (forward.tries) must be from 1 to {}, not {}", MAX_TRIES, .0)]
+    Tries(u32),
+    #[error("--min-rto-ms (forward.min_rto_ms) must be at least 1")]
+    ZeroMinRto,
+    /// The bounds given, in milliseconds.
+    #[error(
+        "the RTO bounds must satisfy min <= max <= {} ms, not {min} ms and {max} ms (--min-rto-ms, --max-rto-ms)",
+        LONGEST_RTO.as_millis()
+    )]
+    RtoBounds { min: u128, max: u128 },
+    /// The deadline given, in milliseconds.
+    #[error("--deadline-ms (forward.deadline_ms) must be from 1 to {}, not {}", LONGEST_DEADLINE.as_millis(), .0)]
+    Deadline(u128),
+    #[error("{0:?} is not a valid server name for a certificate to be checked against")]
+    ServerName(String),
+}
+
 impl ForwardConfig {
     /// Checks every setting, naming the flag (and config key) of a bad one.
-    pub fn validate(&self) -> anyhow::Result<()> {
-        ensure!(!self.listen.is_empty(), "no address to listen on: give --listen (forward.listen)");
-        ensure!(!self.upstreams.is_empty(), "no upstream: give --upstream tls://ADDRESS or quic://ADDRESS (forward.upstreams)");
-        ensure!(
-            (1..=MAX_CONNECTIONS).contains(&self.connections),
-            "--connections (forward.connections) must be from 1 to {MAX_CONNECTIONS}, not {}",
-            self.connections
-        );
-        ensure!((1..=MAX_TRIES).contains(&self.tries), "--tries (forward.tries) must be from 1 to {MAX_TRIES}, not {}", self.tries);
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.listen.is_empty() {
+            return Err(ConfigError::NoListen);
+        }
+        if self.upstreams.is_empty() {
+            return Err(ConfigError::NoUpstream);
+        }
+        if !(1..=MAX_CONNECTIONS).contains(&self.connections) {
+            return Err(ConfigError::Connections(self.connections));
+        }
+        if !(1..=MAX_TRIES).contains(&self.tries) {
+            return Err(ConfigError::Tries(self.tries));
+        }
         let RtoBounds { min, max } = self.rto;
-        ensure!(!min.is_zero(), "--min-rto-ms (forward.min_rto_ms) must be at least 1");
-        ensure!(
-            min <= max && max <= LONGEST_RTO,
-            "the RTO bounds must satisfy min <= max <= {} ms, not {} ms and {} ms (--min-rto-ms, --max-rto-ms)",
-            LONGEST_RTO.as_millis(),
-            min.as_millis(),
-            max.as_millis()
-        );
-        ensure!(
-            !self.deadline.is_zero() && self.deadline <= LONGEST_DEADLINE,
-            "--deadline-ms (forward.deadline_ms) must be from 1 to {}, not {}",
-            LONGEST_DEADLINE.as_millis(),
-            self.deadline.as_millis()
-        );
+        if min.is_zero() {
+            return Err(ConfigError::ZeroMinRto);
+        }
+        if !(min <= max && max <= LONGEST_RTO) {
+            return Err(ConfigError::RtoBounds { min: min.as_millis(), max: max.as_millis() });
+        }
+        if self.deadline.is_zero() || self.deadline > LONGEST_DEADLINE {
+            return Err(ConfigError::Deadline(self.deadline.as_millis()));
+        }
         for name in self.upstreams.iter().filter_map(|upstream| upstream.server_name.as_ref()).chain(&self.server_name) {
             if rustls::pki_types::ServerName::try_from(name.as_str()).is_err() {
-                bail!("{name:?} is not a valid server name for a certificate to be checked against");
+                return Err(ConfigError::ServerName(name.clone()));
             }
         }
         Ok(())

@@ -7,13 +7,13 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
 use pharos_wire::MAX_STREAM_MESSAGE;
 use pharos_wire::framing::{LENGTH_LEN, framed, split_frame};
 use quinn::crypto::rustls::QuicClientConfig;
 use quinn::{Endpoint, VarInt};
 use tokio::sync::mpsc;
 
+use crate::error::{Causes, ConnectError, ForwardError, StreamError};
 use crate::message::{response_id, set_id};
 use crate::request::Request;
 use crate::slot::{self, PoolSlot, Transport};
@@ -36,13 +36,13 @@ pub struct DoqTransport {
 }
 
 impl DoqTransport {
-    pub fn new(address: SocketAddr, server_name: &str, tls: ClientTls) -> anyhow::Result<DoqTransport> {
-        let crypto = QuicClientConfig::try_from(tls.config.clone()).context("TLS configuration unfit for QUIC")?;
+    pub fn new(address: SocketAddr, server_name: &str, tls: ClientTls) -> Result<DoqTransport, ForwardError> {
+        let crypto = QuicClientConfig::try_from(tls.config.clone()).map_err(ForwardError::Quic)?;
         let config = quinn::ClientConfig::new(Arc::new(crypto));
         Ok(DoqTransport { address, server_name: server_name.to_owned(), config, tls, endpoint: None })
     }
 
-    fn endpoint(&mut self) -> anyhow::Result<Endpoint> {
+    fn endpoint(&mut self) -> Result<Endpoint, ConnectError> {
         if let Some(endpoint) = &self.endpoint {
             return Ok(endpoint.clone());
         }
@@ -50,7 +50,7 @@ impl DoqTransport {
             IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
         };
-        let endpoint = Endpoint::client(SocketAddr::new(unspecified, 0)).context("cannot open a UDP socket for QUIC")?;
+        let endpoint = Endpoint::client(SocketAddr::new(unspecified, 0)).map_err(ConnectError::QuicSocket)?;
         Ok(self.endpoint.insert(endpoint).clone())
     }
 }
@@ -58,10 +58,10 @@ impl DoqTransport {
 impl Transport for DoqTransport {
     type Connection = quinn::Connection;
 
-    async fn connect(&mut self) -> anyhow::Result<(quinn::Connection, Duration)> {
+    async fn connect(&mut self) -> Result<(quinn::Connection, Duration), ConnectError> {
         let endpoint = self.endpoint()?;
         let connecting = endpoint.connect_with(self.config.clone(), self.address, &self.server_name)?;
-        let connection = connecting.await.context("QUIC handshake failed")?;
+        let connection = connecting.await.map_err(ConnectError::QuicHandshake)?;
         let round_trip = connection.rtt();
         Ok((connection, round_trip))
     }
@@ -103,13 +103,13 @@ async fn exchange(connection: quinn::Connection, mut request: Request, slot: Poo
         Ok(Some(answer)) => slot.on_answer(request.answer(answer)),
         // The try was answered elsewhere or given up; the stream is cancelled.
         Ok(None) => {}
-        Err(error) => tracing::debug!(upstream = %slot.upstream.spec, "DNS over QUIC stream failed: {error:#}"),
+        Err(error) => tracing::debug!(upstream = %slot.upstream.spec, "DNS over QUIC stream failed: {}", Causes(&error)),
     }
 }
 
 /// The answer to the request's query on a new stream; `None` if the
 /// request is abandoned first.
-async fn ask_on_stream(connection: &quinn::Connection, request: &mut Request) -> anyhow::Result<Option<Vec<u8>>> {
+async fn ask_on_stream(connection: &quinn::Connection, request: &mut Request) -> Result<Option<Vec<u8>>, StreamError> {
     set_id(&mut request.message, 0);
     // Opening waits while the upstream allows no more streams.
     let Some(opened) = request.unless_abandoned(connection.open_bi()).await else { return Ok(None) };
@@ -125,15 +125,15 @@ async fn ask_on_stream(connection: &quinn::Connection, request: &mut Request) ->
 }
 
 /// The one DNS response a finished stream carries.
-fn answer_of_stream(stream: Vec<u8>) -> anyhow::Result<Vec<u8>> {
-    let Some(after_length) = stream.len().checked_sub(LENGTH_LEN) else { bail!("the stream ended inside the length") };
+fn answer_of_stream(stream: Vec<u8>) -> Result<Vec<u8>, StreamError> {
+    let Some(held) = stream.len().checked_sub(LENGTH_LEN) else { return Err(StreamError::EndsInLength) };
     let answer = match split_frame(&stream) {
         Ok((answer, [])) => answer,
-        Ok((answer, _)) => bail!("the stream holds {after_length} octets after a length of {}", answer.len()),
-        Err(needed) => bail!("the stream holds {after_length} octets after a length of {}", after_length + needed),
+        Ok((answer, _)) => return Err(StreamError::WrongLength { held, length: answer.len() }),
+        Err(needed) => return Err(StreamError::WrongLength { held, length: held + needed }),
     };
     if response_id(answer).is_none() {
-        bail!("the stream holds what is no DNS response");
+        return Err(StreamError::NotResponse);
     }
     Ok(answer.to_vec())
 }

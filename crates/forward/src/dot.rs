@@ -7,7 +7,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use pharos_wire::framing::push_framed;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncWriteExt, BufReader, ReadHalf, WriteHalf};
@@ -16,6 +15,7 @@ use tokio::sync::mpsc;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
+use crate::error::{ConnectError, ForwardError};
 use crate::framing::read_frame;
 use crate::ids::IdTable;
 use crate::message::{response_id, set_id};
@@ -33,8 +33,9 @@ pub struct DotTransport {
 }
 
 impl DotTransport {
-    pub fn new(address: SocketAddr, server_name: &str, tls: ClientTls) -> anyhow::Result<DotTransport> {
-        let server_name = ServerName::try_from(server_name.to_owned()).with_context(|| format!("{server_name:?} is not a server name"))?;
+    pub fn new(address: SocketAddr, server_name: &str, tls: ClientTls) -> Result<DotTransport, ForwardError> {
+        let server_name = ServerName::try_from(server_name.to_owned())
+            .map_err(|source| ForwardError::ServerName { name: server_name.to_owned(), source })?;
         Ok(DotTransport { address, server_name, tls })
     }
 }
@@ -50,14 +51,14 @@ type Table = Mutex<IdTable<Outstanding>>;
 impl Transport for DotTransport {
     type Connection = Stream;
 
-    async fn connect(&mut self) -> anyhow::Result<(Stream, Duration)> {
+    async fn connect(&mut self) -> Result<(Stream, Duration), ConnectError> {
         let started = Instant::now();
-        let tcp = TcpStream::connect(self.address).await.context("TCP connection failed")?;
+        let tcp = TcpStream::connect(self.address).await.map_err(ConnectError::Tcp)?;
         // The SYN's round trip, as TCP itself would take it.
         let round_trip = started.elapsed();
-        tcp.set_nodelay(true)?;
+        tcp.set_nodelay(true).map_err(ConnectError::Socket)?;
         let connector = TlsConnector::from(self.tls.config.clone());
-        let stream = connector.connect(self.server_name.clone(), tcp).await.context("TLS handshake failed")?;
+        let stream = connector.connect(self.server_name.clone(), tcp).await.map_err(ConnectError::TlsHandshake)?;
         Ok((stream, round_trip))
     }
 

@@ -15,6 +15,7 @@ use futures_util::{FutureExt, StreamExt};
 use tokio::sync::oneshot;
 
 use crate::config::ForwardConfig;
+use crate::error::ForwardError;
 use crate::health::rest_after_silence;
 use crate::message::{ClientQuery, set_id};
 use crate::pool;
@@ -61,7 +62,7 @@ struct QueryTries<'a> {
 impl Forwarder {
     /// Starts the pools of every upstream in `config`. Connections are made
     /// at the first query.
-    pub fn start(config: &ForwardConfig, stats: Arc<Stats>) -> anyhow::Result<Forwarder> {
+    pub fn start(config: &ForwardConfig, stats: Arc<Stats>) -> Result<Forwarder, ForwardError> {
         let trust = Trust::load(config.ca.as_deref())?;
         let upstreams =
             config.upstreams.iter().map(|spec| pool::start(spec.clone(), config, &trust, stats.clone())).collect::<Result<_, _>>()?;

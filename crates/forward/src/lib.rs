@@ -32,6 +32,7 @@ pub mod tries;
 mod cli;
 mod doq;
 mod dot;
+mod error;
 mod forwarder;
 mod framing;
 mod ids;
@@ -45,15 +46,16 @@ mod upstream;
 
 use std::sync::Arc;
 
-pub use cli::ForwardArgs;
-pub use config::ForwardConfig;
+pub use cli::{ArgsError, ForwardArgs};
+pub use config::{ConfigError, ForwardConfig};
+pub use error::{ClientTlsError, ConnectError, ForwardError, RootsError, StreamError, TrustError};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::forwarder::Forwarder;
 use crate::stats::Stats;
 
 /// Forwards until interrupted (SIGINT). Each SIGUSR1 logs the counters.
-pub async fn run(config: ForwardConfig) -> anyhow::Result<()> {
+pub async fn run(config: ForwardConfig) -> Result<(), ForwardError> {
     let forwarder = Arc::new(Forwarder::start(&config, Arc::new(Stats::default()))?);
     for &address in &config.listen {
         listen::serve(address, forwarder.clone()).await?;

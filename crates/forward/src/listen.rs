@@ -14,6 +14,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::{Semaphore, mpsc};
 
+use crate::error::ForwardError;
 use crate::forwarder::Forwarder;
 use crate::framing::read_frame;
 use crate::message::{ClientQuery, fit_for_udp};
@@ -29,7 +30,7 @@ const CLIENT_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 const ANSWERS_WAITING: usize = 64;
 
 /// Binds UDP and TCP on `address` and serves both until the forwarder stops.
-pub async fn serve(address: SocketAddr, forwarder: Arc<Forwarder>) -> anyhow::Result<()> {
+pub async fn serve(address: SocketAddr, forwarder: Arc<Forwarder>) -> Result<(), ForwardError> {
     let udp = UdpSocket::bind(address).await.map_err(|error| bind_error(error, "UDP", address))?;
     let tcp = TcpListener::bind(address).await.map_err(|error| bind_error(error, "TCP", address))?;
     if !address.ip().is_loopback() {
@@ -41,9 +42,9 @@ pub async fn serve(address: SocketAddr, forwarder: Arc<Forwarder>) -> anyhow::Re
     Ok(())
 }
 
-fn bind_error(error: std::io::Error, transport: &str, address: SocketAddr) -> anyhow::Error {
-    let hint = if error.kind() == ErrorKind::PermissionDenied { " (ports below 1024 need root or CAP_NET_BIND_SERVICE)" } else { "" };
-    anyhow::Error::new(error).context(format!("cannot listen for DNS on {transport} {address}{hint}"))
+fn bind_error(source: std::io::Error, transport: &'static str, address: SocketAddr) -> ForwardError {
+    let hint = if source.kind() == ErrorKind::PermissionDenied { " (ports below 1024 need root or CAP_NET_BIND_SERVICE)" } else { "" };
+    ForwardError::Listen { transport, address, hint, source }
 }
 
 async fn serve_udp(socket: UdpSocket, forwarder: Arc<Forwarder>, in_progress: Arc<Semaphore>) {

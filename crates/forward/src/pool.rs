@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::config::{ForwardConfig, Protocol, UpstreamSpec};
+use crate::error::ForwardError;
 use crate::slot::{self, PoolSlot};
 use crate::stats::Stats;
 use crate::trust::Trust;
@@ -11,7 +12,7 @@ use crate::upstream::Upstream;
 use crate::{doq, dot};
 
 /// Starts the pool of the upstream `spec`.
-pub fn start(spec: UpstreamSpec, config: &ForwardConfig, trust: &Trust, stats: Arc<Stats>) -> anyhow::Result<Arc<Upstream>> {
+pub fn start(spec: UpstreamSpec, config: &ForwardConfig, trust: &Trust, stats: Arc<Stats>) -> Result<Arc<Upstream>, ForwardError> {
     let server_name = config.server_name_of(&spec);
     let (upstream, queues) = Upstream::new(spec, config, stats);
     for (index, queue) in queues.into_iter().enumerate() {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
+use crate::error::ConnectError;
 use crate::request::Request;
 use crate::upstream::Upstream;
 
@@ -46,7 +47,7 @@ pub trait Transport: Send + 'static {
 
     /// Connects and completes the handshake; returns the connection and the
     /// round-trip time the handshake measured.
-    fn connect(&mut self) -> impl Future<Output = anyhow::Result<(Self::Connection, Duration)>> + Send;
+    fn connect(&mut self) -> impl Future<Output = Result<(Self::Connection, Duration), ConnectError>> + Send;
 
     /// Carries `first`, then every query from `queue`, over `connection`
     /// of `slot` until it dies or goes silent; returns why it closed.
@@ -89,7 +90,7 @@ async fn connect<T: Transport>(transport: &mut T, upstream: &Upstream, index: us
             return Some(connection);
         }
         Ok(Err(error)) => error,
-        Err(_) => anyhow::anyhow!("no handshake within {limit:?}"),
+        Err(_) => ConnectError::Timeout(limit),
     };
     upstream.on_connect_failure(index, &error);
     None

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use anyhow::{Context, bail};
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
@@ -15,6 +14,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme, SupportedProtocolVersion};
 
 use crate::config::Protocol;
+use crate::error::{ClientTlsError, RootsError, TrustError};
 
 /// The protocol DNS over QUIC names in the handshake (RFC 9250 section 4.1).
 pub const DOQ_ALPN: &[u8] = b"doq";
@@ -35,13 +35,12 @@ pub struct Trust {
 
 impl Trust {
     /// Trusts the certificates in the PEM file `ca`, else the system's.
-    pub fn load(ca: Option<&Path>) -> anyhow::Result<Trust> {
+    pub fn load(ca: Option<&Path>) -> Result<Trust, TrustError> {
         let roots = match ca {
-            Some(path) => read_roots(path).with_context(|| format!("--ca {}", path.display()))?,
+            Some(path) => read_roots(path).map_err(|source| TrustError::Ca { path: path.to_path_buf(), source })?,
             None => {
                 let path = std::env::var_os("SSL_CERT_FILE").map_or_else(|| PathBuf::from(SYSTEM_CA_BUNDLE), PathBuf::from);
-                read_roots(&path)
-                    .with_context(|| format!("no --ca given, and the system's CA bundle {} is unusable: give --ca FILE", path.display()))?
+                read_roots(&path).map_err(|source| TrustError::SystemBundle { path, source })?
             }
         };
         Ok(Trust { roots: Arc::new(roots), provider: Arc::new(rustls::crypto::ring::default_provider()) })
@@ -51,10 +50,10 @@ impl Trust {
     /// upstream. Each slot has its own, and so its own session cache: the
     /// slot's next connection resumes the session of its last one, and the
     /// configuration's verifier tells full handshakes from resumed ones.
-    pub fn client_tls(&self, protocol: Protocol) -> anyhow::Result<ClientTls> {
+    pub fn client_tls(&self, protocol: Protocol) -> Result<ClientTls, ClientTlsError> {
         let webpki = WebPkiServerVerifier::builder_with_provider(self.roots.clone(), self.provider.clone())
             .build()
-            .context("TLS: cannot build a certificate verifier from the trusted certificates")?;
+            .map_err(ClientTlsError::Verifier)?;
         let verifier = Arc::new(CountingVerifier { webpki, verified: AtomicU64::new(0) });
         let versions = match protocol {
             Protocol::Tls => TLS_12_AND_13,
@@ -62,7 +61,7 @@ impl Trust {
         };
         let mut config = ClientConfig::builder_with_provider(self.provider.clone())
             .with_protocol_versions(versions)
-            .context("TLS: the crypto provider lacks these protocol versions")?
+            .map_err(ClientTlsError::ProtocolVersions)?
             // "Dangerous" only in that rustls cannot vouch for a verifier
             // it did not write; this one is its own webpki verifier, counted.
             .dangerous()
@@ -76,17 +75,18 @@ impl Trust {
 }
 
 /// Reads PEM certificates to trust from `path`.
-fn read_roots(path: &Path) -> anyhow::Result<RootCertStore> {
-    let pem = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let certificates: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_slice_iter(&pem).collect::<Result<_, _>>().with_context(|| format!("{} is not PEM", path.display()))?;
+fn read_roots(path: &Path) -> Result<RootCertStore, RootsError> {
+    let pem = std::fs::read(path).map_err(|source| RootsError::Read { path: path.to_path_buf(), source })?;
+    let certificates: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<_, _>>()
+        .map_err(|source| RootsError::NotPem { path: path.to_path_buf(), source })?;
     if certificates.is_empty() {
-        bail!("{} holds no certificate (\"-----BEGIN CERTIFICATE-----\")", path.display());
+        return Err(RootsError::Empty { path: path.to_path_buf() });
     }
     let mut roots = RootCertStore::empty();
     let (added, _unusable) = roots.add_parsable_certificates(certificates);
     if added == 0 {
-        bail!("none of the certificates in {} can be trusted: they cannot be parsed", path.display());
+        return Err(RootsError::Unparsable { path: path.to_path_buf() });
     }
     Ok(roots)
 }
@@ -153,16 +153,17 @@ impl ServerCertVerifier for CountingVerifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Causes;
 
     #[test]
     fn a_ca_file_that_holds_no_certificate_is_refused_by_name() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("missing.pem");
-        let error = format!("{:#}", Trust::load(Some(&missing)).err().unwrap());
+        let error = Causes(&Trust::load(Some(&missing)).err().unwrap()).to_string();
         assert!(error.contains("missing.pem") && error.contains("cannot read"), "{error}");
         let empty = dir.path().join("empty.pem");
         std::fs::write(&empty, "no certificate here\n").unwrap();
-        let error = format!("{:#}", Trust::load(Some(&empty)).err().unwrap());
+        let error = Causes(&Trust::load(Some(&empty)).err().unwrap()).to_string();
         assert!(error.contains("holds no certificate"), "{error}");
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use crate::config::{ForwardConfig, UpstreamSpec};
+use crate::error::{Causes, ConnectError};
 use crate::health::Health;
 use crate::request::{Pending, QUEUE, Request};
 use crate::rtt::{INITIAL_RTO, RttEstimator};
@@ -138,9 +139,9 @@ impl Upstream {
     }
 
     /// Slot `index` could not connect: the upstream rests.
-    pub fn on_connect_failure(&self, index: usize, error: &anyhow::Error) {
+    pub fn on_connect_failure(&self, index: usize, error: &ConnectError) {
         Stats::count(&self.stats.connect_failures);
         let rest = self.path().health.on_failure(Instant::now());
-        tracing::warn!(upstream = %self.spec, connection = index, ?rest, "cannot connect: {error:#}");
+        tracing::warn!(upstream = %self.spec, connection = index, ?rest, "cannot connect: {}", Causes(error));
     }
 }

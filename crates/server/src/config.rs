@@ -5,15 +5,111 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
 use pharos_bgp::OriginRules;
 use pharos_model::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
-use pharos_transport::config::{HttpConfig, TcpConfig, TlsConfig};
+use pharos_route::prefix::ListedPrefixError;
+use pharos_transport::config::{HttpConfig, HttpConfigError, TcpConfig, TlsConfig};
 use pharos_transport::cookies::CookieSecret;
 use pharos_transport::dnstap;
 use pharos_transport::limit::{RateLimit, SourceLimiter};
 use pharos_transport::rrl::ResponseLimit;
 use serde::{Deserialize, Serialize};
+
+/// What is wrong with the configuration: the file, the setting and why.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{}: invalid configuration", path.display())]
+    Parse { path: PathBuf, source: toml::de::Error },
+    #[error("--zone {0:?}: expected ORIGIN=FILE, e.g. example.test=zones/example.test.zone")]
+    ZoneFlag(String),
+    #[error("--zone {0:?}: both the origin and the file are needed")]
+    ZoneFlagHalf(String),
+    #[error("no listen address: give --listen ADDRESS:PORT or server.listen in the config file")]
+    NoListen,
+    #[error("no zones: give --zone ORIGIN=FILE or [[zone]] entries in the config file")]
+    NoZones,
+    #[error(
+        "dnssec.refresh_seconds = {refresh_seconds}: must be at least 1 and less than dnssec.validity_seconds ({validity_seconds}), or signatures expire before they are made again"
+    )]
+    Refresh { refresh_seconds: u32, validity_seconds: u32 },
+    #[error("server.udp_payload = {0}: must be at least 512 (RFC 6891 section 6.2.5)")]
+    UdpPayload(u16),
+    #[error("tcp.max_connections and tcp.max_connections_per_client must be at least 1")]
+    NoConnections,
+    #[error("server.nsid is longer than 512 octets")]
+    LongNsid,
+    #[error("latency.max_age_seconds must be at least 1")]
+    ZeroMaxAge,
+    #[error("load.smoothing must be more than 0 and at most 1")]
+    Smoothing,
+    #[error("tls.certificate and tls.key go together: give both, or neither for a generated self-signed certificate")]
+    HalfCertificate,
+    #[error("store.path (SQLite) and store.url (PostgreSQL) are two stores: give one of them")]
+    TwoStores,
+    #[error("bgp.min_prefix_length_v4: {0} is longer than an IPv4 address (32 bits)")]
+    MinPrefixLengthV4(u8),
+    #[error("bgp.min_prefix_length_v6: {0} is longer than an IPv6 address (128 bits)")]
+    MinPrefixLengthV6(u8),
+    #[error("health.node is empty: name the node, or leave it out for the host name and listen address")]
+    EmptyNode,
+    #[error("health.report_interval_ms = {0}: must be at least 100")]
+    ReportInterval(u64),
+    #[error(
+        "health.stale_after_ms = {stale_after_ms}: must be at least twice health.report_interval_ms ({report_interval_ms}), or a live node that misses one report counts as gone"
+    )]
+    StaleAfter { stale_after_ms: u64, report_interval_ms: u64 },
+    #[error("health.quorum = {0}: must be at least 0 and less than 1 (the share of live nodes that must see a replica down)")]
+    Quorum(f64),
+    #[error("health.probe_address: {0:?} is not \"service/replica\"")]
+    ProbeAddress(String),
+    #[error(
+        "metrics.resolver_view = true needs metrics.counting: resolvers are tallied as routed answers are counted; turn counting on or the resolver view off"
+    )]
+    ResolverViewWithoutCounting,
+    #[error(
+        "metrics.listen = {0} is control.listen too: the control listener serves /metrics already (with its token); give the metrics listener an address of its own, or leave it out"
+    )]
+    MetricsOnControl(SocketAddr),
+    #[error("metrics.listen = {0} is also a DNS address in server.listen (DNS over TCP takes it); give the metrics listener another port")]
+    MetricsOnDns(SocketAddr),
+    #[error("dnstap: give exactly one of socket = \"PATH\" (a Unix socket) or tcp = \"ADDRESS:PORT\"")]
+    DnstapDestination,
+    #[error("dnstap.sample must be at least 1 (1 logs every query, N one in N)")]
+    DnstapSample,
+    #[error("fastpath.interfaces[{index}]: {interface:?} is not an interface name (1 to 15 octets, no '/' or space)")]
+    InterfaceName { index: usize, interface: String },
+    #[error("fastpath.interfaces[{index}]: {interface:?} is named twice")]
+    InterfaceTwice { index: usize, interface: String },
+    #[error("fastpath.max_entries = {0}: must be 1 to {MAX_ENTRIES}", MAX_ENTRIES = MAX_ENTRIES)]
+    MaxEntries(u32),
+    #[error("fastpath.rate_limit.per_second must be at least 1 (to stop a source entirely, filter it elsewhere)")]
+    ZeroPerSecond,
+    #[error("fastpath.rate_limit.burst must be at least 1")]
+    ZeroBurst,
+    #[error(transparent)]
+    Rrl(#[from] RrlError),
+    #[error("cookies.rotation_hours = {0}: must be 1 (a cookie lives an hour) to {MAX_ROTATION_HOURS}", MAX_ROTATION_HOURS = MAX_ROTATION_HOURS)]
+    RotationHours(u32),
+    #[error(transparent)]
+    Http(#[from] HttpConfigError),
+}
+
+/// What is wrong with `[rrl]`, or why its limiter cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum RrlError {
+    #[error("rrl.rate must be at least 1 (responses per second to one source network)")]
+    ZeroRate,
+    #[error("rrl.slip = {0}: must be 0 (drop every limited response) to {MAX_SLIP}", MAX_SLIP = MAX_SLIP)]
+    Slip(u32),
+    #[error("rrl.table_size must be at least 1")]
+    ZeroTableSize,
+    #[error(transparent)]
+    Whitelist(#[from] ListedPrefixError),
+    #[error("no random numbers from the operating system")]
+    NoRandom(#[source] rand::rand_core::OsError),
+}
 
 /// Everything `pharos serve` needs to know.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -134,12 +230,12 @@ impl BgpConfig {
         }
     }
 
-    fn validate(&self) -> anyhow::Result<()> {
+    fn validate(&self) -> Result<(), ConfigError> {
         if self.min_prefix_length_v4 > 32 {
-            bail!("bgp.min_prefix_length_v4: {} is longer than an IPv4 address (32 bits)", self.min_prefix_length_v4);
+            return Err(ConfigError::MinPrefixLengthV4(self.min_prefix_length_v4));
         }
         if self.min_prefix_length_v6 > 128 {
-            bail!("bgp.min_prefix_length_v6: {} is longer than an IPv6 address (128 bits)", self.min_prefix_length_v6);
+            return Err(ConfigError::MinPrefixLengthV6(self.min_prefix_length_v6));
         }
         Ok(())
     }
@@ -254,34 +350,27 @@ impl Default for HealthConfig {
 }
 
 impl HealthConfig {
-    fn validate(&self) -> anyhow::Result<()> {
+    fn validate(&self) -> Result<(), ConfigError> {
         if self.node.as_ref().is_some_and(|node| node.trim().is_empty()) {
-            bail!("health.node is empty: name the node, or leave it out for the host name and listen address");
+            return Err(ConfigError::EmptyNode);
         }
         if self.report_interval_ms < 100 {
-            bail!("health.report_interval_ms = {}: must be at least 100", self.report_interval_ms);
+            return Err(ConfigError::ReportInterval(self.report_interval_ms));
         }
         if self.stale_after_ms < 2 * self.report_interval_ms {
-            bail!(
-                "health.stale_after_ms = {}: must be at least twice health.report_interval_ms ({}), or a live node that misses one report counts as gone",
-                self.stale_after_ms,
-                self.report_interval_ms
-            );
+            return Err(ConfigError::StaleAfter { stale_after_ms: self.stale_after_ms, report_interval_ms: self.report_interval_ms });
         }
         if !(0.0..1.0).contains(&self.quorum) {
-            bail!(
-                "health.quorum = {}: must be at least 0 and less than 1 (the share of live nodes that must see a replica down)",
-                self.quorum
-            );
+            return Err(ConfigError::Quorum(self.quorum));
         }
         self.probe_addresses().map(drop)
     }
 
     /// The probe addresses by (service, replica).
-    pub fn probe_addresses(&self) -> anyhow::Result<pharos_control::health::ProbeAddresses> {
+    pub fn probe_addresses(&self) -> Result<pharos_control::health::ProbeAddresses, ConfigError> {
         let key = |named: &String| match named.split_once('/') {
             Some((service, replica)) if !service.is_empty() && !replica.is_empty() => Ok((service.to_owned(), replica.to_owned())),
-            _ => bail!("health.probe_address: {named:?} is not \"service/replica\""),
+            _ => Err(ConfigError::ProbeAddress(named.clone())),
         };
         self.probe_address.iter().map(|(named, address)| Ok((key(named)?, *address))).collect()
     }
@@ -378,22 +467,16 @@ impl MetricsConfig {
 
     /// The metrics listener must not take an address another listener
     /// of Pharos's own holds.
-    fn validate(&self, control: &ControlConfig, server: &ServerConfig) -> anyhow::Result<()> {
+    fn validate(&self, control: &ControlConfig, server: &ServerConfig) -> Result<(), ConfigError> {
         if self.resolver_view == Some(true) && !self.counting {
-            bail!(
-                "metrics.resolver_view = true needs metrics.counting: resolvers are tallied as routed answers are counted; turn counting on or the resolver view off"
-            );
+            return Err(ConfigError::ResolverViewWithoutCounting);
         }
         let Some(listen) = self.listen else { return Ok(()) };
         if control.listen == Some(listen) {
-            bail!(
-                "metrics.listen = {listen} is control.listen too: the control listener serves /metrics already (with its token); give the metrics listener an address of its own, or leave it out"
-            );
+            return Err(ConfigError::MetricsOnControl(listen));
         }
         if server.listen.contains(&listen) {
-            bail!(
-                "metrics.listen = {listen} is also a DNS address in server.listen (DNS over TCP takes it); give the metrics listener another port"
-            );
+            return Err(ConfigError::MetricsOnDns(listen));
         }
         Ok(())
     }
@@ -419,14 +502,14 @@ fn every_query() -> u64 {
 }
 
 impl DnstapConfig {
-    pub fn settings(&self) -> anyhow::Result<dnstap::Settings> {
+    pub fn settings(&self) -> Result<dnstap::Settings, ConfigError> {
         let destination = match (&self.socket, self.tcp) {
             (Some(path), None) => dnstap::Destination::Unix(path.clone()),
             (None, Some(address)) => dnstap::Destination::Tcp(address),
-            _ => bail!("dnstap: give exactly one of socket = \"PATH\" (a Unix socket) or tcp = \"ADDRESS:PORT\""),
+            _ => return Err(ConfigError::DnstapDestination),
         };
         if self.sample == 0 {
-            bail!("dnstap.sample must be at least 1 (1 logs every query, N one in N)");
+            return Err(ConfigError::DnstapSample);
         }
         Ok(dnstap::Settings { destination, sample: self.sample, identity: self.identity.clone(), version: self.version.clone() })
     }
@@ -504,27 +587,27 @@ const MAX_ENTRIES: u32 = u32::MAX / 2;
 const MAX_INTERFACE_NAME: usize = 15;
 
 impl FastPathConfig {
-    fn validate(&self) -> anyhow::Result<()> {
+    fn validate(&self) -> Result<(), ConfigError> {
         for (index, interface) in self.interfaces.iter().enumerate() {
             let bad = interface.is_empty()
                 || interface.len() > MAX_INTERFACE_NAME
                 || interface.bytes().any(|byte| byte == b'/' || byte == 0 || byte.is_ascii_whitespace());
             if bad {
-                bail!("fastpath.interfaces[{index}]: {interface:?} is not an interface name (1 to 15 octets, no '/' or space)");
+                return Err(ConfigError::InterfaceName { index, interface: interface.clone() });
             }
             if self.interfaces[..index].contains(interface) {
-                bail!("fastpath.interfaces[{index}]: {interface:?} is named twice");
+                return Err(ConfigError::InterfaceTwice { index, interface: interface.clone() });
             }
         }
         if self.max_entries == 0 || self.max_entries > MAX_ENTRIES {
-            bail!("fastpath.max_entries = {}: must be 1 to {MAX_ENTRIES}", self.max_entries);
+            return Err(ConfigError::MaxEntries(self.max_entries));
         }
         if let Some(limit) = &self.rate_limit {
             if limit.per_second == 0 {
-                bail!("fastpath.rate_limit.per_second must be at least 1 (to stop a source entirely, filter it elsewhere)");
+                return Err(ConfigError::ZeroPerSecond);
             }
             if limit.burst == 0 {
-                bail!("fastpath.rate_limit.burst must be at least 1");
+                return Err(ConfigError::ZeroBurst);
             }
         }
         Ok(())
@@ -565,15 +648,15 @@ impl RrlConfig {
     }
 
     /// The limits this section asks for, or why it is wrong.
-    pub fn limits(&self) -> anyhow::Result<pharos_rrl::Limits> {
+    pub fn limits(&self) -> Result<pharos_rrl::Limits, RrlError> {
         let Some(rate) = NonZeroU32::new(self.rate) else {
-            bail!("rrl.rate must be at least 1 (responses per second to one source network)");
+            return Err(RrlError::ZeroRate);
         };
         if self.slip > MAX_SLIP {
-            bail!("rrl.slip = {}: must be 0 (drop every limited response) to {MAX_SLIP}", self.slip);
+            return Err(RrlError::Slip(self.slip));
         }
         let Some(table_size) = NonZeroU32::new(self.table_size) else {
-            bail!("rrl.table_size must be at least 1");
+            return Err(RrlError::ZeroTableSize);
         };
         let whitelist = pharos_route::prefix::prefix_set("rrl.whitelist", &self.whitelist)?;
         Ok(pharos_rrl::Limits { rate, slip: self.slip, table_size, whitelist })
@@ -600,9 +683,9 @@ impl CookiesConfig {
         24
     }
 
-    fn validate(&self) -> anyhow::Result<()> {
+    fn validate(&self) -> Result<(), ConfigError> {
         if !(1..=MAX_ROTATION_HOURS).contains(&self.rotation_hours) {
-            bail!("cookies.rotation_hours = {}: must be 1 (a cookie lives an hour) to {MAX_ROTATION_HOURS}", self.rotation_hours);
+            return Err(ConfigError::RotationHours(self.rotation_hours));
         }
         Ok(())
     }
@@ -692,12 +775,12 @@ fn default_tsig_algorithm() -> String {
 
 impl ZoneConfig {
     /// Reads `ORIGIN=FILE` as given to `--zone`.
-    pub fn from_flag(flag: &str) -> anyhow::Result<ZoneConfig> {
+    pub fn from_flag(flag: &str) -> Result<ZoneConfig, ConfigError> {
         let Some((origin, file)) = flag.split_once('=') else {
-            bail!("--zone {flag:?}: expected ORIGIN=FILE, e.g. example.test=zones/example.test.zone");
+            return Err(ConfigError::ZoneFlag(flag.to_owned()));
         };
         if origin.is_empty() || file.is_empty() {
-            bail!("--zone {flag:?}: both the origin and the file are needed");
+            return Err(ConfigError::ZoneFlagHalf(flag.to_owned()));
         }
         Ok(ZoneConfig {
             origin: origin.to_string(),
@@ -714,9 +797,9 @@ impl ZoneConfig {
 impl Config {
     /// Reads a configuration file. Relative zone paths are taken relative
     /// to the file's directory, so a config works from any working directory.
-    pub fn from_file(path: &Path) -> anyhow::Result<Config> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?;
-        let mut config: Config = toml::from_str(&text).with_context(|| format!("{}: invalid configuration", path.display()))?;
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let mut config: Config = toml::from_str(&text).map_err(|source| ConfigError::Parse { path: path.to_path_buf(), source })?;
         let directory = path.parent().unwrap_or(Path::new("."));
         for zone in &mut config.zones {
             if zone.file.is_relative() {
@@ -742,7 +825,7 @@ impl Config {
     /// The configuration as it is now on disk: the file re-read (if there
     /// is one), with this one's command-line zones. Listen addresses and
     /// other start-up settings keep their running values.
-    pub fn reread(&self) -> anyhow::Result<Config> {
+    pub fn reread(&self) -> Result<Config, ConfigError> {
         let Some(path) = &self.source else { return Ok(self.clone()) };
         // Every section is named, as reloaded or kept: one added to Config
         // does not compile until it says which, so none is forgotten.
@@ -788,40 +871,37 @@ impl Config {
     }
 
     /// Checks what cannot be checked field by field.
-    pub fn validate(&self) -> anyhow::Result<()> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.server.listen.is_empty() {
-            bail!("no listen address: give --listen ADDRESS:PORT or server.listen in the config file");
+            return Err(ConfigError::NoListen);
         }
         if self.all_zones().next().is_none() {
-            bail!("no zones: give --zone ORIGIN=FILE or [[zone]] entries in the config file");
+            return Err(ConfigError::NoZones);
         }
-        if self.dnssec.refresh_seconds == 0 || self.dnssec.refresh_seconds >= self.dnssec.validity_seconds {
-            bail!(
-                "dnssec.refresh_seconds = {}: must be at least 1 and less than dnssec.validity_seconds ({}), or signatures expire before they are made again",
-                self.dnssec.refresh_seconds,
-                self.dnssec.validity_seconds
-            );
+        let DnssecConfig { refresh_seconds, validity_seconds, .. } = self.dnssec;
+        if refresh_seconds == 0 || refresh_seconds >= validity_seconds {
+            return Err(ConfigError::Refresh { refresh_seconds, validity_seconds });
         }
         if self.server.udp_payload < pharos_wire::MIN_UDP_PAYLOAD {
-            bail!("server.udp_payload = {}: must be at least 512 (RFC 6891 section 6.2.5)", self.server.udp_payload);
+            return Err(ConfigError::UdpPayload(self.server.udp_payload));
         }
         if self.tcp.max_connections == 0 || self.tcp.max_connections_per_client == 0 {
-            bail!("tcp.max_connections and tcp.max_connections_per_client must be at least 1");
+            return Err(ConfigError::NoConnections);
         }
         if self.server.nsid.as_ref().is_some_and(|nsid| nsid.len() > 512) {
-            bail!("server.nsid is longer than 512 octets");
+            return Err(ConfigError::LongNsid);
         }
         if self.latency.max_age_seconds == 0 {
-            bail!("latency.max_age_seconds must be at least 1");
+            return Err(ConfigError::ZeroMaxAge);
         }
         if !(self.load.smoothing > 0.0 && self.load.smoothing <= 1.0) {
-            bail!("load.smoothing must be more than 0 and at most 1");
+            return Err(ConfigError::Smoothing);
         }
         if self.tls.certificate.is_some() != self.tls.key.is_some() {
-            bail!("tls.certificate and tls.key go together: give both, or neither for a generated self-signed certificate");
+            return Err(ConfigError::HalfCertificate);
         }
         if self.store.path.is_some() && self.store.url.is_some() {
-            bail!("store.path (SQLite) and store.url (PostgreSQL) are two stores: give one of them");
+            return Err(ConfigError::TwoStores);
         }
         self.bgp.validate()?;
         self.health.validate()?;
@@ -836,7 +916,7 @@ impl Config {
         if let Some(dnstap) = &self.dnstap {
             dnstap.settings()?;
         }
-        self.http.validate()
+        Ok(self.http.validate()?)
     }
 
     /// Where state files are kept: beside the store file, else beside the
@@ -856,10 +936,10 @@ impl Config {
 
     /// The response rate limit that `[rrl]` asks for, with buckets keyed by
     /// a random hash, so that no one can aim keys at one bucket.
-    pub fn response_rate_limit(&self) -> anyhow::Result<Option<Arc<ResponseLimit>>> {
+    pub fn response_rate_limit(&self) -> Result<Option<Arc<ResponseLimit>>, RrlError> {
         let Some(rrl) = &self.rrl else { return Ok(None) };
         use rand::TryRngCore;
-        let random = || rand::rngs::OsRng.try_next_u64().context("no random numbers from the operating system");
+        let random = || rand::rngs::OsRng.try_next_u64().map_err(RrlError::NoRandom);
         let limiter = pharos_rrl::Limiter::new(rrl.limits()?, (random()?, random()?));
         Ok(Some(Arc::new(ResponseLimit::new(limiter))))
     }
@@ -900,6 +980,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::causes::causes;
 
     #[test]
     fn reads_a_config_file_with_paths_relative_to_it() {
@@ -957,7 +1038,7 @@ mod tests {
             ("counting = false\nresolver_view = true", "metrics.resolver_view = true needs metrics.counting"),
             ("counting = \"no\"", "invalid type: string \"no\", expected a boolean"),
         ] {
-            let error = format!("{:#}", with_metrics(metrics).unwrap_err());
+            let error = causes(&with_metrics(metrics).unwrap_err());
             assert!(error.contains(expected), "{metrics}: {error}");
         }
     }
@@ -1035,7 +1116,7 @@ mod tests {
             ("tcp = \"localhost:6000\"", "invalid socket address syntax"),
             ("unix = \"/s\"", "unknown field `unix`"),
         ] {
-            let error = format!("{:#}", with_dnstap(dnstap).unwrap_err());
+            let error = causes(&with_dnstap(dnstap).unwrap_err());
             assert!(error.contains(expected), "{dnstap}: {error}");
         }
     }
@@ -1060,7 +1141,7 @@ mod tests {
             ("refresh_seconds = 0", "dnssec.refresh_seconds = 0"),
             ("validity = 3600", "unknown field `validity`"),
         ] {
-            let error = format!("{:#}", with_dnssec(dnssec).unwrap_err());
+            let error = causes(&with_dnssec(dnssec).unwrap_err());
             assert!(error.contains(expected), "{dnssec}: {error}");
         }
     }
@@ -1082,7 +1163,7 @@ mod tests {
             ("trusted_proxies = [\"10.0.0.0/8\"]", "need http.listen or http.https_listen"),
             ("listen = [\"localhost\"]", "invalid socket address syntax"),
         ] {
-            let error = format!("{:#}", with_http(http).unwrap_err());
+            let error = causes(&with_http(http).unwrap_err());
             assert!(error.contains(expected), "{http}: {error}");
         }
     }
@@ -1116,15 +1197,18 @@ mod tests {
             ("slip = 1", "missing field `rate`"),
             ("rate = 1\nwindow = 2", "unknown field `window`"),
         ] {
-            let error = format!("{:#}", with_rrl(rrl).unwrap_err());
+            let error = causes(&with_rrl(rrl).unwrap_err());
             assert!(error.contains(expected), "{rrl}: {error}");
         }
     }
 
     #[test]
     fn reads_the_cookies_section_and_names_its_bad_values() {
-        let parse =
-            |text: &str| toml::from_str::<Config>(text).map_err(anyhow::Error::from).and_then(|config| config.validate().map(|()| config));
+        let parse = |text: &str| -> Result<Config, Box<dyn std::error::Error>> {
+            let config = toml::from_str::<Config>(text)?;
+            config.validate()?;
+            Ok(config)
+        };
         let zone = "[server]\nlisten = [\"127.0.0.1:5300\"]\n[[zone]]\norigin = \"t\"\nfile = \"z\"\n";
         assert_eq!(parse(&format!("{zone}[cookies]\n")).unwrap().cookies.unwrap().rotation_hours, 24);
         assert_eq!(parse(&format!("{zone}[cookies]\nrotation_hours = 1\n")).unwrap().cookies.unwrap().rotation_hours, 1);
@@ -1134,7 +1218,7 @@ mod tests {
             ("rotation_hours = 9000", "cookies.rotation_hours = 9000"),
             ("secret = \"x\"", "unknown field `secret`"),
         ] {
-            let error = format!("{:#}", parse(&format!("{zone}[cookies]\n{cookies}\n")).unwrap_err());
+            let error = causes(parse(&format!("{zone}[cookies]\n{cookies}\n")).unwrap_err().as_ref());
             assert!(error.contains(expected), "{cookies}: {error}");
         }
     }
@@ -1167,7 +1251,7 @@ mod tests {
             ("[fastpath.rate_limit]\nper_second = 1\nburst = 1\nover_limit = \"reject\"", "unknown variant `reject`"),
             ("[fastpath.rate_limit]\nburst = 1", "missing field `per_second`"),
         ] {
-            let error = format!("{:#}", with_fastpath(fastpath).unwrap_err());
+            let error = causes(&with_fastpath(fastpath).unwrap_err());
             assert!(error.contains(expected), "{fastpath}: {error}");
         }
     }
@@ -1177,7 +1261,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("pharos.toml");
         std::fs::write(&path, "[server]\nlisten = []\nlsiten = 1\n").unwrap();
-        let err = format!("{:#}", Config::from_file(&path).unwrap_err());
+        let err = causes(&Config::from_file(&path).unwrap_err());
         assert!(err.contains("lsiten"), "{err}");
         assert!(ZoneConfig::from_flag("example.test").is_err());
         assert!(ZoneConfig::from_flag("=file").is_err());

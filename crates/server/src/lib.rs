@@ -28,6 +28,7 @@
 
 mod api;
 pub mod artemis;
+mod causes;
 pub mod config;
 pub mod data;
 pub mod driver;
@@ -38,7 +39,8 @@ mod scheduling;
 pub mod status;
 pub mod tasks;
 
+pub use api::ApiStartError;
 pub use config::Config;
 pub use driver::shell::ControlShell;
 pub use driver::thread::ControlThread;
-pub use run::{Server, run};
+pub use run::{Server, ServerError, run};

@@ -2,13 +2,45 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
 use pharos_answer::SharedSnapshot;
-use pharos_transport::{Transports, dnstap};
+use pharos_model::ControlError;
+use pharos_transport::dnstap::{self, DnstapError};
+use pharos_transport::{StartError, Transports};
 
-use crate::api::{self, ApiThread};
-use crate::config::Config;
+use crate::api::{self, ApiStartError, ApiThread};
+use crate::causes::causes;
+use crate::config::{Config, ConfigError, RrlError};
+use crate::driver::secrets::CookieSecretError;
+use crate::driver::shell::{OpenError, SecretError};
 use crate::driver::thread::{self, ControlThread};
+
+/// Why the server cannot start or go on.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    #[error(transparent)]
+    Token(#[from] SecretError),
+    #[error(transparent)]
+    Cookies(#[from] CookieSecretError),
+    #[error("opening the control plane panicked")]
+    Panicked(#[source] tokio::task::JoinError),
+    #[error(transparent)]
+    Rrl(#[from] RrlError),
+    #[error("cannot start the control thread")]
+    ControlThread(#[source] std::io::Error),
+    #[error(transparent)]
+    Api(#[from] ApiStartError),
+    #[error(transparent)]
+    Dnstap(#[from] DnstapError),
+    #[error(transparent)]
+    Transports(#[from] StartError),
+    /// The signals it stops or reloads on cannot be waited for.
+    #[error(transparent)]
+    Signals(std::io::Error),
+}
 
 /// A running server: its control plane, snapshot and transports.
 pub struct Server {
@@ -23,29 +55,29 @@ pub struct Server {
 impl Server {
     /// Loads the zones, binds every address and starts serving. Must be
     /// called inside a tokio runtime (TCP runs on it).
-    pub async fn start(config: Config) -> anyhow::Result<Server> {
+    pub async fn start(config: Config) -> Result<Server, ServerError> {
         config.validate()?;
         // Opening the store and reading the files blocks: not on an async
         // worker (and a PostgreSQL store's own runtime cannot wait inside
         // this one).
         let opening = config.clone();
-        let (mut shell, token, cookies) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+        let (mut shell, token, cookies) = tokio::task::spawn_blocking(move || -> Result<_, ServerError> {
             let mut shell = thread::open(opening)?;
             let token = shell.config().control.listen.map(|_| api::token(&mut shell)).transpose()?;
             let cookies = shell.config().cookies.map(|cookies| crate::driver::secrets::cookie_secret(&mut shell, cookies)).transpose()?;
             Ok((shell, token, cookies))
         })
         .await
-        .context("opening the control plane panicked")??;
+        .map_err(ServerError::Panicked)??;
         shell.start_fast_path();
         let snapshot = shell.snapshot().clone();
         let window = Duration::from_millis(config.control.commit_window_ms);
         let limits = api::UdpLimits { queries: config.udp_rate_limiter(), responses: config.response_rate_limit()? };
-        let control = ControlThread::start(shell, window).context("cannot start the control thread")?;
+        let control = ControlThread::start(shell, window).map_err(ServerError::ControlThread)?;
         let listeners = api::Listeners { api: config.control.listen.zip(token), metrics: config.metrics.listen };
         let api = api::start(listeners, control.clone(), limits.clone())?;
         // Logging before the first query can arrive.
-        let dnstap = config.dnstap.as_ref().map(|dnstap| dnstap::start(dnstap.settings()?)).transpose()?;
+        let dnstap = config.dnstap.as_ref().map(|dnstap| dnstap.settings()).transpose()?.map(dnstap::start).transpose()?;
         pharos_transport::metrics::count_queries(config.metrics.counting);
         pharos_transport::metrics::tally_resolvers(config.metrics.tallies_resolvers());
         let transports = Transports::start(&config.transport(limits.queries, limits.responses, cookies), &snapshot).await?;
@@ -55,8 +87,8 @@ impl Server {
     /// Re-reads the config and zone files and swaps the result in whole.
     /// On any error the old state keeps serving and the error is returned.
     /// Loading runs on the control thread, away from the TCP workers.
-    pub async fn reload(&self) -> anyhow::Result<()> {
-        Ok(self.control.reload().await?)
+    pub async fn reload(&self) -> Result<(), ControlError> {
+        self.control.reload().await
     }
 
     /// Stops the control API and the UDP workers, and waits for the
@@ -73,12 +105,12 @@ impl Server {
 }
 
 /// Runs a server until SIGINT or SIGTERM, reloading zones on SIGHUP.
-pub async fn run(config: Config) -> anyhow::Result<()> {
+pub async fn run(config: Config) -> Result<(), ServerError> {
     use tokio::signal::unix::{SignalKind, signal};
     // Handlers first: a SIGHUP that arrived once queries are answered but
     // before its handler existed would kill the process.
-    let mut hangup = signal(SignalKind::hangup())?;
-    let mut terminate = signal(SignalKind::terminate())?;
+    let mut hangup = signal(SignalKind::hangup()).map_err(ServerError::Signals)?;
+    let mut terminate = signal(SignalKind::terminate()).map_err(ServerError::Signals)?;
     let server = Server::start(config).await?;
     let zone_count = server.snapshot.load().zones.zones().len();
     tracing::info!(listen = ?server.config.server.listen, zones = zone_count, threads = server.config.threads(), "pharos serving");
@@ -90,11 +122,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         tokio::select! {
             _ = hangup.recv() => match server.reload().await {
                 Ok(()) => tracing::info!("zones reloaded"),
-                Err(error) => tracing::error!("reload failed, old zones still serving: {error:#}"),
+                Err(error) => tracing::error!("reload failed, old zones still serving: {}", causes(&error)),
             },
             _ = resign.tick(), if signs => match server.reload().await {
                 Ok(()) => tracing::info!("signed zones signed again"),
-                Err(error) => tracing::error!("signing again failed, old signatures still serving: {error:#}"),
+                Err(error) => tracing::error!("signing again failed, old signatures still serving: {}", causes(&error)),
             },
             _ = terminate.recv() => break,
             _ = tokio::signal::ctrl_c() => break,

@@ -5,10 +5,9 @@
 use std::io::Write;
 use std::net::IpAddr;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -20,9 +19,43 @@ use crate::config::Settings;
 const GENERATED_CERTIFICATE: &str = "pharos-tls-certificate.pem";
 const GENERATED_KEY: &str = "pharos-tls-key.pem";
 
+/// Why the certificate cannot be presented, with the file it came from.
+#[derive(Debug, thiserror::Error)]
+pub enum CertificateError {
+    #[error("cannot read {setting} {}", path.display())]
+    Read { setting: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("tls.certificate {} with tls.key {}", certificate.display(), key.display())]
+    Unusable { certificate: PathBuf, key: PathBuf, source: PemError },
+    #[error("generated TLS certificate")]
+    GeneratedUnusable(#[source] PemError),
+    #[error("cannot find the directory {}", path.display())]
+    Directory { path: PathBuf, source: std::io::Error },
+    #[error("{} is there but {} is not: remove {} to have a new pair made, or give tls.certificate and tls.key", present.display(), absent.display(), present.display())]
+    HalfPair { present: PathBuf, absent: PathBuf },
+    #[error("cannot make a self-signed TLS certificate")]
+    Generate(#[source] rcgen::Error),
+    #[error("cannot create {}", path.display())]
+    Create { path: PathBuf, source: std::io::Error },
+    #[error("cannot write {}", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+/// What is wrong with a certificate chain and key given as PEM.
+#[derive(Debug, thiserror::Error)]
+pub enum PemError {
+    #[error("the certificate file is not PEM (\"-----BEGIN CERTIFICATE-----\")")]
+    NotPem(#[source] rustls::pki_types::pem::Error),
+    #[error("the certificate file holds no certificate (\"-----BEGIN CERTIFICATE-----\")")]
+    NoCertificate,
+    #[error("the key file holds no PEM private key (PKCS#8, PKCS#1 or SEC1)")]
+    NoKey(#[source] rustls::pki_types::pem::Error),
+    #[error("the key is unusable or is not the certificate's")]
+    Mismatch(#[source] rustls::Error),
+}
+
 /// The certificate of `settings`: its `tls.certificate` and `tls.key`,
 /// else the generated pair in the state directory, made now if not there yet.
-pub fn load(settings: &Settings, provider: &CryptoProvider) -> anyhow::Result<Arc<CertifiedKey>> {
+pub fn load(settings: &Settings, provider: &CryptoProvider) -> Result<Arc<CertifiedKey>, CertificateError> {
     if let (Some(certificate), Some(key)) = (&settings.tls.certificate, &settings.tls.key) {
         return read(certificate, key, provider);
     }
@@ -30,10 +63,11 @@ pub fn load(settings: &Settings, provider: &CryptoProvider) -> anyhow::Result<Ar
     let Some(directory) = settings.state_directory.as_deref() else {
         tracing::warn!("no store or configuration file to keep a TLS certificate beside: a self-signed one serves this run only");
         let (certificate, key) = self_signed(&names)?;
-        return certified(certificate.as_bytes(), key.as_bytes(), provider).context("generated TLS certificate");
+        return certified(certificate.as_bytes(), key.as_bytes(), provider).map_err(CertificateError::GeneratedUnusable);
     };
     // Absolute, so that the log says where the files are.
-    let directory = std::path::absolute(directory).with_context(|| format!("cannot find the directory {}", directory.display()))?;
+    let directory =
+        std::path::absolute(directory).map_err(|source| CertificateError::Directory { path: directory.to_path_buf(), source })?;
     let (certificate, key) = (directory.join(GENERATED_CERTIFICATE), directory.join(GENERATED_KEY));
     match (certificate.exists(), key.exists()) {
         (true, true) => tracing::info!(certificate = %certificate.display(), "TLS: the self-signed certificate made at an earlier start"),
@@ -42,12 +76,8 @@ pub fn load(settings: &Settings, provider: &CryptoProvider) -> anyhow::Result<Ar
             tracing::info!(certificate = %certificate.display(), "TLS: made a self-signed certificate");
         }
         (certificate_exists, _) => {
-            let (present, absent) = if certificate_exists { (&certificate, &key) } else { (&key, &certificate) };
-            bail!(
-                "{} is there but {} is not: remove {0} to have a new pair made, or give tls.certificate and tls.key",
-                present.display(),
-                absent.display()
-            );
+            let (present, absent) = if certificate_exists { (certificate, key) } else { (key, certificate) };
+            return Err(CertificateError::HalfPair { present, absent });
         }
     }
     read(&certificate, &key, provider)
@@ -55,49 +85,52 @@ pub fn load(settings: &Settings, provider: &CryptoProvider) -> anyhow::Result<Ar
 
 /// Reads a PEM certificate chain and its private key, and checks that they
 /// belong together.
-fn read(certificate: &Path, key: &Path, provider: &CryptoProvider) -> anyhow::Result<Arc<CertifiedKey>> {
-    let certificate_pem = std::fs::read(certificate).with_context(|| format!("cannot read tls.certificate {}", certificate.display()))?;
-    let key_pem = std::fs::read(key).with_context(|| format!("cannot read tls.key {}", key.display()))?;
-    certified(&certificate_pem, &key_pem, provider)
-        .with_context(|| format!("tls.certificate {} with tls.key {}", certificate.display(), key.display()))
+fn read(certificate: &Path, key: &Path, provider: &CryptoProvider) -> Result<Arc<CertifiedKey>, CertificateError> {
+    let read_setting =
+        |setting, path: &Path| std::fs::read(path).map_err(|source| CertificateError::Read { setting, path: path.to_path_buf(), source });
+    let (certificate_pem, key_pem) = (read_setting("tls.certificate", certificate)?, read_setting("tls.key", key)?);
+    certified(&certificate_pem, &key_pem, provider).map_err(|source| CertificateError::Unusable {
+        certificate: certificate.to_path_buf(),
+        key: key.to_path_buf(),
+        source,
+    })
 }
 
 /// Parses a PEM certificate chain and private key into the form rustls serves.
-fn certified(certificate_pem: &[u8], key_pem: &[u8], provider: &CryptoProvider) -> anyhow::Result<Arc<CertifiedKey>> {
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(certificate_pem)
-        .collect::<Result<_, _>>()
-        .context("the certificate file is not PEM (\"-----BEGIN CERTIFICATE-----\")")?;
+fn certified(certificate_pem: &[u8], key_pem: &[u8], provider: &CryptoProvider) -> Result<Arc<CertifiedKey>, PemError> {
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(certificate_pem).collect::<Result<_, _>>().map_err(PemError::NotPem)?;
     if chain.is_empty() {
-        bail!("the certificate file holds no certificate (\"-----BEGIN CERTIFICATE-----\")");
+        return Err(PemError::NoCertificate);
     }
-    let key = PrivateKeyDer::from_pem_slice(key_pem).context("the key file holds no PEM private key (PKCS#8, PKCS#1 or SEC1)")?;
-    let certified = CertifiedKey::from_der(chain, key, provider).context("the key is unusable or is not the certificate's")?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(PemError::NoKey)?;
+    let certified = CertifiedKey::from_der(chain, key, provider).map_err(PemError::Mismatch)?;
     Ok(Arc::new(certified))
 }
 
 /// Makes a self-signed certificate for `names` and writes it and its key,
 /// the key readable by its owner only.
-fn generate(certificate: &Path, key: &Path, names: &[String]) -> anyhow::Result<()> {
+fn generate(certificate: &Path, key: &Path, names: &[String]) -> Result<(), CertificateError> {
     let (certificate_pem, key_pem) = self_signed(names)?;
     write_new(key, &key_pem, 0o600)?;
     write_new(certificate, &certificate_pem, 0o644)
 }
 
 /// A self-signed certificate for `names`, and its key, both as PEM.
-fn self_signed(names: &[String]) -> anyhow::Result<(String, String)> {
-    let generated = rcgen::generate_simple_self_signed(names).context("cannot make a self-signed TLS certificate")?;
+fn self_signed(names: &[String]) -> Result<(String, String), CertificateError> {
+    let generated = rcgen::generate_simple_self_signed(names).map_err(CertificateError::Generate)?;
     Ok((generated.cert.pem(), generated.signing_key.serialize_pem()))
 }
 
 /// Writes a file that must not exist yet.
-fn write_new(path: &Path, contents: &str, mode: u32) -> anyhow::Result<()> {
+fn write_new(path: &Path, contents: &str, mode: u32) -> Result<(), CertificateError> {
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(mode)
         .open(path)
-        .with_context(|| format!("cannot create {}", path.display()))?;
-    file.write_all(contents.as_bytes()).with_context(|| format!("cannot write {}", path.display()))
+        .map_err(|source| CertificateError::Create { path: path.to_path_buf(), source })?;
+    file.write_all(contents.as_bytes()).map_err(|source| CertificateError::Write { path: path.to_path_buf(), source })
 }
 
 /// The names a generated certificate is for: localhost, and each address
@@ -169,7 +202,10 @@ mod tests {
             (&certificate, &garbage, "no PEM private key"),
             (&certificate, &other_key, "not the certificate's"),
         ] {
-            let error = format!("{:#}", read(certificate, key, &provider()).unwrap_err());
+            let error = read(certificate, key, &provider()).unwrap_err();
+            let causes: Vec<String> =
+                std::iter::successors(Some(&error as &dyn std::error::Error), |error| error.source()).map(ToString::to_string).collect();
+            let error = causes.join(": ");
             assert!(error.contains(expected) && error.contains(&certificate.display().to_string()), "{error}");
         }
     }

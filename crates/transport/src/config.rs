@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::bail;
 use pharos_route::prefix::{ListedPrefixError, PrefixMap, prefix_set};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -161,14 +160,25 @@ impl HttpConfig {
     }
 
     /// Checks what cannot be checked field by field.
-    pub fn validate(&self) -> anyhow::Result<()> {
+    pub fn validate(&self) -> Result<(), HttpConfigError> {
         self.trusted_proxies()?;
         if self.proxy_protocol && self.trusted_proxies.is_empty() {
-            bail!("http.proxy_protocol needs http.trusted_proxies: the proxies whose PROXY headers are believed");
+            return Err(HttpConfigError::ProxyProtocolWithoutProxies);
         }
         if (self.proxy_protocol || !self.trusted_proxies.is_empty()) && self.listen.is_empty() && self.https_listen.is_empty() {
-            bail!("http.trusted_proxies and http.proxy_protocol need http.listen or http.https_listen");
+            return Err(HttpConfigError::ProxiesWithoutListener);
         }
         Ok(())
     }
+}
+
+/// What is wrong with `[http]` as a whole.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpConfigError {
+    #[error(transparent)]
+    TrustedProxies(#[from] ListedPrefixError),
+    #[error("http.proxy_protocol needs http.trusted_proxies: the proxies whose PROXY headers are believed")]
+    ProxyProtocolWithoutProxies,
+    #[error("http.trusted_proxies and http.proxy_protocol need http.listen or http.https_listen")]
+    ProxiesWithoutListener,
 }

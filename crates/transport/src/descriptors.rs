@@ -7,8 +7,6 @@
 
 use std::io;
 
-use anyhow::{Context, bail};
-
 use crate::config::{Settings, TcpConfig};
 
 /// Descriptors kept for what is not a client connection nor a listener:
@@ -17,10 +15,22 @@ use crate::config::{Settings, TcpConfig};
 /// it sheds has closed.
 const KEPT_FOR_OTHER_USES: u64 = 128;
 
+/// Why the descriptors allow no connection.
+#[derive(Debug, thiserror::Error)]
+pub enum DescriptorError {
+    #[error("cannot read RLIMIT_NOFILE")]
+    ReadLimit(#[source] io::Error),
+    #[error(
+        "RLIMIT_NOFILE is {descriptors}, too low for any connection beside the {kept} descriptors kept for listeners \
+         and the rest: raise the hard limit (ulimit -Hn, or LimitNOFILE= for systemd)"
+    )]
+    TooFew { descriptors: u64, kept: u64 },
+}
+
 /// The `[tcp]` limits of `settings` with the connection cap lowered, if
 /// need be, to what the descriptors allow once the soft limit is raised.
 /// An error if they allow no connection at all.
-pub fn fit_connection_cap(settings: &Settings) -> anyhow::Result<TcpConfig> {
+pub fn fit_connection_cap(settings: &Settings) -> Result<TcpConfig, DescriptorError> {
     let descriptors = raise_soft_limit()?;
     let limits = cap_within(settings.tcp.clone(), descriptors, KEPT_FOR_OTHER_USES + settings.listening_sockets() as u64)?;
     tracing::info!(
@@ -33,13 +43,10 @@ pub fn fit_connection_cap(settings: &Settings) -> anyhow::Result<TcpConfig> {
 
 /// `limits` with the connection cap lowered to fit in `descriptors` with
 /// `kept` of them left for other uses.
-fn cap_within(mut limits: TcpConfig, descriptors: u64, kept: u64) -> anyhow::Result<TcpConfig> {
+fn cap_within(mut limits: TcpConfig, descriptors: u64, kept: u64) -> Result<TcpConfig, DescriptorError> {
     let room = usize::try_from(descriptors.saturating_sub(kept)).unwrap_or(usize::MAX);
     if room == 0 {
-        bail!(
-            "RLIMIT_NOFILE is {descriptors}, too low for any connection beside the {kept} descriptors kept for listeners \
-             and the rest: raise the hard limit (ulimit -Hn, or LimitNOFILE= for systemd)"
-        );
+        return Err(DescriptorError::TooFew { descriptors, kept });
     }
     if limits.max_connections > room {
         tracing::warn!(
@@ -54,8 +61,8 @@ fn cap_within(mut limits: TcpConfig, descriptors: u64, kept: u64) -> anyhow::Res
 
 /// Raises the soft RLIMIT_NOFILE to the hard limit, and returns the soft
 /// limit now in force. A limit that cannot be raised is logged and kept.
-fn raise_soft_limit() -> anyhow::Result<u64> {
-    let limit = nofile_limit().context("cannot read RLIMIT_NOFILE")?;
+fn raise_soft_limit() -> Result<u64, DescriptorError> {
+    let limit = nofile_limit().map_err(DescriptorError::ReadLimit)?;
     if limit.rlim_cur >= limit.rlim_max {
         tracing::info!(descriptors = limit.rlim_cur, "RLIMIT_NOFILE is at its hard limit");
         return Ok(limit.rlim_cur);

@@ -101,10 +101,23 @@ pub struct Running {
     writer: JoinHandle<()>,
 }
 
+/// Why a dnstap log cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum DnstapError {
+    #[error("dnstap.sample must be at least 1 (1 logs every query), not 0")]
+    ZeroSample,
+    #[error(transparent)]
+    Writer(#[from] io::Error),
+    #[error("a dnstap log is already running in this process")]
+    AlreadyRunning,
+}
+
 /// Starts the writer thread and turns logging on for every transport of
 /// this process: one log at a time, the server's.
-pub fn start(settings: Settings) -> anyhow::Result<Running> {
-    anyhow::ensure!(settings.sample >= 1, "dnstap.sample must be at least 1 (1 logs every query), not {}", settings.sample);
+pub fn start(settings: Settings) -> Result<Running, DnstapError> {
+    if settings.sample == 0 {
+        return Err(DnstapError::ZeroSample);
+    }
     let (queue, drained) = sync_channel(CHANNEL_CAPACITY);
     let logger = Logger {
         queue,
@@ -114,7 +127,9 @@ pub fn start(settings: Settings) -> anyhow::Result<Running> {
     };
     let writer = std::thread::Builder::new().name("dnstap".into()).spawn(move || write_forever(&settings.destination, &drained))?;
     let replaced = LOGGER.compare_and_swap(&None::<Arc<Logger>>, Some(Arc::new(logger)));
-    anyhow::ensure!(replaced.is_none(), "a dnstap log is already running in this process");
+    if replaced.is_some() {
+        return Err(DnstapError::AlreadyRunning);
+    }
     LOGGING.store(true, Ordering::Relaxed);
     Ok(Running { writer })
 }

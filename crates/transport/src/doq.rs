@@ -13,7 +13,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use anyhow::Context;
 use pharos_answer::{Client, ResponseOptions, SharedSnapshot, Transport, respond_parsed};
 use pharos_wire::framing::{LENGTH_LEN, push_framed_with, split_frame};
 use pharos_wire::{MAX_STREAM_MESSAGE, Query, Reject, parse_query};
@@ -40,14 +39,25 @@ const DOQ_UNSPECIFIED_ERROR: VarInt = VarInt::from_u32(0x5);
 /// keepalive option is forbidden here (section 5.5.2).
 const OPTIONS: ResponseOptions = ResponseOptions { keepalive: None, pad: true, cookie: None, now: 0 };
 
+/// Why a QUIC endpoint cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    #[error("TLS configuration unfit for QUIC")]
+    Tls(#[source] quinn::crypto::rustls::NoInitialCipherSuite),
+    #[error("tcp.idle_timeout_ms is too long for QUIC")]
+    IdleTimeout(#[source] quinn::VarIntBoundsExceeded),
+    #[error(transparent)]
+    Bind(#[from] std::io::Error),
+}
+
 /// A QUIC endpoint on `address` presenting `tls`, which must offer TLS 1.3
 /// and the "doq" protocol only.
-pub fn endpoint(address: SocketAddr, tls: Arc<rustls::ServerConfig>, limits: &TcpConfig) -> anyhow::Result<Endpoint> {
-    let crypto = QuicServerConfig::try_from(tls).context("TLS configuration unfit for QUIC")?;
+pub fn endpoint(address: SocketAddr, tls: Arc<rustls::ServerConfig>, limits: &TcpConfig) -> Result<Endpoint, EndpointError> {
+    let crypto = QuicServerConfig::try_from(tls).map_err(EndpointError::Tls)?;
     let mut transport = TransportConfig::default();
     // The registry closes connections that ask nothing for the idle
     // timeout; QUIC's own timeout catches peers that vanished altogether.
-    transport.max_idle_timeout(Some(limits.idle_timeout().try_into().context("tcp.idle_timeout_ms is too long for QUIC")?));
+    transport.max_idle_timeout(Some(limits.idle_timeout().try_into().map_err(EndpointError::IdleTimeout)?));
     // Every DoQ stream is bidirectional (section 4.2).
     transport.max_concurrent_uni_streams(VarInt::from_u32(0));
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));

@@ -35,9 +35,14 @@ mod tcp;
 mod tls;
 mod udp;
 
+pub use certificate::{CertificateError, PemError};
 pub use config::Settings;
-pub use redirect::redirect_target;
-pub use start::Transports;
+pub use descriptors::DescriptorError;
+pub use doq::EndpointError;
+pub use redirect::{RedirectionError, redirect_target};
+pub use start::{StartError, Transports};
+pub use tcp::BindError;
+pub use tls::TlsError;
 
 /// `time` in Unix seconds, as TSIG signs with it (RFC 8945) and dnstap
 /// logs it.

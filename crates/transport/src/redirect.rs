@@ -33,7 +33,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::header::{CACHE_CONTROL, HOST, HeaderMap, HeaderValue, LOCATION};
 use hyper::{Method, Request, Response, StatusCode};
 use pharos_answer::{SharedSnapshot, Snapshot};
-use pharos_route::prefix::PrefixMap;
+use pharos_route::prefix::{ListedPrefixError, PrefixMap};
 use pharos_route::{Asker, Family, Replica, Routes, Service, route};
 use pharos_wire::name::{self, MAX_NAME_LEN};
 use rand::Rng;
@@ -45,7 +45,8 @@ use tokio_rustls::TlsAcceptor;
 use crate::config::Settings;
 use crate::metrics::Secured;
 use crate::registry::{Admission, Registry};
-use crate::tls::Tls;
+use crate::tcp::BindError;
+use crate::tls::{Tls, TlsError};
 use crate::{http, tcp, tls};
 
 /// Worker numbers of the listeners' random sources (see
@@ -57,10 +58,26 @@ const BAD_HOST: &str = "the Host is not a host name or address, with or without 
 /// "private, max-age=" and a TTL.
 const HEADER_VALUES_LEN: usize = 8 + 64 + 6 + 27;
 
+/// Why HTTP redirection cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum RedirectionError {
+    #[error(transparent)]
+    TrustedProxies(#[from] ListedPrefixError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error(transparent)]
+    Listen(#[from] BindError),
+}
+
 /// Binds every HTTP and HTTPS listener of `[http]` and serves each in its
 /// own task. HTTPS presents the certificate of `[tls]`, which `tls` holds
 /// when there is an HTTPS listener.
-pub async fn start(config: &Settings, tls: Option<&Tls>, snapshot: &SharedSnapshot, registry: &Arc<Registry>) -> anyhow::Result<()> {
+pub async fn start(
+    config: &Settings,
+    tls: Option<&Tls>,
+    snapshot: &SharedSnapshot,
+    registry: &Arc<Registry>,
+) -> Result<(), RedirectionError> {
     let settings = &config.http;
     if settings.listen.is_empty() && settings.https_listen.is_empty() {
         return Ok(());

@@ -2,17 +2,22 @@
 //! worker threads and the connection registry they share; and stopping
 //! the threads.
 
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
-use anyhow::Context;
 use pharos_answer::SharedSnapshot;
 
+use crate::certificate::CertificateError;
 use crate::config::Settings;
+use crate::descriptors::DescriptorError;
+use crate::doq::EndpointError;
+use crate::redirect::RedirectionError;
 use crate::registry::Registry;
-use crate::tls::Tls;
+use crate::tcp::BindError;
+use crate::tls::{Tls, TlsError};
 use crate::{descriptors, doh, doq, dot, redirect, tcp, udp};
 
 /// Worker numbers of the transports' random sources (see
@@ -30,10 +35,33 @@ pub struct Transports {
     udp_workers: Vec<JoinHandle<()>>,
 }
 
+/// Why the transports cannot start, with the address or setting at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Descriptors(#[from] DescriptorError),
+    #[error(transparent)]
+    Certificate(#[from] CertificateError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error(transparent)]
+    Redirection(#[from] RedirectionError),
+    #[error("cannot listen on TCP {address}")]
+    Tcp { address: SocketAddr, source: io::Error },
+    #[error(transparent)]
+    TcpFor(#[from] BindError),
+    #[error("cannot listen on UDP {address}")]
+    Udp { address: SocketAddr, source: io::Error },
+    #[error("cannot listen for DNS over QUIC on UDP {address}")]
+    Quic { address: SocketAddr, source: EndpointError },
+    #[error("cannot start a UDP worker thread")]
+    UdpThread(#[source] io::Error),
+}
+
 impl Transports {
     /// Binds every address of `settings` and starts serving `snapshot` on
     /// it. Must be called inside a tokio runtime (all but UDP run on it).
-    pub async fn start(settings: &Settings, snapshot: &SharedSnapshot) -> anyhow::Result<Transports> {
+    pub async fn start(settings: &Settings, snapshot: &SharedSnapshot) -> Result<Transports, StartError> {
         let registry = Registry::new(descriptors::fit_connection_cap(settings)?);
         tokio::spawn(registry.clone().close_idle_connections());
         // Before UDP: once a server answers, all its listeners are there.
@@ -48,7 +76,7 @@ impl Transports {
         let mut udp_workers = Vec::new();
         for (index, &address) in settings.listen.iter().enumerate() {
             udp_workers.extend(start_udp(settings, address, index, snapshot, &stop)?);
-            let listener = tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen on TCP {address}"))?;
+            let listener = tokio::net::TcpListener::bind(address).await.map_err(|source| StartError::Tcp { address, source })?;
             let rng = settings.worker_rng(u64::MAX - index as u64);
             tokio::spawn(tcp::serve(listener, snapshot.clone(), registry.clone(), rng, settings.cookies.clone()));
         }
@@ -66,7 +94,7 @@ impl Transports {
 
 /// Binds every DNS over TLS, HTTPS and QUIC listener of `settings` and
 /// serves each in its own task.
-async fn start_encrypted(settings: &Settings, tls: &Tls, snapshot: &SharedSnapshot, registry: &Arc<Registry>) -> anyhow::Result<()> {
+async fn start_encrypted(settings: &Settings, tls: &Tls, snapshot: &SharedSnapshot, registry: &Arc<Registry>) -> Result<(), StartError> {
     let dot = tls.dns_acceptor()?;
     for (index, &address) in (0..).zip(&settings.tls.listen) {
         let listener = tcp::bind(address, "DNS over TLS").await?;
@@ -81,8 +109,7 @@ async fn start_encrypted(settings: &Settings, tls: &Tls, snapshot: &SharedSnapsh
     }
     let doq = tls.quic_config()?;
     for (index, &address) in (0..).zip(&settings.tls.quic_listen) {
-        let endpoint = doq::endpoint(address, doq.clone(), &settings.tcp)
-            .with_context(|| format!("cannot listen for DNS over QUIC on UDP {address}"))?;
+        let endpoint = doq::endpoint(address, doq.clone(), &settings.tcp).map_err(|source| StartError::Quic { address, source })?;
         tracing::info!(%address, "serving DNS over QUIC");
         let rng = settings.worker_rng(DOQ_WORKERS + index);
         tokio::spawn(doq::serve(endpoint, snapshot.clone(), registry.clone(), rng));
@@ -97,11 +124,11 @@ fn start_udp(
     listen_index: usize,
     snapshot: &SharedSnapshot,
     stop: &Arc<AtomicBool>,
-) -> anyhow::Result<Vec<JoinHandle<()>>> {
+) -> Result<Vec<JoinHandle<()>>, StartError> {
     let threads = settings.udp_threads;
     (0..threads)
         .map(|index| {
-            let socket = udp::bind_socket(address).with_context(|| format!("cannot listen on UDP {address}"))?;
+            let socket = udp::bind_socket(address).map_err(|source| StartError::Udp { address, source })?;
             let (snapshot, stop) = (snapshot.clone(), stop.clone());
             let defences = udp::Defences {
                 queries: settings.udp_rate_limit.clone(),
@@ -112,7 +139,7 @@ fn start_udp(
             std::thread::Builder::new()
                 .name(format!("udp-{index}"))
                 .spawn(move || udp::serve(socket, snapshot, rng, defences, stop))
-                .context("cannot start a UDP worker thread")
+                .map_err(StartError::UdpThread)
         })
         .collect()
 }

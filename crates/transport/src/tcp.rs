@@ -16,7 +16,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::Context;
 use pharos_answer::{
     Answered, Client, Query, Reject, ResponseOptions, SharedSnapshot, Snapshot, Transferred, Transport, is_transfer, parse_query,
     respond_parsed, respond_transfer,
@@ -47,9 +46,19 @@ const LONGEST_ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// Failed accepts are logged at most once per this interval, with a count.
 const ACCEPT_FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(1);
 
+/// Why a TCP listener cannot be had; `transport` names what was to be
+/// served, e.g. "DNS over TLS".
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen for {transport} on TCP {address}")]
+pub struct BindError {
+    transport: &'static str,
+    address: SocketAddr,
+    source: io::Error,
+}
+
 /// A TCP listener on `address` for `transport`, logged.
-pub(crate) async fn bind(address: SocketAddr, transport: &str) -> anyhow::Result<TcpListener> {
-    let listener = TcpListener::bind(address).await.with_context(|| format!("cannot listen for {transport} on TCP {address}"))?;
+pub(crate) async fn bind(address: SocketAddr, transport: &'static str) -> Result<TcpListener, BindError> {
+    let listener = TcpListener::bind(address).await.map_err(|source| BindError { transport, address, source })?;
     tracing::info!(%address, "serving {transport}");
     Ok(listener)
 }

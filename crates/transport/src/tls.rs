@@ -8,7 +8,6 @@
 
 use std::sync::Arc;
 
-use anyhow::Context;
 use rustls::crypto::CryptoProvider;
 use rustls::server::ProducesTickets;
 use rustls::sign::{CertifiedKey, SingleCertAndKey};
@@ -17,10 +16,11 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
+use crate::certificate::{self, CertificateError};
 use crate::config::Settings;
 use crate::metrics::{self, Secured};
 use crate::registry::Admission;
-use crate::{certificate, doq, http};
+use crate::{doq, http};
 
 /// DNS over TLS and HTTPS accept TLS 1.2 clients too.
 const TLS_12_AND_13: &[&SupportedProtocolVersion] = &[&rustls::version::TLS13, &rustls::version::TLS12];
@@ -36,27 +36,36 @@ pub struct Tls {
     certificate: Arc<CertifiedKey>,
 }
 
+/// Why rustls cannot be set up to present the certificate.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("TLS: the crypto provider lacks these protocol versions")]
+    ProtocolVersions(#[source] rustls::Error),
+    #[error("TLS: cannot make a session ticket key")]
+    TicketKey(#[source] rustls::Error),
+}
+
 impl Tls {
     /// Loads (or makes) the certificate of `settings`.
-    pub fn load(settings: &Settings) -> anyhow::Result<Tls> {
+    pub fn load(settings: &Settings) -> Result<Tls, CertificateError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let certificate = certificate::load(settings, &provider)?;
         Ok(Tls { provider, certificate })
     }
 
     /// An acceptor for DNS over TLS, which offers no ALPN.
-    pub fn dns_acceptor(&self) -> anyhow::Result<TlsAcceptor> {
+    pub fn dns_acceptor(&self) -> Result<TlsAcceptor, TlsError> {
         Ok(TlsAcceptor::from(self.server_config(TLS_12_AND_13, &[])?))
     }
 
     /// An acceptor for HTTPS: HTTP/2 or HTTP/1.1, as ALPN chooses.
-    pub fn https_acceptor(&self) -> anyhow::Result<TlsAcceptor> {
+    pub fn https_acceptor(&self) -> Result<TlsAcceptor, TlsError> {
         Ok(TlsAcceptor::from(self.server_config(TLS_12_AND_13, http::ALPN)?))
     }
 
     /// The TLS side of DNS over QUIC: TLS 1.3 and the "doq" protocol only.
     /// Its resumptions are counted as its ticket key accepts tickets.
-    pub fn quic_config(&self) -> anyhow::Result<Arc<ServerConfig>> {
+    pub fn quic_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
         let mut config = self.server_config(TLS_13, &[doq::ALPN])?;
         let counted = Arc::new(CountingTicketer(config.ticketer.clone()));
         Arc::get_mut(&mut config).expect("a configuration just made has no other owner").ticketer = counted;
@@ -66,14 +75,14 @@ impl Tls {
     /// A rustls server configuration presenting the certificate, offering the
     /// `alpn` protocols, and resuming sessions: TLS 1.3 and 1.2 from tickets
     /// (RFC 8446 section 2.2, RFC 5077), TLS 1.2 also from session IDs.
-    fn server_config(&self, versions: &[&'static SupportedProtocolVersion], alpn: &[&[u8]]) -> anyhow::Result<Arc<ServerConfig>> {
+    fn server_config(&self, versions: &[&'static SupportedProtocolVersion], alpn: &[&[u8]]) -> Result<Arc<ServerConfig>, TlsError> {
         let mut config = ServerConfig::builder_with_provider(self.provider.clone())
             .with_protocol_versions(versions)
-            .context("TLS: the crypto provider lacks these protocol versions")?
+            .map_err(TlsError::ProtocolVersions)?
             .with_no_client_auth()
             .with_cert_resolver(Arc::new(SingleCertAndKey::from(self.certificate.clone())));
         config.alpn_protocols = alpn.iter().map(|protocol| protocol.to_vec()).collect();
-        config.ticketer = rustls::crypto::ring::Ticketer::new().context("TLS: cannot make a session ticket key")?;
+        config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(TlsError::TicketKey)?;
         Ok(Arc::new(config))
     }
 }

@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 
-use anyhow::Context;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -41,7 +40,7 @@ use tokio::sync::oneshot;
 
 use crate::artemis::AddressView;
 use crate::driver::keys::{KeyStep, KeyView};
-use crate::driver::shell::ControlShell;
+use crate::driver::shell::{ControlShell, SecretError};
 use crate::driver::thread::ControlThread;
 use crate::observe::history::QueryHistory;
 
@@ -140,7 +139,23 @@ pub struct Listeners {
 /// yields to the query threads (see `scheduling`) and keeps API requests
 /// off the runtime that answers DNS over TCP, TLS and HTTPS. Returns once
 /// they are listening, or why they cannot; `None` if there is none.
-pub fn start(listeners: Listeners, control: ControlThread, limits: UdpLimits) -> anyhow::Result<Option<ApiThread>> {
+/// Why the control API or the metrics listener cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiStartError {
+    /// `what` names the listener: the control API, or metrics.
+    #[error("cannot listen for {what} on {address}")]
+    Listen { what: &'static str, address: SocketAddr, source: std::io::Error },
+    #[error(transparent)]
+    Socket(std::io::Error),
+    #[error("cannot start the control API's thread")]
+    Thread(#[source] std::io::Error),
+    #[error("the control API's thread ended while starting")]
+    Ended(#[source] mpsc::RecvError),
+    #[error("cannot build the control API's runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+pub fn start(listeners: Listeners, control: ControlThread, limits: UdpLimits) -> Result<Option<ApiThread>, ApiStartError> {
     let mut served = Vec::new();
     // Marked before any request can ask for it.
     let queries = Arc::new(QueryHistory::starting_now(queries_received()));
@@ -171,15 +186,15 @@ pub fn start(listeners: Listeners, control: ControlThread, limits: UdpLimits) ->
             runtime.block_on(serve_until(served, stop_asked));
             let _ = stopped_sender.send(());
         })
-        .context("cannot start the control API's thread")?;
-    start_result.recv().context("the control API's thread ended while starting")??;
+        .map_err(ApiStartError::Thread)?;
+    start_result.recv().map_err(ApiStartError::Ended)??;
     Ok(Some(ApiThread { stop, stopped }))
 }
 
 /// A listener on `address` for `what`, logged.
-fn bind(address: SocketAddr, what: &str) -> anyhow::Result<std::net::TcpListener> {
-    let listener = std::net::TcpListener::bind(address).with_context(|| format!("cannot listen for {what} on {address}"))?;
-    listener.set_nonblocking(true)?;
+fn bind(address: SocketAddr, what: &'static str) -> Result<std::net::TcpListener, ApiStartError> {
+    let listener = std::net::TcpListener::bind(address).map_err(|source| ApiStartError::Listen { what, address, source })?;
+    listener.set_nonblocking(true).map_err(ApiStartError::Socket)?;
     tracing::info!(%address, "{what} listening");
     Ok(listener)
 }
@@ -205,18 +220,19 @@ async fn serve_until(served: Vec<(tokio::net::TcpListener, Router)>, stop: onesh
 /// A runtime for the calling thread, and the listeners registered with it.
 fn runtime_listening_on(
     served: Vec<(std::net::TcpListener, Router)>,
-) -> anyhow::Result<(tokio::runtime::Runtime, Vec<(tokio::net::TcpListener, Router)>)> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot build the control API's runtime")?;
+) -> Result<(tokio::runtime::Runtime, Vec<(tokio::net::TcpListener, Router)>), ApiStartError> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ApiStartError::Runtime)?;
     let served = {
         let _inside = runtime.enter();
-        served.into_iter().map(|(listener, app)| Ok((tokio::net::TcpListener::from_std(listener)?, app))).collect::<anyhow::Result<_>>()?
+        let registered = served.into_iter().map(|(listener, app)| Ok((tokio::net::TcpListener::from_std(listener)?, app)));
+        registered.collect::<std::io::Result<_>>().map_err(ApiStartError::Socket)?
     };
     Ok((runtime, served))
 }
 
 /// The configured token, else the one kept in the store, else a new one
 /// (kept, and shown once).
-pub fn token(shell: &mut ControlShell) -> anyhow::Result<String> {
+pub fn token(shell: &mut ControlShell) -> Result<String, SecretError> {
     if let Some(token) = shell.config().control.token.clone() {
         return Ok(token);
     }

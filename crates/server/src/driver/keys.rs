@@ -5,10 +5,11 @@
 
 use std::str::FromStr;
 
-use anyhow::bail;
+use domain::base::name::FromStrError;
 use domain::base::{Name, ToName};
+use pharos_dnssec::keys::KeyError;
 use pharos_dnssec::{KeyTimes, RolloverError, Timings, ZoneKey, ZoneKeys};
-use pharos_store::Store;
+use pharos_store::{Store, StoreError};
 use ring::rand::SystemRandom;
 use serde::{Deserialize, Serialize};
 
@@ -37,18 +38,39 @@ pub enum StepError {
     #[error(transparent)]
     Refused(#[from] RolloverError),
     #[error(transparent)]
-    Other(#[from] anyhow::Error),
+    Keys(#[from] KeysError),
+}
+
+/// Why a zone's keys cannot be read, or the timings of its rollovers had.
+#[derive(Debug, thiserror::Error)]
+pub enum KeysError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Stored(#[from] KeyError),
+    #[error("the configuration serves no zone {0}")]
+    NoZone(String),
+    #[error(transparent)]
+    ZoneFile(#[from] pharos_zone::LoadError),
+}
+
+/// A zone name that is not a domain name, as typed.
+#[derive(Debug, thiserror::Error)]
+#[error("zone {zone:?} is not a domain name: {reason}")]
+pub struct ZoneNameError {
+    zone: String,
+    reason: FromStrError,
 }
 
 /// A zone name as typed (with or without its final dot, any case), lowercase.
-pub fn zone_name(zone: &str) -> anyhow::Result<Name<Vec<u8>>> {
+pub fn zone_name(zone: &str) -> Result<Name<Vec<u8>>, ZoneNameError> {
     let absolute = if zone.ends_with('.') { zone.to_string() } else { format!("{zone}.") };
-    let name: Name<Vec<u8>> = Name::from_str(&absolute).map_err(|error| anyhow::anyhow!("zone {zone:?} is not a domain name: {error}"))?;
+    let name: Name<Vec<u8>> = Name::from_str(&absolute).map_err(|reason| ZoneNameError { zone: zone.to_owned(), reason })?;
     Ok(name.to_canonical_name())
 }
 
 /// The keys `store` keeps for `zone`, if any.
-pub fn stored_keys(store: &mut dyn Store, zone: &Name<Vec<u8>>) -> anyhow::Result<Option<ZoneKeys>> {
+pub fn stored_keys(store: &mut dyn Store, zone: &Name<Vec<u8>>) -> Result<Option<ZoneKeys>, KeysError> {
     let Some(text) = store.setting(&ZoneKeys::setting_name(zone))? else { return Ok(None) };
     Ok(Some(ZoneKeys::from_setting(&text, &SystemRandom::new())?))
 }
@@ -63,7 +85,7 @@ pub fn take_step(config: &Config, store: &mut dyn Store, zone: &Name<Vec<u8>>, s
         KeyStep::RollKsk => keys.roll_ksk(now, &SystemRandom::new())?,
         KeyStep::DsChanged => keys.ds_changed(now, timings)?,
     }
-    store.set_setting(&ZoneKeys::setting_name(zone), &keys.to_setting()).map_err(anyhow::Error::from)?;
+    store.set_setting(&ZoneKeys::setting_name(zone), &keys.to_setting()).map_err(KeysError::Store)?;
     Ok(keys)
 }
 
@@ -76,8 +98,8 @@ pub fn zone_config<'c>(config: &'c Config, zone: &Name<Vec<u8>>) -> Option<&'c Z
 /// the signer gives the DNSKEY RRset), its largest TTL (records, negative
 /// answers, the services in it, from the configuration and the store),
 /// and the configuration's delays.
-fn timings(config: &Config, store: &mut dyn Store, zone: &Name<Vec<u8>>) -> anyhow::Result<Timings> {
-    let Some(spec) = zone_config(config, zone) else { bail!("the configuration serves no zone {zone}") };
+fn timings(config: &Config, store: &mut dyn Store, zone: &Name<Vec<u8>>) -> Result<Timings, KeysError> {
+    let Some(spec) = zone_config(config, zone) else { return Err(KeysError::NoZone(zone.to_string())) };
     let loaded = pharos_zone::load_zone_file(&spec.origin, &spec.file)?;
     let records = loaded.nodes.values().flat_map(|node| &node.rrsets).map(|rrset| rrset.ttl);
     let (state, _) = store.load()?;

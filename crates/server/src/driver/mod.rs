@@ -9,3 +9,5 @@ pub mod secrets;
 pub mod shell;
 mod state_cache;
 pub mod thread;
+
+pub use state_cache::CacheError;

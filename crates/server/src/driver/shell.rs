@@ -32,11 +32,11 @@
 //! changed since last applied (`pharos_control::declared`), and signed
 //! zones are reloaded when a key changes state (`pharos_control::key_steps`).
 
-use std::path::Path;
+use std::error::Error;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Context;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -53,7 +53,8 @@ use pharos_control::probe::ProbeTarget;
 use pharos_control::quorum::Quorum;
 use pharos_control::retry::Retries;
 use pharos_control::snapshot::SnapshotBuilder;
-use pharos_dnssec::{Signer, Window, ZoneKeys};
+use pharos_dnssec::keys::KeyError;
+use pharos_dnssec::{NoActiveKeys, Signer, Window, ZoneKeys};
 pub use pharos_model::api::{Delegated, Explained};
 use pharos_model::spec::service_name;
 use pharos_model::{Change, ControlError, Measurement, State};
@@ -61,7 +62,7 @@ use pharos_route::as_paths::AsPaths;
 use pharos_route::external::ExternalRegions;
 use pharos_route::latency::MeasurementSpec;
 use pharos_route::prefix::prefix_set;
-use pharos_route::sources::{AsnTable, GeoDatabase};
+use pharos_route::sources::{AsnTable, AsnTableError, GeoDatabase, GeoDatabaseError};
 use pharos_route::{Asker, Explanation, Family, Routed, route};
 use pharos_store::{Batches, PostgresStore, SqliteStore, Store, StoreError};
 use pharos_zone::journal::Journal;
@@ -69,10 +70,11 @@ use pharos_zone::{Zone, load_zone_file};
 use rand::Rng;
 use tokio::sync::watch;
 
-use crate::config::{Config, StoreConfig};
+use crate::causes::causes;
+use crate::config::{Config, ConfigError, StoreConfig};
 use crate::data::{BgpState, BgpStatus, DataFile, DataStatus, LatencyStatus, bgp_summary, modified_file};
 use crate::driver::keys::{self, KeyStep, KeyView, StepError};
-use crate::driver::state_cache::{self, Cached, StateCache};
+use crate::driver::state_cache::{self, CacheError, Cached, StateCache};
 use crate::observe::activity::ControlActivity;
 use crate::observe::history::EventLog;
 use crate::observe::split::SplitWindow;
@@ -82,34 +84,121 @@ use crate::status::{StoreState, StoreStatus, store_engine};
 use crate::tasks::fastpath::KernelFastPath;
 use crate::tasks::notify;
 
+/// Why the store cannot be opened. A PostgreSQL URL is not repeated: it
+/// may hold a password.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreOpenError {
+    #[error("cannot open the PostgreSQL store (store.url)")]
+    Postgres(#[source] StoreError),
+    #[error("cannot open the store {}", path.display())]
+    Sqlite { path: PathBuf, source: StoreError },
+    #[error(transparent)]
+    InMemory(StoreError),
+}
+
+/// Why the control plane cannot open.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Store(#[from] StoreOpenError),
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    #[error(transparent)]
+    Stored(#[from] StoreError),
+    #[error(transparent)]
+    Zones(#[from] ZonesError),
+    #[error(transparent)]
+    Sources(#[from] SourcesError),
+    /// The server settings the configuration makes (see `settings`).
+    #[error("{0}")]
+    Settings(String),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Control(#[from] ControlError),
+    #[error("cannot start the thread that frees retired snapshots")]
+    RetireThread(#[source] std::io::Error),
+    #[error("cannot start the classifier thread")]
+    ClassifierThread(#[source] std::io::Error),
+}
+
+/// Why the zone files cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ZonesError {
+    #[error("zone {origin}")]
+    File { origin: String, source: pharos_zone::LoadError },
+    #[error("zone {origin}")]
+    Signer { origin: String, source: SignerError },
+}
+
+/// Why a zone with `dnssec = true` cannot be signed.
+#[derive(Debug, thiserror::Error)]
+pub enum SignerError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("dnssec = true but the store has no keys for it: run `pharos key generate` first")]
+    NoKeys,
+    #[error(transparent)]
+    Keys(#[from] KeyError),
+    #[error(transparent)]
+    NoActiveKeys(#[from] NoActiveKeys),
+}
+
+/// Why the MaxMind DB or the IP-to-AS table the configuration names
+/// cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SourcesError {
+    #[error("cannot read the MaxMind DB {}", path.display())]
+    ReadGeo { path: PathBuf, source: std::io::Error },
+    #[error("{}", path.display())]
+    Geo { path: PathBuf, source: GeoDatabaseError },
+    #[error("cannot read the IP-to-AS table {}", path.display())]
+    ReadAsnTable { path: PathBuf, source: std::io::Error },
+    #[error("{}", path.display())]
+    AsnTable { path: PathBuf, source: AsnTableError },
+    #[error("cannot read the IP-to-AS table's modification time")]
+    AsnTableModified(#[source] std::io::Error),
+}
+
+/// Why a secret kept in the store cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("no randomness for the store's {key}")]
+    NoRandom { key: String, source: rand::rand_core::OsError },
+}
+
 /// The store the config names: a PostgreSQL database, a SQLite file, or
 /// else an in-memory SQLite. (The config has checked it names one.)
 /// `pharos key` opens it too.
-pub fn open_store(config: &StoreConfig) -> anyhow::Result<Box<dyn Store>> {
+pub fn open_store(config: &StoreConfig) -> Result<Box<dyn Store>, StoreOpenError> {
     Ok(match (&config.url, &config.path) {
-        // The url may hold a password: it is not repeated in the error.
-        (Some(url), _) => {
-            Box::new(PostgresStore::open(url, crate::scheduling::yield_to_queries).context("cannot open the PostgreSQL store (store.url)")?)
-        }
-        (None, Some(path)) => Box::new(SqliteStore::open(path).with_context(|| format!("cannot open the store {}", path.display()))?),
-        (None, None) => Box::new(SqliteStore::open(std::path::Path::new(":memory:"))?),
+        (Some(url), _) => Box::new(PostgresStore::open(url, crate::scheduling::yield_to_queries).map_err(StoreOpenError::Postgres)?),
+        (None, Some(path)) => Box::new(SqliteStore::open(path).map_err(|source| StoreOpenError::Sqlite { path: path.clone(), source })?),
+        (None, None) => Box::new(SqliteStore::open(std::path::Path::new(":memory:")).map_err(StoreOpenError::InMemory)?),
     })
 }
 
 /// The store `config` names; if it is a shared database that cannot be
 /// reached, and a state cached from it is kept at `cache`: a store that
 /// connects later, and that state.
-fn open_store_or_cache(config: &Config, cache: Option<&Path>) -> anyhow::Result<(Box<dyn Store>, Option<Cached>)> {
+fn open_store_or_cache(config: &Config, cache: Option<&Path>) -> Result<(Box<dyn Store>, Option<Cached>), OpenError> {
     let error = match open_store(&config.store) {
         Ok(store) => return Ok((store, None)),
         Err(error) => error,
     };
-    let unreachable = matches!(error.downcast_ref::<StoreError>(), Some(StoreError::Unreachable(_)));
+    let unreachable = matches!(error, StoreOpenError::Postgres(StoreError::Unreachable(_)));
     let (true, Some(url), Some(cache)) = (unreachable, &config.store.url, cache.filter(|path| path.exists())) else {
-        return Err(error);
+        return Err(error.into());
     };
     let cached = state_cache::read(cache)?;
-    tracing::warn!("{error:#}; serving the state cached in {} (sequence {}) until it can be reached", cache.display(), cached.sequence);
+    tracing::warn!(
+        "{}; serving the state cached in {} (sequence {}) until it can be reached",
+        causes(&error),
+        cache.display(),
+        cached.sequence
+    );
     Ok((Box::new(PostgresStore::open_later(url, crate::scheduling::yield_to_queries)?), Some(cached)))
 }
 
@@ -173,10 +262,10 @@ impl ControlShell {
     /// if the store is a shared database that cannot be reached (see
     /// `state_cache`). `external` is the classifier the driver started, if
     /// one is configured.
-    pub fn open(config: Config, external: Option<Arc<ExternalRegions>>, now: u64) -> anyhow::Result<ControlShell> {
+    pub fn open(config: Config, external: Option<Arc<ExternalRegions>>, now: u64) -> Result<ControlShell, OpenError> {
         let cache = state_cache::path(&config);
         let (mut store, cached) = open_store_or_cache(&config, cache.as_deref())?;
-        let snapshots = SnapshotBuilder::new(load_zones(&config, store.as_mut(), now)?, settings(&config).map_err(anyhow::Error::msg)?);
+        let snapshots = SnapshotBuilder::new(load_zones(&config, store.as_mut(), now)?, settings(&config).map_err(OpenError::Settings)?);
         let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(snapshots.without_services()?));
         let (mut sources, (geo, asn_table)) = load_sources(&config, now)?;
         sources.external = external;
@@ -224,17 +313,17 @@ impl ControlShell {
             applied,
             measured,
             cache: cache.map(StateCache::new),
-            retired: Retired::start()?,
+            retired: Retired::start().map_err(OpenError::RetireThread)?,
         };
         shell.latencies_changed();
         if from_cache {
             // The file's declarations wait for the next reload.
             let why = format!("the database could not be reached at start: serving the state cached at sequence {applied}");
             shell.published.update_store_status(|status| status.serving_cache = Some(why));
-            shell.republish(now).map_err(|error| anyhow::anyhow!("{error}"))?;
+            shell.republish(now)?;
         } else {
             let changed = shell.changed_declarations(&shell.config.clone())?;
-            shell.apply(&changed, now).map_err(|error| anyhow::anyhow!("{error}"))?;
+            shell.apply(&changed, now)?;
             shell.remember_declarations(&changed)?;
         }
         shell.publish_data();
@@ -286,13 +375,13 @@ impl ControlShell {
     /// The store's setting `key`, else `octets` random octets in hex kept
     /// there first (nodes starting together on an empty store all keep the
     /// first one written); and whether this call made it.
-    pub fn secret_setting(&mut self, key: &str, octets: usize) -> anyhow::Result<(String, bool)> {
+    pub fn secret_setting(&mut self, key: &str, octets: usize) -> Result<(String, bool), SecretError> {
         if let Some(kept) = self.store.setting(key)? {
             return Ok((kept, false));
         }
         use rand::TryRngCore;
         let mut fresh = vec![0u8; octets];
-        rand::rngs::OsRng.try_fill_bytes(&mut fresh).with_context(|| format!("no randomness for the store's {key}"))?;
+        rand::rngs::OsRng.try_fill_bytes(&mut fresh).map_err(|source| SecretError::NoRandom { key: key.to_owned(), source })?;
         let made: String = fresh.iter().map(|byte| format!("{byte:02x}")).collect();
         let kept = self.store.setting_or_insert(key, &made)?;
         let made_here = kept == made;
@@ -319,7 +408,7 @@ impl ControlShell {
                 Err(StepError::Refused(refused)) => {
                     return Err(ControlError::Conflict { field: "step".into(), message: refused.to_string() });
                 }
-                Err(StepError::Other(error)) => return Err(zones_error(error)),
+                Err(StepError::Keys(error)) => return Err(zones_error(error)),
             },
         };
         Ok(keys::key_views(&kept, &name, now / 1000))
@@ -613,7 +702,7 @@ impl ControlShell {
             return;
         };
         if let Err(error) = cache.keep(self.plane.state(), self.applied, changes) {
-            tracing::warn!("cannot cache the state locally: {error:#}");
+            tracing::warn!("cannot cache the state locally: {}", causes(&error));
         }
     }
 
@@ -894,12 +983,12 @@ type SourceFiles = (Option<DataFile>, Option<DataFile>);
 
 /// Reads the MaxMind DB and IP-to-AS table the config names, if any, at
 /// `now` (Unix ms).
-fn load_sources(config: &Config, now: u64) -> anyhow::Result<(DataSources, SourceFiles)> {
+fn load_sources(config: &Config, now: u64) -> Result<(DataSources, SourceFiles), SourcesError> {
     let geo = match &config.geo.database {
         Some(path) => {
             let started = std::time::Instant::now();
-            let bytes = std::fs::read(path).with_context(|| format!("cannot read the MaxMind DB {}", path.display()))?;
-            let geo = GeoDatabase::from_bytes(bytes).map_err(|message| anyhow::anyhow!("{}: {message}", path.display()))?;
+            let bytes = std::fs::read(path).map_err(|source| SourcesError::ReadGeo { path: path.clone(), source })?;
+            let geo = GeoDatabase::from_bytes(bytes).map_err(|source| SourcesError::Geo { path: path.clone(), source })?;
             let (ranges, places) = geo.place_index_size().unwrap_or_default();
             let seconds = started.elapsed().as_secs_f64();
             tracing::info!(path = %path.display(), ipv4_ranges = ranges, places, seconds, "MaxMind DB loaded");
@@ -911,15 +1000,15 @@ fn load_sources(config: &Config, now: u64) -> anyhow::Result<(DataSources, Sourc
     let geo_file = geo_file.map(|(path, geo)| DataFile { file: path.clone(), made_at: geo.built_at(), loaded_at: now / 1000 });
     let asn_table = match &config.geo.asn_table {
         Some(path) => {
-            let text = read_maybe_gzipped(path).with_context(|| format!("cannot read the IP-to-AS table {}", path.display()))?;
-            let table = AsnTable::parse(&text).map_err(|message| anyhow::anyhow!("{}: {message}", path.display()))?;
+            let text = read_maybe_gzipped(path).map_err(|source| SourcesError::ReadAsnTable { path: path.clone(), source })?;
+            let table = AsnTable::parse(&text).map_err(|source| SourcesError::AsnTable { path: path.clone(), source })?;
             tracing::info!(path = %path.display(), prefixes = table.prefixes, "IP-to-AS table loaded");
             Some(Arc::new(table))
         }
         None => None,
     };
     let asn_file = config.geo.asn_table.as_ref().map(|path| modified_file(path, now)).transpose();
-    let asn_file = asn_file.with_context(|| "cannot read the IP-to-AS table's modification time")?;
+    let asn_file = asn_file.map_err(SourcesError::AsnTableModified)?;
     Ok((DataSources { asn_table, geo, ..DataSources::default() }, (geo_file, asn_file)))
 }
 
@@ -937,21 +1026,24 @@ fn read_maybe_gzipped(path: &std::path::Path) -> std::io::Result<String> {
 
 /// Why new zone files (or the config naming them) cannot be served: the
 /// error with every cause it gives.
-fn zones_error(error: impl std::fmt::Display) -> ControlError {
-    ControlError::Zones(Arc::from(Box::<dyn std::error::Error + Send + Sync>::from(format!("{error:#}"))))
+fn zones_error(error: impl Into<Box<dyn Error + Send + Sync>>) -> ControlError {
+    let error: Box<dyn Error + Send + Sync> = error.into();
+    ControlError::Zones(Arc::from(Box::<dyn Error + Send + Sync>::from(causes(&*error))))
 }
 
 /// Loads every zone file; a zone with `dnssec = true` gets a signer with
 /// its keys from `store` and signatures valid from `now` (Unix ms).
-fn load_zones(config: &Config, store: &mut dyn Store, now: u64) -> anyhow::Result<Vec<Zone>> {
+fn load_zones(config: &Config, store: &mut dyn Store, now: u64) -> Result<Vec<Zone>, ZonesError> {
     let window = Window::from_now(now / 1000, config.dnssec.validity_seconds);
     config
         .all_zones()
         .map(|spec| {
-            let mut zone = load_zone_file(&spec.origin, &spec.file).with_context(|| format!("zone {}", spec.origin))?;
+            let mut zone =
+                load_zone_file(&spec.origin, &spec.file).map_err(|source| ZonesError::File { origin: spec.origin.clone(), source })?;
             zone.journal = Arc::new(Journal::new(spec.journal_versions));
             if spec.dnssec {
-                let signer = signer_of(&zone, store, window, now / 1000).with_context(|| format!("zone {}", spec.origin))?;
+                let signer = signer_of(&zone, store, window, now / 1000)
+                    .map_err(|source| ZonesError::Signer { origin: spec.origin.clone(), source })?;
                 zone.signer = Some(Arc::new(signer));
             }
             Ok(zone)
@@ -961,9 +1053,9 @@ fn load_zones(config: &Config, store: &mut dyn Store, now: u64) -> anyhow::Resul
 
 /// The signer of `zone`, with the keys the store keeps for it in the
 /// states they are in at `now` (Unix seconds).
-fn signer_of(zone: &Zone, store: &mut dyn Store, window: Window, now: u64) -> anyhow::Result<Signer> {
+fn signer_of(zone: &Zone, store: &mut dyn Store, window: Window, now: u64) -> Result<Signer, SignerError> {
     let Some(text) = store.setting(&ZoneKeys::setting_name_of_wire(&zone.origin)?)? else {
-        anyhow::bail!("dnssec = true but the store has no keys for it: run `pharos key generate` first");
+        return Err(SignerError::NoKeys);
     };
     let keys = ZoneKeys::from_setting(&text, &ring::rand::SystemRandom::new())?;
     Ok(Signer::new(&zone.origin, keys, window, now)?)

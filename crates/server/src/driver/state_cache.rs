@@ -18,11 +18,31 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use pharos_model::{Change, State};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
+
+/// Why the state cannot be cached, or the cached state read back.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error(transparent)]
+    Encode(#[from] serde_json::Error),
+    #[error("cannot append to {}", path.display())]
+    Append { path: PathBuf, source: std::io::Error },
+    #[error("cannot write {}", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("cannot replace {}", path.display())]
+    Replace { path: PathBuf, source: std::io::Error },
+    #[error("cannot empty {}", path.display())]
+    Empty { path: PathBuf, source: std::io::Error },
+    #[error("cannot read the cached state {}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{} is not a cached state", path.display())]
+    NotState { path: PathBuf, source: serde_json::Error },
+    #[error("cannot read the cache's journal {}", path.display())]
+    Journal { path: PathBuf, source: std::io::Error },
+}
 
 const FILE_NAME: &str = "pharos-state-cache.json";
 const JOURNAL_EXTENSION: &str = "journal";
@@ -83,7 +103,7 @@ impl StateCache {
     /// as the state, or if there are no changes to append). Nothing is
     /// written if the sequence has not moved. After a failure the next
     /// call writes the state whole.
-    pub fn keep(&mut self, state: &State, sequence: u64, changes: &[Change]) -> anyhow::Result<()> {
+    pub fn keep(&mut self, state: &State, sequence: u64, changes: &[Change]) -> Result<(), CacheError> {
         let cached = match &self.journal {
             Some((_, cached)) if *cached == sequence => return Ok(()),
             Some((_, cached)) => *cached,
@@ -96,7 +116,7 @@ impl StateCache {
             return self.write_whole(state, sequence);
         }
         let (journal, _) = self.journal.take().expect("matched above");
-        let appended = append(journal, &line).with_context(|| format!("cannot append to {}", journal_path(&self.path).display()))?;
+        let appended = append(journal, &line).map_err(|source| CacheError::Append { path: journal_path(&self.path), source })?;
         self.journal = Some((appended, sequence));
         self.journal_bytes = grown;
         Ok(())
@@ -106,14 +126,14 @@ impl StateCache {
     /// so a crash leaves the old one or the new one), then empties the
     /// journal: any line a crash leaves in it is at or below the new
     /// state's sequence, and skipped when read.
-    fn write_whole(&mut self, state: &State, sequence: u64) -> anyhow::Result<()> {
+    fn write_whole(&mut self, state: &State, sequence: u64) -> Result<(), CacheError> {
         self.journal = None;
         let bytes = serde_json::to_vec(&Cached { sequence, state })?;
         let written = self.path.with_extension("json.new");
-        std::fs::write(&written, &bytes).with_context(|| format!("cannot write {}", written.display()))?;
-        std::fs::rename(&written, &self.path).with_context(|| format!("cannot replace {}", self.path.display()))?;
+        std::fs::write(&written, &bytes).map_err(|source| CacheError::Write { path: written.clone(), source })?;
+        std::fs::rename(&written, &self.path).map_err(|source| CacheError::Replace { path: self.path.clone(), source })?;
         let journal = journal_path(&self.path);
-        let emptied = File::create(&journal).with_context(|| format!("cannot empty {}", journal.display()))?;
+        let emptied = File::create(&journal).map_err(|source| CacheError::Empty { path: journal.clone(), source })?;
         self.journal = Some((emptied, sequence));
         (self.written_whole_bytes, self.journal_bytes) = (bytes.len() as u64, 0);
         Ok(())
@@ -132,14 +152,14 @@ fn append(mut journal: File, line: &[u8]) -> std::io::Result<File> {
 /// be read or does not follow the sequence reached (a line cut short by
 /// a crash): the state up to there is whole, and the node catches up
 /// from its sequence once the database is back.
-pub fn read(path: &Path) -> anyhow::Result<Cached> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read the cached state {}", path.display()))?;
-    let mut cached: Cached = serde_json::from_slice(&bytes).with_context(|| format!("{} is not a cached state", path.display()))?;
+pub fn read(path: &Path) -> Result<Cached, CacheError> {
+    let bytes = std::fs::read(path).map_err(|source| CacheError::Read { path: path.to_path_buf(), source })?;
+    let mut cached: Cached = serde_json::from_slice(&bytes).map_err(|source| CacheError::NotState { path: path.to_path_buf(), source })?;
     let journal = journal_path(path);
     let lines = match std::fs::read(&journal) {
         Ok(lines) => lines,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(cached),
-        Err(error) => return Err(error).with_context(|| format!("cannot read the cache's journal {}", journal.display())),
+        Err(source) => return Err(CacheError::Journal { path: journal, source }),
     };
     for (number, line) in lines.split(|&byte| byte == b'\n').filter(|line| !line.is_empty()).enumerate() {
         let entry: Entry<Vec<Change>> = match serde_json::from_slice(line) {
@@ -254,7 +274,7 @@ mod tests {
         assert_eq!((read.sequence, read.state.services.len()), (1, 1));
         // A cache that is no state at all is refused, named.
         std::fs::write(&path, "{").unwrap();
-        let error = format!("{:#}", super::read(&path).unwrap_err());
+        let error = super::read(&path).unwrap_err().to_string();
         assert!(error.contains("is not a cached state"), "{error}");
     }
 }

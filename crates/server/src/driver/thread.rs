@@ -41,7 +41,7 @@ use tokio::sync::oneshot;
 use crate::config::{BgpConfig, Config};
 use crate::data::{DataStatus, unix_millis};
 use crate::driver::keys::{KeyStep, KeyView};
-use crate::driver::shell::ControlShell;
+use crate::driver::shell::{ControlShell, OpenError};
 use crate::observe::activity::ControlActivity;
 use crate::observe::history::Event;
 use crate::observe::split::Splits;
@@ -106,8 +106,8 @@ enum Command {
 
 /// Opens the control plane now, with the classifier the config asks for
 /// started on its own thread.
-pub fn open(config: Config) -> anyhow::Result<ControlShell> {
-    let external = config.classifier.as_ref().map(crate::tasks::classifier::start).transpose()?;
+pub fn open(config: Config) -> Result<ControlShell, OpenError> {
+    let external = config.classifier.as_ref().map(crate::tasks::classifier::start).transpose().map_err(OpenError::ClassifierThread)?;
     ControlShell::open(config, external, unix_millis())
 }
 

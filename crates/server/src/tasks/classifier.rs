@@ -24,7 +24,7 @@ const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 const PUBLISH_EVERY: Duration = Duration::from_millis(20);
 
 /// Starts the classifier thread; returns the cache the routing core reads.
-pub fn start(config: &ClassifierConfig) -> anyhow::Result<Arc<ExternalRegions>> {
+pub fn start(config: &ClassifierConfig) -> std::io::Result<Arc<ExternalRegions>> {
     let (regions, misses) = ExternalRegions::new(config.v4_prefix, config.v6_prefix);
     let asker = Asker { address: config.address, timeout: Duration::from_millis(config.timeout_ms), connection: None, failed_at: None };
     let published = regions.clone();

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use pharos_answer::Snapshot;
 use pharos_xdp::{FastPath, FastPathError, Mode, ResponseLimit, Settings, Synced};
 
+use crate::causes::causes;
 use crate::config::{Config, FastPathConfig, OverLimit, RrlConfig, XdpMode};
 use crate::published::Published;
 use crate::status::{FastPathState, FastPathStatus, InterfaceStatus, Misses, SyncCounts, Traffic};
@@ -224,7 +225,7 @@ fn settings(config: &Config) -> Result<Settings, FastPathError> {
 
 /// `[rrl]` as the kernel program applies it to its own answers.
 fn response_limit(rrl: &RrlConfig) -> Result<ResponseLimit, FastPathError> {
-    let limits = rrl.limits().map_err(|error| FastPathError::Settings(format!("{error:#}")))?;
+    let limits = rrl.limits().map_err(|error| FastPathError::Settings(causes(&error)))?;
     let whitelist = limits.whitelist.prefixes().into_iter().map(|(network, length, ())| (network, length)).collect();
     Ok(ResponseLimit { rate: limits.rate.get(), slip: limits.slip, table_size: limits.table_size.get(), whitelist })
 }
@@ -235,20 +236,6 @@ fn mode(mode: XdpMode) -> Mode {
         XdpMode::Native => Mode::Native,
         XdpMode::Generic => Mode::Generic,
     }
-}
-
-/// `error` and its causes down to the system's, each said once.
-fn causes(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut said = error.to_string();
-    let mut cause = error.source();
-    while let Some(inner) = cause {
-        let text = inner.to_string();
-        if !said.ends_with(&text) {
-            said = format!("{said}: {text}");
-        }
-        cause = inner.source();
-    }
-    said
 }
 
 /// Loading BPF programs needs root (CAP_BPF and CAP_NET_ADMIN): said when
