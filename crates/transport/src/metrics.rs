@@ -19,12 +19,14 @@
 //! nothing is keyed by client. Apart from the labels, and only when asked
 //! ([`tally_resolvers`]), each thread also tallies routed answers per
 //! resolver in a fixed array of slots, for the control plane to drain
-//! ([`drain_resolvers`]): how resolvers' caches skew the split.
+//! ([`drain_resolvers`], [`resolvers`]): how resolvers' caches skew the
+//! split.
+
+pub mod resolvers;
 
 use std::collections::BTreeMap;
-use std::hash::BuildHasher;
 use std::marker::PhantomData;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
@@ -32,7 +34,9 @@ use std::time::Instant;
 use pharos_answer::{Answered, RoutedTo, Tsig};
 use pharos_route::RegionId;
 use pharos_wire::types;
-use rustc_hash::{FxBuildHasher, FxHashMap};
+use rustc_hash::FxHashMap;
+
+use self::resolvers::{ResolverSlots, Resolvers};
 
 /// How a query arrived: the `transport` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -353,145 +357,6 @@ pub fn tallying_resolvers() -> bool {
     TALLYING_RESOLVERS.load(Ordering::Relaxed)
 }
 
-/// A thread's resolver tally has 2^RESOLVER_SLOT_BITS slots (8,192: about
-/// 1 MB, allocated when the thread first tallies).
-const RESOLVER_SLOT_BITS: u32 = 13;
-const RESOLVER_SLOTS: usize = 1 << RESOLVER_SLOT_BITS;
-/// The first replicas one slot tells apart: a resolver answered with more
-/// different first replicas for one service and region between two drains
-/// has the answers naming the others counted as untallied.
-const REPLICAS_PER_SLOT: usize = 4;
-
-/// Routed answers by service and client region, then by resolver.
-pub type ResolverTally = FxHashMap<(Box<str>, RegionId), FxHashMap<IpAddr, ResolverAnswers>>;
-
-/// What one resolver was answered for one service and region.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ResolverAnswers {
-    pub answers: u64,
-    /// The seconds of caching its answers granted each first replica: the
-    /// sum of their TTLs (a TTL of 0 counts as 1: the answer serves at
-    /// least the query that asked).
-    pub cached_seconds: BTreeMap<Box<str>, u64>,
-}
-
-impl ResolverAnswers {
-    /// Adds `other`'s answers and cache time to these.
-    pub fn add(&mut self, other: &ResolverAnswers) {
-        self.answers += other.answers;
-        for (replica, seconds) in &other.cached_seconds {
-            match self.cached_seconds.get_mut(replica) {
-                Some(kept) => *kept += seconds,
-                None => drop(self.cached_seconds.insert(replica.clone(), *seconds)),
-            }
-        }
-    }
-}
-
-/// Every thread's tally since the last drain, merged.
-#[derive(Debug, Default)]
-pub struct Resolvers {
-    pub tally: ResolverTally,
-    /// Routed answers not tallied: their slot was held by another resolver
-    /// (or it had [`REPLICAS_PER_SLOT`] replicas already).
-    pub untallied: u64,
-}
-
-/// One resolver's answers for one service and region since the last
-/// drain. Names are kept as keys ([`name_key`]), resolved at the drain.
-#[derive(Debug, Clone, Copy)]
-struct ResolverSlot {
-    /// 0: the slot is free.
-    answers: u64,
-    resolver: IpAddr,
-    service: u64,
-    region: RegionId,
-    /// (replica's key, seconds of caching granted); 0 seconds: unused, as
-    /// an answer grants at least one.
-    replicas: [(u64, u64); REPLICAS_PER_SLOT],
-}
-
-const FREE_SLOT: ResolverSlot =
-    ResolverSlot { answers: 0, resolver: IpAddr::V4(Ipv4Addr::UNSPECIFIED), service: 0, region: 0, replicas: [(0, 0); REPLICAS_PER_SLOT] };
-
-/// A thread's resolver tally: a direct-mapped array, so that tallying an
-/// answer allocates nothing and touches one slot. A slot is kept by the
-/// first resolver (for a service and region) that lands in it until the
-/// next drain; answers to another that lands there are counted as
-/// untallied. Which resolvers are tallied then depends on a hash of their
-/// address, not on the replicas they were given, so the cached split, a
-/// mean over resolvers of each one's split, is estimated from a sample of
-/// them that is blind to what is estimated, and every resolver tallied is
-/// tallied whole. Taking the slot over instead would throw away the
-/// holder's partial counts, and keep most often the busiest resolvers,
-/// the ones that ask last.
-#[derive(Default)]
-struct ResolverSlots {
-    /// Empty until the thread first tallies.
-    slots: Box<[ResolverSlot]>,
-    /// The names behind the keys in the slots: services and replicas are
-    /// the operator's, so this stays as small as the configuration, and
-    /// a name is allocated once per thread, when first tallied.
-    names: FxHashMap<u64, Box<str>>,
-    untallied: u64,
-}
-
-/// The key a service or replica name is tallied under.
-fn name_key(name: &str) -> u64 {
-    FxBuildHasher.hash_one(name)
-}
-
-impl ResolverSlots {
-    fn tally(&mut self, (service, region): (&str, RegionId), resolver: IpAddr, replica: &str, ttl: u32) {
-        if self.slots.is_empty() {
-            self.slots = vec![FREE_SLOT; RESOLVER_SLOTS].into_boxed_slice();
-        }
-        let service_key = name_key(service);
-        // FxHash alone spreads addresses in a row over too few slots (16,384
-        // of them in a /18 took 5,636 of 8,192); a Fibonacci multiply's top
-        // bits spread them as well as random (7,541; random: 7,083).
-        let hash = FxBuildHasher.hash_one((resolver, service_key, region));
-        let index = (hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (u64::BITS - RESOLVER_SLOT_BITS)) as usize;
-        let slot = &mut self.slots[index];
-        if slot.answers == 0 {
-            *slot = ResolverSlot { resolver, service: service_key, region, ..FREE_SLOT };
-            intern(&mut self.names, service_key, service);
-        } else if (slot.resolver, slot.service, slot.region) != (resolver, service_key, region) {
-            self.untallied += 1;
-            return;
-        }
-        let replica_key = name_key(replica);
-        let Some(entry) = slot.replicas.iter_mut().find(|(key, seconds)| *seconds == 0 || *key == replica_key) else {
-            self.untallied += 1;
-            return;
-        };
-        if entry.1 == 0 {
-            entry.0 = replica_key;
-            intern(&mut self.names, replica_key, replica);
-        }
-        entry.1 += u64::from(ttl.max(1));
-        slot.answers += 1;
-    }
-
-    /// Adds the tally to `into` and starts afresh.
-    fn drain_into(&mut self, into: &mut Resolvers) {
-        into.untallied += std::mem::take(&mut self.untallied);
-        let name = |key: &u64| self.names.get(key).cloned().unwrap_or_default();
-        for slot in self.slots.iter_mut().filter(|slot| slot.answers > 0) {
-            let answers = into.tally.entry((name(&slot.service), slot.region)).or_default().entry(slot.resolver).or_default();
-            answers.answers += slot.answers;
-            for (replica, seconds) in slot.replicas.iter().filter(|(_, seconds)| *seconds > 0) {
-                *answers.cached_seconds.entry(name(replica)).or_default() += seconds;
-            }
-            *slot = FREE_SLOT;
-        }
-    }
-}
-
-fn intern(names: &mut FxHashMap<u64, Box<str>>, key: u64, name: &str) {
-    names.entry(key).or_insert_with(|| name.into());
-}
-
 /// Every thread's per-resolver tally since the last drain, merged; each
 /// thread starts afresh.
 pub fn drain_resolvers() -> Resolvers {
@@ -660,83 +525,6 @@ pub(crate) fn count_quic_resumption() {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn resolver(number: u32) -> IpAddr {
-        IpAddr::from((0x0a00_0000 + number).to_be_bytes())
-    }
-
-    #[test]
-    fn more_resolvers_than_slots_are_tallied_whole_or_not_at_all() {
-        let mut slots = ResolverSlots::default();
-        let count = 3 * RESOLVER_SLOTS as u32;
-        for number in 0..count {
-            slots.tally(("svc", 7), resolver(number), "fra", 0);
-            slots.tally(("svc", 7), resolver(number), "sin", 30);
-            slots.tally(("svc", 7), resolver(number), "fra", 60);
-        }
-        let mut drained = Resolvers::default();
-        slots.drain_into(&mut drained);
-        let tallied = &drained.tally[&("svc".into(), 7)];
-        assert!(tallied.len() <= RESOLVER_SLOTS && tallied.len() > RESOLVER_SLOTS / 2, "{} tallied", tallied.len());
-        let whole = ResolverAnswers { answers: 3, cached_seconds: BTreeMap::from([("fra".into(), 61), ("sin".into(), 30)]) };
-        assert!(tallied.values().all(|answers| *answers == whole), "each tallied with all its answers, TTL 0 as a second");
-        assert_eq!(3 * tallied.len() as u64 + drained.untallied, 3 * u64::from(count), "every answer tallied or counted untallied");
-        let mut again = Resolvers::default();
-        slots.drain_into(&mut again);
-        assert!(again.tally.is_empty() && again.untallied == 0, "a drain starts the tally afresh");
-        slots.tally(("svc", 7), resolver(count), "fra", 5);
-        slots.drain_into(&mut again);
-        assert_eq!(again.tally[&("svc".into(), 7)][&resolver(count)].answers, 1, "the freed slots take new resolvers");
-    }
-
-    #[test]
-    fn a_slot_tells_apart_a_bounded_number_of_replicas_and_keys_by_service_and_region() {
-        let mut slots = ResolverSlots::default();
-        for replica in ["a", "b", "c", "d", "e", "a"] {
-            slots.tally(("svc", 1), resolver(1), replica, 10);
-        }
-        slots.tally(("other", 1), resolver(1), "a", 10);
-        slots.tally(("svc", 2), resolver(1), "a", 10);
-        let mut drained = Resolvers::default();
-        slots.drain_into(&mut drained);
-        let first = &drained.tally[&("svc".into(), 1)][&resolver(1)];
-        assert_eq!(first.answers, 5);
-        assert_eq!(first.cached_seconds.keys().map(|name| &**name).collect::<Vec<_>>(), ["a", "b", "c", "d"]);
-        assert_eq!(first.cached_seconds["a"], 20);
-        assert_eq!(drained.untallied, 1, "the fifth replica's answer");
-        assert_eq!(drained.tally[&("other".into(), 1)][&resolver(1)].answers, 1);
-        assert_eq!(drained.tally[&("svc".into(), 2)][&resolver(1)].answers, 1);
-    }
-
-    /// With many more resolvers than slots, the cached split measured on
-    /// the tallied ones is the whole population's: which resolvers are
-    /// tallied does not depend on what they were answered.
-    #[test]
-    fn the_tallied_resolvers_estimate_the_cached_split_of_all() {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(17);
-        let mut slots = ResolverSlots::default();
-        let mut true_share = 0.0;
-        let count = 4 * RESOLVER_SLOTS as u32;
-        for number in 0..count {
-            // Busier resolvers ask more often: 1 to 8 answers, 30 % to fra.
-            let answers = 1 + number % 8;
-            let to_fra = (0..answers).filter(|_| rng.random_bool(0.3)).count();
-            for index in 0..answers as usize {
-                slots.tally(("svc", 0), resolver(number), if index < to_fra { "fra" } else { "sin" }, 60);
-            }
-            true_share += to_fra as f64 / f64::from(answers) / f64::from(count);
-        }
-        let mut drained = Resolvers::default();
-        slots.drain_into(&mut drained);
-        let tallied = &drained.tally[&("svc".into(), 0)];
-        let fra_share = |answers: &ResolverAnswers| {
-            answers.cached_seconds.get("fra").copied().unwrap_or(0) as f64 / answers.cached_seconds.values().sum::<u64>() as f64
-        };
-        let estimate = tallied.values().map(fra_share).sum::<f64>() / tallied.len() as f64;
-        assert!(drained.untallied > 0, "more resolvers than slots");
-        assert!((estimate - true_share).abs() < 0.01, "estimated {estimate}, all resolvers {true_share}");
-    }
 
     /// This thread's counts over `mechanism`: counting is on in unit tests.
     fn counting_here(mechanism: Mechanism) -> Counting {
