@@ -6,7 +6,7 @@
 //! The query path never waits for the log: an exchange picked by the
 //! thread's sampling counter is encoded on that thread and offered to a
 //! bounded channel without blocking; when the channel is full the exchange
-//! is dropped and counted ([`dropped`]). One writer thread drains the
+//! is dropped and counted ([`QueryLog::dropped`]). One writer thread drains the
 //! channel, connects with the bidirectional Frame Streams handshake
 //! (READY, ACCEPT, START), and when the reader goes away reconnects with a
 //! doubling back-off, the channel filling (and dropping) meanwhile.
@@ -18,6 +18,7 @@
 //! A routed answer carries its decision in `extra`, as UTF-8 text that a
 //! replay can parse: `pharos-route service=NAME region=ID replica=ID`
 //! (the replica answered first; names are the operator's, without spaces).
+//! Each server has a [`QueryLog`] of its own, which its transports share.
 
 use std::cell::Cell;
 use std::io::{self, Read, Write};
@@ -262,9 +263,10 @@ fn nanoseconds(time: SystemTime) -> u32 {
     time.duration_since(UNIX_EPOCH).map_or(0, |since| since.subsec_nanos())
 }
 
-/// The writer thread: connect, hand over frames, reconnect when the
-/// reader goes; ends when the log is stopped.
+/// The writer thread's work, counting what it drops in the log's count.
 impl QueryLog {
+    /// Connects, hands over frames, reconnects when the reader goes; ends
+    /// when the log is stopped.
     fn write_forever(&self, destination: &Destination, drained: &Receiver<Vec<u8>>) {
         let mut backoff = FIRST_BACKOFF;
         loop {
