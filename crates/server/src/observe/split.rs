@@ -210,8 +210,9 @@ const EMPTY_ENTRY: ResolverEntry =
     ResolverEntry { replicas: ReplicaPlaces::EMPTY, answers: [0; TALLY_STEPS], seconds: [[0; REPLICAS_PER_RESOLVER]; TALLY_STEPS] };
 
 impl ResolverEntry {
-    /// The places of `replicas` among this entry's, taking free ones for
-    /// new replicas; `None` when they do not all fit.
+    /// This entry's places with `replicas` placed (free places taken for
+    /// new ones), and the place of each, in order; `None` when they do not
+    /// all fit.
     fn places(&self, replicas: &[u32]) -> Option<(ReplicaPlaces, [usize; REPLICAS_PER_RESOLVER])> {
         let mut places = self.replicas;
         let mut placed = [0; REPLICAS_PER_RESOLVER];
