@@ -296,6 +296,69 @@ fn a_hundred_pipelined_queries_on_one_connection_are_counted_exactly() {
     assert_eq!(deltas(&before, &after, "pharos_routing_decisions_total"), BTreeMap::from([(decision.to_string(), 33.0)]));
 }
 
+/// A server started in this process: its DNS address and metrics
+/// listener's base URL, its config and zone in `_dir`.
+struct InProcess {
+    server: pharos_server::Server,
+    dns: SocketAddr,
+    metrics: String,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts a server on `runtime`, in this process, and waits until it answers.
+fn start_in_process(runtime: &tokio::runtime::Runtime) -> InProcess {
+    let dir = tempfile::tempdir().unwrap();
+    let (dns, metrics) = (SocketAddr::from(([127, 0, 0, 1], free_port())), free_port());
+    std::fs::write(dir.path().join("example.test.zone"), ZONE).unwrap();
+    let text = format!(
+        "[server]\nlisten = [\"{dns}\"]\nthreads = 1\n[metrics]\nlisten = \"127.0.0.1:{metrics}\"\n[[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\n"
+    );
+    let config = dir.path().join("pharos.toml");
+    std::fs::write(&config, text).unwrap();
+    let server = runtime.block_on(pharos_server::Server::start(pharos_server::Config::from_file(&config).unwrap())).unwrap();
+    wait_until("the server answers", || udp_query(dns, "www.example.test", Rtype::A).is_some());
+    InProcess { server, dns, metrics: format!("http://127.0.0.1:{metrics}"), _dir: dir }
+}
+
+/// Asks `server` for www.example.test `count` times over one TCP connection.
+fn ask_over_tcp(server: SocketAddr, count: u16) {
+    let mut stream = TcpStream::connect(server).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for id in 0..count {
+        stream.write_all(&framed(&query_bytes(id, "www.example.test", Rtype::A))).unwrap();
+        assert_eq!(read_frame(&mut stream).unwrap().header().id(), id);
+    }
+}
+
+/// Two servers in one process, on one tokio runtime (so that their TCP
+/// queries are counted on the same threads), count apart: each scrape
+/// moves by its own server's queries only.
+#[test]
+fn two_servers_in_one_process_count_only_their_own_queries() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (asked, other) = (start_in_process(&runtime), start_in_process(&runtime));
+    let before = [&asked, &other].map(|server| samples(&scrape_text(&server.metrics, None)));
+    for _ in 0..5 {
+        udp_query(asked.dns, "www.example.test", Rtype::A).expect("an answer");
+    }
+    ask_over_tcp(asked.dns, 3);
+    ask_over_tcp(other.dns, 2);
+    let expected = [[("udp", 5.0), ("tcp", 3.0)].as_slice(), [("tcp", 2.0)].as_slice()].map(|counts| {
+        counts.iter().map(|(transport, count)| (format!("pharos_dns_queries_total{{transport=\"{transport}\"}}"), *count)).collect()
+    });
+    let mut moved: [BTreeMap<String, f64>; 2] = Default::default();
+    // A thread counts a batch after it has sent its answers (see `counted`).
+    wait_until(&format!("the queries move by {expected:?}"), || {
+        for ((server, before), moved) in [&asked, &other].into_iter().zip(&before).zip(&mut moved) {
+            *moved = deltas(before, &samples(&scrape_text(&server.metrics, None)), "pharos_dns_queries_total");
+        }
+        moved == expected
+    });
+    for server in [asked, other] {
+        server.server.stop();
+    }
+}
+
 #[test]
 fn connections_are_counted_open_and_shed() {
     let server = start_metered_with("[tcp]\nmax_connections_per_client = 1\n");

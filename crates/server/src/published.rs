@@ -1,8 +1,11 @@
 //! What the control thread publishes for readers that never queue behind
 //! it (the API, the metrics, the NOTIFY task, the fast path's status).
 
+use std::sync::Arc;
+
 use arc_swap::{ArcSwap, ArcSwapOption};
 use pharos_model::State;
+use pharos_transport::Observation;
 
 use crate::artemis::ArtemisConfig;
 use crate::data::DataStatus;
@@ -21,6 +24,9 @@ pub struct Published {
     pub artemis: ArcSwapOption<ArtemisConfig>,
     /// What the control plane has done, counted for `/metrics`.
     pub activity: ControlActivity,
+    /// What the transports count and log: they write it, the metrics and
+    /// the split read it.
+    pub observation: Arc<Observation>,
     /// The readings the realized split is measured from.
     pub split: SplitWindow,
     /// The last health transitions and changes, for the dashboard.

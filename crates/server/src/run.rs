@@ -71,16 +71,18 @@ impl Server {
         .map_err(ServerError::Panicked)??;
         shell.start_fast_path();
         let snapshot = shell.snapshot().clone();
+        let observation = shell.published().observation.clone();
         let window = Duration::from_millis(config.control.commit_window_ms);
         let limits = api::UdpLimits { queries: config.udp_rate_limiter(), responses: config.response_rate_limit()? };
         let control = ControlThread::start(shell, window).map_err(ServerError::ControlThread)?;
         let listeners = api::Listeners { api: config.control.listen.zip(token), metrics: config.metrics.listen };
         let api = api::start(listeners, control.clone(), limits.clone())?;
         // Logging before the first query can arrive.
-        let dnstap = config.dnstap.as_ref().map(|dnstap| dnstap.settings()).transpose()?.map(dnstap::start).transpose()?;
-        pharos_transport::metrics::count_queries(config.metrics.counting);
-        pharos_transport::metrics::tally_resolvers(config.metrics.tallies_resolvers());
-        let transports = Transports::start(&config.transport(limits.queries, limits.responses, cookies), &snapshot).await?;
+        let dnstap = match &config.dnstap {
+            Some(dnstap) => Some(observation.query_log.start(dnstap.settings()?)?),
+            None => None,
+        };
+        let transports = Transports::start(&config.transport(limits.queries, limits.responses, cookies), &snapshot, &observation).await?;
         Ok(Server { config, control, snapshot, transports, api, dnstap })
     }
 

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use pharos_model::State;
 use pharos_server::observe::split::SplitWindow;
-use pharos_transport::metrics::{ResolverAnswers, Resolvers};
+use pharos_transport::metrics::resolvers::{ResolverAnswers, Resolvers};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 

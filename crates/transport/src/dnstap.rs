@@ -6,7 +6,7 @@
 //! The query path never waits for the log: an exchange picked by the
 //! thread's sampling counter is encoded on that thread and offered to a
 //! bounded channel without blocking; when the channel is full the exchange
-//! is dropped and counted ([`dropped`]). One writer thread drains the
+//! is dropped and counted ([`QueryLog::dropped`]). One writer thread drains the
 //! channel, connects with the bidirectional Frame Streams handshake
 //! (READY, ACCEPT, START), and when the reader goes away reconnects with a
 //! doubling back-off, the channel filling (and dropping) meanwhile.
@@ -18,6 +18,7 @@
 //! A routed answer carries its decision in `extra`, as UTF-8 text that a
 //! replay can parse: `pharos-route service=NAME region=ID replica=ID`
 //! (the replica answered first; names are the operator's, without spaces).
+//! Each server has a [`QueryLog`] of its own, which its transports share.
 
 use std::cell::Cell;
 use std::io::{self, Read, Write};
@@ -83,21 +84,27 @@ struct Logger {
     version: Option<Vec<u8>>,
 }
 
-/// The running log, if any: the query threads look here, so that no
-/// transport needs telling.
-static LOGGER: ArcSwapOption<Logger> = ArcSwapOption::const_empty();
-/// Whether LOGGER holds a log: one relaxed load tells a query path with
-/// no log to go on, cheaper than loading LOGGER for every query.
-static LOGGING: AtomicBool = AtomicBool::new(false);
-static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// One server's query log: the running log, if any, and the exchanges
+/// it dropped. Owned by the server and shared by its transports, which
+/// look here for the log, so that none needs telling when it starts.
+#[derive(Default)]
+pub struct QueryLog {
+    logger: ArcSwapOption<Logger>,
+    /// Whether `logger` holds a log: one relaxed load tells a query path
+    /// with no log to go on, cheaper than loading `logger` for every query.
+    logging: AtomicBool,
+    dropped: AtomicU64,
+}
 
 thread_local! {
-    /// Exchanges this thread has seen, for its 1-in-N pick.
+    /// Exchanges this thread has seen, for its 1-in-N pick (of whichever
+    /// server's log: each still logs one in N of its exchanges).
     static SEEN: Cell<u64> = const { Cell::new(0) };
 }
 
 /// The log while it runs: [`Running::stop`] ends it.
 pub struct Running {
+    log: Arc<QueryLog>,
     writer: JoinHandle<()>,
 }
 
@@ -108,30 +115,69 @@ pub enum DnstapError {
     ZeroSample,
     #[error(transparent)]
     Writer(#[from] io::Error),
-    #[error("a dnstap log is already running in this process")]
+    #[error("a dnstap log is already running for this server")]
     AlreadyRunning,
 }
 
-/// Starts the writer thread and turns logging on for every transport of
-/// this process: one log at a time, the server's.
-pub fn start(settings: Settings) -> Result<Running, DnstapError> {
-    if settings.sample == 0 {
-        return Err(DnstapError::ZeroSample);
+impl QueryLog {
+    /// Starts the writer thread and turns logging on for every transport
+    /// that shares this log: one log at a time.
+    pub fn start(self: &Arc<QueryLog>, settings: Settings) -> Result<Running, DnstapError> {
+        if settings.sample == 0 {
+            return Err(DnstapError::ZeroSample);
+        }
+        let (queue, drained) = sync_channel(CHANNEL_CAPACITY);
+        let logger = Logger {
+            queue,
+            sample: settings.sample,
+            identity: settings.identity.map(String::into_bytes),
+            version: settings.version.map(String::into_bytes),
+        };
+        let log = self.clone();
+        let writer = std::thread::Builder::new().name("dnstap".into()).spawn(move || log.write_forever(&settings.destination, &drained))?;
+        let replaced = self.logger.compare_and_swap(&None::<Arc<Logger>>, Some(Arc::new(logger)));
+        if replaced.is_some() {
+            return Err(DnstapError::AlreadyRunning);
+        }
+        self.logging.store(true, Ordering::Relaxed);
+        Ok(Running { log: self.clone(), writer })
     }
-    let (queue, drained) = sync_channel(CHANNEL_CAPACITY);
-    let logger = Logger {
-        queue,
-        sample: settings.sample,
-        identity: settings.identity.map(String::into_bytes),
-        version: settings.version.map(String::into_bytes),
-    };
-    let writer = std::thread::Builder::new().name("dnstap".into()).spawn(move || write_forever(&settings.destination, &drained))?;
-    let replaced = LOGGER.compare_and_swap(&None::<Arc<Logger>>, Some(Arc::new(logger)));
-    if replaced.is_some() {
-        return Err(DnstapError::AlreadyRunning);
+
+    /// Whether a log runs: a batch of queries asks once, and skips the
+    /// wall clock and the walk over its exchanges when none does.
+    pub fn logging(&self) -> bool {
+        self.logging.load(Ordering::Relaxed)
     }
-    LOGGING.store(true, Ordering::Relaxed);
-    Ok(Running { writer })
+
+    /// Exchanges dropped because the writer was behind or had no reader.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    fn count_dropped(&self) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Logs `exchange` if logging is on and this thread's counter picks it.
+    pub fn log(&self, exchange: &Exchange<'_>) {
+        if !self.logging() {
+            return;
+        }
+        let logger = self.logger.load();
+        let Some(logger) = logger.as_deref() else { return };
+        let picked = SEEN.with(|seen| {
+            let count = seen.get();
+            seen.set(count.wrapping_add(1));
+            count % logger.sample == 0
+        });
+        if !picked {
+            return;
+        }
+        match logger.queue.try_send(logger.frames(exchange)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => self.count_dropped(),
+        }
+    }
 }
 
 impl Running {
@@ -139,43 +185,9 @@ impl Running {
     /// queued and close the stream cleanly (STOP, then the reader's
     /// FINISH), or to give up on a reader that is gone.
     pub fn stop(self) {
-        LOGGING.store(false, Ordering::Relaxed);
-        LOGGER.store(None);
+        self.log.logging.store(false, Ordering::Relaxed);
+        self.log.logger.store(None);
         let _ = self.writer.join();
-    }
-}
-
-/// Whether a log runs: a batch of queries asks once, and skips the wall
-/// clock and the walk over its exchanges when none does.
-pub fn logging() -> bool {
-    LOGGING.load(Ordering::Relaxed)
-}
-
-/// Exchanges dropped because the writer was behind or had no reader.
-pub fn dropped() -> u64 {
-    DROPPED.load(Ordering::Relaxed)
-}
-
-/// Logs `exchange` if logging is on and this thread's counter picks it.
-pub fn log(exchange: &Exchange<'_>) {
-    if !logging() {
-        return;
-    }
-    let logger = LOGGER.load();
-    let Some(logger) = logger.as_deref() else { return };
-    let picked = SEEN.with(|seen| {
-        let count = seen.get();
-        seen.set(count.wrapping_add(1));
-        count % logger.sample == 0
-    });
-    if !picked {
-        return;
-    }
-    match logger.queue.try_send(logger.frames(exchange)) {
-        Ok(()) => {}
-        Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-            DROPPED.fetch_add(1, Ordering::Relaxed);
-        }
     }
 }
 
@@ -266,33 +278,48 @@ fn nanoseconds(time: SystemTime) -> u32 {
     time.duration_since(UNIX_EPOCH).map_or(0, |since| since.subsec_nanos())
 }
 
-/// The writer thread: connect, hand over frames, reconnect when the
-/// reader goes; ends when the log is stopped.
-fn write_forever(destination: &Destination, drained: &Receiver<Vec<u8>>) {
-    let mut backoff = FIRST_BACKOFF;
-    loop {
-        match connect(destination) {
-            Ok(mut stream) => {
-                backoff = FIRST_BACKOFF;
-                match forward(&mut *stream, drained) {
-                    Ok(()) => return finish(&mut *stream),
-                    Err(error) => tracing::warn!(%error, "dnstap reader went away; reconnecting"),
+/// The writer thread's work, counting what it drops in the log's count.
+impl QueryLog {
+    /// Connects, hands over frames, reconnects when the reader goes; ends
+    /// when the log is stopped.
+    fn write_forever(&self, destination: &Destination, drained: &Receiver<Vec<u8>>) {
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            match connect(destination) {
+                Ok(mut stream) => {
+                    backoff = FIRST_BACKOFF;
+                    match self.forward(&mut *stream, drained) {
+                        Ok(()) => return finish(&mut *stream),
+                        Err(error) => tracing::warn!(%error, "dnstap reader went away; reconnecting"),
+                    }
                 }
+                Err(error) => tracing::debug!(%error, ?destination, "dnstap reader not reachable"),
             }
-            Err(error) => tracing::debug!(%error, ?destination, "dnstap reader not reachable"),
-        }
-        // Waiting with the channel unread: what the query threads offer
-        // meanwhile fills it and is dropped there, and counted.
-        std::thread::sleep(backoff);
-        backoff = (backoff * 2).min(LONGEST_BACKOFF);
-        match drained.try_recv() {
-            Err(TryRecvError::Disconnected) => return,
-            // An exchange from before the reader went: it cannot be sent.
-            Ok(_) => {
-                DROPPED.fetch_add(1, Ordering::Relaxed);
+            // Waiting with the channel unread: what the query threads offer
+            // meanwhile fills it and is dropped there, and counted.
+            std::thread::sleep(backoff);
+            backoff = (backoff * 2).min(LONGEST_BACKOFF);
+            match drained.try_recv() {
+                Err(TryRecvError::Disconnected) => return,
+                // An exchange from before the reader went: it cannot be sent.
+                Ok(_) => self.count_dropped(),
+                Err(TryRecvError::Empty) => {}
             }
-            Err(TryRecvError::Empty) => {}
         }
+    }
+
+    /// Writes what the query threads queue until the log stops (Ok), or the
+    /// reader fails or stops reading (Err). An exchange's two frames are
+    /// written together.
+    fn forward(&self, stream: &mut dyn Stream, drained: &Receiver<Vec<u8>>) -> io::Result<()> {
+        for frames in drained {
+            if let Err(error) = stream.write_all(&frames) {
+                // Lost with the connection: a drop like any other.
+                self.count_dropped();
+                return Err(error);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -394,20 +421,6 @@ fn content_types(mut fields: &[u8]) -> impl Iterator<Item = &[u8]> {
             }
         }
     })
-}
-
-/// Writes what the query threads queue until the log stops (Ok), or the
-/// reader fails or stops reading (Err). An exchange's two frames are
-/// written together.
-fn forward(stream: &mut dyn Stream, drained: &Receiver<Vec<u8>>) -> io::Result<()> {
-    for frames in drained {
-        if let Err(error) = stream.write_all(&frames) {
-            // Lost with the connection: a drop like any other.
-            DROPPED.fetch_add(1, Ordering::Relaxed);
-            return Err(error);
-        }
-    }
-    Ok(())
 }
 
 /// `Dnstap` of dnstap.proto.
@@ -612,7 +625,7 @@ mod tests {
     #[test]
     fn a_sample_of_zero_is_refused() {
         let settings = Settings { destination: Destination::Unix("/nonexistent".into()), sample: 0, identity: None, version: None };
-        let error = start(settings).err().unwrap();
+        let error = Arc::new(QueryLog::default()).start(settings).err().unwrap();
         assert!(error.to_string().contains("at least 1"), "{error}");
     }
 }

@@ -27,7 +27,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::dnstap;
-use crate::metrics::{self, Mechanism, Secured};
+use crate::metrics::{Mechanism, Secured};
 use crate::registry::{Admission, Registry};
 use crate::{http, tcp, tls};
 
@@ -92,7 +92,8 @@ impl Connection {
     /// Answers `query` and counts it; its latency runs from the request
     /// read to the answer ready to send.
     fn respond(&self, query: &[u8], version: hyper::Version) -> Result<Response<Full<Bytes>>, Rejection> {
-        let counting = metrics::counting(Mechanism::Https);
+        let observation = self.admission.observation();
+        let counting = observation.counters.counting(Mechanism::Https);
         let received = SystemTime::now();
         let mut message = Vec::new();
         let current = self.snapshot.load();
@@ -107,7 +108,7 @@ impl Connection {
         let Some(answered) = answered else {
             return Err(Rejection::new(StatusCode::BAD_REQUEST, "the message is not a DNS query"));
         };
-        dnstap::log(&dnstap::Exchange {
+        observation.query_log.log(&dnstap::Exchange {
             mechanism: Mechanism::Https,
             client: self.peer,
             server: self.server,

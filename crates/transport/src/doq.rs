@@ -23,7 +23,7 @@ use rand::rngs::SmallRng;
 
 use crate::config::TcpConfig;
 use crate::dnstap;
-use crate::metrics::{self, Mechanism};
+use crate::metrics::Mechanism;
 use crate::registry::{Admission, Registry};
 
 /// The protocol offered in the TLS handshake (RFC 9250 section 4.1).
@@ -92,7 +92,7 @@ async fn serve_connection(incoming: Incoming, server: SocketAddr, snapshot: Shar
         Ok(quic) => quic,
         Err(error) => return tracing::debug!(%error, "QUIC handshake failed"),
     };
-    metrics::count_quic_handshake();
+    registry.observation().counters.count_quic_handshake();
     // Admitted only now that the handshake has proved the client's address,
     // so that Initial packets from forged addresses shed no one. QUIC's own
     // idle timeout bounds a handshake that stalls.
@@ -148,7 +148,8 @@ async fn answer_stream(connection: Arc<Connection>, mut send: SendStream, mut re
 /// latency runs from the query read to the answer ready to send: the send
 /// then waits on the client's flow control.
 fn answer_counted(query: &[u8], parsed: Result<Query<'_>, Reject<'_>>, connection: &Connection, rng: &mut SmallRng) -> Option<Vec<u8>> {
-    let counting = metrics::counting(Mechanism::Quic);
+    let observation = connection.admission.observation();
+    let counting = observation.counters.counting(Mechanism::Quic);
     let received = SystemTime::now();
     let current = connection.snapshot.load();
     let mut response = Vec::new();
@@ -159,7 +160,7 @@ fn answer_counted(query: &[u8], parsed: Result<Query<'_>, Reject<'_>>, connectio
         counting.exchange(answered.as_ref(), connection.client.address);
     }
     let answered = answered?;
-    dnstap::log(&dnstap::Exchange {
+    observation.query_log.log(&dnstap::Exchange {
         mechanism: Mechanism::Quic,
         client: connection.quic.remote_address(),
         server: connection.server,

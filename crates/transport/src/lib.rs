@@ -11,7 +11,7 @@
 //! per-source rate limit of DNS over UDP ([`limit`]), its DNS cookies
 //! ([`cookies`]) and its response rate limit ([`rrl`]), the per-thread
 //! counts of what they answer ([`metrics`]), the dnstap query log
-//! ([`dnstap`]), and their settings
+//! ([`dnstap`]), both one server's ([`Observation`]), and their settings
 //! ([`config`]). [`Transports::start`] starts them all. Nothing
 //! here knows the control plane: it reads the snapshot the control plane
 //! publishes, and takes [`Settings`] of its own.
@@ -43,6 +43,22 @@ pub use redirect::{RedirectionError, redirect_target};
 pub use start::{StartError, Transports};
 pub use tcp::BindError;
 pub use tls::TlsError;
+
+/// What one server's transports count and log: made by the server, shared
+/// by every transport it starts, read by its metrics; two servers in one
+/// process count and log apart.
+pub struct Observation {
+    pub counters: metrics::Counters,
+    /// Shared with its writer thread too, which counts what it drops.
+    pub query_log: std::sync::Arc<dnstap::QueryLog>,
+}
+
+impl Observation {
+    /// Counting into `counters`, with no query log running yet.
+    pub fn new(counters: metrics::Counters) -> Observation {
+        Observation { counters, query_log: std::sync::Arc::default() }
+    }
+}
 
 /// `time` in Unix seconds, as TSIG signs with it (RFC 8945) and dnstap
 /// logs it.

@@ -1,38 +1,44 @@
 //! Counting what the DNS mechanisms receive and answer, at a cost the
-//! query path does not notice. Each thread that answers queries (a UDP
-//! worker; a tokio worker running TCP, TLS, HTTPS and QUIC tasks) counts
-//! into a shard of its own, found through a thread-local: plain relaxed
-//! loads and stores on the thread's own cache lines, no read-modify-write
-//! and no sharing, since only that thread ever writes them. [`totals`]
-//! merges the shards when a scraper asks, and only then. Counting can be
-//! turned off ([`count_queries`]): a batch then finds no shard and reads
-//! no clock for it.
+//! query path does not notice. Each server owns its [`Counters`], which
+//! its transports share. Each thread that answers queries (a UDP worker; a
+//! tokio worker running TCP, TLS, HTTPS and QUIC tasks) counts into a
+//! shard of its own for that server, found through a thread-local list:
+//! plain relaxed loads and stores on the thread's own cache lines, no
+//! read-modify-write and no sharing, since only that thread ever writes
+//! them. [`Counters::totals`] merges the shards when a scraper asks, and
+//! only then. Counting can be turned off ([`Counters::new`]): a batch then
+//! finds no shard and reads no clock for it.
 //!
 //! What is counted: queries received and responses sent per mechanism,
 //! responses by RCODE and question type class, answer latency per
 //! mechanism (server side), and the routing core's decisions by service,
 //! first replica and region, and signed requests by what their TSIG said
 //! (RFC 8945); and, by the connection registry as it admits
-//! and sheds, the stream connections ([`connections`]); and TLS handshakes,
-//! full or resumed, per secured mechanism ([`handshakes`]). Every label is
-//! fixed here or defined by the operator (services, replicas, regions):
-//! nothing is keyed by client. Apart from the labels, and only when asked
-//! ([`tally_resolvers`]), each thread also tallies routed answers per
-//! resolver in a fixed array of slots, for the control plane to drain
-//! ([`drain_resolvers`]): how resolvers' caches skew the split.
+//! and sheds, the stream connections ([`Counters::connections`]); and TLS
+//! handshakes, full or resumed, per secured mechanism
+//! ([`Counters::handshakes`]). Every label is fixed here or defined by the
+//! operator (services, replicas, regions): nothing is keyed by client.
+//! Apart from the labels, and only when asked, each thread also tallies
+//! routed answers per resolver in a fixed array of slots, for the control
+//! plane to drain ([`Counters::drain_resolvers`], [`resolvers`]): how
+//! resolvers' caches skew the split.
 
+pub mod resolvers;
+
+use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::hash::BuildHasher;
 use std::marker::PhantomData;
-use std::net::{IpAddr, Ipv4Addr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use pharos_answer::{Answered, RoutedTo, Tsig};
 use pharos_route::RegionId;
 use pharos_wire::types;
-use rustc_hash::{FxBuildHasher, FxHashMap};
+use rustc_hash::FxHashMap;
+
+use self::resolvers::{ResolverSlots, Resolvers};
 
 /// How a query arrived: the `transport` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,17 +172,38 @@ struct Shard {
     resolvers: Mutex<ResolverSlots>,
 }
 
-/// Every shard there has been: a thread's counts outlive the thread, so
-/// each shard is leaked once, when its thread first counts (one per
-/// thread that ever answered a query).
-static SHARDS: Mutex<Vec<&'static Shard>> = Mutex::new(Vec::new());
+/// One server's counts: what its transports received and answered, in a
+/// shard per thread that answered for it; the stream connections its
+/// registry admitted and shed, and the TLS handshakes it made. Owned by
+/// the server, so that two servers in one process count apart.
+pub struct Counters {
+    /// Tells this server's shards from another's in a thread's list.
+    id: u64,
+    /// Whether the transports count what they answer (`[metrics] counting`).
+    counting: bool,
+    /// Whether routed answers are tallied per resolver (`[metrics]
+    /// resolver_view`).
+    tallying_resolvers: bool,
+    /// Every shard there has been: a thread's counts outlive the thread.
+    shards: Mutex<Vec<Arc<Shard>>>,
+    /// Counted by the registry under its own lock: once per connection,
+    /// not per query.
+    open_connections: AtomicU64,
+    shed_connections: AtomicU64,
+    /// Handshakes completed, by [`Secured::ALL`] index: full, then
+    /// resumed. Once per connection, so shared atomics cost nothing
+    /// measurable.
+    handshakes: [[AtomicU64; 2]; 4],
+}
+
+/// The ids of the process's [`Counters`], never reused: a thread's list
+/// may still name a server that is gone.
+static NEXT_COUNTERS_ID: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
-    static SHARD: &'static Shard = {
-        let shard: &'static Shard = Box::leak(Box::default());
-        lock(&SHARDS).push(shard);
-        shard
-    };
+    /// This thread's shard of each server it answered for, by
+    /// [`Counters::id`]: one, in a process that runs one server.
+    static SHARDS_HERE: RefCell<Vec<(u64, Arc<Shard>)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Counting goes on after a thread panicked holding a lock: counts are
@@ -185,17 +212,58 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Whether the transports count what they answer (`[metrics] counting`).
-static COUNTING: AtomicBool = AtomicBool::new(true);
+impl Counters {
+    /// Counts that count what the transports answer if `counting` (off,
+    /// the query families of [`Counters::totals`] stay empty), and tally
+    /// routed answers per resolver if `tallying_resolvers` as well.
+    pub fn new(counting: bool, tallying_resolvers: bool) -> Counters {
+        Counters {
+            id: NEXT_COUNTERS_ID.fetch_add(1, Ordering::Relaxed),
+            counting,
+            tallying_resolvers,
+            shards: Mutex::default(),
+            open_connections: AtomicU64::new(0),
+            shed_connections: AtomicU64::new(0),
+            handshakes: Default::default(),
+        }
+    }
 
-/// Turns counting on the query path on or off: off, the query families of
-/// [`totals`] stay where they were.
-pub fn count_queries(on: bool) {
-    COUNTING.store(on, Ordering::Relaxed);
-}
+    pub fn counting_queries(&self) -> bool {
+        self.counting
+    }
 
-pub fn counting_queries() -> bool {
-    COUNTING.load(Ordering::Relaxed)
+    pub fn tallying_resolvers(&self) -> bool {
+        self.tallying_resolvers
+    }
+
+    /// This thread's counts over `mechanism`, with the batch's start read
+    /// from the clock now; `None` when counting is off, without either.
+    pub fn counting(&self, mechanism: Mechanism) -> Option<Counting> {
+        if !self.counting {
+            return None;
+        }
+        let shard = self.shard_here();
+        let tallying_resolvers = self.tallying_resolvers;
+        Some(Counting { shard, mechanism: mechanism as usize, started: Instant::now(), tallying_resolvers, this_thread: PhantomData })
+    }
+
+    /// This thread's shard, made when the thread first counts for this
+    /// server. The thread's list is searched once per batch, and holds one
+    /// shard per server the thread answered for.
+    fn shard_here(&self) -> Arc<Shard> {
+        SHARDS_HERE.with_borrow_mut(|shards| {
+            if let Some((_, shard)) = shards.iter().find(|(id, _)| *id == self.id) {
+                return shard.clone();
+            }
+            // A server that is gone holds its shards no more: the list
+            // forgets them once the thread counts for another.
+            shards.retain(|(_, shard)| Arc::strong_count(shard) > 1);
+            let shard = Arc::new(Shard::default());
+            lock(&self.shards).push(shard.clone());
+            shards.push((self.id, shard.clone()));
+            shard
+        })
+    }
 }
 
 /// This thread's counts over one mechanism, found once for a batch of
@@ -204,25 +272,14 @@ pub fn counting_queries() -> bool {
 /// thread-local lookup per response was a measurable part of counting.
 /// It also holds when the batch started, for its latency.
 pub struct Counting {
-    shard: &'static Shard,
+    shard: Arc<Shard>,
     mechanism: usize,
     started: Instant,
-    /// Whether routed answers are tallied per resolver, read once per batch.
+    /// Whether routed answers are tallied per resolver.
     tallying_resolvers: bool,
     /// Only this thread writes its shard (see [`OwnCounter`]): a task that
     /// moved to another thread must not take its counts along.
     this_thread: PhantomData<*const ()>,
-}
-
-/// This thread's counts over `mechanism`, with the batch's start read from
-/// the clock now; `None` when counting is off, without either.
-pub fn counting(mechanism: Mechanism) -> Option<Counting> {
-    if !counting_queries() {
-        return None;
-    }
-    let shard = SHARD.with(|shard| *shard);
-    let tallying_resolvers = tallying_resolvers();
-    Some(Counting { shard, mechanism: mechanism as usize, started: Instant::now(), tallying_resolvers, this_thread: PhantomData })
 }
 
 impl Counting {
@@ -340,166 +397,73 @@ fn qtype_class(qtype: Option<u16>) -> usize {
     }
 }
 
-/// Whether routed answers are tallied per resolver: off until the server
-/// turns it on (`[metrics] resolver_view`, on with counting unless set).
-static TALLYING_RESOLVERS: AtomicBool = AtomicBool::new(false);
-
-/// Turns the per-resolver tally of routed answers on or off.
-pub fn tally_resolvers(on: bool) {
-    TALLYING_RESOLVERS.store(on, Ordering::Relaxed);
-}
-
-pub fn tallying_resolvers() -> bool {
-    TALLYING_RESOLVERS.load(Ordering::Relaxed)
-}
-
-/// A thread's resolver tally has 2^RESOLVER_SLOT_BITS slots (8,192: about
-/// 1 MB, allocated when the thread first tallies).
-const RESOLVER_SLOT_BITS: u32 = 13;
-const RESOLVER_SLOTS: usize = 1 << RESOLVER_SLOT_BITS;
-/// The first replicas one slot tells apart: a resolver answered with more
-/// different first replicas for one service and region between two drains
-/// has the answers naming the others counted as untallied.
-const REPLICAS_PER_SLOT: usize = 4;
-
-/// Routed answers by service and client region, then by resolver.
-pub type ResolverTally = FxHashMap<(Box<str>, RegionId), FxHashMap<IpAddr, ResolverAnswers>>;
-
-/// What one resolver was answered for one service and region.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ResolverAnswers {
-    pub answers: u64,
-    /// The seconds of caching its answers granted each first replica: the
-    /// sum of their TTLs (a TTL of 0 counts as 1: the answer serves at
-    /// least the query that asked).
-    pub cached_seconds: BTreeMap<Box<str>, u64>,
-}
-
-impl ResolverAnswers {
-    /// Adds `other`'s answers and cache time to these.
-    pub fn add(&mut self, other: &ResolverAnswers) {
-        self.answers += other.answers;
-        for (replica, seconds) in &other.cached_seconds {
-            match self.cached_seconds.get_mut(replica) {
-                Some(kept) => *kept += seconds,
-                None => drop(self.cached_seconds.insert(replica.clone(), *seconds)),
-            }
+impl Counters {
+    /// Every thread's per-resolver tally since the last drain, merged;
+    /// each thread starts afresh.
+    pub fn drain_resolvers(&self) -> Resolvers {
+        let mut drained = Resolvers::default();
+        for shard in lock(&self.shards).iter() {
+            lock(&shard.resolvers).drain_into(&mut drained);
         }
-    }
-}
-
-/// Every thread's tally since the last drain, merged.
-#[derive(Debug, Default)]
-pub struct Resolvers {
-    pub tally: ResolverTally,
-    /// Routed answers not tallied: their slot was held by another resolver
-    /// (or it had [`REPLICAS_PER_SLOT`] replicas already).
-    pub untallied: u64,
-}
-
-/// One resolver's answers for one service and region since the last
-/// drain. Names are kept as keys ([`name_key`]), resolved at the drain.
-#[derive(Debug, Clone, Copy)]
-struct ResolverSlot {
-    /// 0: the slot is free.
-    answers: u64,
-    resolver: IpAddr,
-    service: u64,
-    region: RegionId,
-    /// (replica's key, seconds of caching granted); 0 seconds: unused, as
-    /// an answer grants at least one.
-    replicas: [(u64, u64); REPLICAS_PER_SLOT],
-}
-
-const FREE_SLOT: ResolverSlot =
-    ResolverSlot { answers: 0, resolver: IpAddr::V4(Ipv4Addr::UNSPECIFIED), service: 0, region: 0, replicas: [(0, 0); REPLICAS_PER_SLOT] };
-
-/// A thread's resolver tally: a direct-mapped array, so that tallying an
-/// answer allocates nothing and touches one slot. A slot is kept by the
-/// first resolver (for a service and region) that lands in it until the
-/// next drain; answers to another that lands there are counted as
-/// untallied. Which resolvers are tallied then depends on a hash of their
-/// address, not on the replicas they were given, so the cached split, a
-/// mean over resolvers of each one's split, is estimated from a sample of
-/// them that is blind to what is estimated, and every resolver tallied is
-/// tallied whole. Taking the slot over instead would throw away the
-/// holder's partial counts, and keep most often the busiest resolvers,
-/// the ones that ask last.
-#[derive(Default)]
-struct ResolverSlots {
-    /// Empty until the thread first tallies.
-    slots: Box<[ResolverSlot]>,
-    /// The names behind the keys in the slots: services and replicas are
-    /// the operator's, so this stays as small as the configuration, and
-    /// a name is allocated once per thread, when first tallied.
-    names: FxHashMap<u64, Box<str>>,
-    untallied: u64,
-}
-
-/// The key a service or replica name is tallied under.
-fn name_key(name: &str) -> u64 {
-    FxBuildHasher.hash_one(name)
-}
-
-impl ResolverSlots {
-    fn tally(&mut self, (service, region): (&str, RegionId), resolver: IpAddr, replica: &str, ttl: u32) {
-        if self.slots.is_empty() {
-            self.slots = vec![FREE_SLOT; RESOLVER_SLOTS].into_boxed_slice();
-        }
-        let service_key = name_key(service);
-        // FxHash alone spreads addresses in a row over too few slots (16,384
-        // of them in a /18 took 5,636 of 8,192); a Fibonacci multiply's top
-        // bits spread them as well as random (7,541; random: 7,083).
-        let hash = FxBuildHasher.hash_one((resolver, service_key, region));
-        let index = (hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (u64::BITS - RESOLVER_SLOT_BITS)) as usize;
-        let slot = &mut self.slots[index];
-        if slot.answers == 0 {
-            *slot = ResolverSlot { resolver, service: service_key, region, ..FREE_SLOT };
-            intern(&mut self.names, service_key, service);
-        } else if (slot.resolver, slot.service, slot.region) != (resolver, service_key, region) {
-            self.untallied += 1;
-            return;
-        }
-        let replica_key = name_key(replica);
-        let Some(entry) = slot.replicas.iter_mut().find(|(key, seconds)| *seconds == 0 || *key == replica_key) else {
-            self.untallied += 1;
-            return;
-        };
-        if entry.1 == 0 {
-            entry.0 = replica_key;
-            intern(&mut self.names, replica_key, replica);
-        }
-        entry.1 += u64::from(ttl.max(1));
-        slot.answers += 1;
+        drained
     }
 
-    /// Adds the tally to `into` and starts afresh.
-    fn drain_into(&mut self, into: &mut Resolvers) {
-        into.untallied += std::mem::take(&mut self.untallied);
-        let name = |key: &u64| self.names.get(key).cloned().unwrap_or_default();
-        for slot in self.slots.iter_mut().filter(|slot| slot.answers > 0) {
-            let answers = into.tally.entry((name(&slot.service), slot.region)).or_default().entry(slot.resolver).or_default();
-            answers.answers += slot.answers;
-            for (replica, seconds) in slot.replicas.iter().filter(|(_, seconds)| *seconds > 0) {
-                *answers.cached_seconds.entry(name(replica)).or_default() += seconds;
-            }
-            *slot = FREE_SLOT;
+    /// Merges every thread's counts.
+    pub fn totals(&self) -> Totals {
+        let mut totals = Totals::default();
+        for shard in lock(&self.shards).iter() {
+            shard.add_to(&mut totals);
         }
+        totals
     }
-}
 
-fn intern(names: &mut FxHashMap<u64, Box<str>>, key: u64, name: &str) {
-    names.entry(key).or_insert_with(|| name.into());
-}
-
-/// Every thread's per-resolver tally since the last drain, merged; each
-/// thread starts afresh.
-pub fn drain_resolvers() -> Resolvers {
-    let mut drained = Resolvers::default();
-    for shard in lock(&SHARDS).iter() {
-        lock(&shard.resolvers).drain_into(&mut drained);
+    /// The stream connections open now, and how many were shed.
+    pub fn connections(&self) -> Connections {
+        Connections { open: self.open_connections.load(Ordering::Relaxed), shed: self.shed_connections.load(Ordering::Relaxed) }
     }
-    drained
+
+    pub(crate) fn connection_opened(&self) {
+        self.open_connections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn connection_closed(&self) {
+        self.open_connections.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn connection_shed(&self) {
+        self.shed_connections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Each secured mechanism's handshakes so far.
+    pub fn handshakes(&self) -> [Handshakes; 4] {
+        Secured::ALL.map(|over| {
+            let [completed, resumed] = self.handshakes[over as usize].each_ref().map(|count| count.load(Ordering::Relaxed));
+            // QUIC counts its resumptions apart from its handshakes (see
+            // count_quic_resumption): every completed one is in `completed`.
+            let full = if over == Secured::Quic { completed.saturating_sub(resumed) } else { completed };
+            Handshakes { over, full, resumed }
+        })
+    }
+
+    /// A TLS handshake over TCP completed, of the kind rustls reports.
+    pub(crate) fn count_handshake(&self, over: Secured, resumed: bool) {
+        self.handshakes[over as usize][usize::from(resumed)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A QUIC handshake completed. quinn does not tell whether it resumed
+    /// a session: its resumptions are counted as the ticket key accepts a
+    /// ticket ([`Counters::count_quic_resumption`]).
+    pub(crate) fn count_quic_handshake(&self) {
+        self.handshakes[Secured::Quic as usize][0].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A QUIC client presented a session ticket the ticket key decrypted.
+    /// A handshake that then fails anyway would still count as resumed:
+    /// rare, since the client's address is proven before the ticket is
+    /// read.
+    pub(crate) fn count_quic_resumption(&self) {
+        self.handshakes[Secured::Quic as usize][1].fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// The counts of every thread, merged.
@@ -524,15 +488,6 @@ pub struct Latency {
     /// bound of [`LATENCY_BOUNDS_NS`].
     pub buckets: [u64; LATENCY_BUCKETS],
     pub sum_ns: u64,
-}
-
-/// Merges every thread's counts.
-pub fn totals() -> Totals {
-    let mut totals = Totals::default();
-    for shard in lock(&SHARDS).iter() {
-        shard.add_to(&mut totals);
-    }
-    totals
 }
 
 impl Shard {
@@ -563,33 +518,13 @@ impl Shard {
     }
 }
 
-/// Stream connections (TCP, TLS, HTTPS, QUIC), counted by the registry
-/// under its own lock: once per connection, not per query.
-static OPEN_CONNECTIONS: AtomicU64 = AtomicU64::new(0);
-static SHED_CONNECTIONS: AtomicU64 = AtomicU64::new(0);
-
-/// The stream connections open now, and how many were shed.
+/// The stream connections (TCP, TLS, HTTPS, QUIC) open now, and how many
+/// were shed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Connections {
     pub open: u64,
     /// Closed by the server: crowded out by newer ones, or idle.
     pub shed: u64,
-}
-
-pub fn connections() -> Connections {
-    Connections { open: OPEN_CONNECTIONS.load(Ordering::Relaxed), shed: SHED_CONNECTIONS.load(Ordering::Relaxed) }
-}
-
-pub(crate) fn connection_opened() {
-    OPEN_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
-}
-
-pub(crate) fn connection_closed() {
-    OPEN_CONNECTIONS.fetch_sub(1, Ordering::Relaxed);
-}
-
-pub(crate) fn connection_shed() {
-    SHED_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Where a TLS handshake is made: the DNS mechanisms over TLS, and HTTP
@@ -615,10 +550,6 @@ impl Secured {
     }
 }
 
-/// Handshakes completed, by [`Secured::ALL`] index: full, then resumed.
-/// Once per connection, so shared atomics cost nothing measurable.
-static HANDSHAKES: [[AtomicU64; 2]; 4] = [const { [const { AtomicU64::new(0) }; 2] }; 4];
-
 /// One secured mechanism's handshakes so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Handshakes {
@@ -628,180 +559,75 @@ pub struct Handshakes {
     pub resumed: u64,
 }
 
-pub fn handshakes() -> [Handshakes; 4] {
-    Secured::ALL.map(|over| {
-        let [completed, resumed] = HANDSHAKES[over as usize].each_ref().map(|count| count.load(Ordering::Relaxed));
-        // QUIC counts its resumptions apart from its handshakes (see
-        // count_quic_resumption): every completed one is in `completed`.
-        let full = if over == Secured::Quic { completed.saturating_sub(resumed) } else { completed };
-        Handshakes { over, full, resumed }
-    })
-}
-
-/// A TLS handshake over TCP completed, of the kind rustls reports.
-pub(crate) fn count_handshake(over: Secured, resumed: bool) {
-    HANDSHAKES[over as usize][usize::from(resumed)].fetch_add(1, Ordering::Relaxed);
-}
-
-/// A QUIC handshake completed. quinn does not tell whether it resumed a
-/// session: its resumptions are counted as the ticket key accepts a
-/// ticket ([`count_quic_resumption`]).
-pub(crate) fn count_quic_handshake() {
-    HANDSHAKES[Secured::Quic as usize][0].fetch_add(1, Ordering::Relaxed);
-}
-
-/// A QUIC client presented a session ticket the ticket key decrypted. A
-/// handshake that then fails anyway would still count as resumed: rare,
-/// since the client's address is proven before the ticket is read.
-pub(crate) fn count_quic_resumption() {
-    HANDSHAKES[Secured::Quic as usize][1].fetch_add(1, Ordering::Relaxed);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn resolver(number: u32) -> IpAddr {
-        IpAddr::from((0x0a00_0000 + number).to_be_bytes())
+    /// This thread's counts over `mechanism`, for `counters` that count.
+    fn counting_here(counters: &Counters, mechanism: Mechanism) -> Counting {
+        counters.counting(mechanism).expect("these counters count")
     }
 
-    #[test]
-    fn more_resolvers_than_slots_are_tallied_whole_or_not_at_all() {
-        let mut slots = ResolverSlots::default();
-        let count = 3 * RESOLVER_SLOTS as u32;
-        for number in 0..count {
-            slots.tally(("svc", 7), resolver(number), "fra", 0);
-            slots.tally(("svc", 7), resolver(number), "sin", 30);
-            slots.tally(("svc", 7), resolver(number), "fra", 60);
-        }
-        let mut drained = Resolvers::default();
-        slots.drain_into(&mut drained);
-        let tallied = &drained.tally[&("svc".into(), 7)];
-        assert!(tallied.len() <= RESOLVER_SLOTS && tallied.len() > RESOLVER_SLOTS / 2, "{} tallied", tallied.len());
-        let whole = ResolverAnswers { answers: 3, cached_seconds: BTreeMap::from([("fra".into(), 61), ("sin".into(), 30)]) };
-        assert!(tallied.values().all(|answers| *answers == whole), "each tallied with all its answers, TTL 0 as a second");
-        assert_eq!(3 * tallied.len() as u64 + drained.untallied, 3 * u64::from(count), "every answer tallied or counted untallied");
-        let mut again = Resolvers::default();
-        slots.drain_into(&mut again);
-        assert!(again.tally.is_empty() && again.untallied == 0, "a drain starts the tally afresh");
-        slots.tally(("svc", 7), resolver(count), "fra", 5);
-        slots.drain_into(&mut again);
-        assert_eq!(again.tally[&("svc".into(), 7)][&resolver(count)].answers, 1, "the freed slots take new resolvers");
-    }
-
-    #[test]
-    fn a_slot_tells_apart_a_bounded_number_of_replicas_and_keys_by_service_and_region() {
-        let mut slots = ResolverSlots::default();
-        for replica in ["a", "b", "c", "d", "e", "a"] {
-            slots.tally(("svc", 1), resolver(1), replica, 10);
-        }
-        slots.tally(("other", 1), resolver(1), "a", 10);
-        slots.tally(("svc", 2), resolver(1), "a", 10);
-        let mut drained = Resolvers::default();
-        slots.drain_into(&mut drained);
-        let first = &drained.tally[&("svc".into(), 1)][&resolver(1)];
-        assert_eq!(first.answers, 5);
-        assert_eq!(first.cached_seconds.keys().map(|name| &**name).collect::<Vec<_>>(), ["a", "b", "c", "d"]);
-        assert_eq!(first.cached_seconds["a"], 20);
-        assert_eq!(drained.untallied, 1, "the fifth replica's answer");
-        assert_eq!(drained.tally[&("other".into(), 1)][&resolver(1)].answers, 1);
-        assert_eq!(drained.tally[&("svc".into(), 2)][&resolver(1)].answers, 1);
-    }
-
-    /// With many more resolvers than slots, the cached split measured on
-    /// the tallied ones is the whole population's: which resolvers are
-    /// tallied does not depend on what they were answered.
-    #[test]
-    fn the_tallied_resolvers_estimate_the_cached_split_of_all() {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(17);
-        let mut slots = ResolverSlots::default();
-        let mut true_share = 0.0;
-        let count = 4 * RESOLVER_SLOTS as u32;
-        for number in 0..count {
-            // Busier resolvers ask more often: 1 to 8 answers, 30 % to fra.
-            let answers = 1 + number % 8;
-            let to_fra = (0..answers).filter(|_| rng.random_bool(0.3)).count();
-            for index in 0..answers as usize {
-                slots.tally(("svc", 0), resolver(number), if index < to_fra { "fra" } else { "sin" }, 60);
-            }
-            true_share += to_fra as f64 / f64::from(answers) / f64::from(count);
-        }
-        let mut drained = Resolvers::default();
-        slots.drain_into(&mut drained);
-        let tallied = &drained.tally[&("svc".into(), 0)];
-        let fra_share = |answers: &ResolverAnswers| {
-            answers.cached_seconds.get("fra").copied().unwrap_or(0) as f64 / answers.cached_seconds.values().sum::<u64>() as f64
-        };
-        let estimate = tallied.values().map(fra_share).sum::<f64>() / tallied.len() as f64;
-        assert!(drained.untallied > 0, "more resolvers than slots");
-        assert!((estimate - true_share).abs() < 0.01, "estimated {estimate}, all resolvers {true_share}");
-    }
-
-    /// This thread's counts over `mechanism`: counting is on in unit tests.
-    fn counting_here(mechanism: Mechanism) -> Counting {
-        counting(mechanism).expect("counting is on unless a server turns it off")
+    fn counted(rcode: u16, qtype: Option<u16>) -> Answered<'static> {
+        Answered { rcode, smallest_ttl: None, len: 12, qtype, routed: None, opt_at: None, nonexistent: false, tsig: None }
     }
 
     #[test]
     fn every_thread_counts_apart_and_the_totals_merge_them() {
-        let before = totals();
-        let counted = |rcode: u16, qtype: Option<u16>| Answered {
-            rcode,
-            smallest_ttl: None,
-            len: 12,
-            qtype,
-            routed: None,
-            opt_at: None,
-            nonexistent: false,
-            tsig: None,
-        };
+        let counters = Counters::new(true, false);
         let signed = Answered { tsig: Some(Tsig::BadKey), ..counted(9, Some(types::SOA)) };
-        let threads: Vec<_> = (0..3)
-            .map(|_| {
-                std::thread::spawn(move || {
-                    let counting = counting_here(Mechanism::Tls);
+        std::thread::scope(|threads| {
+            for _ in 0..3 {
+                threads.spawn(|| {
+                    let counting = counting_here(&counters, Mechanism::Tls);
                     counting.received(2);
                     counting.answered(&counted(3, Some(types::AAAA)), || None);
                     counting.answered(&signed, || None);
                     counting.count_latency(1, 30_000);
-                    let exchange = counting_here(Mechanism::Tls);
+                    let exchange = counting_here(&counters, Mechanism::Tls);
                     exchange.exchange(Some(&counted(23, None)), IpAddr::from([192, 0, 2, 1]));
                     exchange.count_latency(1, 2_000_000_000);
-                })
-            })
-            .collect();
-        threads.into_iter().for_each(|thread| thread.join().unwrap());
-        let after = totals();
+                });
+            }
+        });
+        let totals = counters.totals();
         let tls = Mechanism::Tls as usize;
-        assert_eq!(after.received[tls] - before.received[tls], 9);
-        let responses = |totals: &Totals, rcode, class| totals.responses.get(&(tls, rcode, class)).copied().unwrap_or(0);
-        assert_eq!(responses(&after, 3, 1) - responses(&before, 3, 1), 3, "NXDOMAIN to AAAA");
-        assert_eq!(after.tsig[Tsig::BadKey as usize] - before.tsig[Tsig::BadKey as usize], 3, "a signed query refused");
-        assert_eq!(responses(&after, 16, NO_QTYPE) - responses(&before, 16, NO_QTYPE), 3, "an extended RCODE, no question");
-        let bucket = |totals: &Totals, index: usize| totals.latency[tls].buckets[index];
-        assert_eq!(bucket(&after, 2) - bucket(&before, 2), 3, "30 us falls at or under 50 us");
-        assert_eq!(bucket(&after, LATENCY_BUCKETS - 1) - bucket(&before, LATENCY_BUCKETS - 1), 3, "2 s is past every bound");
-        let answers = |totals: &Totals| totals.latency[tls].buckets.iter().sum::<u64>();
-        assert_eq!(answers(&after) - answers(&before), 9, "the exchanges' own latencies, and the counted ones");
+        assert_eq!(totals.received, [0, 0, 9, 0, 0]);
+        let responses = |rcode, class| totals.responses.get(&(tls, rcode, class)).copied().unwrap_or(0);
+        assert_eq!(responses(3, 1), 3, "NXDOMAIN to AAAA");
+        assert_eq!(totals.tsig[Tsig::BadKey as usize], 3, "a signed query refused");
+        assert_eq!(responses(16, NO_QTYPE), 3, "an extended RCODE, no question");
+        assert_eq!(totals.latency[tls].buckets[2], 3, "30 us falls at or under 50 us");
+        assert_eq!(totals.latency[tls].buckets[LATENCY_BUCKETS - 1], 3, "2 s is past every bound");
+        assert_eq!(totals.latency[tls].buckets.iter().sum::<u64>(), 9, "the exchanges' own latencies, and the counted ones");
+    }
+
+    #[test]
+    fn two_servers_on_one_thread_count_apart_and_one_gone_is_forgotten() {
+        let (first, second) = (Counters::new(true, false), Counters::new(true, false));
+        counting_here(&first, Mechanism::Udp).received(2);
+        counting_here(&second, Mechanism::Udp).received(5);
+        counting_here(&first, Mechanism::Udp).received(1);
+        assert_eq!((first.totals().received[0], second.totals().received[0]), (3, 5));
+        assert_eq!(SHARDS_HERE.with_borrow(Vec::len), 2, "one shard each on this thread");
+        drop(second);
+        let third = Counters::new(true, false);
+        counting_here(&third, Mechanism::Udp).received(7);
+        assert_eq!(third.totals().received[0], 7);
+        assert_eq!(SHARDS_HERE.with_borrow(Vec::len), 2, "the shard of the server gone is forgotten");
+        assert!(Counters::new(false, true).counting(Mechanism::Udp).is_none(), "counting off: no shard");
     }
 
     #[test]
     fn a_batch_counts_its_latency_once_for_every_answer_and_an_empty_batch_nothing() {
-        let before = totals();
-        std::thread::spawn(|| {
-            let counting = counting_here(Mechanism::Https);
-            counting.count_latency(4, 100_000);
-            counting.latency(0);
-        })
-        .join()
-        .unwrap();
-        let after = totals();
-        let https = Mechanism::Https as usize;
-        let answers = |totals: &Totals| totals.latency[https].buckets.iter().sum::<u64>();
-        assert_eq!(answers(&after) - answers(&before), 4);
-        assert_eq!(after.latency[https].buckets[3] - before.latency[https].buckets[3], 4, "100 us falls at or under 100 us");
-        assert_eq!(after.latency[https].sum_ns - before.latency[https].sum_ns, 4 * 100_000);
+        let counters = Counters::new(true, false);
+        let counting = counting_here(&counters, Mechanism::Https);
+        counting.count_latency(4, 100_000);
+        counting.latency(0);
+        let latency = &counters.totals().latency[Mechanism::Https as usize];
+        assert_eq!(latency.buckets.iter().sum::<u64>(), 4);
+        assert_eq!(latency.buckets[3], 4, "100 us falls at or under 100 us");
+        assert_eq!(latency.sum_ns, 4 * 100_000);
     }
 
     #[test]

@@ -8,6 +8,10 @@
 //! Touched on accept, shed and close only; a query sets its connection's
 //! atomic clock and nothing else. Finding the longest-idle connection
 //! goes through an [`IdleIndex`], not over every connection.
+//!
+//! The registry is what a server's stream transports share: it also
+//! carries what they count and log ([`Observation`]), and counts the
+//! connections it admits and sheds there.
 
 mod idle;
 
@@ -19,8 +23,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use crate::Observation;
 use crate::config::TcpConfig;
-use crate::metrics;
+use crate::metrics::Counters;
 use idle::IdleIndex;
 
 /// What the registry knows of one open connection.
@@ -37,6 +42,7 @@ struct Connection {
 pub struct Registry {
     started: Instant,
     limits: TcpConfig,
+    observation: Arc<Observation>,
     inner: Mutex<RegistryInner>,
 }
 
@@ -66,8 +72,17 @@ pub struct Admission {
 }
 
 impl Registry {
-    pub fn new(limits: TcpConfig) -> Arc<Registry> {
-        Arc::new(Registry { started: Instant::now(), limits, inner: Mutex::default() })
+    pub fn new(limits: TcpConfig, observation: Arc<Observation>) -> Arc<Registry> {
+        Arc::new(Registry { started: Instant::now(), limits, observation, inner: Mutex::default() })
+    }
+
+    /// What the server's transports count and log.
+    pub fn observation(&self) -> &Observation {
+        &self.observation
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.observation.counters
     }
 
     fn now_us(&self) -> u64 {
@@ -83,16 +98,16 @@ impl Registry {
     pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Admission {
         let mut inner = self.lock();
         if inner.per_peer.get(&peer).is_some_and(|known| known.connections >= self.limits.max_connections_per_client) {
-            inner.shed_longest_idle(Some(peer));
+            inner.shed_longest_idle(Some(peer), self.counters());
         } else if inner.open.len() >= self.limits.max_connections {
-            inner.shed_longest_idle(None);
+            inner.shed_longest_idle(None, self.counters());
         }
         let (id, now) = (inner.next_id, self.now_us());
         inner.next_id += 1;
         let last_active = Arc::new(AtomicU64::new(now));
         let shed = Arc::new(Notify::new());
         inner.open.insert(id, Connection { peer, last_active: last_active.clone(), shed: shed.clone() });
-        metrics::connection_opened();
+        self.counters().connection_opened();
         inner.idle.insert(id, now);
         let known = inner.per_peer.entry(peer).or_default();
         known.connections += 1;
@@ -103,7 +118,7 @@ impl Registry {
     /// Sheds the longest-idle connection of all, to free what it holds (a
     /// descriptor, when accept finds none left). False if none is open.
     pub fn shed_longest_idle(&self) -> bool {
-        self.lock().shed_longest_idle(None)
+        self.lock().shed_longest_idle(None, self.counters())
     }
 
     /// The limits every connection lives under.
@@ -132,7 +147,7 @@ impl Registry {
         let mut inner = self.lock();
         let inner = &mut *inner;
         while let Some(id) = inner.idle.take_idle_since(idle_since, clock_of(&inner.open)) {
-            inner.close(id);
+            inner.close(id, self.counters());
         }
     }
 }
@@ -144,8 +159,9 @@ fn clock_of(open: &HashMap<u64, Connection>) -> impl Fn(u64) -> Option<u64> {
 
 impl RegistryInner {
     /// Sheds the longest-idle connection of `of_peer`, or of all; false if
-    /// there is none.
-    fn shed_longest_idle(&mut self, of_peer: Option<IpAddr>) -> bool {
+    /// there is none. Each connection closed is counted in `counters`, as
+    /// below.
+    fn shed_longest_idle(&mut self, of_peer: Option<IpAddr>, counters: &Counters) -> bool {
         let index = match of_peer {
             Some(peer) => match self.per_peer.get_mut(&peer) {
                 Some(known) => &mut known.idle,
@@ -154,22 +170,22 @@ impl RegistryInner {
             None => &mut self.idle,
         };
         match index.take_longest_idle(clock_of(&self.open)) {
-            Some(id) => self.close(id),
+            Some(id) => self.close(id, counters),
             None => false,
         }
     }
 
     /// Removes connection `id` and tells it to close; false if it had left.
-    fn close(&mut self, id: u64) -> bool {
-        let Some(connection) = self.remove(id) else { return false };
-        metrics::connection_shed();
+    fn close(&mut self, id: u64, counters: &Counters) -> bool {
+        let Some(connection) = self.remove(id, counters) else { return false };
+        counters.connection_shed();
         connection.shed.notify_one();
         true
     }
 
-    fn remove(&mut self, id: u64) -> Option<Connection> {
+    fn remove(&mut self, id: u64, counters: &Counters) -> Option<Connection> {
         let connection = self.open.remove(&id)?;
-        metrics::connection_closed();
+        counters.connection_closed();
         let open = &self.open;
         self.idle.forget_closed(open.len(), |id| open.contains_key(&id));
         if let Some(known) = self.per_peer.get_mut(&connection.peer) {
@@ -207,6 +223,11 @@ impl Admission {
         idle_us / 1000 >= self.registry.limits.idle_timeout_ms
     }
 
+    /// What the server's transports count and log.
+    pub(crate) fn observation(&self) -> &Observation {
+        self.registry.observation()
+    }
+
     /// The limits the connection lives under.
     pub(crate) fn limits(&self) -> &TcpConfig {
         self.registry.limits()
@@ -215,7 +236,7 @@ impl Admission {
 
 impl Drop for Admission {
     fn drop(&mut self) {
-        self.registry.lock().remove(self.id);
+        self.registry.lock().remove(self.id, self.registry.counters());
     }
 }
 
@@ -226,7 +247,10 @@ mod tests {
     const LATER: u64 = 1 << 40;
 
     fn registry(max_connections: usize, max_connections_per_client: usize) -> Arc<Registry> {
-        Registry::new(TcpConfig { max_connections, max_connections_per_client, ..TcpConfig::default() })
+        Registry::new(
+            TcpConfig { max_connections, max_connections_per_client, ..TcpConfig::default() },
+            Arc::new(Observation::new(Counters::new(true, false))),
+        )
     }
 
     fn address(last_octet: u8) -> IpAddr {

@@ -10,6 +10,7 @@ use std::thread::JoinHandle;
 
 use pharos_answer::SharedSnapshot;
 
+use crate::Observation;
 use crate::certificate::CertificateError;
 use crate::config::Settings;
 use crate::descriptors::DescriptorError;
@@ -60,22 +61,23 @@ pub enum StartError {
 
 impl Transports {
     /// Binds every address of `settings` and starts serving `snapshot` on
-    /// it. Must be called inside a tokio runtime (all but UDP run on it).
-    pub async fn start(settings: &Settings, snapshot: &SharedSnapshot) -> Result<Transports, StartError> {
-        let registry = Registry::new(descriptors::fit_connection_cap(settings)?);
+    /// it, counting and logging into `observation`. Must be called inside a
+    /// tokio runtime (all but UDP run on it).
+    pub async fn start(settings: &Settings, snapshot: &SharedSnapshot, observation: &Arc<Observation>) -> Result<Transports, StartError> {
+        let registry = Registry::new(descriptors::fit_connection_cap(settings)?, observation.clone());
         tokio::spawn(registry.clone().close_idle_connections());
         // Before UDP: once a server answers, all its listeners are there.
         // One certificate for every encrypted listener, loaded only if there is one.
         let needs_certificate = settings.tls.is_enabled() || !settings.http.https_listen.is_empty();
         let tls = needs_certificate.then(|| Tls::load(settings)).transpose()?;
         if let Some(tls) = tls.as_ref().filter(|_| settings.tls.is_enabled()) {
-            start_encrypted(settings, tls, snapshot, &registry).await?;
+            start_encrypted(settings, tls, snapshot, &registry, observation).await?;
         }
         redirect::start(settings, tls.as_ref(), snapshot, &registry).await?;
         let stop = Arc::new(AtomicBool::new(false));
         let mut udp_workers = Vec::new();
         for (index, &address) in settings.listen.iter().enumerate() {
-            udp_workers.extend(start_udp(settings, address, index, snapshot, &stop)?);
+            udp_workers.extend(start_udp(settings, address, index, snapshot, observation, &stop)?);
             let listener = tokio::net::TcpListener::bind(address).await.map_err(|source| StartError::Tcp { address, source })?;
             let rng = settings.worker_rng(u64::MAX - index as u64);
             tokio::spawn(tcp::serve(listener, snapshot.clone(), registry.clone(), rng, settings.cookies.clone()));
@@ -94,7 +96,13 @@ impl Transports {
 
 /// Binds every DNS over TLS, HTTPS and QUIC listener of `settings` and
 /// serves each in its own task.
-async fn start_encrypted(settings: &Settings, tls: &Tls, snapshot: &SharedSnapshot, registry: &Arc<Registry>) -> Result<(), StartError> {
+async fn start_encrypted(
+    settings: &Settings,
+    tls: &Tls,
+    snapshot: &SharedSnapshot,
+    registry: &Arc<Registry>,
+    observation: &Arc<Observation>,
+) -> Result<(), StartError> {
     let dot = tls.dns_acceptor()?;
     for (index, &address) in (0..).zip(&settings.tls.listen) {
         let listener = tcp::bind(address, "DNS over TLS").await?;
@@ -107,7 +115,7 @@ async fn start_encrypted(settings: &Settings, tls: &Tls, snapshot: &SharedSnapsh
         let rng = settings.worker_rng(DOH_WORKERS + index);
         tokio::spawn(doh::serve(listener, doh.clone(), snapshot.clone(), registry.clone(), rng));
     }
-    let doq = tls.quic_config()?;
+    let doq = tls.quic_config(observation)?;
     for (index, &address) in (0..).zip(&settings.tls.quic_listen) {
         let endpoint = doq::endpoint(address, doq.clone(), &settings.tcp).map_err(|source| StartError::Quic { address, source })?;
         tracing::info!(%address, "serving DNS over QUIC");
@@ -123,13 +131,14 @@ fn start_udp(
     address: SocketAddr,
     listen_index: usize,
     snapshot: &SharedSnapshot,
+    observation: &Arc<Observation>,
     stop: &Arc<AtomicBool>,
 ) -> Result<Vec<JoinHandle<()>>, StartError> {
     let threads = settings.udp_threads;
     (0..threads)
         .map(|index| {
             let socket = udp::bind_socket(address).map_err(|source| StartError::Udp { address, source })?;
-            let (snapshot, stop) = (snapshot.clone(), stop.clone());
+            let (snapshot, observation, stop) = (snapshot.clone(), observation.clone(), stop.clone());
             let defences = udp::Defences {
                 queries: settings.udp_rate_limit.clone(),
                 cookies: settings.cookies.clone(),
@@ -138,7 +147,7 @@ fn start_udp(
             let rng = settings.worker_rng((listen_index * threads + index) as u64);
             std::thread::Builder::new()
                 .name(format!("udp-{index}"))
-                .spawn(move || udp::serve(socket, snapshot, rng, defences, stop))
+                .spawn(move || udp::serve(socket, snapshot, observation, rng, defences, stop))
                 .map_err(StartError::UdpThread)
         })
         .collect()

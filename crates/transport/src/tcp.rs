@@ -27,9 +27,11 @@ use rand::rngs::SmallRng;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::Observation;
 use crate::cookies::CookieSecret;
 use crate::dnstap;
-use crate::metrics::{self, Mechanism};
+use crate::dnstap::QueryLog;
+use crate::metrics::{Counting, Mechanism};
 use crate::registry::{Admission, Registry};
 
 /// Room a connection waits for its next query with: one query, padded or
@@ -226,7 +228,7 @@ pub(crate) async fn serve_connection(
         // Idle connections are closed by the registry's sweeper through
         // the shed signal, so no read needs a timer of its own.
         let Some(Ok(1..)) = admission.unless_shed(stream.read_buf(&mut input)).await else { return };
-        let consumed = answer_frames(&input, &connection, &snapshot, &mut rng, &mut output);
+        let consumed = answer_frames(&input, &connection, &snapshot, admission.observation(), &mut rng, &mut output);
         input.drain(..consumed);
         if consumed > 0 {
             admission.touch();
@@ -270,12 +272,20 @@ async fn write_answers(stream: &mut (impl AsyncWrite + Unpin), output: &[u8], ti
 /// were used. A stream's latency runs from the read to the answers ready to
 /// write (the whole read's, as for a UDP batch): how long the write then
 /// takes is the client's reading.
-fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, rng: &mut SmallRng, output: &mut Vec<u8>) -> usize {
+fn answer_frames(
+    input: &[u8],
+    connection: &Stream,
+    snapshot: &SharedSnapshot,
+    observation: &Observation,
+    rng: &mut SmallRng,
+    output: &mut Vec<u8>,
+) -> usize {
     let mut read = ReadAccount {
-        counting: metrics::counting(connection.mechanism),
+        counting: observation.counters.counting(connection.mechanism),
         // Whether the query log runs, asked once per read: without it, a
         // query reads no wall clock and builds nothing for it.
-        logged_at: dnstap::logging().then(SystemTime::now),
+        logged_at: observation.query_log.logging().then(SystemTime::now),
+        query_log: &observation.query_log,
         connection,
         queries: 0,
         answers: 0,
@@ -313,8 +323,9 @@ fn answer_frames(input: &[u8], connection: &Stream, snapshot: &SharedSnapshot, r
 /// What one read's answers are counted and logged with, and how many
 /// queries it held and answered.
 struct ReadAccount<'c> {
-    counting: Option<metrics::Counting>,
+    counting: Option<Counting>,
     logged_at: Option<SystemTime>,
+    query_log: &'c QueryLog,
     connection: &'c Stream,
     queries: u64,
     answers: u64,
@@ -330,7 +341,7 @@ impl ReadAccount<'_> {
             counting.answered(answered, || Some(connection.peer.ip()));
         }
         if let Some(received) = self.logged_at {
-            dnstap::log(&dnstap::Exchange {
+            self.query_log.log(&dnstap::Exchange {
                 mechanism: connection.mechanism,
                 client: connection.peer,
                 server: connection.server,

@@ -16,9 +16,10 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
+use crate::Observation;
 use crate::certificate::{self, CertificateError};
 use crate::config::Settings;
-use crate::metrics::{self, Secured};
+use crate::metrics::Secured;
 use crate::registry::Admission;
 use crate::{doq, http};
 
@@ -64,10 +65,11 @@ impl Tls {
     }
 
     /// The TLS side of DNS over QUIC: TLS 1.3 and the "doq" protocol only.
-    /// Its resumptions are counted as its ticket key accepts tickets.
-    pub fn quic_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
+    /// Its resumptions are counted, in `observation`, as its ticket key
+    /// accepts tickets.
+    pub fn quic_config(&self, observation: &Arc<Observation>) -> Result<Arc<ServerConfig>, TlsError> {
         let mut config = self.server_config(TLS_13, &[doq::ALPN])?;
-        let counted = Arc::new(CountingTicketer(config.ticketer.clone()));
+        let counted = Arc::new(CountingTicketer(config.ticketer.clone(), observation.clone()));
         Arc::get_mut(&mut config).expect("a configuration just made has no other owner").ticketer = counted;
         Ok(config)
     }
@@ -89,8 +91,13 @@ impl Tls {
 
 /// A ticket key that counts the QUIC sessions it resumes, since quinn does
 /// not say which handshakes resumed one.
-#[derive(Debug)]
-struct CountingTicketer(Arc<dyn ProducesTickets>);
+struct CountingTicketer(Arc<dyn ProducesTickets>, Arc<Observation>);
+
+impl std::fmt::Debug for CountingTicketer {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_tuple("CountingTicketer").field(&self.0).finish_non_exhaustive()
+    }
+}
 
 impl ProducesTickets for CountingTicketer {
     fn enabled(&self) -> bool {
@@ -108,7 +115,7 @@ impl ProducesTickets for CountingTicketer {
     fn decrypt(&self, cipher: &[u8]) -> Option<Vec<u8>> {
         let plain = self.0.decrypt(cipher);
         if plain.is_some() {
-            metrics::count_quic_resumption();
+            self.1.counters.count_quic_resumption();
         }
         plain
     }
@@ -123,7 +130,8 @@ where
 {
     match admission.unless_shed(acceptor.accept(stream)).await? {
         Ok(stream) => {
-            metrics::count_handshake(over, stream.get_ref().1.handshake_kind() == Some(HandshakeKind::Resumed));
+            let resumed = stream.get_ref().1.handshake_kind() == Some(HandshakeKind::Resumed);
+            admission.observation().counters.count_handshake(over, resumed);
             Some(stream)
         }
         Err(error) => {

@@ -22,10 +22,12 @@ use pharos_rrl::Verdict;
 use rand::rngs::SmallRng;
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::Observation;
 use crate::cookies::CookieSecret;
 use crate::dnstap;
+use crate::dnstap::QueryLog;
 use crate::limit::SourceLimiter;
-use crate::metrics::{self, Mechanism};
+use crate::metrics::Mechanism;
 use crate::rrl::{self, ResponseLimit, Sent};
 
 /// Datagrams moved per system call.
@@ -223,11 +225,11 @@ impl Batch {
 
     /// Offers the batch's exchanges to the dnstap log, which picks its
     /// sample and never blocks.
-    fn log(&self, answers: &Answers<'_>, server: SocketAddr, received: SystemTime) {
+    fn log(&self, query_log: &QueryLog, answers: &Answers<'_>, server: SocketAddr, received: SystemTime) {
         for (answered, &index) in answers.said.iter().zip(&answers.datagram).take(answers.ready) {
             let Some(client) = peer_address(&self.peers[index]) else { continue };
             let query = &self.queries[index][..(self.read_headers[index].msg_len as usize).min(MAX_QUERY)];
-            dnstap::log(&dnstap::Exchange {
+            query_log.log(&dnstap::Exchange {
                 mechanism: Mechanism::Udp,
                 client,
                 server,
@@ -304,8 +306,15 @@ fn peer_address(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
 }
 
 /// Serves DNS on `socket` until `stop` is set, with the `defences` that
-/// are configured.
-pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, defences: Defences, stop: Arc<AtomicBool>) {
+/// are configured, counting and logging into `observation`.
+pub fn serve(
+    socket: Socket,
+    snapshot: SharedSnapshot,
+    observation: Arc<Observation>,
+    mut rng: SmallRng,
+    defences: Defences,
+    stop: Arc<AtomicBool>,
+) {
     let fd = socket.as_raw_fd();
     let server = socket.local_addr().ok().and_then(|address| address.as_socket()).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
     let mut batch = Batch::new();
@@ -320,9 +329,9 @@ pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, defenc
                 continue;
             }
         };
-        let counting = metrics::counting(Mechanism::Udp);
+        let counting = observation.counters.counting(Mechanism::Udp);
         let arrived = Instant::now();
-        let received_at = dnstap::logging().then(SystemTime::now);
+        let received_at = observation.query_log.logging().then(SystemTime::now);
         let current = snapshot.load();
         let unix_seconds = defences.cookies.as_ref().map_or(0, |_| crate::cookies::unix_seconds());
         let answers = batch.answer(received, &current, &mut rng, &defences, BatchTime { arrived, unix_seconds });
@@ -337,7 +346,7 @@ pub fn serve(socket: Socket, snapshot: SharedSnapshot, mut rng: SmallRng, defenc
             counting.latency(answers.ready as u64);
         }
         if let Some(received_at) = received_at {
-            batch.log(&answers, server, received_at);
+            batch.log(&observation.query_log, &answers, server, received_at);
         }
     }
 }

@@ -62,12 +62,13 @@ struct Scrape {
 /// The text of one scrape, in OpenMetrics.
 pub async fn render(control: &ControlThread, limits: &UdpLimits) -> Result<String, ControlError> {
     let state = control.state();
+    let observation = control.observation();
     let scrape = Scrape {
-        counting: counts::counting_queries(),
-        totals: counts::totals(),
-        connections: counts::connections(),
-        handshakes: counts::handshakes(),
-        dnstap_dropped: pharos_transport::dnstap::dropped(),
+        counting: observation.counters.counting_queries(),
+        totals: observation.counters.totals(),
+        connections: observation.counters.connections(),
+        handshakes: observation.counters.handshakes(),
+        dnstap_dropped: observation.query_log.dropped(),
         regions: state.regions.iter().map(|region| (region.id, region.name.clone())).collect(),
         health: control.health().await?,
         fastpath: control.fastpath_now().await?,

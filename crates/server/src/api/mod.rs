@@ -158,7 +158,8 @@ pub enum ApiStartError {
 pub fn start(listeners: Listeners, control: ControlThread, limits: UdpLimits) -> Result<Option<ApiThread>, ApiStartError> {
     let mut served = Vec::new();
     // Marked before any request can ask for it.
-    let queries = Arc::new(QueryHistory::starting_now(queries_received()));
+    let queries = Arc::new(QueryHistory::starting_now(queries_received(&control)));
+    let counted = control.clone();
     if let Some((address, token)) = listeners.api {
         let listener = bind(address, "the control API")?;
         let api = Api { control: control.clone(), token: token.into(), limits: limits.clone(), queries: queries.clone() };
@@ -182,7 +183,7 @@ pub fn start(listeners: Listeners, control: ControlThread, limits: UdpLimits) ->
                 Err(error) => return drop(started.send(Err(error))),
             };
             let _ = started.send(Ok(()));
-            runtime.spawn(async move { queries.mark_every_minute(queries_received).await });
+            runtime.spawn(async move { queries.mark_every_minute(|| queries_received(&counted)).await });
             runtime.block_on(serve_until(served, stop_asked));
             let _ = stopped_sender.send(());
         })
@@ -266,7 +267,7 @@ fn router(api: Api) -> Router {
         .route("/v1/split", get(|State(api): State<Api>| async move { Json(api.control.split()) }))
         .route(
             "/v1/queries",
-            get(|State(api): State<Api>| async move { Json(json!({ "minutes": api.queries.per_minute(queries_received()) })) }),
+            get(|State(api): State<Api>| async move { Json(json!({ "minutes": api.queries.per_minute(queries_received(&api.control)) })) }),
         )
         .route("/v1/events", get(|State(api): State<Api>| async move { Json(api.control.events()) }))
         .route("/v1/services/{name}/replicas/{id}/load", put(put_load))
@@ -282,8 +283,8 @@ fn router(api: Api) -> Router {
 }
 
 /// DNS queries received so far, over every transport.
-fn queries_received() -> u64 {
-    pharos_transport::metrics::totals().received.iter().sum()
+fn queries_received(control: &ControlThread) -> u64 {
+    control.observation().counters.totals().received.iter().sum()
 }
 
 /// The metrics listener's routes: `/metrics` and nothing else, without a token.

@@ -65,6 +65,8 @@ use pharos_route::prefix::prefix_set;
 use pharos_route::sources::{AsnTable, AsnTableError, GeoDatabase, GeoDatabaseError};
 use pharos_route::{Asker, Explanation, Family, Routed, route};
 use pharos_store::{Batches, PostgresStore, SqliteStore, Store, StoreError};
+use pharos_transport::Observation;
+use pharos_transport::metrics::Counters;
 use pharos_zone::journal::Journal;
 use pharos_zone::{Zone, load_zone_file};
 use rand::Rng;
@@ -278,6 +280,7 @@ impl ControlShell {
             fastpath: ArcSwap::default(),
             artemis: ArcSwapOption::from(config.artemis.clone().map(Arc::new)),
             activity: ControlActivity::default(),
+            observation: Arc::new(Observation::new(Counters::new(config.metrics.counting, config.metrics.tallies_resolvers()))),
             split: SplitWindow::default(),
             events: EventLog::default(),
             store: std::sync::Mutex::new(StoreStatus::new(store_engine(&config.store))),

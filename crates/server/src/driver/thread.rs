@@ -35,7 +35,7 @@ use pharos_control::retry::{Again, Retries};
 use pharos_model::{Change, ControlError, State};
 use pharos_route::latency::MeasurementSpec;
 use pharos_store::Following;
-use pharos_transport::metrics;
+use pharos_transport::Observation;
 use tokio::sync::oneshot;
 
 use crate::config::{BgpConfig, Config};
@@ -169,11 +169,17 @@ impl ControlThread {
         &self.published.activity
     }
 
+    /// What the transports count and log.
+    pub fn observation(&self) -> &Observation {
+        &self.published.observation
+    }
+
     /// The split delivered since the sliding window's start, against the
     /// configured one.
     pub fn split(&self) -> Splits {
-        let drained = metrics::tallying_resolvers().then(metrics::drain_resolvers);
-        self.published.split.measure(metrics::totals().decisions, drained, &self.state())
+        let counters = &self.published.observation.counters;
+        let drained = counters.tallying_resolvers().then(|| counters.drain_resolvers());
+        self.published.split.measure(counters.totals().decisions, drained, &self.state())
     }
 
     /// The last health transitions and changes.

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use pharos_model::State;
 use pharos_model::spec::ServiceSpec;
 use pharos_route::RegionId;
-use pharos_transport::metrics::{ResolverAnswers, Resolvers};
+use pharos_transport::metrics::resolvers::{Names, REPLICAS_PER_RESOLVER, ReplicaPlaces, ResolverAnswers, Resolvers};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -56,10 +56,6 @@ const TALLY_STEPS: usize = (WINDOW.as_secs() / TALLY_STEP.as_secs()) as usize + 
 /// (service, region, resolver) entries the window holds at most: 7/8 of
 /// 2^15, the most a hash table of 2^15 buckets holds before it doubles.
 pub const MAX_RESOLVERS: usize = 28_672;
-/// The first replicas one entry tells apart, as a transport's slot does.
-const REPLICAS_PER_ENTRY: usize = 4;
-/// An entry's unused replica place.
-const NO_REPLICA: u32 = u32::MAX;
 
 /// Answers routed, by service, first replica and region (as counted).
 type Decisions = BTreeMap<(String, String, RegionId), u64>;
@@ -149,7 +145,7 @@ impl SplitWindow {
             let views = window.views();
             for split in &mut splits.splits {
                 let region = state.regions.iter().find(|spec| spec.name == split.region).map_or(pharos_route::UNCLASSIFIED, |spec| spec.id);
-                let service = window.names.index.get(split.service.as_str()).copied();
+                let service = window.names.find(&split.service);
                 if let Some(sums) = service.and_then(|service| views.get(&(service, region))) {
                     add_resolver_view(split, sums);
                 }
@@ -192,26 +188,6 @@ struct ResolverWindow {
     over_cap: u64,
 }
 
-/// Service and replica names, numbered as first seen. Never forgotten:
-/// they are the operator's, as many as were ever configured.
-#[derive(Debug, Default)]
-struct Names {
-    names: Vec<Box<str>>,
-    index: FxHashMap<Box<str>, u32>,
-}
-
-impl Names {
-    fn number(&mut self, name: &str) -> u32 {
-        if let Some(&number) = self.index.get(name) {
-            return number;
-        }
-        let number = u32::try_from(self.names.len()).expect("fewer names than the operator can configure");
-        self.names.push(name.into());
-        self.index.insert(name.into(), number);
-        number
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct ResolverKey {
     service: u32,
@@ -221,43 +197,40 @@ struct ResolverKey {
 
 /// One resolver's answers for one service and region, minute by minute
 /// (by minute modulo the steps): counts and the seconds of caching each of
-/// its first replicas (named in `replicas`) was granted. Seconds saturate
-/// at 2^32 (136 years a minute).
+/// its first replicas (in `replicas`) was granted, by place. Seconds
+/// saturate at 2^32 (136 years a minute).
 #[derive(Debug, Clone)]
 struct ResolverEntry {
-    replicas: [u32; REPLICAS_PER_ENTRY],
+    replicas: ReplicaPlaces,
     answers: [u32; TALLY_STEPS],
-    seconds: [[u32; REPLICAS_PER_ENTRY]; TALLY_STEPS],
+    seconds: [[u32; REPLICAS_PER_RESOLVER]; TALLY_STEPS],
 }
 
-const EMPTY_ENTRY: ResolverEntry = ResolverEntry {
-    replicas: [NO_REPLICA; REPLICAS_PER_ENTRY],
-    answers: [0; TALLY_STEPS],
-    seconds: [[0; REPLICAS_PER_ENTRY]; TALLY_STEPS],
-};
+const EMPTY_ENTRY: ResolverEntry =
+    ResolverEntry { replicas: ReplicaPlaces::EMPTY, answers: [0; TALLY_STEPS], seconds: [[0; REPLICAS_PER_RESOLVER]; TALLY_STEPS] };
 
 impl ResolverEntry {
-    /// The places of `replicas` among this entry's, taking free ones for
-    /// new replicas; `None` when they do not all fit.
-    fn places(&self, replicas: &[u32]) -> Option<[u32; REPLICAS_PER_ENTRY]> {
+    /// This entry's places with `replicas` placed (free places taken for
+    /// new ones), and the place of each, in order; `None` when they do not
+    /// all fit.
+    fn places(&self, replicas: &[u32]) -> Option<(ReplicaPlaces, [usize; REPLICAS_PER_RESOLVER])> {
         let mut places = self.replicas;
-        for &replica in replicas {
-            if !places.contains(&replica) {
-                *places.iter_mut().find(|place| **place == NO_REPLICA)? = replica;
-            }
+        let mut placed = [0; REPLICAS_PER_RESOLVER];
+        for (at, &replica) in placed.iter_mut().zip(replicas) {
+            *at = places.place(replica)?;
         }
-        Some(places)
+        Some((places, placed))
     }
 
     /// Forgets the minutes of `steps`; whether any answer is left.
     fn forget(&mut self, steps: &[usize]) -> bool {
         for &step in steps {
             self.answers[step] = 0;
-            self.seconds[step] = [0; REPLICAS_PER_ENTRY];
+            self.seconds[step] = [0; REPLICAS_PER_RESOLVER];
         }
-        for (place, replica) in self.replicas.iter_mut().enumerate() {
+        for place in 0..REPLICAS_PER_RESOLVER {
             if self.seconds.iter().all(|seconds| seconds[place] == 0) {
-                *replica = NO_REPLICA;
+                self.replicas.free(place);
             }
         }
         self.answers.iter().any(|&answers| answers > 0)
@@ -338,13 +311,13 @@ impl ResolverWindow {
     }
 
     fn add(&mut self, key: ResolverKey, step: usize, answers: &ResolverAnswers) {
-        if answers.cached_seconds.len() > REPLICAS_PER_ENTRY {
+        if answers.cached_seconds.len() > REPLICAS_PER_RESOLVER {
             self.untallied += answers.answers;
             return;
         }
-        let mut replicas = [NO_REPLICA; REPLICAS_PER_ENTRY];
-        for (place, name) in replicas.iter_mut().zip(answers.cached_seconds.keys()) {
-            *place = self.names.number(name);
+        let mut replicas = [0; REPLICAS_PER_RESOLVER];
+        for (replica, name) in replicas.iter_mut().zip(answers.cached_seconds.keys()) {
+            *replica = self.names.number(name);
         }
         let replicas = &replicas[..answers.cached_seconds.len()];
         let full = self.entries.len() >= MAX_RESOLVERS;
@@ -356,14 +329,13 @@ impl ResolverWindow {
             }
             None => self.entries.entry(key).or_insert(EMPTY_ENTRY),
         };
-        let Some(places) = entry.places(replicas) else {
+        let Some((places, placed)) = entry.places(replicas) else {
             self.untallied += answers.answers;
             return;
         };
         entry.replicas = places;
         entry.answers[step] = entry.answers[step].saturating_add(u32::try_from(answers.answers).unwrap_or(u32::MAX));
-        for (replica, &seconds) in replicas.iter().zip(answers.cached_seconds.values()) {
-            let place = places.iter().position(|held| held == replica).expect("placed above");
+        for (&place, &seconds) in placed.iter().zip(answers.cached_seconds.values()) {
             let kept = &mut entry.seconds[step][place];
             *kept = kept.saturating_add(u32::try_from(seconds).unwrap_or(u32::MAX));
         }
@@ -374,10 +346,9 @@ impl ResolverWindow {
         let mut views: BTreeMap<(u32, RegionId), ResolverSums<'_>> = BTreeMap::new();
         for (key, entry) in &self.entries {
             let answers: u64 = entry.answers.iter().map(|&answers| u64::from(answers)).sum();
-            let held = entry.replicas.iter().enumerate().filter(|(_, replica)| **replica != NO_REPLICA);
-            let cached = held.map(|(place, &replica)| {
+            let cached = entry.replicas.held().map(|(place, replica)| {
                 let seconds: u64 = entry.seconds.iter().map(|seconds| u64::from(seconds[place])).sum();
-                (&*self.names.names[replica as usize], seconds)
+                (self.names.name(replica), seconds)
             });
             views.entry((key.service, key.region)).or_default().add(answers, cached);
         }
