@@ -114,7 +114,8 @@ cargo test --manifest-path bench/Cargo.toml -p xdpgen --lib --bins
 if [ "${PHAROS_BENCH_SMOKE:-1}" = 1 ]; then
   cargo build --release --quiet -p pharos
   cargo build --release --quiet --manifest-path bench/Cargo.toml --workspace
-  cargo test --manifest-path bench/Cargo.toml -p xdpgen --test pharos
+  # --nocapture: a SKIP it prints (with the kernel's reason) shows here.
+  cargo test --manifest-path bench/Cargo.toml -p xdpgen --test pharos -- --nocapture
   scripts/bench-smoke.sh
 else
   echo "!! SKIP: xdpgen against pharos and the benchmarks' smoke rounds (PHAROS_BENCH_SMOKE=0 left them out)"
