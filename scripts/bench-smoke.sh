@@ -38,17 +38,19 @@ declare -A command=(
 order=(peers dynamic signing storm health proximity redirect encrypted oscillation fleet fastpath tail figure10 dispatch bgp-load)
 # What some of them need beyond the packages scripts/test.sh installs.
 declare -A needs=(
-  [fleet]=root [fastpath]=root [tail]=root [figure10]=root [oscillation]=root
+  [fleet]=root [fastpath]=root [tail]=root [figure10]="root data" [oscillation]=root
   [proximity]=data [bgp-load]=data
 )
 data=${PHAROS_DATA:-../shared/data}
 
 # Why `name` cannot run here, if it cannot.
 unmet_need() {
-  case ${needs[$1]:-} in
-    root) [ "$(id -u)" = 0 ] || echo "it needs root" ;;
-    data) [ -d "$data" ] || echo "it needs the large data sets in $data (set PHAROS_DATA)" ;;
-  esac
+  for need in ${needs[$1]:-}; do
+    case $need in
+      root) [ "$(id -u)" = 0 ] || { echo "it needs root"; return; } ;;
+      data) [ -d "$data" ] || { echo "it needs the large data sets in $data (set PHAROS_DATA)"; return; } ;;
+    esac
+  done
 }
 
 chosen=("$@")

@@ -13,11 +13,14 @@ replicas: routed.py) and `static` for static.bench.test (3 A in the zone):
 the same number of names and the same answer size.
 """
 
+import ctypes
 import json
 import math
 import os
+import platform
 import random
 import re
+import struct
 import subprocess
 import time
 import urllib.request
@@ -313,17 +316,36 @@ class XdpLoad:
     the CPU while the end's 256-frame ring overflows. Adds `refused`:
     frames the server end's ring had no room for."""
 
+    # xdpgen's exit status when the kernel refuses its live-frames test
+    # runs (EXIT_LIVE_FRAMES_REFUSED in bench/xdpgen/src/lib.rs).
+    LIVE_FRAMES_REFUSED = 3
+
     def __init__(self, binary, pair, timeout_ms):
         self.binary, self.pair, self.timeout_ms = binary, pair, timeout_ms
         self.server_mac = pair.mac("server")
 
-    def run(self, queries, rate, duration):
+    def argv(self, queries, rate, duration):
         argv = [self.binary, "--iface", self.pair.iface["client"], "--server", netns.SERVER_ADDRESS,
                 "--server-mac", self.server_mac, "--port", str(PORT), "--mix", queries, "--rate", str(int(rate)),
                 "--duration", "%g" % duration, "--timeout-ms", str(self.timeout_ms)]
         for source in SOURCES:
             argv += ["--source", source]
-        argv = ["taskset", "-c", str(self.pair.cpu["client"])] + self.pair.argv("client", argv)
+        return self.pair.argv("client", argv)
+
+    def refusal(self, queries):
+        """Why this kernel will not let xdpgen send (xdpgen's own words),
+        or None when it will: xdpgen --count 0 loads and attaches its
+        program and runs it on one frame, which it drops. Call it while
+        the client's end has no program of its own."""
+        p = subprocess.run(self.argv(queries, 1, 1) + ["--count", "0"], capture_output=True, text=True, timeout=60)
+        if p.returncode == self.LIVE_FRAMES_REFUSED:
+            return p.stderr.strip().removeprefix("xdpgen: ")
+        if p.returncode != 0:
+            raise harness.LoadError("xdpgen --count 0 failed (rc=%d): %s" % (p.returncode, (p.stdout + p.stderr)[-2000:]))
+        return None
+
+    def run(self, queries, rate, duration):
+        argv = ["taskset", "-c", str(self.pair.cpu["client"])] + self.argv(queries, rate, duration)
         had_program = self.pair.has_program("client")
         if had_program:
             self.pair.detach_program("client")
@@ -339,6 +361,51 @@ class XdpLoad:
                 self.pair.attach_pass_program("client")
         res["refused"] = res["raw"].get("refused")
         return res
+
+
+# The BPF helper Knot's XDP program (libknot's bpf-kernel.c, which knotd's
+# XDP mode and kxdpgun load) calls first, and which some kernels' builds
+# do not offer XDP programs, though upstream Linux has since 4.15.
+XDP_ADJUST_META = 54  # BPF_FUNC_xdp_adjust_meta in <linux/bpf.h>
+
+
+def knot_xdp_refusal():
+    """Why Knot's XDP program cannot load on this kernel (then neither
+    Knot's XDP mode nor kxdpgun runs), or None when it can."""
+    refused = [line for line in verifier_log_of_helper_call(XDP_ADJUST_META).splitlines() if "cannot use helper" in line]
+    if not refused:
+        return None
+    return ("this kernel (%s) does not let XDP programs call bpf_xdp_adjust_meta, which Knot's XDP program does "
+            "(its verifier: %s), so Knot's XDP mode and kxdpgun cannot run here (bench/fastpath --servers "
+            "pharos,pharos-xdp,knot --flood '' leaves them out)" % (platform.release(), refused[0]))
+
+
+# The bpf system call's number, by machine.
+SYS_BPF = {"x86_64": 321, "aarch64": 280}
+
+
+def verifier_log_of_helper_call(helper):
+    """The verifier's log of an XDP program that calls BPF helper number
+    `helper` (r2 = -4) and passes: loaded with bpf(BPF_PROG_LOAD), closed
+    again. Root needed."""
+    if platform.machine() not in SYS_BPF:
+        raise harness.SetupError("no bpf system call number known for %s" % platform.machine())
+    # struct bpf_insn: code, dst and src registers, offset, immediate.
+    insns = b"".join(struct.pack("<BBhi", *insn) for insn in (
+        (0xb7, 0x02, 0, -4),      # r2 = -4
+        (0x85, 0x00, 0, helper),  # call helper
+        (0xb7, 0x00, 0, 2),       # r0 = XDP_PASS
+        (0x95, 0x00, 0, 0)))      # exit
+    code, gpl, log = (ctypes.create_string_buffer(insns), ctypes.create_string_buffer(b"GPL"),
+                      ctypes.create_string_buffer(65536))
+    # union bpf_attr for BPF_PROG_LOAD: prog_type (XDP), insn_cnt, insns,
+    # license, log_level, log_size, log_buf; the rest zero.
+    attr = ctypes.create_string_buffer(struct.pack("<IIQQIIQ", 6, len(insns) // 8, ctypes.addressof(code),
+                                                   ctypes.addressof(gpl), 1, len(log), ctypes.addressof(log)), 128)
+    fd = ctypes.CDLL(None, use_errno=True).syscall(SYS_BPF[platform.machine()], 5, attr, len(attr))  # BPF_PROG_LOAD
+    if fd >= 0:
+        os.close(fd)
+    return log.value.decode(errors="replace")
 
 
 class Flood:

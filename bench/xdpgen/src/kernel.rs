@@ -4,11 +4,12 @@
 //! file), setting the pace the program sends at, spinning it with
 //! live-frames test runs, and reading what it sent and counted.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
+use std::fmt;
 
 use anyhow::{Context, Result, anyhow, bail};
 use aya::maps::{Array, PerCpuArray};
-use aya::programs::{TestRun, TestRunAttrs, TestRunOptions, Xdp, XdpMode};
+use aya::programs::{ProgramError, TestRun, TestRunAttrs, TestRunOptions, Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
 
 /// The frame each live-frames run starts from; keep in step with FRAME
@@ -126,7 +127,11 @@ impl Generator {
         program.load().context("the verifier refused xdpgen's program")?;
         program.attach(interface, XdpMode::Driver).with_context(|| format!("attaching xdpgen's program to {interface} (native XDP)"))?;
         // The frame a run starts from: the program overwrites what it sends.
-        Ok(Generator { object, context: context(generator_ifindex), blank: vec![0; FRAME] })
+        let mut generator = Generator { object, context: context(generator_ifindex), blank: vec![0; FRAME] };
+        // One frame first, which the idle program drops: a kernel that
+        // refuses live-frames runs says so before anything is sent.
+        generator.run_live(1)?;
+        Ok(generator)
     }
 
     /// Asks the program to send `count` queries, one every 1/`rate`
@@ -149,10 +154,15 @@ impl Generator {
     }
 
     /// Runs the program for a few milliseconds on frames that seem to
-    /// arrive on the namespace's loopback
-    /// (one BPF_PROG_TEST_RUN in live-frames mode): it sends the queries
-    /// that fall due meanwhile and drops the other frames.
+    /// arrive on the namespace's loopback: it sends the queries that fall
+    /// due meanwhile and drops the other frames.
     pub fn spin(&mut self) -> Result<()> {
+        self.run_live(FRAMES_PER_RUN)
+    }
+
+    /// One BPF_PROG_TEST_RUN of the program in live-frames mode, on
+    /// `frames` frames that seem to arrive on the namespace's loopback.
+    fn run_live(&mut self, frames: u32) -> Result<()> {
         let options = TestRunOptions {
             // The frame every page of the run's page pool starts with
             // (once: a recycled page keeps what the last run wrote); the
@@ -162,17 +172,14 @@ impl Generator {
             // frames are its own to fill (see the C file); data_end must
             // equal the data's length. Live frames take no data_out or ctx_out.
             ctx_in: Some(&self.context),
-            repeat: FRAMES_PER_RUN,
+            repeat: frames,
             // BPF_F_TEST_XDP_LIVE_FRAMES: the program's redirect really
             // transmits (veth's ndo_xdp_xmit into the peer's ring, flushed
             // after each batch), and pages are recycled.
             attrs: TestRunAttrs::new().xdp_live_frames(BATCH),
             ..TestRunOptions::default()
         };
-        xdp(&mut self.object)?.test_run(options).context(
-            "BPF_PROG_TEST_RUN (live frames) of xdpgen's program (ENOSPC: the kernel's XDP memory-model IDs are used up, \
-             by the page pools of earlier runs whose frames have not all come back)",
-        )?;
+        xdp(&mut self.object)?.test_run(options).map_err(explain_live_run_error)?;
         Ok(())
     }
 
@@ -188,6 +195,63 @@ impl Generator {
             sum.unexpected += cpu.unexpected;
         }
         Ok(sum)
+    }
+}
+
+/// The kernel refused a live-frames test run with EPERM, to root: xdpgen
+/// cannot send on this kernel. Upstream Linux has no such refusal
+/// (net/bpf/test_run.c checks the flags, the batch size, the context and
+/// the frame's size, and answers EINVAL or E2BIG); this one comes after
+/// the flags are checked and before the batch size is, whatever the run
+/// asks, in any network namespace (measured on the Firecracker guest
+/// kernel 6.18.44-fc-v1300), so it is the kernel's build that forbids
+/// live frames.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveFramesRefused {
+    /// The kernel's release (uname -r).
+    pub kernel: String,
+}
+
+impl fmt::Display for LiveFramesRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "this kernel ({}) refuses BPF_PROG_TEST_RUN in live-frames mode (BPF_F_TEST_XDP_LIVE_FRAMES) with EPERM, \
+             to root and whatever the run asks (upstream Linux has no such check: this kernel's build forbids live frames), \
+             so xdpgen cannot send here; use a kernel that allows them, or a socket client (bench/fastpath --generator dnsload)",
+            self.kernel
+        )
+    }
+}
+
+impl std::error::Error for LiveFramesRefused {}
+
+/// What a failed live-frames test run means, by its errno.
+fn explain_live_run_error(error: ProgramError) -> anyhow::Error {
+    let errno = match &error {
+        ProgramError::SyscallError(call) => call.io_error.raw_os_error(),
+        _ => None,
+    };
+    match errno {
+        Some(libc::EPERM) => LiveFramesRefused { kernel: kernel_release() }.into(),
+        Some(libc::ENOSPC) => anyhow!(error).context(
+            "BPF_PROG_TEST_RUN (live frames) of xdpgen's program: ENOSPC, the kernel's XDP memory-model IDs are used up \
+             by the page pools of earlier runs whose frames have not all come back",
+        ),
+        _ => anyhow!(error).context("BPF_PROG_TEST_RUN (live frames) of xdpgen's program"),
+    }
+}
+
+/// The running kernel's release, as `uname -r` prints it.
+fn kernel_release() -> String {
+    // SAFETY: uname fills the struct it is given; its fields are
+    // NUL-terminated strings.
+    unsafe {
+        let mut names = std::mem::zeroed::<libc::utsname>();
+        if libc::uname(&mut names) != 0 {
+            return "release unknown".to_string();
+        }
+        CStr::from_ptr(names.release.as_ptr()).to_string_lossy().into_owned()
     }
 }
 
@@ -222,4 +286,35 @@ fn if_index(interface: &str) -> Result<u32> {
 /// `ifindex`, no egress interface.
 fn context(ifindex: u32) -> Vec<u8> {
     [0, FRAME as u32, 0, ifindex, 0, 0].iter().flat_map(|field: &u32| field.to_ne_bytes()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aya::sys::SyscallError;
+
+    fn failed_run(errno: i32) -> anyhow::Error {
+        let io_error = std::io::Error::from_raw_os_error(errno);
+        explain_live_run_error(ProgramError::SyscallError(SyscallError { call: "bpf_prog_test_run", io_error }))
+    }
+
+    #[test]
+    fn a_refused_live_frames_run_names_the_kernel_and_what_to_do() {
+        let error = failed_run(libc::EPERM);
+        let refused = error.downcast_ref::<LiveFramesRefused>().expect("EPERM is the kernel refusing live frames");
+        assert_eq!(refused.kernel, kernel_release());
+        let text = error.to_string();
+        for needed in ["BPF_F_TEST_XDP_LIVE_FRAMES", "EPERM", &kernel_release(), "--generator dnsload"] {
+            assert!(text.contains(needed), "{needed:?} missing from: {text}");
+        }
+    }
+
+    #[test]
+    fn other_failed_runs_keep_their_own_cause() {
+        let used_up = failed_run(libc::ENOSPC);
+        assert!(used_up.downcast_ref::<LiveFramesRefused>().is_none());
+        assert!(format!("{used_up:#}").contains("memory-model IDs are used up"));
+        let invalid = format!("{:#}", failed_run(libc::EINVAL));
+        assert!(invalid.contains("BPF_PROG_TEST_RUN (live frames)") && !invalid.contains("memory-model"), "{invalid}");
+    }
 }

@@ -17,7 +17,10 @@
 //!
 //! [`run`] is the whole generator (src/main.rs only prints its summary),
 //! so a test can run it in-process, from a thread inside the client's
-//! namespace.
+//! namespace. Before it sends, it runs its program on one frame, so a
+//! kernel that refuses live-frames test runs stops it at once, with the
+//! reason ([`kernel::LiveFramesRefused`]; the command's exit status
+//! [`EXIT_LIVE_FRAMES_REFUSED`]); `--count 0` checks just that.
 //!
 //! ```text
 //! ip netns exec CLIENT xdpgen --iface END --server-mac MAC --server 198.51.100.1 \
@@ -39,6 +42,10 @@ use clap::Parser;
 use dnsload::query::parse_query_file;
 
 use kernel::{Generator, Responses};
+
+/// The command's exit status when the kernel refuses the live-frames test
+/// runs xdpgen sends with ([`kernel::LiveFramesRefused`]).
+pub const EXIT_LIVE_FRAMES_REFUSED: i32 = 3;
 
 /// How long past `--duration` the program may take to send what fell due
 /// (the CPU may be taken from it at the end).
@@ -73,7 +80,8 @@ pub struct Args {
     /// Seconds of sending.
     #[arg(long)]
     pub duration: f64,
-    /// Stop after this many queries, if sooner than --duration.
+    /// Stop after this many queries, if sooner than --duration (0: load,
+    /// attach and check that the kernel runs the program, send nothing).
     #[arg(long)]
     pub count: Option<u64>,
     /// Milliseconds to wait for answers after the last query.
