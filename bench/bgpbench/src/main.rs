@@ -1,7 +1,7 @@
 //! Measures one RIB dump for `bench/bgp-load`: load time and peak memory,
 //! IP-to-AS lookups, and breadth-first searches over the AS graph.
 //!
-//! `cargo run --release -p pharos-bgp --example bgp-bench -- FILE`
+//! `cargo run --release --manifest-path bench/Cargo.toml -p bgpbench -- FILE`
 //! prints one line of `key=value` pairs.
 
 use std::hint::black_box;
