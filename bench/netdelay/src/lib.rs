@@ -1,7 +1,5 @@
 //! netem emulated in user space over NFQUEUE, and the persistent-connections
-//! experiment that bench/tail and tests/tail.rs run with it. std and libc
-//! only: tests/tail.rs includes this file with `#[path]`, so every module
-//! names its siblings through `super::`.
+//! experiment that bench/tail and this crate's tests/tail.rs run with it.
 
 pub mod delayer;
 pub mod experiment;

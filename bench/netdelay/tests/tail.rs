@@ -10,12 +10,12 @@
 //! retransmission timeout and the forwarder's is far below it; a lost
 //! packet holds up the later queries on a TLS connection and not on QUIC;
 //! even at 5% loss each way, every query through the forwarder is answered.
-//! Needs root (namespaces, iptables): otherwise it SKIPS, saying why.
+//! Needs root (namespaces, iptables) and the product's `pharos` (the root
+//! workspace's debug build, which `scripts/test.sh` makes before it tests
+//! the benchmarks, or `PHAROS_BIN`): otherwise it SKIPS, saying why (and
+//! fails under CI).
 
-#[path = "../bench/netdelay/src/lib.rs"]
-#[allow(dead_code)]
-mod netdelay;
-
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -23,11 +23,24 @@ use netdelay::experiment::{Client, Experiment, Lost, Summary, Transport, Workloa
 use netdelay::netns::Link;
 use netdelay::stub::Retry;
 
+/// The server under test: `PHAROS_BIN`, else the root workspace's debug
+/// build.
+fn pharos_binary() -> PathBuf {
+    std::env::var_os("PHAROS_BIN")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/pharos"), PathBuf::from)
+}
+
 /// Why this machine cannot run the experiment, if it cannot. A missing
-/// iptables (scripts/test.sh installs it) fails under CI.
+/// iptables (scripts/test.sh installs it) or `pharos` fails under CI.
 fn cannot_run() -> Option<String> {
     if unsafe { libc::geteuid() } != 0 {
         return Some("not root: network namespaces and iptables need root".into());
+    }
+    let pharos = pharos_binary();
+    if !pharos.exists() {
+        let message = format!("{} is not built (`cargo build` at the repository's root, or set PHAROS_BIN)", pharos.display());
+        assert!(std::env::var_os("CI").is_none(), "{message}; CI is set, so this is a failure");
+        return Some(message);
     }
     let installed = |program: &str| Command::new(program).arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
     if !installed("iptables") && !installed("iptables-legacy") {
@@ -57,7 +70,7 @@ fn can_run(test: &str) -> bool {
 
 fn experiment(name: &str, rtt_ms: u64, loss: f64, lanes: u32, transports: &[Transport], workload: Workload) -> Experiment {
     Experiment {
-        pharos: env!("CARGO_BIN_EXE_pharos").into(),
+        pharos: pharos_binary(),
         rtt: Duration::from_millis(rtt_ms),
         loss,
         seed: 7,
