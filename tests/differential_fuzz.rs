@@ -102,9 +102,9 @@ const fn signed(field: &'static str, features: &'static [&'static str], why: &'s
     Deviation { config: "signed_zones", attribution: "pharos≠knot", field, transport: None, features, why }
 }
 
-const KNOT_DROPS: &str = "Knot drops a query it cannot parse (cut short, QDCOUNT 2) without a reply; RFC 1035 \
-    section 4.1.1 has FORMERR, RFC 9619 section 4 FORMERR for QDCOUNT > 1, as NSD and Pharos answer \
-    (tests/suite/conformance.rs lists the same)";
+const KNOT_DROPS: &str = "Knot drops a query it cannot parse (cut short, no question, two questions) without a \
+    reply; RFC 1035 section 4.1.1 has FORMERR, RFC 9619 section 4 FORMERR for QDCOUNT > 1, RFC 7873 section \
+    5.4 FORMERR for no question without a COOKIE, as Pharos answers (tests/suite/conformance.rs lists the same)";
 const KNOT_NO_CLASS_EDE: &str = "Knot refuses a class it does not serve without an Extended DNS Error; NSD and \
     Pharos add 21 Not Supported (RFC 8914 section 4.22; tests/suite/conformance.rs lists the same)";
 const NSD_NO_QUESTION: &str = "NSD leaves the question out of its error replies (NOTAUTH to a bad TSIG, REFUSED \
@@ -169,7 +169,8 @@ const BOTH_REFERENCES_AT_FAULT: &str = "Each reference answers this query by one
     a different one: Knot's error to TYPE0 (NOTIMP), to a payload below 512, to trailing octets, its BADKEY to \
     the servers' key, or its NODATA (not the CNAME) to an NSEC query at an unsigned CNAME; NSD's FORMERR to a \
     record in a query or to a header RCODE, its NOTIMP without an OPT record, or its referral leaving glue out \
-    without TC (RFC 9471 section 3), or its NOTIMP to a transfer in a class it does not serve. Pharos has neither \
+    without TC (RFC 9471 section 3), its NOTIMP to a transfer in a class it does not serve, or its OPT record \
+    unreadable when an option comes twice. Pharos has neither \
     fault. Also Knot's NOTAUTH to a transfer nobody may make, where Pharos says REFUSED (see tests/suite/conformance.rs)";
 const CHECKS_IN_ANOTHER_ORDER: &str = "A query wrong in two ways gets the error of the check made first, and \
     the RFCs give no order: Pharos answers NOTIMP to an opcode it does not implement before it looks at the \
@@ -193,6 +194,14 @@ const KNOT_TRANSFER_NOTAUTH: &str = "Knot answers NOTAUTH to a transfer nobody m
 const KNOT_DUPLICATE_ADDITIONAL: &str = "Knot repeats an address in the additional section once for each record \
     of the answer that names its host (several MX records made from one wildcard, say); RFC 2181 section 5: an \
     RRset holds no duplicate records. (With a header RCODE set, NSD also answers by its fault above.)";
+const NXDOMAIN_SOA_TC: &str = "RFC 2308 section 3: an NXDOMAIN MUST carry the zone's SOA; when it does not \
+    fit in 512 octets (a long DNAME target) Pharos sets TC (RFC 2181 section 9: a required RRset left out), \
+    where Knot leaves the SOA out without TC";
+const PHAROS_OPT_FIRST: &str = "Pharos reads the OPT record before it looks the name up, and answers FORMERR \
+    to one it cannot process (RFC 6891 section 7); Knot and NSD refuse a name outside their zones before they \
+    read the options";
+const NSD_ANY_CLASS_NODATA: &str = "NSD's NODATA to a QCLASS=* query leaves out the SOA that RFC 2308 section \
+    2.2 has a NODATA carry; Knot and Pharos include it";
 const PHAROS_KEEPALIVE: &str = "Pharos answers edns-tcp-keepalive over TCP (RFC 7828 section 3.3.2: a \
     server MAY send it in response to a query that carried it); Knot and NSD do not implement it";
 
@@ -396,6 +405,27 @@ const KNOWN_DEVIATIONS: &[Deviation] = &[
     any(APART, "additional", &["edns=none", "trailing-garbage"], BOTH_REFERENCES_AT_FAULT),
     any(APART, "additional", &["edns=payload<512"], BOTH_REFERENCES_AT_FAULT),
     any("odd=pharos", "authority", &["qclass=ANY", "trailing-garbage"], NSD_ANY_CLASS),
+    any("odd=pharos", "authority", &["qclass=ANY", "qtype=reserved"], NSD_ANY_CLASS),
+    any("odd=nsd", "authority", &["qclass=ANY"], NSD_ANY_CLASS_NODATA),
+    any("pharos≠knot", "flags.tc", &["edns=payload<512"], NXDOMAIN_SOA_TC),
+    any("odd=pharos", "rcode", &[MALFORMED_OPTIONS[1]], PHAROS_OPT_FIRST),
+    any(
+        "odd=pharos",
+        "reply",
+        &["qdcount=0"],
+        "Over TCP NSD closes the connection on a query without a question, and Knot drops it (above); RFC 7873 \
+         section 5.4 has FORMERR for no question without a COOKIE, which Pharos answers",
+    ),
+    any("odd=pharos", "authority", &["edns-option=COOKIE-bad-server", "edns-option=COOKIE-client", "tsig=good"], BOTH_REFERENCES_AT_FAULT),
+    any(APART, "additional", &["edns-option=COOKIE-bad-server", "edns-option=COOKIE-client", "tsig=good"], BOTH_REFERENCES_AT_FAULT),
+    any("odd=pharos", "authority", &["edns-option=COOKIE-good", "qtype=reserved"], BOTH_REFERENCES_AT_FAULT),
+    any("pharos≠knot", "additional", &["tsig=bad-time"], "Knot's BADKEY to the servers' key name (see above), where Pharos says BADTIME"),
+    any("pharos≠knot", "rcode", &["qtype=NXNAME"], PHAROS_NXNAME),
+    any("odd=pharos", "rcode", &[MALFORMED_OPTIONS[4]], PHAROS_OPT_FIRST),
+    any("odd=pharos", "rcode", &[MALFORMED_OPTIONS[5]], PHAROS_OPT_FIRST),
+    any("odd=pharos", "rcode", &[MALFORMED_OPTIONS[6]], PHAROS_OPT_FIRST),
+    any("odd=pharos", "rcode", &[MALFORMED_OPTIONS[7]], PHAROS_OPT_FIRST),
+    any("odd=pharos", "rcode", &[MALFORMED_OPTIONS[8]], PHAROS_OPT_FIRST),
     any(
         "odd=pharos",
         "flags.aa",
@@ -493,6 +523,12 @@ const KNOWN_DEVIATIONS: &[Deviation] = &[
     signed("rcode", &["tsig=unknown-key"], PHAROS_TSIG_FIRST),
     signed("rcode", &["tsig=bad-mac"], PHAROS_TSIG_FIRST),
     signed("rcode", &["opcode=unassigned"], CHECKS_IN_ANOTHER_ORDER),
+    signed("rcode", &["opcode=IQUERY", "qclass=not-IN"], CHECKS_IN_ANOTHER_ORDER),
+    signed("rcode", &["opcode=STATUS", "qclass=not-IN"], CHECKS_IN_ANOTHER_ORDER),
+    signed("rcode", &["opcode=NOTIFY", "qclass=not-IN"], CHECKS_IN_ANOTHER_ORDER),
+    signed("rcode", &["opcode=UPDATE", "qclass=not-IN"], CHECKS_IN_ANOTHER_ORDER),
+    signed("rcode", &["opcode=DSO", "qclass=not-IN"], CHECKS_IN_ANOTHER_ORDER),
+    signed("reply", &["qdcount=0"], KNOT_DROPS),
     signed("answer", &["qtype=dnssec(NSEC)"], KNOT_DO0_DNSSEC_TYPES),
     signed("edns", &["edns=payload<512"], "Knot's FORMERR to a payload below 512 carries no OPT record (see above)"),
     signed("edns.nsid", &[MALFORMED_OPTIONS[3]], PHAROS_FORMERR_KEEPS_OPT),
@@ -503,13 +539,7 @@ const KNOWN_DEVIATIONS: &[Deviation] = &[
          chain), so the same signed answer differs in size, and near the payload limit one fits where the \
          other is truncated",
     ),
-    signed(
-        "flags.tc",
-        &["edns=none"],
-        "RFC 2308 section 3: an NXDOMAIN MUST carry the zone's SOA; when it does not fit in 512 octets \
-         (a long DNAME target) Pharos sets TC (RFC 2181 section 9: a required RRset left out), where Knot leaves \
-         the SOA out without TC",
-    ),
+    signed("flags.tc", &["edns=none"], NXDOMAIN_SOA_TC),
     signed(
         "rcode",
         &["opcode=UPDATE"],

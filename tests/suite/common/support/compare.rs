@@ -438,6 +438,11 @@ fn rule_error_without_question(l: &Normalized, r: &Normalized) -> bool {
 /// PREFIX-LENGTH and ADDRESS with its own SCOPE PREFIX-LENGTH. Either is
 /// correct: each side's option, when present, is checked against the query.
 fn rule_ecs(d: &mut Diff<'_>, case: &Case, le: &Edns, re: &Edns) {
+    // A damaged OPT record's options cannot be read back here as the
+    // server read them: nothing to check an echo against.
+    if case.query_opt_damaged {
+        return;
+    }
     let q_ecs = query_option(case, OPT_ECS);
     let check = |e: &Edns| -> Option<String> {
         let resp = e.option(OPT_ECS)?;
