@@ -39,8 +39,18 @@
 //! `KNOWN_DEVIATIONS` below (the RFC text that allows it, or the
 //! reference's fault) does not fail the test. Nor does a class where Pharos
 //! sides with one reference or with the RFC and only the references differ:
-//! it is printed apart, for triage. Any other class fails the test: Pharos
-//! breaks a rule on its own, or agrees with no reference.
+//! it is printed apart, for triage. Nor does a class where each reference
+//! differs from Pharos by a listed fault of its own that changes its whole
+//! reply (tests/fuzz/classes.rs `explain`). Any other class fails the test:
+//! Pharos breaks a rule on its own, or agrees with no reference.
+//!
+//! A query wrong in two ways or more, one of which the RFCs answer with an
+//! error (a failing TSIG, an opcode, an EDNS version, a class, no or two
+//! questions, NXNAME, two OPT records), may get the error of any of them:
+//! the RFCs give no order among a server's checks, and each server has its
+//! own. Each reply is checked alone to be one of those errors, and two
+//! replies with different ones are not compared further
+//! (tests/fuzz/verdict.rs `allowed_rcodes`).
 //!
 //! `scripts/test.sh` runs the four configurations at the CI size, seed 1,
 //! after the rest of the suite and one at a time (`--ignored
