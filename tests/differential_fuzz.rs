@@ -542,6 +542,19 @@ const KNOWN_DEVIATIONS: &[Deviation] = &[
     signed("answer", &["qtype=dnssec(NSEC)"], KNOT_DO0_DNSSEC_TYPES),
     signed("edns", &["edns=payload<512"], "Knot's FORMERR to a payload below 512 carries no OPT record (see above)"),
     signed("edns.nsid", &[MALFORMED_OPTIONS[3]], PHAROS_FORMERR_KEEPS_OPT),
+    signed("edns.nsid", &[MALFORMED_OPTIONS[0]], PHAROS_FORMERR_KEEPS_OPT),
+    signed("edns.nsid", &[MALFORMED_OPTIONS[2]], PHAROS_FORMERR_KEEPS_OPT),
+    signed("edns.nsid", &[MALFORMED_OPTIONS[5]], PHAROS_FORMERR_KEEPS_OPT),
+    signed("edns", &["edns=twice"], PHAROS_TWO_OPTS_MALFORMED),
+    signed(
+        "edns",
+        &["edns=owner"],
+        "Pharos gives an early error (an opcode it does not implement, no question) without an OPT record when \
+         the query's is not owned by the root (RFC 6891 section 6.1.2: the owner MUST be 0); Knot answers with one",
+    ),
+    signed("additional", &["qtype=meta(AXFR)", "tsig=unknown-algorithm"], PHAROS_TSIG_FIRST),
+    signed("additional", &["qtype=meta(IXFR)", "tsig=unknown-key"], PHAROS_TSIG_FIRST),
+    signed("additional", &["qtype=meta(IXFR)", "tsig=unknown-algorithm"], PHAROS_TSIG_FIRST),
     signed(
         "flags.tc",
         &["edns=do"],

@@ -314,13 +314,18 @@ const REFERENCES_AT_FAULT: &str = "each reference answers this query by a listed
     its whole reply (the deviations above with these features); Pharos has neither fault";
 
 /// Why a class of `config` is explained, if it is: a listed deviation, or
-/// (where Pharos is the odd one out, or all three differ) every one of
-/// `references` at fault.
+/// (where Pharos is the odd one out, all three differ, or Pharos differs
+/// from the one reference of its configuration) every one of `references`
+/// at fault.
 pub fn explain(deviations: &[Deviation], references: &[&str], config: &str, class: &Class) -> Option<Explanation> {
     if let Some(index) = deviations.iter().position(|d| d.matches(config, class)) {
         return Some(Explanation::Listed(index));
     }
-    let pharos_apart = class.attribution == format!("odd={PHAROS}") || class.attribution.split(',').count() == 3;
+    let pharos_apart = match references {
+        // Signed online: Pharos against Knot alone.
+        [only] => class.attribution == format!("{PHAROS}≠{only}"),
+        _ => class.attribution == format!("odd={PHAROS}") || class.attribution.split(',').count() == 3,
+    };
     let at_fault = |reference: &&str| deviations.iter().any(|d| d.is_whole_reply_fault_of(reference, config, class));
     (pharos_apart && references.iter().all(at_fault)).then_some(Explanation::ReferencesAtFault)
 }
