@@ -72,7 +72,10 @@ fn coarse(field: &str) -> String {
 fn case_for(q: &FuzzQuery, packet: &[u8], transport: Transport) -> Case {
     let intact = q.cut == 0 && q.garbage.is_empty();
     let one_question = q.questions.len() == 1 && q.qdcount.is_none() && intact;
-    let clean_opt = q.cut == 0 && q.opt.as_ref().is_some_and(|o| o.place == OptPlace::Additional && !o.twice && o.owner == [0]);
+    // The OPT record where the header's counts say it is: not cut, not
+    // after a question the header does not count, once, owned by the root.
+    let clean_opt =
+        q.cut == 0 && q.qdcount.is_none() && q.opt.as_ref().is_some_and(|o| o.place == OptPlace::Additional && !o.twice && o.owner == [0]);
     Case {
         label: q.describe(),
         packet: packet.to_vec(),
@@ -86,7 +89,7 @@ fn case_for(q: &FuzzQuery, packet: &[u8], transport: Transport) -> Case {
         query_opt_damaged: q.opt.is_some() && !clean_opt,
         // An NSID option with data asks too (RFC 5001 section 2.1 has the
         // requester send it empty, and the servers answer it either way).
-        asks_nsid: q.opt.as_ref().is_some_and(|o| o.options.iter().any(|op| matches!(op, EdnsOption::Raw(OPT_NSID, _)))),
+        asks_nsid: clean_opt && q.opt.as_ref().is_some_and(|o| o.options.iter().any(|op| matches!(op, EdnsOption::Raw(OPT_NSID, _)))),
         any_types: None,
         // Payloads as small as 512 make truncation a choice: UDP replies
         // with TC are checked for whole RRsets rather than compared.
