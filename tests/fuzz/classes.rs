@@ -41,22 +41,25 @@ pub struct Deviation {
 
 impl Deviation {
     pub fn matches(&self, config: &str, class: &Class) -> bool {
-        (self.config == "*" || self.config == config)
+        self.bears_on(config, class)
             && self.attribution == class.attribution
             && self.field == class.field
             && self.transport.is_none_or(|t| class.transports.iter().all(|c| *c == t))
-            && self.features.iter().all(|f| class.features.iter().any(|c| c == f))
+    }
+
+    /// Of `config`, and every listed feature one of the class's query.
+    fn bears_on(&self, config: &str, class: &Class) -> bool {
+        (self.config == "*" || self.config == config) && self.features.iter().all(|f| class.features.iter().any(|c| c == f))
     }
 
     /// Whether this is a fault of `reference` that changes its whole reply
     /// and that the class's query has every feature of.
     fn is_whole_reply_fault_of(&self, reference: &str, config: &str, class: &Class) -> bool {
         let attributions = [format!("odd={reference}"), format!("rule:{reference}")];
-        (self.config == "*" || self.config == config)
+        self.bears_on(config, class)
             && attributions.iter().any(|a| a == self.attribution)
             && WHOLE_REPLY_FIELDS.contains(&self.field)
             && !self.features.is_empty()
-            && self.features.iter().all(|f| class.features.iter().any(|c| c == f))
     }
 }
 

@@ -12,7 +12,10 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use super::cases::{Case, Expect};
-use super::norm::{Edns, Normalized, OPT_ECS, OPT_NSID, Rrset, RrsetKey, Section, SectionName, describe_edns, rcode_name, type_name};
+use super::norm::{
+    Edns, Normalized, OPT_ECS, OPT_NSID, Rrset, RrsetKey, Section, SectionName, describe_edns, opt_record, raw_option, rcode_name,
+    type_name,
+};
 use super::servers::{NSID, PAYLOAD};
 use super::wire::{Reply, Transport, name_to_text};
 
@@ -626,80 +629,14 @@ fn rule_dropped_additional(
 
 /// The data of option `code` in the case's query OPT, if any.
 fn query_option(case: &Case, code: u16) -> Option<Vec<u8>> {
-    let rdata = query_opt_rdata(case)?;
-    let mut pos = 0;
-    while pos + 4 <= rdata.len() {
-        let c = u16::from_be_bytes([rdata[pos], rdata[pos + 1]]);
-        let len = u16::from_be_bytes([rdata[pos + 2], rdata[pos + 3]]) as usize;
-        if c == code {
-            return rdata.get(pos + 4..pos + 4 + len).map(<[u8]>::to_vec);
-        }
-        pos += 4 + len;
-    }
-    None
-}
-
-/// Where the query's OPT record starts, if any: the first record of type
-/// OPT in its additional section, found by walking the sections the
-/// header counts (a query may carry records in its answer or authority
-/// section, or no question).
-fn query_opt_pos(case: &Case) -> Option<usize> {
-    let p = &case.packet;
-    if !case.query_has_opt || p.len() < 12 {
-        return None;
-    }
-    let count = |at: usize| usize::from(u16::from_be_bytes([p[at], p[at + 1]]));
-    let mut pos = 12;
-    for _ in 0..count(4) {
-        pos = skip_name(p, pos)? + 4;
-    }
-    for _ in 0..count(6) + count(8) {
-        pos = skip_record(p, pos)?;
-    }
-    for _ in 0..count(10) {
-        let owner_end = skip_name(p, pos)?;
-        if p.get(owner_end..owner_end + 2)? == [0, 41] {
-            // The root owner, one octet: the offsets of the callers.
-            return (owner_end == pos + 1 && pos + 11 <= p.len()).then_some(pos);
-        }
-        pos = skip_record(p, pos)?;
-    }
-    None
-}
-
-/// Where the name at `pos` ends (a compression pointer ends it too).
-fn skip_name(p: &[u8], mut pos: usize) -> Option<usize> {
-    loop {
-        let len = *p.get(pos)?;
-        match len {
-            0 => return Some(pos + 1),
-            l if l & 0xC0 == 0xC0 => return Some(pos + 2),
-            l => pos += 1 + usize::from(l),
-        }
-    }
-}
-
-/// Where the resource record at `pos` ends.
-fn skip_record(p: &[u8], pos: usize) -> Option<usize> {
-    let fixed = skip_name(p, pos)?;
-    let rdlength = p.get(fixed + 8..fixed + 10)?;
-    Some(fixed + 10 + usize::from(u16::from_be_bytes([rdlength[0], rdlength[1]])))
-}
-
-fn query_opt_rdata(case: &Case) -> Option<&[u8]> {
-    let pos = query_opt_pos(case)?;
-    let p = &case.packet;
-    let rdlen = u16::from_be_bytes([p[pos + 9], p[pos + 10]]) as usize;
-    p.get(pos + 11..pos + 11 + rdlen)
+    case.query_has_opt.then(|| raw_option(&case.packet, code)).flatten()
 }
 
 /// The UDP payload size the query offered: 512 without EDNS; RFC 6891
 /// section 6.2.5: values below 512 are treated as 512.
 fn query_payload(case: &Case) -> usize {
-    match query_opt_pos(case) {
-        Some(pos) => (u16::from_be_bytes([case.packet[pos + 3], case.packet[pos + 4]]) as usize).max(512),
-        None => 512,
-    }
+    let offered = case.query_has_opt.then(|| opt_record(&case.packet)).flatten();
+    offered.map_or(512, |opt| usize::from(opt.class).max(512))
 }
 
 fn compare_section(d: &mut Diff<'_>, which: SectionName, l: &Section, r: &Section) {

@@ -323,14 +323,19 @@ fn raw_records(packet: &[u8], counts: [u16; 4]) -> Result<Vec<RawRecord>, String
     Ok(out)
 }
 
-/// The data of EDNS option `code` in a reply's OPT record, as sent (not
-/// normalized).
-pub fn raw_option(packet: &[u8], code: u16) -> Option<Vec<u8>> {
+/// A message's first OPT record, as the header's counts place it.
+pub fn opt_record(packet: &[u8]) -> Option<RawRecord> {
     if packet.len() < 12 {
         return None;
     }
     let counts: [u16; 4] = std::array::from_fn(|i| u16::from_be_bytes([packet[4 + 2 * i], packet[5 + 2 * i]]));
-    let opt = raw_records(packet, counts).ok()?.into_iter().find(|r| r.rtype == 41)?;
+    raw_records(packet, counts).ok()?.into_iter().find(|r| r.rtype == 41)
+}
+
+/// The data of EDNS option `code` in a message's OPT record, as sent (not
+/// normalized).
+pub fn raw_option(packet: &[u8], code: u16) -> Option<Vec<u8>> {
+    let opt = opt_record(packet)?;
     let mut pos = 0;
     while let Some(header) = opt.rdata.get(pos..pos + 4) {
         let len = u16::from_be_bytes([header[2], header[3]]) as usize;
