@@ -177,13 +177,19 @@ fn receive(socket: &UdpSocket) -> (bool, usize) {
 
 /// A query for www.example.test A with a COOKIE option of `cookie`.
 fn query_with_cookie(cookie: &[u8]) -> Vec<u8> {
+    query_with_options(&[(10, cookie)])
+}
+
+/// A query for www.example.test A whose OPT record has `options` (code,
+/// data) in this order.
+fn query_with_options(options: &[(u16, &[u8])]) -> Vec<u8> {
     let mut packet = common::query_bytes(1, "www.example.test", domain::base::iana::Rtype::A);
     packet[11] = 1;
+    let rdata: Vec<u8> =
+        options.iter().flat_map(|(code, data)| [&code.to_be_bytes()[..], &(data.len() as u16).to_be_bytes(), data].concat()).collect();
     packet.extend([0, 0, 41, 4, 0xd0, 0, 0, 0, 0]);
-    packet.extend(((4 + cookie.len()) as u16).to_be_bytes());
-    packet.extend([0, 10]);
-    packet.extend((cookie.len() as u16).to_be_bytes());
-    packet.extend(cookie);
+    packet.extend((rdata.len() as u16).to_be_bytes());
+    packet.extend(rdata);
     packet
 }
 
@@ -219,15 +225,22 @@ fn a_client_that_echoes_a_good_cookie_is_not_rate_limited() {
 /// What a server says to a UDP query for www.example.test A carrying
 /// `cookie`: its extended RCODE, and the COOKIE option of its response.
 fn cookie_exchange(server: SocketAddr, cookie: &[u8]) -> (u16, Vec<u8>) {
+    let (rcode, options) = options_exchange(server, &[(10, cookie)]);
+    (rcode, options.into_iter().find(|(code, _)| *code == 10).map(|(_, data)| data).unwrap_or_default())
+}
+
+/// The extended RCODE and the OPT record's options (code, data) of a
+/// server's reply to a query with `options`.
+fn options_exchange(server: SocketAddr, options: &[(u16, &[u8])]) -> (u16, Vec<(u16, Vec<u8>)>) {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-    socket.send_to(&query_with_cookie(cookie), server).unwrap();
+    socket.send_to(&query_with_options(options), server).unwrap();
     let mut buffer = [0u8; 4096];
     let len = socket.recv(&mut buffer).expect("a response");
     let message = domain::base::Message::from_octets(buffer[..len].to_vec()).unwrap();
     let opt = message.opt().expect("an OPT record");
-    let option = opt.opt().iter::<domain::base::opt::UnknownOptData<_>>().map(Result::unwrap).find(|option| option.code().to_int() == 10);
-    (message.opt_rcode().to_int(), option.map(|option| option.as_slice().to_vec()).unwrap_or_default())
+    let options = opt.opt().iter::<domain::base::opt::UnknownOptData<_>>().map(Result::unwrap);
+    (message.opt_rcode().to_int(), options.map(|option| (option.code().to_int(), option.as_slice().to_vec())).collect())
 }
 
 /// Knot DNS with its cookies module, beside Pharos: the same answers to a
@@ -252,6 +265,24 @@ fn pharos_answers_cookies_as_knot_does() {
         assert_eq!((rcode, fresh.len()), (23, 24), "{server}: BADCOOKIE with a fresh cookie");
         // RFC 7873 section 5.2.2: a COOKIE option of a length no cookie has.
         assert_eq!(malformed_cookie_rcode(server, &client_cookie[..5]), 1, "{server}: FORMERR");
+    }
+}
+
+/// Beside Knot DNS, what RFC 7873 leaves open: of two COOKIE options the
+/// last counts (its client cookie is the one echoed), and the FORMERR to a
+/// malformed one still answers the NSID the query asked for (RFC 5001).
+#[test]
+fn two_cookies_and_a_malformed_one_are_read_as_knot_reads_them() {
+    let Some(knot) = start_knot("", "mod-cookies/default") else { return };
+    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let pharos = start_at(address, "nsid = \"pharos\"\n[store]\npath = \"state.sqlite\"\n[cookies]\n", common::ZONE);
+    for server in [knot.address, pharos.address] {
+        let (_, options) = options_exchange(server, &[(10, b"first!!!"), (10, b"second!!")]);
+        let echoed: Vec<&[u8]> = options.iter().filter(|(code, _)| *code == 10).map(|(_, data)| &data[..8]).collect();
+        assert_eq!(echoed, [b"second!!"], "{server}: one cookie echoed, the last one's");
+        let (rcode, options) = options_exchange(server, &[(3, b""), (10, b"short")]);
+        assert_eq!(rcode, 1, "{server}: FORMERR to a 5-octet cookie");
+        assert!(options.iter().any(|(code, data)| *code == 3 && !data.is_empty()), "{server}: NSID answered: {options:?}");
     }
 }
 
@@ -293,7 +324,7 @@ fn start_knot(modules: &str, global: &str) -> Option<Knot> {
     std::fs::write(dir.path().join("example.test.zone"), common::ZONE).unwrap();
     let d = dir.path().display();
     let conf = format!(
-        "server:\n  rundir: \"{d}\"\n  listen: 127.0.0.1@{port}\ndatabase:\n  storage: \"{d}/db\"\n\
+        "server:\n  rundir: \"{d}\"\n  listen: 127.0.0.1@{port}\n  nsid: knot\ndatabase:\n  storage: \"{d}/db\"\n\
          mod-cookies:\n  - id: default\n    badcookie-slip: 1\n{modules}\
          template:\n  - id: default\n    storage: \"{d}\"\n    global-module: [{global}]\n\
          zone:\n  - domain: example.test\n    file: example.test.zone\n"

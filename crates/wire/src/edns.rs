@@ -241,32 +241,69 @@ impl Edns {
     }
 
     /// Reads an OPT record from its CLASS, TTL and RDATA fields.
-    pub fn parse(class: u16, ttl: u32, rdata: &[u8]) -> Result<Edns, EdnsError> {
+    pub fn parse(class: u16, ttl: u32, rdata: &[u8]) -> Result<Edns, MalformedOpt> {
         let mut edns = Edns::without_options(class, ttl);
+        let mut first_error = None;
         let mut pos = 0;
         while pos < rdata.len() {
-            let code = read_u16(rdata, pos).ok_or(EdnsError::BadOptionLayout)?;
-            let len = read_u16(rdata, pos + 2).ok_or(EdnsError::BadOptionLayout)? as usize;
-            let body = rdata.get(pos + 4..pos + 4 + len).ok_or(EdnsError::BadOptionLayout)?;
-            match code {
-                OPTION_NSID => edns.wants_nsid = true,
-                OPTION_KEEPALIVE => edns.wants_keepalive = true,
-                OPTION_PADDING => edns.padded = true,
-                // RFC 7871 does not say what a second subnet means: the
-                // first counts (Knot DNS's option reader, which its
-                // geographic module uses, finds the first), and the others
-                // are ignored as unknown options are.
-                OPTION_CLIENT_SUBNET if edns.client_subnet.is_none() => {
-                    edns.client_subnet = Some(ClientSubnet::parse(body).ok_or(EdnsError::BadClientSubnet)?);
-                }
-                OPTION_CLIENT_SUBNET => {}
-                OPTION_COOKIE => edns.cookie = Some(Cookie::parse(body).ok_or(EdnsError::BadCookie)?),
-                _ => {} // RFC 6891 section 6.1.2: unknown options are ignored.
+            let Some((code, body)) = option_at(rdata, pos) else {
+                // Nothing past a broken layout can be trusted, not even
+                // what was read before it.
+                let readable = Edns::without_options(class, ttl);
+                return Err(MalformedOpt { error: EdnsError::BadOptionLayout, readable });
+            };
+            if let Err(error) = edns.read_option(code, body) {
+                first_error.get_or_insert(error);
             }
-            pos += 4 + len;
+            pos += 4 + body.len();
         }
-        Ok(edns)
+        match first_error {
+            None => Ok(edns),
+            // The options whose content is checked are not echoed in the
+            // FORMERR; the requests of the others (NSID, keepalive) are
+            // answered, as Knot DNS's FORMERR answers NSID.
+            Some(error) => Err(MalformedOpt { error, readable: Edns { client_subnet: None, cookie: None, ..edns } }),
+        }
     }
+
+    fn read_option(&mut self, code: u16, body: &[u8]) -> Result<(), EdnsError> {
+        match code {
+            OPTION_NSID => self.wants_nsid = true,
+            OPTION_KEEPALIVE => self.wants_keepalive = true,
+            OPTION_PADDING => self.padded = true,
+            // RFC 7871 does not say what a second subnet means: the first
+            // counts (Knot DNS's option reader, which its geographic
+            // module uses, finds the first), and the others are ignored as
+            // unknown options are.
+            OPTION_CLIENT_SUBNET if self.client_subnet.is_none() => {
+                self.client_subnet = Some(ClientSubnet::parse(body).ok_or(EdnsError::BadClientSubnet)?);
+            }
+            OPTION_CLIENT_SUBNET => {}
+            // RFC 7873 does not say what a second cookie means either: the
+            // last counts, as in Knot DNS's mod-cookies.
+            OPTION_COOKIE => self.cookie = Some(Cookie::parse(body).ok_or(EdnsError::BadCookie)?),
+            _ => {} // RFC 6891 section 6.1.2: unknown options are ignored.
+        }
+        Ok(())
+    }
+}
+
+/// The option (code, body) at `pos` of an OPT record's data, if its length
+/// fits.
+fn option_at(rdata: &[u8], pos: usize) -> Option<(u16, &[u8])> {
+    let code = read_u16(rdata, pos)?;
+    let len = read_u16(rdata, pos + 2)? as usize;
+    Some((code, rdata.get(pos + 4..pos + 4 + len)?))
+}
+
+/// An OPT record Pharos cannot use: the query is FORMERR (RFC 6891 section
+/// 7), and its response carries an OPT record all the same, made from
+/// what could be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MalformedOpt {
+    pub error: EdnsError,
+    /// CLASS and TTL, and the requests of the well-formed options.
+    pub readable: Edns,
 }
 
 #[cfg(test)]
@@ -331,7 +368,7 @@ mod tests {
             assert_eq!(Cookie::parse(&vec![0; bad_len]), None, "{bad_len} octets");
         }
         let rdata = [0, 10, 0, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9];
-        assert_eq!(Edns::parse(1232, 0, &rdata), Err(EdnsError::BadCookie));
+        assert_eq!(Edns::parse(1232, 0, &rdata).map_err(|m| m.error), Err(EdnsError::BadCookie));
     }
 
     #[test]
@@ -362,6 +399,29 @@ mod tests {
         let edns = Edns::parse(1232, 0x0001_8000, &rdata).unwrap();
         assert_eq!((edns.udp_payload, edns.version, edns.dnssec_ok, edns.wants_nsid), (1232, 1, true, true));
         assert!(edns.padded && !edns.wants_keepalive);
-        assert_eq!(Edns::parse(512, 0, &[0, 3, 0, 5, 1]), Err(EdnsError::BadOptionLayout));
+        assert_eq!(Edns::parse(512, 0, &[0, 3, 0, 5, 1]).map_err(|m| m.error), Err(EdnsError::BadOptionLayout));
+    }
+
+    #[test]
+    fn a_malformed_option_leaves_the_other_requests_readable() {
+        let nsid = [0, 3, 0, 0];
+        let bad_cookie = [0, 10, 0, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+        let subnet = [&OPTION_CLIENT_SUBNET.to_be_bytes()[..], &[0, 7], &ecs(1, 24, 0, &[192, 0, 2])].concat();
+        for rdata in [[&bad_cookie[..], &subnet, &nsid].concat(), [&nsid[..], &subnet, &bad_cookie].concat()] {
+            let malformed = Edns::parse(1232, 0x8000, &rdata).unwrap_err();
+            assert_eq!(malformed.error, EdnsError::BadCookie);
+            let readable = malformed.readable;
+            assert!(readable.wants_nsid && readable.dnssec_ok);
+            assert!(readable.client_subnet.is_none() && readable.cookie.is_none(), "checked options are not echoed");
+        }
+        let broken_layout = [&nsid[..], &[0, 3, 0, 5, 1]].concat();
+        assert!(!Edns::parse(1232, 0, &broken_layout).unwrap_err().readable.wants_nsid);
+    }
+
+    #[test]
+    fn the_last_of_two_cookies_counts() {
+        let cookie = |first: u8| [&[0, 10, 0, 8][..], &[first, 2, 3, 4, 5, 6, 7, 8]].concat();
+        let edns = Edns::parse(1232, 0, &[cookie(1), cookie(9)].concat()).unwrap();
+        assert_eq!(edns.cookie.unwrap().client[0], 9);
     }
 }

@@ -136,9 +136,13 @@ fn parse_records(packet: &[u8], mut pos: usize, query: &mut Query<'_>, counts: [
             // RFC 6891 section 7: an OPT record that cannot be processed
             // (a malformed option) makes the query FORMERR, and the
             // response carries an OPT record all the same.
-            let edns = Edns::parse(class, ttl, rdata);
-            query.edns = Some(edns.unwrap_or_else(|_| Edns::without_options(class, ttl)));
-            edns.map_err(drop)?;
+            match Edns::parse(class, ttl, rdata) {
+                Ok(edns) => query.edns = Some(edns),
+                Err(malformed) => {
+                    query.edns = Some(malformed.readable);
+                    return Err(());
+                }
+            }
         }
         if rtype == types::TSIG {
             // RFC 8945 section 5.1: the last record, or the query is malformed.
