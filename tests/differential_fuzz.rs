@@ -71,7 +71,9 @@
 //! Environment: `PHAROS_FUZZ_QUERIES` (per configuration), `PHAROS_FUZZ_SEED`
 //! (default 1; the same seed sends the same queries), `PHAROS_FUZZ_REPORT=FILE`
 //! (append the reports there), `PHAROS_FUZZ_REPORT_ONLY=1` (report, never
-//! fail), `PHAROS_FUZZ_SECONDS` (stop sooner, after whole batches: the
+//! fail), `PHAROS_FUZZ_REPLAY=HEX,...` (send these queries, a report's `hex:`
+//! lines, to every server and print the whole replies; nothing else),
+//! `PHAROS_FUZZ_SECONDS` (stop sooner, after whole batches: the
 //! queries sent are still the seed's first ones), `PHAROS_FUZZ_PROGRESS=1`. Without knotd/nsd the tests print SKIP
 //! and pass, unless CI is set, where they fail.
 
@@ -638,6 +640,9 @@ fn fuzz_configuration(config: &str, zone_dir: &Path, zones: &[Zone], extras: Ext
     let Some(servers) = start_all(zone_dir, zones, &extras) else { return };
     let origins: Vec<&'static str> = zones.iter().map(|z| z.origin).collect();
     let mut bench = Bench::new(servers.iter().collect(), origins, &extras);
+    if let Ok(queries) = std::env::var("PHAROS_FUZZ_REPLAY") {
+        return replay(&bench, &queries);
+    }
     let Some(checkzone) = require("named-checkzone", "bind9-utils") else { return };
     let pool = NamePool::from_zones(&checkzone, zone_dir, zones);
     let seed = env_number("PHAROS_FUZZ_SEED", 1);
@@ -655,6 +660,15 @@ fn fuzz_configuration(config: &str, zone_dir: &Path, zones: &[Zone], extras: Ext
             unexplained.len(),
             unexplained.join("\n")
         );
+    }
+}
+
+/// Prints every server's whole reply to each of `queries` (a report's
+/// `hex:` lines, comma-separated), for triage.
+fn replay(bench: &Bench, queries: &str) {
+    for query in queries.split(',').map(str::trim).filter(|q| !q.is_empty()) {
+        let packet = support::cases::parse_hex(query).unwrap_or_else(|e| panic!("PHAROS_FUZZ_REPLAY: {e}"));
+        println!("=== {query}\n{}", bench.replay(&packet));
     }
 }
 

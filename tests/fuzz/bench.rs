@@ -103,6 +103,23 @@ impl<'s> Bench<'s> {
             .collect()
     }
 
+    /// Every server's whole reply to `packet` over UDP and TCP, for triage
+    /// (`PHAROS_FUZZ_REPLAY`).
+    pub fn replay(&self, packet: &[u8]) -> String {
+        let mut out = String::new();
+        for server in &self.servers {
+            for transport in [Transport::Udp, Transport::Tcp] {
+                let shown = match self.observe(exchange(server.addr, transport, packet, super::exchange::TIMEOUT)) {
+                    Observed::Message(m) => m.dump(),
+                    Observed::Silence => "    silence\n".into(),
+                    Observed::Error(e) => format!("    error: {e}\n"),
+                };
+                out.push_str(&format!("  {} [{transport}]\n{shown}", server.name));
+            }
+        }
+        out
+    }
+
     /// Queries sent again, apart from the stream they came in (see `rrl`);
     /// what differs about each.
     pub fn judge_apart(&self, queries: &[FuzzQuery]) -> Vec<Vec<Finding>> {

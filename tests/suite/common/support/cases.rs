@@ -46,7 +46,8 @@ pub struct Case {
     pub expect_rcode: Vec<u16>,
 }
 
-fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
+/// The octets a hex string spells.
+pub fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
     if !text.len().is_multiple_of(2) {
         return Err(format!("odd number of hex digits: {text:?}"));
     }
