@@ -6,17 +6,21 @@
 //! outlives a restart, its secret being in the store; a client that
 //! echoes a good cookie is exempt from response rate limiting in a network
 //! that is over its limit, and one with a bad cookie gets its BADCOOKIE
-//! slipped whole, OPT record and fresh cookie included; and beside Knot
+//! slipped whole, OPT record and fresh cookie included; errors carry a
+//! cookie and an empty question asks for one alone; and beside Knot
 //! DNS's mod-cookies and mod-rrl, the same cookies are accepted and the
 //! same bursts limited and slipped alike.
 
 use crate::common;
 
+use std::io::Write;
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{free_port, start_at};
+use domain::base::Message;
+use domain::base::iana::Rtype;
 
 /// The cookie and status dig or kdig printed: `(cookie in hex, status)`.
 fn cookie_and_status(output: &str) -> (String, String) {
@@ -183,7 +187,12 @@ fn query_with_cookie(cookie: &[u8]) -> Vec<u8> {
 /// A query for www.example.test A whose OPT record has `options` (code,
 /// data) in this order.
 fn query_with_options(options: &[(u16, &[u8])]) -> Vec<u8> {
-    let mut packet = common::query_bytes(1, "www.example.test", domain::base::iana::Rtype::A);
+    asking_with_options("www.example.test", Rtype::A, options)
+}
+
+/// A query for `name` `rtype` whose OPT record has `options`.
+fn asking_with_options(name: &str, rtype: Rtype, options: &[(u16, &[u8])]) -> Vec<u8> {
+    let mut packet = common::query_bytes(1, name, rtype);
     packet[11] = 1;
     let rdata: Vec<u8> =
         options.iter().flat_map(|(code, data)| [&code.to_be_bytes()[..], &(data.len() as u16).to_be_bytes(), data].concat()).collect();
@@ -232,12 +241,27 @@ fn cookie_exchange(server: SocketAddr, cookie: &[u8]) -> (u16, Vec<u8>) {
 /// The extended RCODE and the OPT record's options (code, data) of a
 /// server's reply to a query with `options`.
 fn options_exchange(server: SocketAddr, options: &[(u16, &[u8])]) -> (u16, Vec<(u16, Vec<u8>)>) {
+    options_of(&udp_exchange(server, &query_with_options(options)))
+}
+
+fn udp_exchange(server: SocketAddr, packet: &[u8]) -> Message<Vec<u8>> {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-    socket.send_to(&query_with_options(options), server).unwrap();
+    socket.send_to(packet, server).unwrap();
     let mut buffer = [0u8; 4096];
     let len = socket.recv(&mut buffer).expect("a response");
-    let message = domain::base::Message::from_octets(buffer[..len].to_vec()).unwrap();
+    Message::from_octets(buffer[..len].to_vec()).unwrap()
+}
+
+fn tcp_exchange(server: SocketAddr, packet: &[u8]) -> Message<Vec<u8>> {
+    let mut stream = std::net::TcpStream::connect(server).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    stream.write_all(&[&(packet.len() as u16).to_be_bytes()[..], packet].concat()).unwrap();
+    common::read_frame(&mut stream).expect("a response")
+}
+
+/// The extended RCODE of `message` and its OPT record's options.
+fn options_of(message: &Message<Vec<u8>>) -> (u16, Vec<(u16, Vec<u8>)>) {
     let opt = message.opt().expect("an OPT record");
     let options = opt.opt().iter::<domain::base::opt::UnknownOptData<_>>().map(Result::unwrap);
     (message.opt_rcode().to_int(), options.map(|option| (option.code().to_int(), option.as_slice().to_vec())).collect())
@@ -266,6 +290,35 @@ fn pharos_answers_cookies_as_knot_does() {
         // RFC 7873 section 5.2.2: a COOKIE option of a length no cookie has.
         assert_eq!(malformed_cookie_rcode(server, &client_cookie[..5]), 1, "{server}: FORMERR");
     }
+}
+
+/// RFC 7873: a reply to a query with a COOKIE option carries one, errors
+/// included (FORMERR to two questions over UDP, a refused transfer over
+/// TCP, as NSD's do); and a query with no question and a COOKIE asks for a
+/// server cookie alone (section 5.4: NOERROR, as NSD answers; the
+/// differential fuzzer compares them).
+#[test]
+fn errors_carry_a_cookie_and_an_empty_question_gets_one() {
+    let pharos = start("");
+    let client_cookie: &[u8] = b"errors!!";
+    let cookie_echoed = |message: &Message<Vec<u8>>| {
+        let (rcode, options) = options_of(message);
+        let cookie = options.into_iter().find(|(code, _)| *code == 10).map(|(_, data)| data).unwrap_or_default();
+        (rcode, cookie.len(), cookie.starts_with(client_cookie))
+    };
+    let one_question = query_with_options(&[(10, client_cookie)]);
+    let question_len = common::query_bytes(1, "www.example.test", Rtype::A).len() - 12;
+    let mut two_questions = one_question.clone();
+    two_questions.splice(12..12, one_question[12..12 + question_len].to_vec());
+    two_questions[5] = 2;
+    assert_eq!(cookie_echoed(&udp_exchange(pharos.address, &two_questions)), (1, 24, true), "FORMERR with a cookie");
+    let mut no_question = one_question.clone();
+    no_question.drain(12..12 + question_len);
+    no_question[5] = 0;
+    assert_eq!(cookie_echoed(&udp_exchange(pharos.address, &no_question)), (0, 24, true), "NOERROR with a cookie");
+    assert_eq!(cookie_echoed(&tcp_exchange(pharos.address, &no_question)), (0, 24, true), "the same over TCP");
+    let transfer = asking_with_options("example.test", Rtype::AXFR, &[(10, client_cookie)]);
+    assert_eq!(cookie_echoed(&tcp_exchange(pharos.address, &transfer)), (5, 24, true), "REFUSED with a cookie");
 }
 
 /// Beside Knot DNS, what RFC 7873 leaves open: of two COOKIE options the

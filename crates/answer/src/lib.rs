@@ -29,7 +29,7 @@ use pharos_wire::edns::{
 };
 use pharos_wire::query::Question;
 use pharos_wire::{Edns, HEADER_LEN, MAX_STREAM_MESSAGE, MIN_UDP_PAYLOAD, MessageWriter, flags, rcode, types};
-pub use pharos_wire::{Query, Reject, parse_query};
+pub use pharos_wire::{Query, Reject, parse_query, query_read};
 use pharos_zone::encode::{answer_flags, fit, smallest_ttl, write_answer};
 use pharos_zone::lookup::routed_nodata;
 use pharos_zone::{Body, Fitted, Lookup, ZoneSet};
@@ -264,12 +264,9 @@ pub fn is_signed(parsed: &Result<Query<'_>, Reject<'_>>) -> bool {
 }
 
 fn signed_query<'q>(parsed: &Result<Query<'q>, Reject<'q>>) -> Option<Query<'q>> {
-    match parsed {
-        // Without a question the query is malformed before its signature
-        // counts: FORMERR, unsigned, as Knot DNS and NSD answer.
-        Ok(query) | Err(Reject::Respond { query, .. }) => (query.tsig_at.is_some() && query.question.is_some()).then_some(*query),
-        Err(Reject::Drop) => None,
-    }
+    // Without a question the query is malformed before its signature
+    // counts: FORMERR, unsigned, as Knot DNS and NSD answer.
+    query_read(parsed).filter(|query| query.tsig_at.is_some() && query.question.is_some()).copied()
 }
 
 /// Answers a parsed query, leaving `reserved` octets of its size limit for
@@ -291,6 +288,13 @@ fn respond_as_parsed<'s>(
         Ok(query) => Some(answer_query(&query, client, opt, snapshot, rng, reserved, out)),
         Err(Reject::Drop) => None,
         Err(Reject::Respond { query, rcode }) => Some(write_refusal(&query, rcode, None, opt, out)),
+        // RFC 7873 section 5.4: with a COOKIE option, to a server that
+        // makes cookies, an empty question asks for a server cookie alone.
+        Err(Reject::NoQuestion { query }) => {
+            let asks_for_a_cookie = query.edns.is_some_and(|edns| cookie_for(&edns, options).is_some());
+            let rcode = if asks_for_a_cookie { rcode::NOERROR } else { rcode::FORMERR };
+            Some(write_refusal(&query, rcode, None, opt, out))
+        }
     }
 }
 
@@ -314,7 +318,7 @@ pub fn prefetch_batch<'b, 'q: 'b>(queries: impl IntoIterator<Item = (&'b Query<'
 pub fn respond_oversized(packet: &[u8], out: &mut Vec<u8>) -> Option<Answered<'static>> {
     match parse_query(&packet[..packet.len().min(HEADER_LEN)]) {
         Err(Reject::Drop) => None,
-        Ok(query) | Err(Reject::Respond { query, .. }) => {
+        Ok(query) | Err(Reject::Respond { query, .. } | Reject::NoQuestion { query }) => {
             let header_only = Query { question: None, edns: None, ..query };
             let opt = OptSource { settings: &Settings::default(), options: &ResponseOptions::default() };
             Some(write_refusal(&header_only, rcode::FORMERR, None, opt, out))

@@ -95,19 +95,19 @@ pub struct Transferred<'s> {
     pub sent: Option<Sent>,
 }
 
-/// Answers a transfer query that came over a stream (TCP or TLS) at
-/// `now` (Unix seconds, for TSIG), handing each response message to
-/// `send` in order.
+/// Answers a transfer query that came over a stream (TCP or TLS) with the
+/// connection's `options` (the time for TSIG, the cookie for a COOKIE
+/// option), handing each response message to `send` in order.
 pub fn respond_transfer<'s>(
     query: &Query<'_>,
     client: &Client,
+    options: &ResponseOptions,
     snapshot: &'s Snapshot,
-    now: u64,
     mut send: impl FnMut(&[u8]),
 ) -> Transferred<'s> {
     let refused = |answered| Transferred { answered, sent: None };
-    let options = ResponseOptions::default();
-    let opt = OptSource { settings: &snapshot.settings, options: &options };
+    let now = options.now;
+    let opt = OptSource { settings: &snapshot.settings, options };
     let mut message = Vec::new();
     let question = query.question.expect("a parsed query has its question");
     let mut signing = match signed::checked(query, &snapshot.settings.tsig_keys, now, opt, &mut message) {

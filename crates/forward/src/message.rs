@@ -7,7 +7,7 @@
 use std::ops::Range;
 
 use pharos_wire::edns::OPTION_KEEPALIVE;
-use pharos_wire::{HEADER_LEN, MIN_UDP_PAYLOAD, MessageWriter, Reject, flags, name, parse_query, rcode, types};
+use pharos_wire::{HEADER_LEN, MIN_UDP_PAYLOAD, MessageWriter, flags, name, parse_query, query_read, rcode, types};
 
 /// The UDP payload size the forwarder offers in the OPT records it writes
 /// (the DNS Flag Day 2020 value, as pharos-server's).
@@ -41,10 +41,8 @@ impl ClientQuery {
     /// Reads a client's message; `None` if it is no query at all (too short
     /// for a header, or a response), which gets no answer.
     pub fn read(packet: &[u8]) -> Option<ClientQuery> {
-        let query = match parse_query(packet) {
-            Ok(query) | Err(Reject::Respond { query, .. }) => query,
-            Err(Reject::Drop) => return None,
-        };
+        let parsed = parse_query(packet);
+        let query = *query_read(&parsed)?;
         let message = match query.edns {
             Some(edns) if edns.wants_keepalive => without_option(packet, OPTION_KEEPALIVE),
             _ => packet.to_vec(),

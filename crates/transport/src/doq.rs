@@ -15,7 +15,7 @@ use std::time::SystemTime;
 
 use pharos_answer::{Client, ResponseOptions, SharedSnapshot, Transport, respond_parsed};
 use pharos_wire::framing::{LENGTH_LEN, push_framed_with, split_frame};
-use pharos_wire::{MAX_STREAM_MESSAGE, Query, Reject, parse_query};
+use pharos_wire::{MAX_STREAM_MESSAGE, Query, Reject, parse_query, query_read};
 use quinn::crypto::rustls::QuicServerConfig;
 use quinn::{Endpoint, Incoming, ReadToEndError, RecvStream, SendStream, TransportConfig, VarInt};
 use rand::SeedableRng;
@@ -201,10 +201,7 @@ fn query_of_stream(stream: &[u8]) -> Result<(&[u8], Result<Query<'_>, Reject<'_>
 }
 
 fn carries_keepalive(parsed: &Result<Query<'_>, Reject<'_>>) -> bool {
-    match parsed {
-        Ok(query) | Err(Reject::Respond { query, .. }) => query.edns.is_some_and(|edns| edns.wants_keepalive),
-        Err(Reject::Drop) => false,
-    }
+    query_read(parsed).is_some_and(|query| query.edns.is_some_and(|edns| edns.wants_keepalive))
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use pharos_answer::{
     Answered, Client, Query, Reject, ResponseOptions, SharedSnapshot, Snapshot, Transferred, Transport, is_transfer, parse_query,
-    respond_parsed, respond_transfer,
+    query_read, respond_parsed, respond_transfer,
 };
 use pharos_wire::framing::{close_frame, open_frame, push_framed, split_frame};
 use pharos_wire::{name, types};
@@ -203,7 +203,7 @@ impl Stream {
     /// query's COOKIE option (never bad over a stream: see `cookies`).
     /// Without cookies configured, or a clock to read, that is one branch.
     fn options_for(&self, parsed: &Result<Query<'_>, Reject<'_>>) -> ResponseOptions {
-        let cookie = self.cookies.as_deref().zip(parsed.as_ref().ok().and_then(|query| query.edns?.cookie));
+        let cookie = self.cookies.as_deref().zip(query_read(parsed).and_then(|query| query.edns?.cookie));
         let cookie = cookie.map(|(secret, cookie)| secret.over_stream(&cookie, self.client.address));
         ResponseOptions { now: crate::tsig_time(parsed), cookie, ..self.options }
     }
@@ -300,8 +300,8 @@ fn answer_frames(
         // copied per query, most of what counting cost pipelined TCP.
         match parse_query(message) {
             // A zone transfer is many messages, framed one by one.
-            Ok(query) if query.question.as_ref().is_some_and(is_transfer) => {
-                let answered = transfer(&query, connection, &current, output);
+            parsed @ Ok(query) if query.question.as_ref().is_some_and(is_transfer) => {
+                let answered = transfer(&query, connection, &connection.options_for(&parsed), &current, output);
                 read.answered(&answered, message, &output[start..]);
             }
             parsed => {
@@ -367,10 +367,15 @@ impl ReadAccount<'_> {
 /// Answers a zone transfer query, appending its framed messages to
 /// `output`, and logs it: transfers are rare, and an operator wants to
 /// know who copied which zone, or was refused.
-fn transfer<'s>(query: &Query<'_>, connection: &Stream, snapshot: &'s Snapshot, output: &mut Vec<u8>) -> Answered<'s> {
-    let now = crate::unix_seconds(SystemTime::now());
+fn transfer<'s>(
+    query: &Query<'_>,
+    connection: &Stream,
+    options: &ResponseOptions,
+    snapshot: &'s Snapshot,
+    output: &mut Vec<u8>,
+) -> Answered<'s> {
     let Transferred { answered, sent } =
-        respond_transfer(query, &connection.client, snapshot, now, |response| push_framed(output, response));
+        respond_transfer(query, &connection.client, options, snapshot, |response| push_framed(output, response));
     let (client, zone, octets) = (connection.peer, name::Display(query.qname()), answered.len);
     if let Some(sent) = sent {
         let qtype = if query.question.is_some_and(|question| question.qtype == types::IXFR) { "IXFR" } else { "AXFR" };

@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use pharos_answer::{
-    Answered, Client, Query, Reject, ResponseOptions, SharedSnapshot, Transport, parse_query, prefetch_batch, respond_oversized,
-    respond_parsed,
+    Answered, Client, Query, Reject, ResponseOptions, SharedSnapshot, Transport, parse_query, prefetch_batch, query_read,
+    respond_oversized, respond_parsed,
 };
 use pharos_rrl::Verdict;
 use rand::rngs::SmallRng;
@@ -168,7 +168,7 @@ impl Batch {
                 Datagram::Oversized(packet) => (respond_oversized(packet, response), None, false),
                 Datagram::Parsed(parsed) => {
                     let query = parsed.ok();
-                    let cookie = query.and_then(|query| query.edns?.cookie);
+                    let cookie = query_read(&parsed).and_then(|query| query.edns?.cookie);
                     let checked = defences
                         .cookies
                         .as_deref()

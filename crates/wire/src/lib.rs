@@ -13,7 +13,7 @@ pub mod response;
 pub mod writer;
 
 pub use edns::{ClientSubnet, Edns};
-pub use query::{Query, Reject, parse_query};
+pub use query::{Query, Reject, parse_query, query_read};
 pub use writer::MessageWriter;
 
 /// Record types and other numbers the hot path needs by name.

@@ -42,6 +42,11 @@ pub enum Reject<'a> {
     Drop,
     /// Answer with this RCODE and whatever of the query could be read.
     Respond { query: Query<'a>, rcode: u16 },
+    /// A standard query with no question and nothing else wrong: FORMERR
+    /// (RFC 1035 section 4.1.1), unless it carries a COOKIE option to a
+    /// server that makes cookies, when it asks for a server cookie alone
+    /// (RFC 7873 section 5.4).
+    NoQuestion { query: Query<'a> },
 }
 
 impl<'a> Query<'a> {
@@ -59,6 +64,15 @@ impl<'a> Query<'a> {
     pub fn question_bytes(&self) -> &'a [u8] {
         let end = self.question.map_or(HEADER_LEN, |question| question.end());
         &self.packet[HEADER_LEN..end]
+    }
+}
+
+/// The query as far as it was read, when the packet gets a response at
+/// all: a well-formed query, or one answered with an error.
+pub fn query_read<'q, 'p>(parsed: &'p Result<Query<'q>, Reject<'q>>) -> Option<&'p Query<'q>> {
+    match parsed {
+        Ok(query) | Err(Reject::Respond { query, .. } | Reject::NoQuestion { query }) => Some(query),
+        Err(Reject::Drop) => None,
     }
 }
 
@@ -81,11 +95,13 @@ pub fn parse_query(packet: &[u8]) -> Result<Query<'_>, Reject<'_>> {
         }),
         // No question, or more than one (RFC 9619 section 4: FORMERR): still
         // read the OPT, so that the error can carry one (RFC 6891 section 7).
-        questions => skip_questions(packet, questions).and_then(|end| parse_records(packet, end, &mut query, counts)).and(Err(())),
+        questions => skip_questions(packet, questions).and_then(|end| parse_records(packet, end, &mut query, counts)),
     };
     let rcode = if query.opcode() != 0 {
         rcode::NOTIMP
-    } else if body.is_err() {
+    } else if body.is_ok() && counts[0] == 0 {
+        return Err(Reject::NoQuestion { query });
+    } else if body.is_err() || counts[0] != 1 {
         rcode::FORMERR
     } else if query.edns.is_some_and(|edns| edns.version > 0) {
         rcode::BADVERS
@@ -176,6 +192,8 @@ mod tests {
         match parse_query(packet) {
             Ok(_) => Some(0),
             Err(Reject::Respond { rcode, .. }) => Some(rcode),
+            // FORMERR, unless it asks for a server cookie.
+            Err(Reject::NoQuestion { .. }) => Some(rcode::FORMERR),
             Err(Reject::Drop) => None,
         }
     }
@@ -203,7 +221,7 @@ mod tests {
         assert_eq!(rcode_of(&query(0x8000, [1, 0, 0, 0], QUESTION)), None, "a response");
         assert_eq!(rcode_of(&query(0, [0, 0, 0, 0], b"")), Some(rcode::FORMERR));
         let edns_kept = |packet: &[u8]| match parse_query(packet) {
-            Err(Reject::Respond { query, .. }) => query.edns.is_some(),
+            Err(Reject::Respond { query, .. } | Reject::NoQuestion { query }) => query.edns.is_some(),
             _ => panic!("accepted"),
         };
         assert!(edns_kept(&query(0, [0, 0, 0, 1], OPT)), "a FORMERR for a missing question keeps the OPT");
@@ -221,6 +239,17 @@ mod tests {
         assert_eq!(rcode_of(&query(0x1000, [1, 0, 0, 0], QUESTION)), Some(rcode::NOTIMP), "STATUS");
         let version_one = [&OPT[..5], &[0, 1], &OPT[7..]].concat();
         assert_eq!(rcode_of(&query(0, [1, 0, 0, 1], &[QUESTION, &version_one].concat())), Some(rcode::BADVERS));
+    }
+
+    #[test]
+    fn a_query_without_a_question_is_told_apart_only_when_nothing_else_is_wrong() {
+        let no_question = |packet: &[u8]| matches!(parse_query(packet), Err(Reject::NoQuestion { .. }));
+        assert!(no_question(&query(0, [0, 0, 0, 0], b"")));
+        assert!(no_question(&query(0, [0, 0, 0, 1], OPT)));
+        assert!(!no_question(&query(0, [0, 0, 0, 2], &[OPT, OPT].concat())), "two OPTs");
+        assert!(!no_question(&query(0, [0, 0, 0, 1], b"")), "a missing record");
+        assert!(!no_question(&query(0x2000, [0, 0, 0, 0], b"")), "another opcode");
+        assert!(!no_question(&query(0, [2, 0, 0, 0], &[QUESTION, QUESTION].concat())), "two questions");
     }
 
     #[test]

@@ -319,7 +319,7 @@ fn transfer(snapshot: &Snapshot, name: &str, qtype: Rtype) -> Vec<Message<Vec<u8
     let parsed = pharos_answer::parse_query(&packet).unwrap();
     assert!(parsed.question.as_ref().is_some_and(is_transfer));
     let mut messages = Vec::new();
-    let transferred = respond_transfer(&parsed, &client, snapshot, NOW, |message| messages.push(message.to_vec()));
+    let transferred = respond_transfer(&parsed, &client, &at(NOW), snapshot, |message| messages.push(message.to_vec()));
     assert_eq!(transferred.answered.len, messages.iter().map(Vec::len).sum::<usize>());
     messages.into_iter().map(|message| Message::from_octets(message).unwrap()).collect()
 }
@@ -562,6 +562,11 @@ const TSIG_SECRET: &[u8] = b"a secret of thirty-two octets!!!";
 /// When the transfers below happen (Unix seconds).
 const NOW: u64 = 1_800_000_000;
 
+/// The options of a stream answering at `now` (Unix seconds).
+fn at(now: u64) -> ResponseOptions {
+    ResponseOptions { now, ..ResponseOptions::default() }
+}
+
 /// big.test allowed to 127.0.0.0/8 with a request signed by `xfr-key`,
 /// the server's only key.
 fn tsig_snapshot() -> Snapshot {
@@ -597,7 +602,7 @@ fn signed_axfr(key: &domain::tsig::Key, signed_at: u64) -> (Vec<u8>, domain::tsi
 fn transfer_bytes(snapshot: &Snapshot, packet: &[u8], now: u64) -> Vec<Vec<u8>> {
     let client = Client { address: IpAddr::V4(Ipv4Addr::LOCALHOST), transport: Transport::Stream };
     let mut messages = Vec::new();
-    respond_transfer(&pharos_answer::parse_query(packet).unwrap(), &client, snapshot, now, |message| messages.push(message.to_vec()));
+    respond_transfer(&pharos_answer::parse_query(packet).unwrap(), &client, &at(now), snapshot, |message| messages.push(message.to_vec()));
     messages
 }
 
@@ -746,7 +751,7 @@ fn ixfr_from_a_journaled_serial_gets_the_condensed_difference() {
     assert_eq!(ixfr_records(&snapshot, 6).len(), 6003, "a serial the journal never held: the whole zone");
     let transferred = |serial| {
         let client = Client { address: IpAddr::V4(Ipv4Addr::LOCALHOST), transport: Transport::Stream };
-        respond_transfer(&pharos_answer::parse_query(&ixfr(serial)).unwrap(), &client, &snapshot, NOW, |_| {}).sent.unwrap()
+        respond_transfer(&pharos_answer::parse_query(&ixfr(serial)).unwrap(), &client, &at(NOW), &snapshot, |_| {}).sent.unwrap()
     };
     assert_eq!(transferred(7), Sent::Difference { from: 7, to: 9 });
     assert_eq!(transferred(9), Sent::Current { serial: 9 });
