@@ -72,7 +72,6 @@ use pharos_zone::{Zone, load_zone_file};
 use rand::Rng;
 use tokio::sync::watch;
 
-use crate::causes::causes;
 use crate::config::{Config, ConfigError, StoreConfig};
 use crate::data::{BgpState, BgpStatus, DataFile, DataStatus, LatencyStatus, bgp_summary, modified_file};
 use crate::driver::keys::{self, KeyStep, KeyView, StepError};
@@ -85,6 +84,7 @@ use crate::status::FastPathStatus;
 use crate::status::{StoreState, StoreStatus, store_engine};
 use crate::tasks::fastpath::KernelFastPath;
 use crate::tasks::notify;
+use pharos_wire::causes;
 
 /// Why the store cannot be opened. A PostgreSQL URL is not repeated: it
 /// may hold a password.

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use pharos_answer::Snapshot;
 use pharos_xdp::{FastPath, FastPathError, Mode, ResponseLimit, Settings, Synced};
 
-use crate::causes::causes;
 use crate::config::{Config, FastPathConfig, OverLimit, RrlConfig, XdpMode};
 use crate::published::Published;
 use crate::status::{FastPathState, FastPathStatus, InterfaceStatus, Misses, SyncCounts, Traffic};
+use pharos_wire::causes;
 
 /// What an interface's counters say the program did with its packets.
 fn traffic(counters: &pharos_xdp::InterfaceCounters) -> Traffic {
