@@ -76,6 +76,13 @@ pub fn query(id: u16, name: &str) -> Vec<u8> {
     packet
 }
 
+/// The longest the stub sleeps at once. The kernel lets a sleep in ppoll
+/// end late by 0.1% of its length, 0.5% in a niced process (its
+/// `select_estimate_accuracy`): after the 1.4 s between two bursts that
+/// sent a burst's first query up to 7 ms late, together with its second.
+/// Sleeping at most this long keeps every query within 0.1 ms of its plan.
+const LONGEST_SLEEP: Duration = Duration::from_millis(20);
+
 /// Waits until `socket` has a datagram or `timeout` passes.
 fn wait_readable(socket: &UdpSocket, timeout: Duration) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
@@ -152,7 +159,7 @@ pub fn run(server: SocketAddr, plan: &[Planned], retry: Retry, name_prefix: &str
         let Some(wake) = wake else { break };
         // ppoll's timeout is a high-resolution timer; SO_RCVTIMEO's counts
         // in jiffies, which would bunch queries planned a few ms apart.
-        wait_readable(&socket, wake.saturating_duration_since(Instant::now()))?;
+        wait_readable(&socket, wake.saturating_duration_since(Instant::now()).min(LONGEST_SLEEP))?;
         let length = match socket.recv(&mut buffer) {
             Ok(length) => length,
             Err(error) if matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => continue,

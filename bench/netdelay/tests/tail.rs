@@ -143,7 +143,6 @@ fn under_loss_udp_waits_for_its_timeout_and_persistent_connections_do_not() {
 }
 
 #[test]
-#[ignore = "on this machine since 2026-12-02 every targeted drop lands within 1 ms of each burst's second query, not its first, with the server of 3f8b3e5 as with today's (issue 28's notes); run with --ignored"]
 fn a_lost_packet_holds_up_later_queries_on_tls_and_not_on_quic() {
     if !can_run("a_lost_packet_holds_up_later_queries_on_tls_and_not_on_quic") {
         return;

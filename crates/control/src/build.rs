@@ -251,7 +251,7 @@ fn check_host_name(host: &str, field: &str, replica: &str) -> Result<Box<str>, S
 fn check_delegate(target: &str, field: &str, replica: &str) -> Result<Box<[u8]>, SpecError> {
     match service_name(target) {
         Ok(wire) => Ok(wire.to_ascii_lowercase().into()),
-        Err(message) => fail(format!("{field}.replica[{replica}].delegate"), message),
+        Err(error) => fail(format!("{field}.replica[{replica}].delegate"), error.to_string()),
     }
 }
 
@@ -404,9 +404,9 @@ mod tests {
     use super::*;
     use crate::services::build_routes;
     use pharos_model::probabilities::ProbabilitySpec;
-    use pharos_model::spec::Declared;
+    use pharos_model::spec::{Declared, NotADomainName};
 
-    fn wire(name: &str) -> Result<Box<[u8]>, String> {
+    fn wire(name: &str) -> Result<Box<[u8]>, NotADomainName> {
         Ok(name.as_bytes().into())
     }
 

@@ -16,7 +16,7 @@ use rustc_hash::FxHashMap;
 use crate::build::{BuiltRegions, DataSources, Uses, build_regions, build_service, check_datacenters, probed_replica};
 use crate::probe::Probed;
 use pharos_model::SpecError;
-use pharos_model::spec::{DataCenterSpec, Declared, ServiceSpec};
+use pharos_model::spec::{DataCenterSpec, Declared, NotADomainName, ServiceSpec};
 
 /// Checks regions and services together and builds the routing table.
 /// `wire_name` turns a service name into its lowercase wire form (or says
@@ -24,7 +24,7 @@ use pharos_model::spec::{DataCenterSpec, Declared, ServiceSpec};
 pub fn build_routes(
     declared: &Declared<'_>,
     sources: &DataSources,
-    wire_name: impl Fn(&str) -> Result<Box<[u8]>, String>,
+    wire_name: impl Fn(&str) -> Result<Box<[u8]>, NotADomainName>,
 ) -> Result<Routes, SpecError> {
     let regions = build_regions(declared.regions, sources)?;
     let (_, routes) = ServiceBook::default().build(declared, sources, &regions, wire_name)?;
@@ -78,7 +78,7 @@ impl ServiceBook {
         declared: &Declared<'_>,
         sources: &DataSources,
         regions: &BuiltRegions,
-        wire_name: impl Fn(&str) -> Result<Box<[u8]>, String>,
+        wire_name: impl Fn(&str) -> Result<Box<[u8]>, NotADomainName>,
     ) -> Result<(ServiceBook, Routes), SpecError> {
         let inputs = self.inputs_for(declared.datacenters, sources, regions)?;
         let changed = |uses: Uses| match &self.inputs {
@@ -106,7 +106,8 @@ impl ServiceBook {
                 None => {
                     let uses = Uses::of(spec);
                     let probed = if uses.probes { probed_replicas(spec, sources) } else { Vec::new() };
-                    let name = wire_name(&spec.name).map_err(|message| SpecError { field: format!("{}.name", field()), message })?;
+                    let name = wire_name(&spec.name)
+                        .map_err(|error| SpecError { field: format!("{}.name", field()), message: error.to_string() })?;
                     let service = Arc::new(build_service(spec, &field(), &inputs.region_ids, &inputs.datacenters, sources)?);
                     let name = Arc::from(name);
                     names_changed |=

@@ -135,8 +135,8 @@ fn parse_upstreams(texts: Vec<String>) -> Result<Vec<UpstreamSpec>, ArgsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Causes;
     use clap::Parser;
+    use pharos_wire::causes;
 
     #[derive(Parser)]
     struct Command {
@@ -178,7 +178,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("forward.toml");
         let path = file.to_str().unwrap();
-        let error = |flags: &[&str]| Causes(config_of(flags).unwrap_err().as_ref()).to_string();
+        let error = |flags: &[&str]| causes(config_of(flags).unwrap_err().as_ref());
         assert!(error(&["--config", path]).contains("cannot read"));
         std::fs::write(&file, "[forward]\nupstream = [\"tls://127.0.0.1\"]\n").unwrap();
         assert!(error(&["--config", path]).contains("unknown field `upstream`"));

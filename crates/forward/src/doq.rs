@@ -8,12 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pharos_wire::MAX_STREAM_MESSAGE;
+use pharos_wire::causes;
 use pharos_wire::framing::{LENGTH_LEN, framed, split_frame};
 use quinn::crypto::rustls::QuicClientConfig;
 use quinn::{Endpoint, VarInt};
 use tokio::sync::mpsc;
 
-use crate::error::{Causes, ConnectError, ForwardError, StreamError};
+use crate::error::{ConnectError, ForwardError, StreamError};
 use crate::message::{response_id, set_id};
 use crate::request::Request;
 use crate::slot::{self, PoolSlot, Transport};
@@ -103,7 +104,7 @@ async fn exchange(connection: quinn::Connection, mut request: Request, slot: Poo
         Ok(Some(answer)) => slot.on_answer(request.answer(answer)),
         // The try was answered elsewhere or given up; the stream is cancelled.
         Ok(None) => {}
-        Err(error) => tracing::debug!(upstream = %slot.upstream.spec, "DNS over QUIC stream failed: {}", Causes(&error)),
+        Err(error) => tracing::debug!(upstream = %slot.upstream.spec, "DNS over QUIC stream failed: {}", causes(&error)),
     }
 }
 

@@ -1,8 +1,6 @@
 //! Why the forwarder could not start, why a connection to an upstream
 //! could not be made, and why a DNS over QUIC stream brought no answer.
 
-use std::error::Error;
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -94,20 +92,4 @@ pub enum StreamError {
     WrongLength { held: usize, length: usize },
     #[error("the stream holds what is no DNS response")]
     NotResponse,
-}
-
-/// `error` and each of its causes, as "error: cause: its cause", for a
-/// log line that must say why.
-pub struct Causes<'a>(pub &'a (dyn Error + 'static));
-
-impl fmt::Display for Causes<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut cause = self.0.source();
-        while let Some(error) = cause {
-            write!(f, ": {error}")?;
-            cause = error.source();
-        }
-        Ok(())
-    }
 }

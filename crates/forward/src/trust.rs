@@ -153,17 +153,17 @@ impl ServerCertVerifier for CountingVerifier {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Causes;
+    use pharos_wire::causes;
 
     #[test]
     fn a_ca_file_that_holds_no_certificate_is_refused_by_name() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("missing.pem");
-        let error = Causes(&Trust::load(Some(&missing)).err().unwrap()).to_string();
+        let error = causes(&Trust::load(Some(&missing)).err().unwrap());
         assert!(error.contains("missing.pem") && error.contains("cannot read"), "{error}");
         let empty = dir.path().join("empty.pem");
         std::fs::write(&empty, "no certificate here\n").unwrap();
-        let error = Causes(&Trust::load(Some(&empty)).err().unwrap()).to_string();
+        let error = causes(&Trust::load(Some(&empty)).err().unwrap());
         assert!(error.contains("holds no certificate"), "{error}");
     }
 }

@@ -5,10 +5,11 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use pharos_wire::causes;
 use tokio::sync::{mpsc, watch};
 
 use crate::config::{ForwardConfig, UpstreamSpec};
-use crate::error::{Causes, ConnectError};
+use crate::error::ConnectError;
 use crate::health::Health;
 use crate::request::{Pending, QUEUE, Request};
 use crate::rtt::{INITIAL_RTO, RttEstimator};
@@ -142,6 +143,6 @@ impl Upstream {
     pub fn on_connect_failure(&self, index: usize, error: &ConnectError) {
         Stats::count(&self.stats.connect_failures);
         let rest = self.path().health.on_failure(Instant::now());
-        tracing::warn!(upstream = %self.spec, connection = index, ?rest, "cannot connect: {}", Causes(error));
+        tracing::warn!(upstream = %self.spec, connection = index, ?rest, "cannot connect: {}", causes(error));
     }
 }

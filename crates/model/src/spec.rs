@@ -189,6 +189,14 @@ pub struct Declared<'a> {
 }
 
 /// Lowercase wire form of a service name given in text.
-pub fn service_name(text: &str) -> Result<Box<[u8]>, String> {
-    name::from_dotted(text).map(Box::from).map_err(|error| format!("{text:?} is not a domain name ({error:?})"))
+pub fn service_name(text: &str) -> Result<Box<[u8]>, NotADomainName> {
+    name::from_dotted(text).map(Box::from).map_err(|reason| NotADomainName { text: text.into(), reason })
+}
+
+/// A name given in text that is not a domain name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is not a domain name ({reason:?})")]
+pub struct NotADomainName {
+    pub text: String,
+    pub reason: name::NameError,
 }

@@ -980,7 +980,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::causes::causes;
+    use pharos_wire::causes;
 
     #[test]
     fn reads_a_config_file_with_paths_relative_to_it() {

@@ -28,7 +28,6 @@
 
 mod api;
 pub mod artemis;
-mod causes;
 pub mod config;
 pub mod data;
 pub mod driver;

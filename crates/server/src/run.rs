@@ -8,11 +8,11 @@ use pharos_transport::dnstap::{self, DnstapError};
 use pharos_transport::{StartError, Transports};
 
 use crate::api::{self, ApiStartError, ApiThread};
-use crate::causes::causes;
 use crate::config::{Config, ConfigError, RrlError};
 use crate::driver::secrets::CookieSecretError;
 use crate::driver::shell::{OpenError, SecretError};
 use crate::driver::thread::{self, ControlThread};
+use pharos_wire::causes;
 
 /// Why the server cannot start or go on.
 #[derive(Debug, thiserror::Error)]

@@ -32,6 +32,7 @@ use std::time::Duration;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use pharos_model::fleet::{FleetReports, NodeVerdict};
 use pharos_model::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
+use pharos_wire::causes;
 use serde::de::DeserializeOwned;
 use tokio::runtime::Runtime;
 use tokio_postgres::config::TargetSessionAttrs;
@@ -128,7 +129,9 @@ impl PostgresStore {
 
     /// A connection from the pool, to a database migrated by now.
     async fn connection(&self) -> Result<Object, StoreError> {
-        let mut client = self.pool.get().await.map_err(|error| StoreError::Unreachable(with_causes(&error)))?;
+        // The pool's message alone says only that it could not connect; the
+        // operator needs to know why (refused, timed out, authentication failed).
+        let mut client = self.pool.get().await.map_err(|error| StoreError::Unreachable(causes(&error)))?;
         if !self.migrated.load(Ordering::Acquire) {
             migrate(&mut client).await?;
             self.migrated.store(true, Ordering::Release);
@@ -168,22 +171,6 @@ fn connection_config(url: &str) -> Result<Config, StoreError> {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
     Ok(config)
-}
-
-/// `error` and what caused it: the pool's message alone says only that it
-/// could not connect, the operator needs to know why (refused, timed out,
-/// authentication failed).
-fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(error) = cause {
-        let said = error.to_string();
-        if !text.contains(&said) {
-            text = format!("{text}: {said}");
-        }
-        cause = error.source();
-    }
-    text
 }
 
 /// Applies the migrations the database lacks, in one transaction; the
@@ -489,7 +476,7 @@ async fn follow(config: Config, wake: Wake) {
 async fn listen(config: &Config, wake: &Wake, listening: impl FnOnce()) -> String {
     let (client, mut connection) = match config.connect(NoTls).await {
         Ok(connected) => connected,
-        Err(error) => return with_causes(&error),
+        Err(error) => return causes(&error),
     };
     // The connection is driven here; the batches notified, or how it
     // ended, go to the loop below.
@@ -508,7 +495,7 @@ async fn listen(config: &Config, wake: &Wake, listening: impl FnOnce()) -> Strin
         }
     });
     if let Err(error) = client.batch_execute(&format!("LISTEN {CHANGES_CHANNEL}")).await {
-        return with_causes(&error);
+        return causes(&error);
     }
     listening();
     wake(Following::Listening);
@@ -516,7 +503,7 @@ async fn listen(config: &Config, wake: &Wake, listening: impl FnOnce()) -> Strin
         match tokio::time::timeout(LOOK_INTERVAL, notifications.recv()).await {
             Ok(Some(Ok(news))) => wake(news),
             Err(_) => wake(Following::Look),
-            Ok(Some(Err(error))) => return with_causes(&error),
+            Ok(Some(Err(error))) => return causes(&error),
             Ok(None) => return "the server closed the connection".into(),
         }
     }

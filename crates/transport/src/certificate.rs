@@ -202,10 +202,7 @@ mod tests {
             (&certificate, &garbage, "no PEM private key"),
             (&certificate, &other_key, "not the certificate's"),
         ] {
-            let error = read(certificate, key, &provider()).unwrap_err();
-            let causes: Vec<String> =
-                std::iter::successors(Some(&error as &dyn std::error::Error), |error| error.source()).map(ToString::to_string).collect();
-            let error = causes.join(": ");
+            let error = pharos_wire::causes(&read(certificate, key, &provider()).unwrap_err());
             assert!(error.contains(expected) && error.contains(&certificate.display().to_string()), "{error}");
         }
     }

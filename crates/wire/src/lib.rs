@@ -4,7 +4,11 @@
 //! clocks, no allocation on the parse path. Record types, zone files and
 //! presentation format live in the `domain` crate; this crate only does the
 //! part that sits on the per-query hot path.
+//!
+//! It also holds the one way the workspace tells an error with its causes
+//! ([`causes()`]), being the crate every other one depends on.
 
+pub mod causes;
 pub mod edns;
 pub mod framing;
 pub mod name;
@@ -12,6 +16,7 @@ pub mod query;
 pub mod response;
 pub mod writer;
 
+pub use causes::causes;
 pub use edns::{ClientSubnet, Edns};
 pub use query::{Query, Reject, parse_query, query_read};
 pub use writer::MessageWriter;

@@ -20,7 +20,7 @@ use crate::maps::{
 use crate::mirror::Mirrored;
 use crate::response_limit::response_class;
 use crate::routed::{MAX_DRAWS, RoutedFill, fill_routed, prefix_keys, trusted_senders};
-use crate::settings::{Attached, Mode, ResponseLimit, Settings};
+use crate::settings::{Attached, Mode, ResponseLimit, Settings, SettingsError};
 
 /// The program's entry point, as bpf/answer.bpf.c names it.
 const PROGRAM_NAME: &str = "answer";
@@ -42,7 +42,7 @@ pub enum FastPathError {
     #[error("this binary was built without the kernel fast path: clang and libbpf-dev were missing at build time")]
     NotBuilt,
     #[error("invalid fast path settings: {0}")]
-    Settings(String),
+    Settings(SettingsError),
     #[error("attaching XDP to {interface} ({mode}): {source}")]
     Attach { interface: String, mode: Mode, source: ProgramError },
 }
@@ -115,7 +115,7 @@ impl FastPath {
     pub fn load(settings: &Settings) -> Result<FastPath, FastPathError> {
         let capacity = checked_capacity(settings)?;
         if settings.ports.is_empty() {
-            return Err(FastPathError::Settings("no port given: the kernel would answer nothing".into()));
+            return Err(FastPathError::Settings(SettingsError::NoPort));
         }
         let limit = settings.rate_limit.map(|rate_limit| rate_limit.bucket()).transpose().map_err(FastPathError::Settings)?;
         let response_limit = settings.response_limit.as_ref();
@@ -206,7 +206,7 @@ impl FastPath {
     /// bpf/answer.bpf.c), unless another interface holds it: then its
     /// packets are counted in the `counters` hash map, as before a claim.
     fn claim_counter_slot(&mut self, interface: &str) -> Result<(), FastPathError> {
-        let name = std::ffi::CString::new(interface).map_err(|_| FastPathError::Settings(format!("interface {interface:?} has a NUL")))?;
+        let name = std::ffi::CString::new(interface).map_err(|_| FastPathError::Settings(SettingsError::InterfaceNul(interface.into())))?;
         // SAFETY: `name` is a NUL-terminated string that outlives the call.
         let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
         if ifindex == 0 {
@@ -365,8 +365,8 @@ fn keyed_entries(
 fn checked_capacity(settings: &Settings) -> Result<u32, FastPathError> {
     let most = u32::MAX / 2 - MAX_DRAWS as u32;
     match settings.max_entries {
-        0 => Err(FastPathError::Settings("max_entries is 0: the kernel could answer nothing".into())),
-        entries if entries > most => Err(FastPathError::Settings(format!("max_entries {entries} is above {most}"))),
+        0 => Err(FastPathError::Settings(SettingsError::NoEntries)),
+        entries if entries > most => Err(FastPathError::Settings(SettingsError::TooManyEntries { entries, most })),
         entries => Ok(entries),
     }
 }

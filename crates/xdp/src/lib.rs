@@ -34,7 +34,7 @@ mod settings;
 pub use counters::{Counters, InterfaceCounters};
 pub use fastpath::{FastPath, FastPathError, Occupancy, Synced};
 pub use path::{KernelPath, kernel_path};
-pub use settings::{Attached, Mode, OverLimit, RateLimit, ResponseLimit, Settings};
+pub use settings::{Attached, Mode, OverLimit, RateLimit, ResponseLimit, Settings, SettingsError};
 
 /// The XDP program as an ELF object, aligned for the loader; `None` when
 /// this crate was built without clang or libbpf-dev (build.rs warned).

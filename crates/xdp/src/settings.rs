@@ -6,6 +6,24 @@ use std::net::IpAddr;
 
 use crate::maps::{Limit, RrlSettings};
 
+/// Settings the program cannot run with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    #[error("no port given: the kernel would answer nothing")]
+    NoPort,
+    #[error("max_entries is 0: the kernel could answer nothing")]
+    NoEntries,
+    #[error("max_entries {entries} is above {most}")]
+    TooManyEntries { entries: u32, most: u32 },
+    #[error("rate limit {per_second} per second, burst {burst}: both must be at least 1, the rate at most 10^9")]
+    RateLimit { per_second: u32, burst: u32 },
+    #[error("response rate limit {rate} per second in {table_size} buckets: both must be at least 1")]
+    ResponseLimit { rate: u32, table_size: u32 },
+    /// An interface name no system call can take.
+    #[error("interface {0:?} has a NUL")]
+    InterfaceNul(String),
+}
+
 /// What the program answers, and how much it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -35,9 +53,9 @@ pub struct ResponseLimit {
 
 impl ResponseLimit {
     /// The program's form of it; an error for a rate or table of 0.
-    pub(crate) fn settings(&self) -> Result<RrlSettings, String> {
+    pub(crate) fn settings(&self) -> Result<RrlSettings, SettingsError> {
         if self.rate == 0 || self.table_size == 0 {
-            return Err(format!("response rate limit {} per second in {} buckets: both must be at least 1", self.rate, self.table_size));
+            return Err(SettingsError::ResponseLimit { rate: self.rate, table_size: self.table_size });
         }
         let interval_ns = (1_000_000_000 / u64::from(self.rate)).max(1);
         let whitelist = u32::from(!self.whitelist.is_empty());
@@ -57,13 +75,10 @@ pub struct RateLimit {
 impl RateLimit {
     /// The bucket as the program holds it; an error for a rate or burst
     /// of 0, or a rate above one answer per nanosecond.
-    pub(crate) fn bucket(&self) -> Result<Limit, String> {
+    pub(crate) fn bucket(&self) -> Result<Limit, SettingsError> {
         const SECOND_NS: u64 = 1_000_000_000;
         if self.per_second == 0 || u64::from(self.per_second) > SECOND_NS || self.burst == 0 {
-            return Err(format!(
-                "rate limit {} per second, burst {}: both must be at least 1, the rate at most 10^9",
-                self.per_second, self.burst
-            ));
+            return Err(SettingsError::RateLimit { per_second: self.per_second, burst: self.burst });
         }
         let emission_ns = SECOND_NS / u64::from(self.per_second);
         let drop = u32::from(self.over_limit == OverLimit::Drop);

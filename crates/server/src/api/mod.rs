@@ -456,7 +456,7 @@ async fn explain(State(api): State<Api>, Query(query): Query<ExplainQuery>) -> R
     let mut rng = SmallRng::seed_from_u64(0);
     let snapshot = api.control.snapshot().load();
     let explained = crate::driver::shell::explain(&snapshot, &name, &query.client, family, &mut rng)?;
-    let wire = service_name(&explained.service).map_err(|message| bad_request("name", message))?;
+    let wire = service_name(&explained.service).map_err(|error| bad_request("name", error.to_string()))?;
     let fast_path = crate::tasks::fastpath::explain(&api.control.fastpath(), &snapshot, &wire, qtype);
     let artemis = query.address.map(|service_address| {
         let chosen = explained.answer.first();

@@ -5,6 +5,7 @@
 //! ([`thread::ControlThread`], the handle the API reaches it through).
 
 pub mod keys;
+pub mod response_settings;
 pub mod secrets;
 pub mod shell;
 mod state_cache;

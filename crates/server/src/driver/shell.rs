@@ -38,9 +38,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
-use pharos_answer::{Settings, SharedSnapshot, Snapshot, TransferAcl, TsigAlgorithm, TsigKey};
+use pharos_answer::{SharedSnapshot, Snapshot};
 use pharos_bgp::BgpTables;
 use pharos_control::build::DataSources;
 use pharos_control::declared;
@@ -61,7 +59,6 @@ use pharos_model::{Change, ControlError, Measurement, State};
 use pharos_route::as_paths::AsPaths;
 use pharos_route::external::ExternalRegions;
 use pharos_route::latency::MeasurementSpec;
-use pharos_route::prefix::prefix_set;
 use pharos_route::sources::{AsnTable, AsnTableError, GeoDatabase, GeoDatabaseError};
 use pharos_route::{Asker, Explanation, Family, Routed, route};
 use pharos_store::{Batches, PostgresStore, SqliteStore, Store, StoreError};
@@ -72,10 +69,10 @@ use pharos_zone::{Zone, load_zone_file};
 use rand::Rng;
 use tokio::sync::watch;
 
-use crate::causes::causes;
 use crate::config::{Config, ConfigError, StoreConfig};
 use crate::data::{BgpState, BgpStatus, DataFile, DataStatus, LatencyStatus, bgp_summary, modified_file};
 use crate::driver::keys::{self, KeyStep, KeyView, StepError};
+use crate::driver::response_settings;
 use crate::driver::state_cache::{self, CacheError, Cached, StateCache};
 use crate::observe::activity::ControlActivity;
 use crate::observe::history::EventLog;
@@ -85,6 +82,7 @@ use crate::status::FastPathStatus;
 use crate::status::{StoreState, StoreStatus, store_engine};
 use crate::tasks::fastpath::KernelFastPath;
 use crate::tasks::notify;
+use pharos_wire::causes;
 
 /// Why the store cannot be opened. A PostgreSQL URL is not repeated: it
 /// may hold a password.
@@ -111,9 +109,8 @@ pub enum OpenError {
     Zones(#[from] ZonesError),
     #[error(transparent)]
     Sources(#[from] SourcesError),
-    /// The server settings the configuration makes (see `settings`).
-    #[error("{0}")]
-    Settings(String),
+    #[error(transparent)]
+    Settings(#[from] response_settings::SettingsError),
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
@@ -267,7 +264,7 @@ impl ControlShell {
     pub fn open(config: Config, external: Option<Arc<ExternalRegions>>, now: u64) -> Result<ControlShell, OpenError> {
         let cache = state_cache::path(&config);
         let (mut store, cached) = open_store_or_cache(&config, cache.as_deref())?;
-        let snapshots = SnapshotBuilder::new(load_zones(&config, store.as_mut(), now)?, settings(&config).map_err(OpenError::Settings)?);
+        let snapshots = SnapshotBuilder::new(load_zones(&config, store.as_mut(), now)?, response_settings::from_config(&config)?);
         let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(snapshots.without_services()?));
         let (mut sources, (geo, asn_table)) = load_sources(&config, now)?;
         sources.external = external;
@@ -551,7 +548,7 @@ impl ControlShell {
         }
         let previous_sources = std::mem::replace(self.plane.sources_mut(), sources);
         // Regions are rebuilt: the data they use was reloaded too.
-        let snapshots = self.plane.snapshots().reloaded(loaded, settings(&fresh).map_err(zones_error)?);
+        let snapshots = self.plane.snapshots().reloaded(loaded, response_settings::from_config(&fresh).map_err(zones_error)?);
         if let Err(error) = self.commit(self.plane.state().with(&changed), Made::ToStore(&changed), Some((fresh, snapshots)), now) {
             *self.plane.sources_mut() = previous_sources;
             return Err(error);
@@ -886,7 +883,7 @@ impl Phases {
 /// random source, as a query gets exactly this answer.
 pub fn explain(snapshot: &Snapshot, service: &str, client: &str, family: Family, rng: &mut impl Rng) -> Result<Explained, ControlError> {
     let asker = parse_asker(client)?;
-    let wire = service_name(service).map_err(|message| ControlError::invalid("name", message))?;
+    let wire = service_name(service).map_err(|error| ControlError::invalid("name", error.to_string()))?;
     let routed = snapshot.routes.service(&wire).ok_or_else(|| ControlError::NotFound(format!("service {service}")))?;
     let mut explanation = Explanation::default();
     let family = routed.redirectors_family().unwrap_or(family);
@@ -909,76 +906,6 @@ pub fn explain(snapshot: &Snapshot, service: &str, client: &str, family: Family,
         steps: explanation.steps,
         delegated_to,
     })
-}
-
-/// The response settings of `config`'s `[server]`; a bad prefix is
-/// refused, named.
-fn settings(config: &Config) -> Result<Settings, String> {
-    let server = &config.server;
-    let trusted = server.client_subnet_trusted_from.as_deref();
-    let trusted_subnet_senders =
-        trusted.map(|prefixes| prefix_set("server.client_subnet_trusted_from", prefixes)).transpose().map_err(|error| error.to_string())?;
-    Ok(Settings {
-        nsid: server.nsid.as_ref().map(|nsid| nsid.as_bytes().into()),
-        udp_payload: server.udp_payload,
-        trusted_subnet_senders,
-        transfer_acls: transfer_acls(config)?,
-        tsig_keys: tsig_keys(config)?,
-    })
-}
-
-/// The `[[tsig_key]]`s, secrets read and decoded; a bad one is refused, named.
-fn tsig_keys(config: &Config) -> Result<Vec<TsigKey>, String> {
-    let mut keys: Vec<TsigKey> = Vec::new();
-    for spec in &config.tsig_keys {
-        let field = format!("tsig_key {:?}", spec.name);
-        let name = service_name(&spec.name).map_err(|message| format!("{field}: {message}"))?;
-        if keys.iter().any(|key| key.name == name) {
-            return Err(format!("{field} is declared twice"));
-        }
-        let Some(algorithm) = TsigAlgorithm::from_name(&spec.algorithm) else {
-            let offered: Vec<&str> = TsigAlgorithm::ALL.iter().map(|algorithm| algorithm.name()).collect();
-            return Err(format!("{field}: algorithm {:?} is not offered ({} are)", spec.algorithm, offered.join(", ")));
-        };
-        let text = match (&spec.secret, &spec.secret_file) {
-            (Some(secret), None) => secret.clone(),
-            (None, Some(file)) => {
-                std::fs::read_to_string(file).map_err(|error| format!("{field}: cannot read {}: {error}", file.display()))?
-            }
-            _ => return Err(format!("{field}: give secret or secret_file, one of them")),
-        };
-        let secret = STANDARD.decode(text.trim()).map_err(|error| format!("{field}: the secret is not base64 ({error})"))?;
-        if secret.is_empty() {
-            return Err(format!("{field}: the secret is empty"));
-        }
-        keys.push(TsigKey::new(name, algorithm, secret.into()));
-    }
-    Ok(keys)
-}
-
-/// Who may transfer each zone with an `allow_transfer` list.
-fn transfer_acls(config: &Config) -> Result<Vec<TransferAcl>, String> {
-    if let Some(zone) = config.all_zones().find(|zone| zone.allow_transfer.is_empty() && !zone.transfer_keys.is_empty()) {
-        return Err(format!("zone {}: transfer_keys without allow_transfer lets nobody transfer; list the clients' prefixes", zone.origin));
-    }
-    let listed = config.all_zones().filter(|zone| !zone.allow_transfer.is_empty());
-    listed
-        .map(|zone| {
-            let field = format!("zone {} allow_transfer", zone.origin);
-            let origin = service_name(&zone.origin).map_err(|message| format!("{field}: {message}"))?;
-            let keys = zone.transfer_keys.iter().enumerate().map(|(index, key)| {
-                let declared =
-                    config.tsig_keys.iter().any(|spec| spec.name.trim_end_matches('.').eq_ignore_ascii_case(key.trim_end_matches('.')));
-                let unknown = || format!("zone {} transfer_keys[{index}]: no [[tsig_key]] is named {key:?}", zone.origin);
-                if declared { service_name(key).map_err(|_| unknown()) } else { Err(unknown()) }
-            });
-            Ok(TransferAcl {
-                zone: origin,
-                allowed: prefix_set(&field, &zone.allow_transfer).map_err(|error| error.to_string())?,
-                keys: keys.collect::<Result<_, _>>()?,
-            })
-        })
-        .collect()
 }
 
 /// What an operator sees of the MaxMind DB and the IP-to-AS table.

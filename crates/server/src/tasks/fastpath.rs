@@ -11,10 +11,10 @@ use std::sync::Arc;
 use pharos_answer::Snapshot;
 use pharos_xdp::{FastPath, FastPathError, Mode, ResponseLimit, Settings, Synced};
 
-use crate::causes::causes;
-use crate::config::{Config, FastPathConfig, OverLimit, RrlConfig, XdpMode};
+use crate::config::{Config, FastPathConfig, OverLimit, RrlConfig, RrlError, XdpMode};
 use crate::published::Published;
 use crate::status::{FastPathState, FastPathStatus, InterfaceStatus, Misses, SyncCounts, Traffic};
+use pharos_wire::causes;
 
 /// What an interface's counters say the program did with its packets.
 fn traffic(counters: &pharos_xdp::InterfaceCounters) -> Traffic {
@@ -150,9 +150,11 @@ pub fn explain(status: &FastPathStatus, snapshot: &Snapshot, name: &[u8], qtype:
 /// answers nowhere.
 fn load_and_attach(config: &Config, snapshot: &Snapshot, status: &mut FastPathStatus) -> Option<FastPath> {
     let wanted = &config.fastpath;
-    let loaded = settings(config)
-        .and_then(|settings| FastPath::load(&settings))
-        .and_then(|mut fast_path| fast_path.sync(snapshot).map(|synced| (fast_path, synced)));
+    let loaded = settings(config).and_then(|settings| {
+        let mut fast_path = FastPath::load(&settings)?;
+        let synced = fast_path.sync(snapshot)?;
+        Ok((fast_path, synced))
+    });
     let mut fast_path = match loaded {
         Ok((fast_path, synced)) => {
             record_sync(status, synced, &fast_path);
@@ -205,8 +207,18 @@ fn detached(name: &str, mode: XdpMode, error: Option<String>) -> InterfaceStatus
     InterfaceStatus { name: name.to_string(), mode: mode.name().to_string(), attached: false, error, traffic: None }
 }
 
+/// Why the kernel fast path cannot be loaded.
+#[derive(Debug, thiserror::Error)]
+enum LoadError {
+    /// `[rrl]`, which the program applies to its own answers too.
+    #[error("invalid fast path settings")]
+    ResponseLimit(#[source] RrlError),
+    #[error(transparent)]
+    FastPath(#[from] FastPathError),
+}
+
 /// What the kernel program takes of the configuration.
-fn settings(config: &Config) -> Result<Settings, FastPathError> {
+fn settings(config: &Config) -> Result<Settings, LoadError> {
     let FastPathConfig { max_entries, rate_limit, .. } = &config.fastpath;
     let mut ports: Vec<u16> = config.server.listen.iter().map(|address| address.port()).collect();
     ports.sort_unstable();
@@ -224,8 +236,8 @@ fn settings(config: &Config) -> Result<Settings, FastPathError> {
 }
 
 /// `[rrl]` as the kernel program applies it to its own answers.
-fn response_limit(rrl: &RrlConfig) -> Result<ResponseLimit, FastPathError> {
-    let limits = rrl.limits().map_err(|error| FastPathError::Settings(causes(&error)))?;
+fn response_limit(rrl: &RrlConfig) -> Result<ResponseLimit, LoadError> {
+    let limits = rrl.limits().map_err(LoadError::ResponseLimit)?;
     let whitelist = limits.whitelist.prefixes().into_iter().map(|(network, length, ())| (network, length)).collect();
     Ok(ResponseLimit { rate: limits.rate.get(), slip: limits.slip, table_size: limits.table_size.get(), whitelist })
 }
