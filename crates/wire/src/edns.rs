@@ -240,9 +240,16 @@ impl Edns {
         }
     }
 
-    /// Reads an OPT record from its CLASS, TTL and RDATA fields.
+    /// Reads an OPT record from its CLASS, TTL and RDATA fields. The
+    /// options of a version other than 0 are not read: they mean nothing
+    /// to Pharos (RFC 6891 section 6.1.3), and the reply, whatever error it
+    /// carries, answers none of them (no NSID, no cookie), as Knot DNS's
+    /// and NSD's BADVERS answer none.
     pub fn parse(class: u16, ttl: u32, rdata: &[u8]) -> Result<Edns, MalformedOpt> {
         let mut edns = Edns::without_options(class, ttl);
+        if edns.version != 0 {
+            return Ok(edns);
+        }
         let mut first_error = None;
         let mut pos = 0;
         while pos < rdata.len() {
@@ -259,10 +266,10 @@ impl Edns {
         }
         match first_error {
             None => Ok(edns),
-            // The options whose content is checked are not echoed in the
-            // FORMERR; the requests of the others (NSID, keepalive) are
-            // answered, as Knot DNS's FORMERR answers NSID.
-            Some(error) => Err(MalformedOpt { error, readable: Edns { client_subnet: None, cookie: None, ..edns } }),
+            // The FORMERR answers what was well formed (NSID, as Knot DNS's
+            // does; a cookie, as RFC 7873 has every reply to one carry
+            // one), but no subnet: it is an answer for nobody's.
+            Some(error) => Err(MalformedOpt { error, readable: Edns { client_subnet: None, ..edns } }),
         }
     }
 
@@ -302,7 +309,7 @@ fn option_at(rdata: &[u8], pos: usize) -> Option<(u16, &[u8])> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MalformedOpt {
     pub error: EdnsError,
-    /// CLASS and TTL, and the requests of the well-formed options.
+    /// CLASS and TTL, and the well-formed options but a subnet.
     pub readable: Edns,
 }
 
@@ -396,9 +403,11 @@ mod tests {
     #[test]
     fn reads_flags_and_ignores_unknown_options() {
         let rdata = [0, 3, 0, 0, 0xFF, 0x01, 0, 2, 9, 9, 0, 12, 0, 1, 0];
-        let edns = Edns::parse(1232, 0x0001_8000, &rdata).unwrap();
-        assert_eq!((edns.udp_payload, edns.version, edns.dnssec_ok, edns.wants_nsid), (1232, 1, true, true));
+        let edns = Edns::parse(1232, 0x0000_8000, &rdata).unwrap();
+        assert_eq!((edns.udp_payload, edns.version, edns.dnssec_ok, edns.wants_nsid), (1232, 0, true, true));
         assert!(edns.padded && !edns.wants_keepalive);
+        let version_one = Edns::parse(1232, 0x0001_8000, &rdata).unwrap();
+        assert_eq!((version_one.version, version_one.dnssec_ok, version_one.wants_nsid), (1, true, false), "options of version 1 unread");
         assert_eq!(Edns::parse(512, 0, &[0, 3, 0, 5, 1]).map_err(|m| m.error), Err(EdnsError::BadOptionLayout));
     }
 
@@ -412,8 +421,12 @@ mod tests {
             assert_eq!(malformed.error, EdnsError::BadCookie);
             let readable = malformed.readable;
             assert!(readable.wants_nsid && readable.dnssec_ok);
-            assert!(readable.client_subnet.is_none() && readable.cookie.is_none(), "checked options are not echoed");
+            assert!(readable.client_subnet.is_none() && readable.cookie.is_none(), "neither the subnet nor the bad cookie");
         }
+        let good_cookie = [0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8];
+        let bad_subnet = [&OPTION_CLIENT_SUBNET.to_be_bytes()[..], &[0, 2, 0, 9]].concat();
+        let malformed = Edns::parse(1232, 0, &[&good_cookie[..], &bad_subnet].concat()).unwrap_err();
+        assert_eq!((malformed.error, malformed.readable.cookie.unwrap().client), (EdnsError::BadClientSubnet, [1, 2, 3, 4, 5, 6, 7, 8]));
         let broken_layout = [&nsid[..], &[0, 3, 0, 5, 1]].concat();
         assert!(!Edns::parse(1232, 0, &broken_layout).unwrap_err().readable.wants_nsid);
     }

@@ -239,6 +239,14 @@ mod tests {
         assert_eq!(rcode_of(&query(0x1000, [1, 0, 0, 0], QUESTION)), Some(rcode::NOTIMP), "STATUS");
         let version_one = [&OPT[..5], &[0, 1], &OPT[7..]].concat();
         assert_eq!(rcode_of(&query(0, [1, 0, 0, 1], &[QUESTION, &version_one].concat())), Some(rcode::BADVERS));
+        let nsid_and_cookie = [&version_one[..9], &[0, 16, 0, 3, 0, 0, 0, 10, 0, 8], b"cookie!!"].concat();
+        match parse_query(&query(0, [1, 0, 0, 1], &[QUESTION, &nsid_and_cookie].concat())) {
+            Err(Reject::Respond { query, rcode: rcode::BADVERS }) => {
+                let edns = query.edns.unwrap();
+                assert!(edns.cookie.is_none() && !edns.wants_nsid, "the options of version 1 are not read: {edns:?}");
+            }
+            other => panic!("not BADVERS: {other:?}"),
+        }
     }
 
     #[test]
