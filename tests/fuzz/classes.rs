@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::bench::Bench;
 use super::generate::Generator;
+use super::names::NamePool;
 use super::query::{FuzzQuery, Target, hex};
 use super::verdict::{Finding, PHAROS};
 use crate::support::compare::Mismatch;
@@ -16,12 +17,13 @@ use crate::support::wire::Transport;
 
 /// Queries generated and sent at once.
 const BATCH: usize = 256;
-/// Classes no deviation explains shrunk per server and field; past them a
-/// finding not covered by a class goes unshrunk into a class of its own
-/// query's features (marked `OVERFLOW`), so that the time a run spends
-/// shrinking stays bounded when something is badly wrong. Explained
-/// classes do not count: a field with many listed deviations still gets
-/// its new differences made small.
+/// Classes that implicate Pharos and no deviation explains, shrunk per
+/// server and field; past them a finding not covered by a class goes
+/// unshrunk into a class of its own query's features (marked `OVERFLOW`),
+/// so that the time a run spends shrinking stays bounded when something is
+/// badly wrong. Explained classes do not count: a field with many listed
+/// deviations still gets its new differences made small. Differences
+/// between the references alone are never shrunk (they never fail a run).
 const MAX_SHRUNK_PER_FIELD: usize = 8;
 const OVERFLOW: &str = "(more, not shrunk)";
 const T_A: u16 = 1;
@@ -42,9 +44,17 @@ pub struct Deviation {
 impl Deviation {
     pub fn matches(&self, config: &str, class: &Class) -> bool {
         self.bears_on(config, class)
-            && self.attribution == class.attribution
+            && (self.attribution == class.attribution || self.is_one_of_the_pair(&class.attribution))
             && self.field == class.field
             && self.transport.is_none_or(|t| class.transports.iter().all(|c| *c == t))
+    }
+
+    /// A server listed as the odd one out, in a class of a pair of servers
+    /// (the third's reply was not compared: rate-limited, or unreadable),
+    /// is as odd in the pair.
+    fn is_one_of_the_pair(&self, attribution: &str) -> bool {
+        let pair = attribution.split_once('≠').filter(|_| !attribution.contains(','));
+        pair.is_some_and(|(left, right)| [left, right].iter().any(|server| self.attribution == format!("odd={server}")))
     }
 
     /// Of `config`, and every listed feature one of the class's query.
@@ -53,12 +63,13 @@ impl Deviation {
     }
 
     /// Whether this is a fault of `reference` that changes its whole reply
-    /// and that the class's query has every feature of.
-    fn is_whole_reply_fault_of(&self, reference: &str, config: &str, class: &Class) -> bool {
+    /// or the class's own field, and that the class's query has every
+    /// feature of.
+    fn is_fault_of(&self, reference: &str, config: &str, class: &Class) -> bool {
         let attributions = [format!("odd={reference}"), format!("rule:{reference}")];
         self.bears_on(config, class)
             && attributions.iter().any(|a| a == self.attribution)
-            && WHOLE_REPLY_FIELDS.contains(&self.field)
+            && (WHOLE_REPLY_FIELDS.contains(&self.field) || self.field == class.field)
             && !self.features.is_empty()
     }
 }
@@ -115,6 +126,8 @@ pub struct Run {
 
 /// Findings sorted into classes as they come.
 struct Sorter<'e> {
+    /// The names of the run, for the features of a query's name.
+    pool: &'e NamePool,
     /// Whether a deviation explains a class.
     explained: &'e dyn Fn(&Class) -> bool,
     classes: BTreeMap<String, Class>,
@@ -134,8 +147,9 @@ fn memo_key(finding: &Finding, features: &[String]) -> String {
 }
 
 impl<'e> Sorter<'e> {
-    fn new(explained: &'e dyn Fn(&Class) -> bool) -> Self {
+    fn new(explained: &'e dyn Fn(&Class) -> bool, pool: &'e NamePool) -> Self {
         Sorter {
+            pool,
             explained,
             classes: BTreeMap::new(),
             memo: HashMap::new(),
@@ -168,7 +182,7 @@ impl<'e> Sorter<'e> {
     /// it, else the class of its query made as small as it goes (None: the
     /// difference did not show again).
     fn classify(&mut self, bench: &Bench, q: &FuzzQuery, finding: Finding) -> Option<String> {
-        let features = q.features();
+        let features = self.features(q);
         let known = self.classes.values().filter(|c| c.covers(&finding, &features)).max_by_key(|c| c.features.len());
         if let Some(class) = known {
             return Some(class.signature());
@@ -180,9 +194,9 @@ impl<'e> Sorter<'e> {
         let open_in_field = self
             .classes
             .values()
-            .filter(|c| c.attribution == finding.attribution && c.field == finding.field && !(self.explained)(c))
+            .filter(|c| c.attribution == finding.attribution && c.field == finding.field && c.implicates_pharos && !(self.explained)(c))
             .count();
-        if open_in_field >= MAX_SHRUNK_PER_FIELD {
+        if !finding.implicates_pharos || open_in_field >= MAX_SHRUNK_PER_FIELD {
             return Some(overflow(&mut self.classes, q, finding, features));
         }
         let started = Instant::now();
@@ -194,7 +208,7 @@ impl<'e> Sorter<'e> {
             attribution: found.attribution.clone(),
             transports: BTreeSet::new(),
             field: found.field.clone(),
-            features: smallest.features(),
+            features: self.features(&smallest),
             count: 0,
             reproduction: smallest,
             transport: found.transport,
@@ -206,10 +220,22 @@ impl<'e> Sorter<'e> {
         self.memo.insert(key, signature.clone());
         Some(signature)
     }
+
+    /// The query's features, and what its name is where that matters to
+    /// a listed deviation: below a DNAME.
+    fn features(&self, q: &FuzzQuery) -> Vec<String> {
+        let mut features = q.features();
+        if q.questions.first().is_some_and(|question| self.pool.is_below_dname(&question.labels)) {
+            features.push("qname=below-DNAME".into());
+            features.sort();
+        }
+        features
+    }
 }
 
-/// The class of a finding left unshrunk because its server and field
-/// already have `MAX_SHRUNK_PER_FIELD` unexplained classes: the features of
+/// The class of a finding left unshrunk because it is between the
+/// references alone, or its server and field already have
+/// `MAX_SHRUNK_PER_FIELD` unexplained classes: the features of
 /// its query as generated (so a deviation can still match it), its
 /// reproduction the first such query.
 fn overflow(classes: &mut BTreeMap<String, Class>, q: &FuzzQuery, finding: Finding, features: Vec<String>) -> String {
@@ -234,7 +260,7 @@ fn overflow(classes: &mut BTreeMap<String, Class>, q: &FuzzQuery, finding: Findi
 /// `explained` says whether a deviation explains a class.
 pub fn run(bench: &mut Bench, generator: &mut Generator, count: usize, budget: Duration, explained: &dyn Fn(&Class) -> bool) -> Run {
     let started = Instant::now();
-    let mut sorter = Sorter::new(explained);
+    let mut sorter = Sorter::new(explained, generator.pool());
     let mut done = 0;
     while done < count && started.elapsed() < budget {
         let n = BATCH.min(count - done);
@@ -299,38 +325,41 @@ pub fn describe_class(class: &Class, bench: &Bench, why: Option<&str>) -> String
 }
 
 /// The fields in which a reference's fault changes its whole reply: its
-/// RCODE, whether it replies, whether it has an OPT record.
-const WHOLE_REPLY_FIELDS: [&str; 3] = ["reply", "rcode", "edns"];
+/// RCODE, whether it replies and can be read, whether it has an OPT record.
+const WHOLE_REPLY_FIELDS: [&str; 4] = ["reply", "parse", "rcode", "edns"];
 
 /// Why a class is no fault of Pharos's.
 pub enum Explanation {
     /// The deviation of this index in the list.
     Listed(usize),
     /// Every reference differs from Pharos by a listed fault of its own
-    /// that changes its whole reply (a query cut short by one and carrying
+    /// that changes its whole reply or the very field that differs (a query cut short by one and carrying
     /// a header RCODE for the other, say): Pharos, which has neither
     /// fault, agrees with no reference, and nothing is left to compare.
     ReferencesAtFault,
 }
 
 const REFERENCES_AT_FAULT: &str = "each reference answers this query by a listed fault of its own that changes \
-    its whole reply (the deviations above with these features); Pharos has neither fault";
+    its whole reply or this field (the deviations above with these features); Pharos has neither fault";
 
 /// Why a class of `config` is explained, if it is: a listed deviation, or
 /// (where Pharos is the odd one out, all three differ, or Pharos differs
-/// from the one reference of its configuration) every one of `references`
-/// at fault.
+/// from the one reference whose reply was compared) every reference it is
+/// apart from at fault.
 pub fn explain(deviations: &[Deviation], references: &[&str], config: &str, class: &Class) -> Option<Explanation> {
     if let Some(index) = deviations.iter().position(|d| d.matches(config, class)) {
         return Some(Explanation::Listed(index));
     }
-    let pharos_apart = match references {
-        // Signed online: Pharos against Knot alone.
-        [only] => class.attribution == format!("{PHAROS}≠{only}"),
-        _ => class.attribution == format!("odd={PHAROS}") || class.attribution.split(',').count() == 3,
+    // The references Pharos is apart from: all of them when it is the odd
+    // one out or all differ, or the one of a pair when the other's reply was
+    // not compared (or the configuration has one reference).
+    let apart_from: Vec<&str> = if class.attribution == format!("odd={PHAROS}") || class.attribution.split(',').count() == 3 {
+        references.to_vec()
+    } else {
+        references.iter().copied().filter(|r| class.attribution == format!("{PHAROS}≠{r}")).collect()
     };
-    let at_fault = |reference: &&str| deviations.iter().any(|d| d.is_whole_reply_fault_of(reference, config, class));
-    (pharos_apart && references.iter().all(at_fault)).then_some(Explanation::ReferencesAtFault)
+    let at_fault = |reference: &&str| deviations.iter().any(|d| d.is_fault_of(reference, config, class));
+    (!apart_from.is_empty() && apart_from.iter().all(at_fault)).then_some(Explanation::ReferencesAtFault)
 }
 
 /// Prints the run; returns the signatures of the classes that implicate

@@ -26,6 +26,10 @@ impl<'p> Generator<'p> {
         Generator { rng: SmallRng::seed_from_u64(seed), pool }
     }
 
+    pub fn pool(&self) -> &'p NamePool {
+        self.pool
+    }
+
     fn chance(&mut self, p: f64) -> bool {
         self.rng.random_bool(p)
     }

@@ -113,6 +113,16 @@ impl NamePool {
     }
 }
 
+impl NamePool {
+    /// Whether a proper ancestor of `labels` (any case) owns a DNAME: the
+    /// name is answered by substitution, however many labels it has.
+    pub fn is_below_dname(&self, labels: &[Vec<u8>]) -> bool {
+        let lower: Labels = labels.iter().map(|l| l.to_ascii_lowercase()).collect();
+        let dname_owners = self.names.iter().filter(|n| n.kind == NameKind::Dname);
+        dname_owners.into_iter().any(|n| lower.len() > n.labels.len() && lower.ends_with(&n.labels))
+    }
+}
+
 fn classify(labels: &Labels, types: &BTreeSet<u16>, apex: &Labels) -> NameKind {
     const NS: u16 = 2;
     const CNAME: u16 = 5;

@@ -108,6 +108,15 @@ pub fn option_name(code: u16) -> String {
     }
 }
 
+impl EdnsOption {
+    pub fn code(&self) -> u16 {
+        match self {
+            EdnsOption::Raw(code, _) | EdnsOption::LongerThanItIs(code, _, _) => *code,
+            EdnsOption::GoodCookie => OPT_COOKIE,
+        }
+    }
+}
+
 /// Where an OPT record is put.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OptPlace {
@@ -497,6 +506,12 @@ impl FuzzQuery {
                 for option in &o.options {
                     out.push(format!("edns-option={}", option_kind(option)));
                 }
+                let codes: Vec<u16> = o.options.iter().map(EdnsOption::code).collect();
+                for (i, code) in codes.iter().enumerate() {
+                    if codes[..i].contains(code) {
+                        out.push(format!("edns-option-twice={}", option_name(*code)));
+                    }
+                }
             }
         }
         if let Some(mode) = self.tsig {
@@ -520,7 +535,9 @@ pub fn type_kind(qtype: u16) -> String {
     match qtype {
         128 => "NXNAME".into(),
         41 | 249 | 250 | 251 | 252 | 253 | 254 | 255 => format!("meta({})", type_name(qtype)),
-        43 | 46 | 47 | 48 | 50 | 51 => format!("dnssec({})", type_name(qtype)),
+        // DS, RRSIG, NSEC, DNSKEY, NSEC3, NSEC3PARAM, and the child's
+        // CDS and CDNSKEY (RFC 7344), which a signer may publish itself.
+        43 | 46 | 47 | 48 | 50 | 51 | 59 | 60 => format!("dnssec({})", type_name(qtype)),
         0 | 65535 => "reserved".into(),
         _ if type_name(qtype).starts_with("TYPE") => "unknown".into(),
         _ => "data".into(),

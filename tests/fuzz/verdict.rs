@@ -15,6 +15,7 @@ use crate::support::wire::Transport;
 pub const PHAROS: &str = "pharos";
 const T_IXFR: u16 = 251;
 const T_AXFR: u16 = 252;
+const NOERROR: u16 = 0;
 const FORMERR: u16 = 1;
 const NOTIMP: u16 = 4;
 const REFUSED: u16 = 5;
@@ -89,7 +90,10 @@ fn case_for(q: &FuzzQuery, packet: &[u8], transport: Transport) -> Case {
         query_opt_damaged: q.opt.is_some() && !clean_opt,
         // An NSID option with data asks too (RFC 5001 section 2.1 has the
         // requester send it empty, and the servers answer it either way).
-        asks_nsid: clean_opt && q.opt.as_ref().is_some_and(|o| o.options.iter().any(|op| matches!(op, EdnsOption::Raw(OPT_NSID, _)))),
+        // In a damaged OPT it may be read or not (see `query_opt_damaged`).
+        // The options of another EDNS version mean nothing (RFC 6891
+        // section 6.1.3).
+        asks_nsid: q.opt.as_ref().is_some_and(|o| o.version == 0 && o.options.iter().any(|op| matches!(op, EdnsOption::Raw(OPT_NSID, _)))),
         any_types: None,
         // Payloads as small as 512 make truncation a choice: UDP replies
         // with TC are checked for whole RRsets rather than compared.
@@ -156,6 +160,13 @@ fn allowed_rcodes(q: &FuzzQuery) -> Vec<u16> {
         return Vec::new();
     }
     let mut allowed: Vec<u16> = faults.iter().flat_map(|(Fault::Must(codes) | Fault::May(codes))| codes.iter().copied()).collect();
+    // RFC 7873 section 5.4: an empty question with a COOKIE option asks a
+    // server that makes cookies for a server cookie alone.
+    let cookie =
+        |f: &String| ["edns-option=COOKIE-client", "edns-option=COOKIE-bad-server", "edns-option=COOKIE-good"].contains(&f.as_str());
+    if features.iter().any(|f| f == "question=none") && features.iter().any(cookie) {
+        allowed.push(NOERROR);
+    }
     allowed.sort_unstable();
     allowed.dedup();
     allowed
@@ -241,6 +252,9 @@ pub fn judge(q: &FuzzQuery, sides: &[Side], zones: &[&str]) -> Vec<Finding> {
             // a missing reply counts only for well-formed queries.
             alone.retain(|m| m.field != "reply" || cases[i].well_formed);
             out.extend(group(alone, transport, |_| format!("rule:{}", side.name)));
+            // A reply no parser reads is judged alone (the rule above): what
+            // could be read of it is not compared with the others.
+            comparable[i] &= obs.message().is_none_or(|m| m.parse_error.is_none());
         }
         let mut differing: BTreeMap<String, Differing> = BTreeMap::new();
         for a in 0..sides.len() {

@@ -29,9 +29,11 @@ pub struct Case {
     pub query_has_opt: bool,
     /// The query carried an OPT record that is not the one OPT of a
     /// readable query (cut short, sent twice, misplaced, owned by another
-    /// name): whether the reply has one is not checked.
+    /// name): whether the reply has one, or the NSID asked in it, is not
+    /// checked.
     pub query_opt_damaged: bool,
-    /// The query asked for the NSID.
+    /// The query asked for the NSID (in a damaged OPT too: a server that
+    /// never saw the option must not answer it).
     pub asks_nsid: bool,
     /// For ANY: the RRset types at the name (RFC 8482 subset rule).
     pub any_types: Option<Vec<u16>>,
