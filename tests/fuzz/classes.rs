@@ -62,6 +62,16 @@ impl Deviation {
         (self.config == "*" || self.config == config) && self.features.iter().all(|f| class.features.iter().any(|c| c == f))
     }
 
+    /// Whether this lets Pharos answer the class's query with an RCODE of
+    /// its own (or none): the rest of its reply follows from it.
+    fn is_rcode_choice_of_pharos(&self, config: &str, class: &Class) -> bool {
+        let pharos_apart = self.attribution == format!("odd={PHAROS}")
+            || self.attribution == format!("rule:{PHAROS}")
+            || self.attribution.split(',').count() == 3
+            || self.attribution.starts_with(&format!("{PHAROS}≠"));
+        self.bears_on(config, class) && pharos_apart && ["rcode", "reply"].contains(&self.field) && !self.features.is_empty()
+    }
+
     /// Whether this is a fault of `reference` that changes its whole reply
     /// or the class's own field, and that the class's query has every
     /// feature of.
@@ -222,11 +232,16 @@ impl<'e> Sorter<'e> {
     }
 
     /// The query's features, and what its name is where that matters to
-    /// a listed deviation: below a DNAME.
+    /// a listed deviation: below a DNAME, or a CNAME.
     fn features(&self, q: &FuzzQuery) -> Vec<String> {
         let mut features = q.features();
-        if q.questions.first().is_some_and(|question| self.pool.is_below_dname(&question.labels)) {
-            features.push("qname=below-DNAME".into());
+        if let Some(question) = q.questions.first() {
+            if self.pool.is_below_dname(&question.labels) {
+                features.push("qname=below-DNAME".into());
+            }
+            if self.pool.is_cname(&question.labels) {
+                features.push("qname=CNAME".into());
+            }
             features.sort();
         }
         features
@@ -337,8 +352,14 @@ pub enum Explanation {
     /// a header RCODE for the other, say): Pharos, which has neither
     /// fault, agrees with no reference, and nothing is left to compare.
     ReferencesAtFault,
+    /// A listed deviation lets Pharos answer this query with an RCODE of
+    /// its own (a FORMERR to an option the references ignore, say): what
+    /// else differs follows from it.
+    PharosRcodeChosen,
 }
 
+const PHAROS_RCODE_CHOSEN: &str = "a listed deviation above lets Pharos answer this query with an RCODE of its \
+    own (the deviations with these features); what else differs follows from that RCODE";
 const REFERENCES_AT_FAULT: &str = "each reference answers this query by a listed fault of its own that changes \
     its whole reply or this field (the deviations above with these features); Pharos has neither fault";
 
@@ -359,7 +380,10 @@ pub fn explain(deviations: &[Deviation], references: &[&str], config: &str, clas
         references.iter().copied().filter(|r| class.attribution == format!("{PHAROS}≠{r}")).collect()
     };
     let at_fault = |reference: &&str| deviations.iter().any(|d| d.is_fault_of(reference, config, class));
-    (!apart_from.is_empty() && apart_from.iter().all(at_fault)).then_some(Explanation::ReferencesAtFault)
+    if !apart_from.is_empty() && apart_from.iter().all(at_fault) {
+        return Some(Explanation::ReferencesAtFault);
+    }
+    deviations.iter().any(|d| d.is_rcode_choice_of_pharos(config, class)).then_some(Explanation::PharosRcodeChosen)
 }
 
 /// Prints the run; returns the signatures of the classes that implicate
@@ -390,6 +414,7 @@ pub fn report(config: &str, seed: u64, run: &Run, bench: &Bench, deviations: &[D
                 known.push_str(&describe_class(class, bench, Some(deviations[i].why)));
             }
             Some(Explanation::ReferencesAtFault) => known.push_str(&describe_class(class, bench, Some(REFERENCES_AT_FAULT))),
+            Some(Explanation::PharosRcodeChosen) => known.push_str(&describe_class(class, bench, Some(PHAROS_RCODE_CHOSEN))),
             None if class.implicates_pharos => {
                 unexplained.push(signature.clone());
                 text.push_str(&describe_class(class, bench, None));

@@ -114,6 +114,12 @@ impl NamePool {
 }
 
 impl NamePool {
+    /// Whether `labels` (any case) own a CNAME.
+    pub fn is_cname(&self, labels: &[Vec<u8>]) -> bool {
+        let lower: Labels = labels.iter().map(|l| l.to_ascii_lowercase()).collect();
+        self.names.iter().any(|n| n.kind == NameKind::Cname && n.labels == lower)
+    }
+
     /// Whether a proper ancestor of `labels` (any case) owns a DNAME: the
     /// name is answered by substitution, however many labels it has.
     pub fn is_below_dname(&self, labels: &[Vec<u8>]) -> bool {
