@@ -478,6 +478,8 @@ const KNOWN_DEVIATIONS: &[Deviation] = &[
     any("pharos≠knot", "additional", &["tsig=bad-time"], "Knot's BADKEY to the servers' key name (see above), where Pharos says BADTIME"),
     any("pharos≠knot", "rcode", &["qtype=NXNAME"], PHAROS_NXNAME),
     any("odd=pharos", "rcode", &[MALFORMED_OPTIONS[4]], PHAROS_OPT_FIRST),
+    // Knot's BADKEY to the servers' key, NSD's answer, Pharos's FORMERR.
+    any(APART, "rcode", &[MALFORMED_OPTIONS[4], "tsig=good"], PHAROS_OPT_FIRST),
     any("odd=pharos", "rcode", &[MALFORMED_OPTIONS[5]], PHAROS_OPT_FIRST),
     any("odd=pharos", "rcode", &[MALFORMED_OPTIONS[6]], PHAROS_OPT_FIRST),
     any("odd=pharos", "rcode", &[MALFORMED_OPTIONS[7]], PHAROS_OPT_FIRST),

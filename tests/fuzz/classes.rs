@@ -383,7 +383,10 @@ pub fn explain(deviations: &[Deviation], references: &[&str], config: &str, clas
     if !apart_from.is_empty() && apart_from.iter().all(at_fault) {
         return Some(Explanation::ReferencesAtFault);
     }
-    deviations.iter().any(|d| d.is_rcode_choice_of_pharos(config, class)).then_some(Explanation::PharosRcodeChosen)
+    // Not for the RCODE itself, nor for a rule Pharos breaks alone: only
+    // for what follows from an RCODE a deviation allows.
+    let follows_from_rcode = !class.attribution.starts_with("rule:") && !["rcode", "reply"].contains(&class.field.as_str());
+    (follows_from_rcode && deviations.iter().any(|d| d.is_rcode_choice_of_pharos(config, class))).then_some(Explanation::PharosRcodeChosen)
 }
 
 /// Prints the run; returns the signatures of the classes that implicate
