@@ -65,9 +65,8 @@ impl Deviation {
     /// Whether this lets Pharos answer the class's query with an RCODE of
     /// its own (or none): the rest of its reply follows from it.
     fn is_rcode_choice_of_pharos(&self, config: &str, class: &Class) -> bool {
-        let pharos_apart = self.attribution == format!("odd={PHAROS}")
+        let pharos_apart = pharos_apart_from_all(self.attribution)
             || self.attribution == format!("rule:{PHAROS}")
-            || self.attribution.split(',').count() == 3
             || self.attribution.starts_with(&format!("{PHAROS}≠"));
         self.bears_on(config, class) && pharos_apart && ["rcode", "reply"].contains(&self.field) && !self.features.is_empty()
     }
@@ -374,7 +373,7 @@ pub fn explain(deviations: &[Deviation], references: &[&str], config: &str, clas
     // The references Pharos is apart from: all of them when it is the odd
     // one out or all differ, or the one of a pair when the other's reply was
     // not compared (or the configuration has one reference).
-    let apart_from: Vec<&str> = if class.attribution == format!("odd={PHAROS}") || class.attribution.split(',').count() == 3 {
+    let apart_from: Vec<&str> = if pharos_apart_from_all(&class.attribution) {
         references.to_vec()
     } else {
         references.iter().copied().filter(|r| class.attribution == format!("{PHAROS}≠{r}")).collect()
@@ -387,6 +386,12 @@ pub fn explain(deviations: &[Deviation], references: &[&str], config: &str, clas
     // for what follows from an RCODE a deviation allows.
     let follows_from_rcode = !class.attribution.starts_with("rule:") && !["rcode", "reply"].contains(&class.field.as_str());
     (follows_from_rcode && deviations.iter().any(|d| d.is_rcode_choice_of_pharos(config, class))).then_some(Explanation::PharosRcodeChosen)
+}
+
+/// Whether `attribution` puts Pharos apart from every reference: the odd
+/// one out, or all three servers differing.
+fn pharos_apart_from_all(attribution: &str) -> bool {
+    attribution == format!("odd={PHAROS}") || attribution.split(',').count() == 3
 }
 
 /// Prints the run; returns the signatures of the classes that implicate

@@ -316,14 +316,10 @@ pub fn prefetch_batch<'b, 'q: 'b>(queries: impl IntoIterator<Item = (&'b Query<'
 /// Answers a datagram that was longer than the receive buffer: FORMERR
 /// from the header alone, or nothing if even that is not a query.
 pub fn respond_oversized(packet: &[u8], out: &mut Vec<u8>) -> Option<Answered<'static>> {
-    match parse_query(&packet[..packet.len().min(HEADER_LEN)]) {
-        Err(Reject::Drop) => None,
-        Ok(query) | Err(Reject::Respond { query, .. } | Reject::NoQuestion { query }) => {
-            let header_only = Query { question: None, edns: None, ..query };
-            let opt = OptSource { settings: &Settings::default(), options: &ResponseOptions::default() };
-            Some(write_refusal(&header_only, rcode::FORMERR, None, opt, out))
-        }
-    }
+    let parsed = parse_query(&packet[..packet.len().min(HEADER_LEN)]);
+    let header_only = Query { question: None, edns: None, ..*query_read(&parsed)? };
+    let opt = OptSource { settings: &Settings::default(), options: &ResponseOptions::default() };
+    Some(write_refusal(&header_only, rcode::FORMERR, None, opt, out))
 }
 
 fn answer_query<'s>(
