@@ -10,6 +10,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# A one-shot run gains nothing from cargo's incremental cache, which would
+# add gigabytes to target/. Free disk is said up front: a full disk fails a
+# link with a bus error deep in the build log.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+needed_gb=12
+free_gb=$(df --output=avail -BG . | tail -n 1 | tr -dc 0-9)
+echo "== ${free_gb} GB free on the disk of $(pwd); a clean run builds about ${needed_gb} GB"
+if [ "$free_gb" -lt "$needed_gb" ]; then
+  echo "!! less than ${needed_gb} GB free: the build may fail with 'No space left on device'" >&2
+fi
+
 # Debian packages the tests need, by the command that shows they are there.
 declare -A needed=(
   [knotd]=knot            # reference server for the differential conformance tests

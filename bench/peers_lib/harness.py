@@ -5,8 +5,10 @@ taskset, readiness polled with a deadline, CPU of the whole process tree from
 /proc, and a noise indicator (CPU used by everything else on the machine).
 """
 
+import atexit
 import os
 import resource
+import shutil
 import signal
 import socket
 import statistics
@@ -51,7 +53,11 @@ def parse_args(ap, argv, smoke):
         return args
     ap.set_defaults(smoke=True, **smoke)
     if hasattr(args, "out"):
-        ap.set_defaults(out=tempfile.mkdtemp(prefix="bench-smoke-"))
+        # A smoke round's report is thrown away, with its directory: CI
+        # runs fifteen of them on a disk that may be nearly full.
+        out = tempfile.mkdtemp(prefix="bench-smoke-")
+        atexit.register(shutil.rmtree, out, ignore_errors=True)
+        ap.set_defaults(out=out)
     return ap.parse_args(argv)
 
 
