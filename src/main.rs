@@ -11,11 +11,12 @@ use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use pharos_server::check::Finding;
 use pharos_server::config::{Config, ZoneConfig};
 
 #[derive(Parser)]
-#[command(name = "pharos", version, about = "A request-routing authoritative name service")]
+#[command(name = "pharos", about = "A request-routing authoritative name service")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -39,12 +40,24 @@ enum Command {
     Dispatcher(dispatcher::DispatcherArgs),
     /// Generate a zone's DNSSEC keys into the store; show their DNSKEY and DS records.
     Key(key::KeyArgs),
+    /// Check a configuration and everything it names as `serve` would load it, without serving; every error at once.
+    Check(CheckArgs),
     /// Check zone files and report the first error in each, as file:line.
     CheckZone {
         /// ORIGIN=FILE, as for `serve --zone`.
         #[arg(required = true)]
         zones: Vec<String>,
     },
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// The configuration file to check, as `serve --config` would read it.
+    #[arg(long, short)]
+    config: PathBuf,
+    /// Print only the errors (and the summary).
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 #[derive(Args)]
@@ -75,8 +88,9 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    match Cli::parse().command {
+    match parse_arguments().command {
         Command::Serve(args) => serve(args),
+        Command::Check(args) => check(&args),
         Command::CheckZone { zones } => check_zones(&zones),
         Command::Ctl(args) => ctl::run(args),
         Command::Key(args) => key::run(args),
@@ -86,6 +100,15 @@ fn main() -> anyhow::Result<()> {
         Command::Connect(args) => connect::run(args),
         Command::Dispatcher(args) => dispatcher::run(args),
     }
+}
+
+/// The command line, with `--version` saying what was built: the version,
+/// the commit and whether the kernel fast path is in.
+fn parse_arguments() -> Cli {
+    let fast_path = if pharos_server::fast_path_built() { "built in" } else { "not built in (clang or libbpf-dev was missing)" };
+    let version = format!("{} (commit {}, kernel fast path {fast_path})", env!("CARGO_PKG_VERSION"), env!("PHAROS_COMMIT"));
+    let matches = Cli::command().version(version).get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -124,6 +147,28 @@ fn forward(args: pharos_forward::ForwardArgs) -> anyhow::Result<()> {
     let config = args.into_config()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     Ok(runtime.block_on(pharos_forward::run(config))?)
+}
+
+/// Exits 1 if anything is wrong, after saying everything that is.
+fn check(args: &CheckArgs) -> anyhow::Result<()> {
+    let report = pharos_server::check::check(&args.config);
+    for finding in &report.findings {
+        match finding {
+            Finding::Problem(_) => eprintln!("{finding}"),
+            Finding::Ok(_) | Finding::Note(_) if !args.quiet => println!("{finding}"),
+            Finding::Ok(_) | Finding::Note(_) => {}
+        }
+    }
+    match report.problems() {
+        0 => {
+            println!("{}: ready to serve", args.config.display());
+            Ok(())
+        }
+        problems => {
+            eprintln!("{}: {problems} error(s); serve would not start with it", args.config.display());
+            std::process::exit(1)
+        }
+    }
 }
 
 fn check_zones(zones: &[String]) -> anyhow::Result<()> {

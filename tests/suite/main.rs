@@ -17,6 +17,7 @@ mod artemis;
 mod artemis_api;
 mod artemis_netns;
 mod catch_up;
+mod check;
 mod conformance;
 mod cookies;
 mod dashboard;

@@ -870,53 +870,39 @@ impl Config {
         Config::default()
     }
 
-    /// Checks what cannot be checked field by field.
+    /// Checks what cannot be checked field by field; the first problem.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.server.listen.is_empty() {
-            return Err(ConfigError::NoListen);
-        }
-        if self.all_zones().next().is_none() {
-            return Err(ConfigError::NoZones);
-        }
+        self.problems().into_iter().next().map_or(Ok(()), Err)
+    }
+
+    /// Every problem that cannot be seen field by field, all at once (for
+    /// `pharos check`).
+    pub fn problems(&self) -> Vec<ConfigError> {
         let DnssecConfig { refresh_seconds, validity_seconds, .. } = self.dnssec;
-        if refresh_seconds == 0 || refresh_seconds >= validity_seconds {
-            return Err(ConfigError::Refresh { refresh_seconds, validity_seconds });
-        }
-        if self.server.udp_payload < pharos_wire::MIN_UDP_PAYLOAD {
-            return Err(ConfigError::UdpPayload(self.server.udp_payload));
-        }
-        if self.tcp.max_connections == 0 || self.tcp.max_connections_per_client == 0 {
-            return Err(ConfigError::NoConnections);
-        }
-        if self.server.nsid.as_ref().is_some_and(|nsid| nsid.len() > 512) {
-            return Err(ConfigError::LongNsid);
-        }
-        if self.latency.max_age_seconds == 0 {
-            return Err(ConfigError::ZeroMaxAge);
-        }
-        if !(self.load.smoothing > 0.0 && self.load.smoothing <= 1.0) {
-            return Err(ConfigError::Smoothing);
-        }
-        if self.tls.certificate.is_some() != self.tls.key.is_some() {
-            return Err(ConfigError::HalfCertificate);
-        }
-        if self.store.path.is_some() && self.store.url.is_some() {
-            return Err(ConfigError::TwoStores);
-        }
-        self.bgp.validate()?;
-        self.health.validate()?;
-        self.fastpath.validate()?;
-        if let Some(rrl) = &self.rrl {
-            rrl.limits()?;
-        }
-        if let Some(cookies) = &self.cookies {
-            cookies.validate()?;
-        }
-        self.metrics.validate(&self.control, &self.server)?;
-        if let Some(dnstap) = &self.dnstap {
-            dnstap.settings()?;
-        }
-        Ok(self.http.validate()?)
+        let wrong = [
+            (self.server.listen.is_empty(), ConfigError::NoListen),
+            (self.all_zones().next().is_none(), ConfigError::NoZones),
+            (refresh_seconds == 0 || refresh_seconds >= validity_seconds, ConfigError::Refresh { refresh_seconds, validity_seconds }),
+            (self.server.udp_payload < pharos_wire::MIN_UDP_PAYLOAD, ConfigError::UdpPayload(self.server.udp_payload)),
+            (self.tcp.max_connections == 0 || self.tcp.max_connections_per_client == 0, ConfigError::NoConnections),
+            (self.server.nsid.as_ref().is_some_and(|nsid| nsid.len() > 512), ConfigError::LongNsid),
+            (self.latency.max_age_seconds == 0, ConfigError::ZeroMaxAge),
+            (!(self.load.smoothing > 0.0 && self.load.smoothing <= 1.0), ConfigError::Smoothing),
+            (self.tls.certificate.is_some() != self.tls.key.is_some(), ConfigError::HalfCertificate),
+            (self.store.path.is_some() && self.store.url.is_some(), ConfigError::TwoStores),
+        ];
+        let sections = [
+            self.bgp.validate(),
+            self.health.validate(),
+            self.fastpath.validate(),
+            self.rrl.as_ref().map_or(Ok(()), |rrl| rrl.limits().map(drop).map_err(ConfigError::from)),
+            self.cookies.as_ref().map_or(Ok(()), CookiesConfig::validate),
+            self.metrics.validate(&self.control, &self.server),
+            self.dnstap.as_ref().map_or(Ok(()), |dnstap| dnstap.settings().map(drop)),
+            self.http.validate().map_err(ConfigError::from),
+        ];
+        let wrong = wrong.into_iter().filter_map(|(is_wrong, problem)| is_wrong.then_some(problem));
+        wrong.chain(sections.into_iter().filter_map(Result::err)).collect()
     }
 
     /// Where state files are kept: beside the store file, else beside the

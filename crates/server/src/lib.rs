@@ -28,6 +28,7 @@
 
 mod api;
 pub mod artemis;
+pub mod check;
 pub mod config;
 pub mod data;
 pub mod driver;
@@ -43,3 +44,9 @@ pub use config::Config;
 pub use driver::shell::ControlShell;
 pub use driver::thread::ControlThread;
 pub use run::{Server, ServerError, run};
+
+/// Whether this build carries the kernel fast path's XDP program (it is
+/// left out where clang or libbpf-dev was missing at build time).
+pub fn fast_path_built() -> bool {
+    pharos_xdp::PROGRAM.is_some()
+}

@@ -35,6 +35,7 @@ use pharos_route::prefix::parse_prefix;
 use serde::de::DeserializeOwned;
 
 pub use postgres::{Following, PostgresStore, Wake};
+pub use schema::Schema;
 pub use sqlite::SqliteStore;
 
 /// Why the store could not do what was asked.
@@ -52,7 +53,10 @@ pub enum StoreError {
     Runtime(std::io::Error),
     #[error("stored {what} {name:?} cannot be read back: {error}")]
     Corrupt { what: &'static str, name: String, error: serde_json::Error },
-    #[error("the database schema is version {found}, newer than this Pharos knows ({known}); upgrade Pharos")]
+    #[error(
+        "the database schema is version {found}, newer than this Pharos ({version}) knows ({known}): it was written by a newer Pharos; upgrade Pharos",
+        version = env!("CARGO_PKG_VERSION")
+    )]
     TooNew { found: i64, known: i64 },
     /// Batches were logged after the one the changes were made from.
     #[error("{}", ControlError::Behind { applied: *applied, latest: *latest })]

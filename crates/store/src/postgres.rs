@@ -39,6 +39,7 @@ use tokio_postgres::config::TargetSessionAttrs;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{AsyncMessage, Config, IsolationLevel, NoTls, Row};
 
+use crate::schema::Schema;
 use crate::{
     Batches, Change, Measurement, NEXT_MEASUREMENT_STAMP, NEXT_VERDICT_STAMP, News, State, Store, StoreError, batch_row, check_not_behind,
     declaration_row, fleet_reports, last_stamp, millis_row, read_batch, read_declaration, read_measurement, schema, subnet_text,
@@ -125,6 +126,21 @@ impl PostgresStore {
         let runtime = store_runtime(on_thread_start)?;
         let pool = pool(&config);
         Ok(PostgresStore { config, pool, runtime, migrated: AtomicBool::new(false) })
+    }
+
+    /// What opening the database `url` names would do to its schema, read
+    /// without writing; an error if it cannot be reached.
+    pub fn inspect(url: &str) -> Result<Schema, StoreError> {
+        let store = PostgresStore::open_later(url, || {})?;
+        store.runtime.block_on(async {
+            let client = store.pool.get().await.map_err(|error| StoreError::Unreachable(causes(&error)))?;
+            let table = client.query_one("SELECT to_regclass('pharos_schema') IS NOT NULL", &[]).await?;
+            if !table.get::<_, bool>(0) {
+                return schema::schema_of(None);
+            }
+            let version = client.query_opt("SELECT version FROM pharos_schema", &[]).await?;
+            schema::schema_of(version.map(|row| row.get(0)))
+        })
     }
 
     /// A connection from the pool, to a database migrated by now.

@@ -79,9 +79,48 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
 /// The migrations a database at `version` still needs, numbered from 1;
 /// an error if it is newer than this Pharos.
 pub(crate) fn pending(version: i64) -> Result<impl Iterator<Item = (i64, &'static Migration)>, StoreError> {
-    let known = MIGRATIONS.len() as i64;
-    if version > known {
-        return Err(StoreError::TooNew { found: version, known });
-    }
+    schema_of(Some(version))?;
     Ok(MIGRATIONS.iter().zip(1..).skip(version.max(0) as usize).map(|(migration, number)| (number, migration)))
+}
+
+/// What opening a database whose schema is at `version` (`None`: there is
+/// no database yet) would do; an error if it is newer than this Pharos.
+pub(crate) fn schema_of(version: Option<i64>) -> Result<Schema, StoreError> {
+    let known = MIGRATIONS.len() as i64;
+    match version {
+        None => Ok(Schema::Missing { known }),
+        Some(found) if found > known => Err(StoreError::TooNew { found, known }),
+        Some(found) if found < known => Ok(Schema::Behind { found, known }),
+        Some(_) => Ok(Schema::Current { version: known }),
+    }
+}
+
+/// The state of a store's schema, as `pharos check` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schema {
+    /// There is no database yet: it is made at start.
+    Missing {
+        known: i64,
+    },
+    /// Migrated forward at start, from `found` to `known`.
+    Behind {
+        found: i64,
+        known: i64,
+    },
+    Current {
+        version: i64,
+    },
+    /// A running Pharos holds the file: it cannot be read beside it.
+    InUse,
+}
+
+impl std::fmt::Display for Schema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Schema::Missing { known } => write!(f, "no database yet: it is made at start, at schema version {known}"),
+            Schema::Behind { found, known } => write!(f, "schema version {found}: migrated forward to {known} at start"),
+            Schema::Current { version } => write!(f, "schema version {version}, current"),
+            Schema::InUse => write!(f, "in use by a running Pharos (which holds it locked): its schema was checked when that one started"),
+        }
+    }
 }

@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use pharos_model::fleet::{FleetReports, NodeVerdict};
 use pharos_model::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use serde::de::DeserializeOwned;
 
+use crate::schema::Schema;
 use crate::{
     Batches, Change, Measurement, NEXT_MEASUREMENT_STAMP, NEXT_VERDICT_STAMP, State, Store, StoreError, batch_row, check_not_behind,
     declaration_row, fleet_reports, last_stamp, millis_row, read_batch, read_declaration, read_measurement, schema, subnet_text,
@@ -34,6 +35,28 @@ impl SqliteStore {
         connection.busy_timeout(std::time::Duration::from_secs(5))?;
         migrate(&mut connection)?;
         Ok(SqliteStore { connection })
+    }
+
+    /// What opening the database at `path` would do to its schema, read
+    /// without writing (and without waiting for a running Pharos's lock).
+    pub fn inspect(path: &Path) -> Result<Schema, StoreError> {
+        if !path.exists() {
+            return schema::schema_of(None);
+        }
+        let connection = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+        match connection.pragma_query_value(None, "user_version", |row| row.get(0)) {
+            Ok(version) => schema::schema_of(Some(version)),
+            Err(rusqlite::Error::SqliteFailure(error, _)) if error.code == rusqlite::ErrorCode::DatabaseBusy => Ok(Schema::InUse),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Writes a copy of the database at `path` to `copy`, read without
+    /// writing: `pharos check` opens the copy as `serve` would the file.
+    pub fn copy(path: &Path, copy: &Path) -> Result<(), StoreError> {
+        let connection = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+        connection.execute("VACUUM INTO ?1", [copy.to_string_lossy()])?;
+        Ok(())
     }
 }
 

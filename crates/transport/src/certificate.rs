@@ -13,7 +13,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 
-use crate::config::Settings;
+use crate::config::{Settings, TlsConfig};
 
 /// Names of the generated certificate and key files in the state directory.
 const GENERATED_CERTIFICATE: &str = "pharos-tls-certificate.pem";
@@ -51,6 +51,15 @@ pub enum PemError {
     NoKey(#[source] rustls::pki_types::pem::Error),
     #[error("the key is unusable or is not the certificate's")]
     Mismatch(#[source] rustls::Error),
+}
+
+/// Reads the operator's certificate and key, if `tls` names them, as
+/// [`load`] would (for `pharos check`); a generated pair is left alone.
+pub fn check_configured(tls: &TlsConfig) -> Result<(), CertificateError> {
+    if let (Some(certificate), Some(key)) = (&tls.certificate, &tls.key) {
+        read(certificate, key, &rustls::crypto::ring::default_provider())?;
+    }
+    Ok(())
 }
 
 /// The certificate of `settings`: its `tls.certificate` and `tls.key`,

@@ -35,7 +35,7 @@ mod tcp;
 mod tls;
 mod udp;
 
-pub use certificate::{CertificateError, PemError};
+pub use certificate::{CertificateError, PemError, check_configured as check_certificate};
 pub use config::Settings;
 pub use descriptors::DescriptorError;
 pub use doq::EndpointError;

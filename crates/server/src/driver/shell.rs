@@ -913,7 +913,7 @@ type SourceFiles = (Option<DataFile>, Option<DataFile>);
 
 /// Reads the MaxMind DB and IP-to-AS table the config names, if any, at
 /// `now` (Unix ms).
-fn load_sources(config: &Config, now: u64) -> Result<(DataSources, SourceFiles), SourcesError> {
+pub(crate) fn load_sources(config: &Config, now: u64) -> Result<(DataSources, SourceFiles), SourcesError> {
     let geo = match &config.geo.database {
         Some(path) => {
             let started = std::time::Instant::now();
