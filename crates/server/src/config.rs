@@ -392,9 +392,14 @@ impl HealthConfig {
 pub struct ControlConfig {
     /// Address to serve the API on; unset, there is no API.
     pub listen: Option<SocketAddr>,
-    /// Bearer token clients must send. Unset: one is generated at first
-    /// start, kept in the store and printed once.
+    /// The bootstrap token (named `admin`, with every right): the bearer
+    /// token clients send until named tokens are made with it. Unset: one
+    /// is generated at first start, kept in the store and printed once.
     pub token: Option<String>,
+    /// Serve the API over HTTPS only, presenting the certificate of `[tls]`
+    /// (its `certificate` and `key`, else the self-signed one generated
+    /// and kept beside the store).
+    pub tls: bool,
     /// Under a storm of updates, commit at most once per this many
     /// milliseconds, each commit taking every update queued meanwhile. A
     /// lone update is committed at once.
@@ -403,7 +408,7 @@ pub struct ControlConfig {
 
 impl Default for ControlConfig {
     fn default() -> Self {
-        ControlConfig { listen: None, token: None, commit_window_ms: 10 }
+        ControlConfig { listen: None, token: None, tls: false, commit_window_ms: 10 }
     }
 }
 
