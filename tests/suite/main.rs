@@ -38,6 +38,7 @@ mod rollover;
 mod routing;
 mod rrl;
 mod sid;
+mod tokens;
 mod transfer;
 mod transport;
 mod tsig;
