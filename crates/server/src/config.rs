@@ -48,6 +48,8 @@ pub enum ConfigError {
     HalfCertificate,
     #[error("store.path (SQLite) and store.url (PostgreSQL) are two stores: give one of them")]
     TwoStores,
+    #[error("control.tls = true with no control.listen: there is no control API to serve over TLS")]
+    TlsWithoutApi,
     #[error("bgp.min_prefix_length_v4: {0} is longer than an IPv4 address (32 bits)")]
     MinPrefixLengthV4(u8),
     #[error("bgp.min_prefix_length_v6: {0} is longer than an IPv6 address (128 bits)")]
@@ -908,6 +910,9 @@ impl Config {
         if self.store.path.is_some() && self.store.url.is_some() {
             return Err(ConfigError::TwoStores);
         }
+        if self.control.tls && self.control.listen.is_none() {
+            return Err(ConfigError::TlsWithoutApi);
+        }
         self.bgp.validate()?;
         self.health.validate()?;
         self.fastpath.validate()?;
@@ -1013,6 +1018,9 @@ mod tests {
         assert_eq!(config.tls.key, Some(dir.path().join("k.pem")));
         assert_eq!(config.state_directory(), Some(dir.path()));
         config.validate().unwrap();
+        let api_over_tls = Config { control: ControlConfig { tls: true, ..ControlConfig::default() }, ..config.clone() };
+        let error = api_over_tls.validate().unwrap_err().to_string();
+        assert!(error.contains("control.tls = true with no control.listen"), "{error}");
         let half = Config { tls: TlsConfig { key: None, ..config.tls.clone() }, ..config };
         let error = half.validate().unwrap_err().to_string();
         assert!(error.contains("tls.certificate and tls.key go together"), "{error}");
