@@ -170,9 +170,12 @@ fn the_api_answers_over_tls_to_curl_and_ctl_trusting_its_certificate() {
     let port = api.rsplit(':').next().unwrap();
     let certificate = pharos.config.parent().unwrap().join("pharos-tls-certificate.pem");
     let url = format!("https://localhost:{port}/v1/regions");
+    // A client that connects and never begins its handshake holds up no
+    // other (which gives up after 5 s, before that one's 10 s run out).
+    let _stalled = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
     let curl = |extra: &[&str]| {
         let mut command = Command::new("curl");
-        command.args(["--silent", "--show-error", "--resolve", &format!("localhost:{port}:127.0.0.1")]);
+        command.args(["--silent", "--show-error", "--max-time", "5", "--resolve", &format!("localhost:{port}:127.0.0.1")]);
         command.args(["--header", &format!("Authorization: Bearer {TOKEN}")]).args(extra).output().unwrap()
     };
     let answered = curl(&["--cacert", certificate.to_str().unwrap(), "--write-out", "\n%{http_code}", &url]);

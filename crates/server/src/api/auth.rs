@@ -105,7 +105,7 @@ pub(crate) async fn require_token(
     request: Request,
     next: Next,
 ) -> Response {
-    let source = peer.ip();
+    let source = source_of(peer.ip());
     if let Some(wait) = api.failures.refused_until(source, Instant::now()) {
         api.control.activity().auth_throttled();
         let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
@@ -149,6 +149,16 @@ pub(crate) async fn require_token(
         api.control.audit(&caller.name, &format!("{method} {path}"), response.status().as_u16());
     }
     response
+}
+
+/// The source a failure is counted against: an IPv4 address, or the /64
+/// an IPv6 address is in (one host is commonly given a whole /64, and
+/// could otherwise take a fresh address for every guess).
+fn source_of(address: IpAddr) -> IpAddr {
+    match address {
+        IpAddr::V4(_) => address,
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+    }
 }
 
 /// Failures a source may make in a row before it is slowed down.
@@ -224,6 +234,14 @@ mod tests {
         assert_eq!(failures.refused_until(source, start), Some(LONGEST_WAIT), "bounded");
         failures.succeeded(source);
         assert_eq!(failures.refused_until(source, start), None, "forgiven");
+    }
+
+    #[test]
+    fn an_ipv6_source_is_its_64() {
+        let source = |text: &str| source_of(text.parse().unwrap());
+        assert_eq!(source("2001:db8:1:2:aaaa::1"), source("2001:db8:1:2:bbbb::2"));
+        assert_ne!(source("2001:db8:1:2::1"), source("2001:db8:1:3::1"));
+        assert_ne!(source("192.0.2.1"), source("192.0.2.2"));
     }
 
     #[test]

@@ -76,7 +76,13 @@ impl Listener for TlsListener {
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         loop {
             tokio::select! {
-                Some(Ok(Some(secured))) = self.handshakes.join_next() => return secured,
+                // None only when no handshake is under way: then the
+                // branch waits out this round and the listener is polled.
+                Some(joined) = self.handshakes.join_next() => {
+                    if let Ok(Some(secured)) = joined {
+                        return secured;
+                    }
+                }
                 accepted = self.listener.accept(), if self.handshakes.len() < MOST_HANDSHAKES => match accepted {
                     Ok((stream, peer)) => self.handshake(stream, peer),
                     // Out of descriptors, most likely: a pause, not a spin.
@@ -85,8 +91,6 @@ impl Listener for TlsListener {
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 },
-                // Only failed handshakes finished, and no room for more.
-                else => {}
             }
         }
     }
