@@ -1,5 +1,7 @@
 //! The control API: HTTP/JSON over the control plane, described by the
-//! OpenAPI document at `/openapi.json`, with bearer-token authentication.
+//! OpenAPI document at `/openapi.json`, over plain HTTP or TLS (`listen`),
+//! with bearer tokens: the bootstrap one and named ones with scopes
+//! (`tokens`), checked and audited by `auth`.
 //!
 //! Every change goes through [`ControlShell::apply`]: it is validated whole,
 //! committed to the store, and live in the snapshot before the reply.
@@ -259,8 +261,9 @@ fn runtime_listening_on(
     Ok((runtime, served))
 }
 
-/// The configured token, else the one kept in the store, else a new one
-/// (kept, and shown once).
+/// The bootstrap token (`admin`, with every right): the configured one,
+/// else the one kept in the store, else a new one (kept, and shown once).
+/// Named tokens are made with it (`tokens`).
 pub fn token(shell: &mut ControlShell) -> Result<String, SecretError> {
     if let Some(token) = shell.config().control.token.clone() {
         return Ok(token);
