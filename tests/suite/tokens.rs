@@ -91,6 +91,12 @@ fn a_token_scoped_to_one_service_changes_it_and_nothing_else_and_the_log_names_i
         let (status, reply) = request(method, &format!("{api}{path}"), Some(&writer), body);
         assert_eq!(status, 403, "{method} {path}: {reply}");
     }
+    // A zone's scope reaches its keys (this zone is not signed: the route
+    // itself answers, not the token check).
+    let zone_writer = make_token(&api, "zone-writer", "write:zone=example.test");
+    let (status, reply) =
+        request("POST", &format!("{api}/v1/zones/example.test/keys"), Some(&zone_writer), Some(json!({ "step": "roll-zsk" })));
+    assert!(![401, 403].contains(&status), "{status}: {reply}");
     let (status, events) = request("GET", &format!("{api}/v1/events"), Some(&writer), None);
     assert_eq!(status, 200);
     let texts: Vec<&str> =
