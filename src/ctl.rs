@@ -10,6 +10,7 @@ use pharos_model::api::{
 };
 use pharos_model::spec::{RegionSpec, ServiceSpec};
 use pharos_model::status::{DataStatus, FastPathStatus, StoreStatus, SyncCounts};
+use pharos_model::token::{NewToken, Scope, TokenMade, TokenView};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -19,9 +20,15 @@ pub struct CtlArgs {
     /// Base URL of the control API.
     #[arg(long, default_value = "http://127.0.0.1:5380", env = "PHAROS_API")]
     api: String,
-    /// Bearer token (printed by `pharos serve` at first start).
+    /// Bearer token: the bootstrap token `admin` (printed by `pharos serve`
+    /// at first start) or one made by `pharos ctl token create`.
     #[arg(long, env = "PHAROS_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// PEM certificate(s) to trust for an https:// API (its own certificate
+    /// if self-signed, or the CA that issued it); without it, the web's
+    /// public roots are trusted.
+    #[arg(long, env = "PHAROS_CACERT")]
+    cacert: Option<PathBuf>,
     /// Print the API's JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -122,10 +129,35 @@ enum CtlCommand {
     Artemis,
     /// Show the store: its engine, whether this node follows other nodes' changes, and the last change applied.
     Status,
+    /// Show the last events: replicas going up or down, changes, and who asked for each change.
+    Events,
+    /// Make, list and revoke the API's named tokens (needs an admin token).
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Make a token and print its secret, shown this once.
+    Create {
+        /// Its name, 1 to 64 letters, digits, '.', '_' or '-'; named in the event log.
+        name: String,
+        /// read (every GET), admin (everything), or write:service=NAME,zone=NAME,...
+        /// (reading, and changing the services and zones named).
+        #[arg(long)]
+        scope: Scope,
+    },
+    /// List the tokens: name, scope, when made, whether revoked.
+    List,
+    /// Revoke a token: every node of a fleet refuses it once it reads the change.
+    Revoke {
+        /// The token's name.
+        name: String,
+    },
 }
 
 pub fn run(args: CtlArgs) -> anyhow::Result<()> {
-    let client = Client { base: args.api.trim_end_matches('/').to_string(), token: args.token };
+    let client = Client { base: args.api.trim_end_matches('/').to_string(), token: args.token, agent: agent(args.cacert.as_deref())? };
     let reply = match &args.command {
         CtlCommand::Regions => client.call("GET", "/v1/regions", None)?,
         CtlCommand::RegionAdd { name, prefixes } => {
@@ -170,6 +202,12 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         CtlCommand::Fastpath => client.call("GET", "/v1/fastpath", None)?,
         CtlCommand::Artemis => client.call("GET", "/v1/artemis", None)?,
         CtlCommand::Status => client.call("GET", "/v1/store", None)?,
+        CtlCommand::Events => client.call("GET", "/v1/events", None)?,
+        CtlCommand::Token(TokenCommand::Create { name, scope }) => {
+            client.send("POST", "/v1/tokens", &NewToken { name: name.clone(), scope: scope.clone() })?
+        }
+        CtlCommand::Token(TokenCommand::List) => client.call("GET", "/v1/tokens", None)?,
+        CtlCommand::Token(TokenCommand::Revoke { name }) => client.call("DELETE", &format!("/v1/tokens/{name}"), None)?,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&as_json(reply))?);
@@ -233,13 +271,30 @@ fn read<T: DeserializeOwned>(reply: &str) -> anyhow::Result<T> {
 struct Client {
     base: String,
     token: Option<String>,
+    agent: ureq::Agent,
+}
+
+/// The HTTP client: statuses read, not raised; over https, trusting the
+/// certificates in `cacert` if given.
+fn agent(cacert: Option<&std::path::Path>) -> anyhow::Result<ureq::Agent> {
+    let mut tls = ureq::tls::TlsConfig::builder();
+    if let Some(path) = cacert {
+        let pem = std::fs::read(path).with_context(|| format!("cannot read --cacert {}", path.display()))?;
+        let mut roots = Vec::new();
+        for item in ureq::tls::parse_pem(&pem) {
+            if let ureq::tls::PemItem::Certificate(certificate) = item.with_context(|| format!("--cacert {} is not PEM", path.display()))? {
+                roots.push(certificate);
+            }
+        }
+        if roots.is_empty() {
+            bail!("--cacert {} holds no certificate (\"-----BEGIN CERTIFICATE-----\")", path.display());
+        }
+        tls = tls.root_certs(ureq::tls::RootCerts::from(roots));
+    }
+    Ok(ureq::Agent::config_builder().http_status_as_error(false).tls_config(tls.build()).build().into())
 }
 
 impl Client {
-    fn agent() -> ureq::Agent {
-        ureq::Agent::config_builder().http_status_as_error(false).build().into()
-    }
-
     /// Sends `body` as JSON; see [`Client::call`].
     fn send(&self, method: &str, path: &str, body: &impl Serialize) -> anyhow::Result<String> {
         self.call(method, path, Some(serde_json::to_string(body)?))
@@ -253,7 +308,7 @@ impl Client {
             .method(method)
             .uri(&url)
             .header("Authorization", format!("Bearer {}", self.token.as_deref().unwrap_or("")));
-        let agent = Self::agent();
+        let agent = &self.agent;
         let response = match body {
             Some(body) => agent.run(request.header("Content-Type", "application/json").body(body)?),
             None => agent.run(request.body(())?),
@@ -285,9 +340,38 @@ fn print_human(command: &CtlCommand, reply: &str) -> anyhow::Result<()> {
         CtlCommand::Data => print_data(&read(reply)?),
         CtlCommand::Fastpath => print_fastpath(&read(reply)?),
         CtlCommand::Status => print_store(&read(reply)?),
+        CtlCommand::Events => print_events(&read::<Vec<Event>>(reply)?),
+        CtlCommand::Token(TokenCommand::Create { .. }) => {
+            let made: TokenMade = read(reply)?;
+            println!("token {} (scope {}), shown this once:\n{}", made.name, made.scope, made.token);
+        }
+        CtlCommand::Token(TokenCommand::List) => print_tokens(&read::<Vec<TokenView>>(reply)?),
         _ => println!("ok"),
     }
     Ok(())
+}
+
+fn print_tokens(tokens: &[TokenView]) {
+    println!("{:<24} {:<12} {:<8} SCOPE", "NAME", "CREATED", "STATE");
+    for token in tokens {
+        let state = if token.revoked { "revoked" } else { "active" };
+        println!("{:<24} {:<12} {state:<8} {}", token.name, token.created, token.scope);
+    }
+}
+
+/// An event of the server's log, as `/v1/events` lists them.
+#[derive(serde::Deserialize)]
+struct Event {
+    /// Unix ms.
+    at: u64,
+    kind: String,
+    text: String,
+}
+
+fn print_events(events: &[Event]) {
+    for event in events {
+        println!("{:>16} {:<7} {}", event.at, event.kind, event.text);
+    }
 }
 
 fn print_regions(regions: &[RegionSpec]) {

@@ -170,7 +170,9 @@ fn the_page_needs_no_token_and_the_query_counts_and_events_behind_it_do() {
     assert_eq!(request("PUT", &format!("{api}/v1/datacenters/ams"), Some(TOKEN), Some(datacenter)).0, 200);
     let events = request("GET", &format!("{api}/v1/events"), Some(TOKEN), None).1;
     let texts: Vec<&str> = events.as_array().unwrap().iter().map(|event| event["text"].as_str().unwrap()).collect();
-    assert_eq!(texts, ["region europe put", "service svc.example.test put", "datacenter ams put"], "oldest first");
+    let expected =
+        ["region europe put", "service svc.example.test put", "datacenter ams put", "token admin: PUT /v1/datacenters/ams -> 200"];
+    assert_eq!(texts, expected, "oldest first, each change asked for through the API with the token that asked");
 }
 
 #[test]
@@ -255,7 +257,7 @@ fn the_dashboard_shows_in_chromium_what_the_api_knows_and_refuses_a_wrong_token(
     // A wrong token: the API refuses it and the page says so, showing nothing.
     let refused = browser.new_tab().unwrap();
     log_in(&refused, &api, "not-the-token");
-    assert!(text_of(&refused, "#login-error:not([hidden])").contains("missing or wrong bearer token"));
+    assert!(text_of(&refused, "#login-error:not([hidden])").contains("wrong bearer token"));
     assert_eq!(evaluate(&refused, "getComputedStyle(document.getElementById('board')).display"), "none");
     assert_eq!(evaluate(&refused, "document.querySelectorAll('.service').length"), 0);
     screenshot(&refused, directory, "dashboard-refused.png");

@@ -9,7 +9,8 @@
 //! node's probes fail stays up everywhere; one most nodes' probes fail goes
 //! down everywhere, and comes back likewise; a node cut off from the
 //! database serves its own probes' view. Latency measurements posted to
-//! one node steer every node's answers.
+//! one node steer every node's answers. A token revoked through one node
+//! is refused by every node within a second.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -513,4 +514,31 @@ fn rewrite_health(node: &Node, section: &str) {
     let (before, rest) = text.split_once("[health]").expect("a [health] section");
     let zone = rest.find("[[zone]]").expect("the zone after it");
     std::fs::write(&node.pharos.config, format!("{before}{section}\n{}", &rest[zone..])).unwrap();
+}
+
+#[test]
+fn a_token_revoked_through_one_node_is_refused_by_every_node_within_a_second() {
+    let (_database, nodes) = fleet();
+    let (status, made) = nodes[0].call("POST", "/v1/tokens", Some(json!({ "name": "ci", "scope": "read" })));
+    assert_eq!(status, 201, "{made}");
+    let secret = made["token"].as_str().unwrap().to_owned();
+    // Seen through the admin token: a node asked with the new token before
+    // it has read it would count a failed authentication.
+    for (number, node) in nodes.iter().enumerate() {
+        within_propagation(&format!("node {number} lists the token"), || node.call("GET", "/v1/tokens", None).1[0]["name"] == "ci");
+        assert_eq!(request("GET", &format!("{}/v1/regions", node.api), Some(&secret), None).0, 200);
+    }
+    let (status, reply) = nodes[1].call("DELETE", "/v1/tokens/ci", None);
+    assert_eq!(status, 204, "{reply}");
+    let revoked = Instant::now();
+    let mut refused = [false; 3];
+    while refused.contains(&false) {
+        assert!(revoked.elapsed() < Duration::from_secs(1), "refused by nodes {refused:?} only, a second after the revocation");
+        for (node, refused) in nodes.iter().zip(&mut refused).filter(|(_, refused)| !**refused) {
+            let (status, reply) = request("GET", &format!("{}/v1/regions", node.api), Some(&secret), None);
+            *refused = status == 401 && reply["error"] == "this token has been revoked";
+        }
+    }
+    let events = nodes[2].call("GET", "/v1/events", None).1;
+    assert!(events.to_string().contains("token ci revoked"), "every node logs the change: {events}");
 }

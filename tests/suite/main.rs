@@ -39,6 +39,7 @@ mod rollover;
 mod routing;
 mod rrl;
 mod sid;
+mod tokens;
 mod transfer;
 mod transport;
 mod tsig;

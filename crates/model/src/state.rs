@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::spec::{DataCenterSpec, Declared, RegionSpec, ServiceSpec};
+use crate::token::TokenSpec;
 
 /// Everything stored, each list in order of its key (id or name, as
 /// strings compare: the order the stores read them in), which changes keep
@@ -23,6 +24,10 @@ pub struct State {
     pub datacenters: Vec<DataCenterSpec>,
     pub regions: Vec<RegionSpec>,
     pub services: Vec<Arc<ServiceSpec>>,
+    /// The control API's named tokens (routing ignores them); a state
+    /// cached before there were any reads back without.
+    #[serde(default)]
+    pub tokens: Vec<TokenSpec>,
 }
 
 /// One change to the state. A batch of them is applied all or nothing.
@@ -38,6 +43,9 @@ pub enum Change {
     DeleteRegion(String),
     PutService(ServiceSpec),
     DeleteService(String),
+    /// Makes a token, or revokes it (a token is never deleted: its name
+    /// stays taken).
+    PutToken(TokenSpec),
 }
 
 impl Change {
@@ -50,6 +58,7 @@ impl Change {
             Change::DeleteRegion(name) => ("regions", name),
             Change::PutService(service) => ("services", &service.name),
             Change::DeleteService(name) => ("services", name),
+            Change::PutToken(token) => ("tokens", &token.name),
         }
     }
 
@@ -90,6 +99,7 @@ impl State {
                 Change::DeleteRegion(name) => delete(&mut self.regions, name, |known| &known.name),
                 Change::PutService(service) => put(&mut self.services, &service.name, || Arc::new(service.clone()), |known| &known.name),
                 Change::DeleteService(name) => delete(&mut self.services, name, |known| &known.name),
+                Change::PutToken(token) => put(&mut self.tokens, &token.name, || token.clone(), |known| &known.name),
             }
         }
     }

@@ -48,6 +48,8 @@ pub enum ConfigError {
     HalfCertificate,
     #[error("store.path (SQLite) and store.url (PostgreSQL) are two stores: give one of them")]
     TwoStores,
+    #[error("control.tls = true with no control.listen: there is no control API to serve over TLS")]
+    TlsWithoutApi,
     #[error("bgp.min_prefix_length_v4: {0} is longer than an IPv4 address (32 bits)")]
     MinPrefixLengthV4(u8),
     #[error("bgp.min_prefix_length_v6: {0} is longer than an IPv6 address (128 bits)")]
@@ -392,9 +394,14 @@ impl HealthConfig {
 pub struct ControlConfig {
     /// Address to serve the API on; unset, there is no API.
     pub listen: Option<SocketAddr>,
-    /// Bearer token clients must send. Unset: one is generated at first
-    /// start, kept in the store and printed once.
+    /// The bootstrap token (named `admin`, with every right): the bearer
+    /// token clients send until named tokens are made with it. Unset: one
+    /// is generated at first start, kept in the store and printed once.
     pub token: Option<String>,
+    /// Serve the API over HTTPS only, presenting the certificate of `[tls]`
+    /// (its `certificate` and `key`, else the self-signed one generated
+    /// and kept beside the store).
+    pub tls: bool,
     /// Under a storm of updates, commit at most once per this many
     /// milliseconds, each commit taking every update queued meanwhile. A
     /// lone update is committed at once.
@@ -403,7 +410,7 @@ pub struct ControlConfig {
 
 impl Default for ControlConfig {
     fn default() -> Self {
-        ControlConfig { listen: None, token: None, commit_window_ms: 10 }
+        ControlConfig { listen: None, token: None, tls: false, commit_window_ms: 10 }
     }
 }
 
@@ -890,6 +897,7 @@ impl Config {
             (!(self.load.smoothing > 0.0 && self.load.smoothing <= 1.0), ConfigError::Smoothing),
             (self.tls.certificate.is_some() != self.tls.key.is_some(), ConfigError::HalfCertificate),
             (self.store.path.is_some() && self.store.url.is_some(), ConfigError::TwoStores),
+            (self.control.tls && self.control.listen.is_none(), ConfigError::TlsWithoutApi),
         ];
         let sections = [
             self.bgp.validate(),
@@ -994,6 +1002,9 @@ mod tests {
         assert_eq!(config.tls.key, Some(dir.path().join("k.pem")));
         assert_eq!(config.state_directory(), Some(dir.path()));
         config.validate().unwrap();
+        let api_over_tls = Config { control: ControlConfig { tls: true, ..ControlConfig::default() }, ..config.clone() };
+        let error = api_over_tls.validate().unwrap_err().to_string();
+        assert!(error.contains("control.tls = true with no control.listen"), "{error}");
         let half = Config { tls: TlsConfig { key: None, ..config.tls.clone() }, ..config };
         let error = half.validate().unwrap_err().to_string();
         assert!(error.contains("tls.certificate and tls.key go together"), "{error}");

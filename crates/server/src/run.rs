@@ -5,7 +5,7 @@ use std::time::Duration;
 use pharos_answer::SharedSnapshot;
 use pharos_model::ControlError;
 use pharos_transport::dnstap::{self, DnstapError};
-use pharos_transport::{StartError, Transports};
+use pharos_transport::{StartError, Tls, Transports};
 
 use crate::api::{self, ApiStartError, ApiThread};
 use crate::config::{Config, ConfigError, RrlError};
@@ -75,7 +75,11 @@ impl Server {
         let window = Duration::from_millis(config.control.commit_window_ms);
         let limits = api::UdpLimits { queries: config.udp_rate_limiter(), responses: config.response_rate_limit()? };
         let control = ControlThread::start(shell, window).map_err(ServerError::ControlThread)?;
-        let listeners = api::Listeners { api: config.control.listen.zip(token), metrics: config.metrics.listen };
+        let api = match (config.control.listen, token) {
+            (Some(address), Some(token)) => Some(api::ApiListener { address, token, tls: api_tls(&config)? }),
+            _ => None,
+        };
+        let listeners = api::Listeners { api, metrics: config.metrics.listen };
         let api = api::start(listeners, control.clone(), limits.clone())?;
         // Logging before the first query can arrive.
         let dnstap = match &config.dnstap {
@@ -104,6 +108,17 @@ impl Server {
             dnstap.stop();
         }
     }
+}
+
+/// The acceptor of the control API with `[control] tls`: the certificate
+/// of `[tls]`, the operator's or the one generated and kept.
+fn api_tls(config: &Config) -> Result<Option<tokio_rustls::TlsAcceptor>, ServerError> {
+    if !config.control.tls {
+        return Ok(None);
+    }
+    // Only the certificate's settings matter here, not the rate limits.
+    let tls = Tls::load(&config.transport(None, None, None)).map_err(StartError::from)?;
+    Ok(Some(tls.http1_acceptor().map_err(StartError::from)?))
 }
 
 /// Runs a server until SIGINT or SIGTERM, reloading zones on SIGHUP.

@@ -138,6 +138,7 @@ fn declaration_row(change: &Change) -> Option<String> {
         Change::PutDataCenter(datacenter) => serde_json::to_string(datacenter),
         Change::PutRegion(region) => serde_json::to_string(region),
         Change::PutService(service) => serde_json::to_string(service),
+        Change::PutToken(token) => serde_json::to_string(token),
         Change::DeleteDataCenter(_) | Change::DeleteRegion(_) | Change::DeleteService(_) => return None,
     };
     Some(spec.expect("declarations serialize"))

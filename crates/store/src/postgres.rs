@@ -32,6 +32,7 @@ use std::time::Duration;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use pharos_model::fleet::{FleetReports, NodeVerdict};
 use pharos_model::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
+use pharos_model::token::TokenSpec;
 use pharos_wire::causes;
 use serde::de::DeserializeOwned;
 use tokio::runtime::Runtime;
@@ -238,14 +239,15 @@ impl Store for PostgresStore {
     fn load(&mut self) -> Result<(State, u64), StoreError> {
         self.runtime.block_on(async {
             let mut client = self.connection().await?;
-            // One snapshot of all three tables, not three moments.
+            // One snapshot of all the tables, not one moment each.
             let transaction = client.build_transaction().isolation_level(IsolationLevel::RepeatableRead).read_only(true).start().await?;
             let datacenters: Vec<DataCenterSpec> = read_all(&transaction, "datacenters", "data center").await?;
             let regions: Vec<RegionSpec> = read_all(&transaction, "regions", "region").await?;
             let services: Vec<Arc<ServiceSpec>> = read_all(&transaction, "services", "service").await?;
+            let tokens: Vec<TokenSpec> = read_all(&transaction, "tokens", "token").await?;
             let sequence: i64 = transaction.query_one(LAST_SEQUENCE, &[]).await?.get(0);
             transaction.commit().await?;
-            Ok((State { datacenters, regions, services }, sequence.max(0) as u64))
+            Ok((State { datacenters, regions, services, tokens }, sequence.max(0) as u64))
         })
     }
 

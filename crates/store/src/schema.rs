@@ -74,6 +74,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
          ALTER TABLE health_verdicts ADD COLUMN stamp BIGINT NOT NULL DEFAULT 1;
          CREATE INDEX health_verdicts_by_stamp ON health_verdicts (stamp);",
     ),
+    // 8: the control API's named tokens, each one row holding its name,
+    // scope, the SHA-256 of its secret (never the secret), when it was
+    // made and whether it is revoked, changed through the change log as
+    // declarations are, so every node of a fleet sees a revocation.
+    Migration::portable("CREATE TABLE tokens (name TEXT PRIMARY KEY, spec TEXT NOT NULL);"),
 ];
 
 /// The migrations a database at `version` still needs, numbered from 1;

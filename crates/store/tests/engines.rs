@@ -8,6 +8,7 @@ mod postgres;
 
 use pharos_model::fleet::NodeVerdict;
 use pharos_model::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
+use pharos_model::token::{Scope, TokenSpec};
 use pharos_model::{Change, Measurement, State};
 use pharos_route::latency::Measured;
 use pharos_route::prefix::parse_prefix;
@@ -143,6 +144,10 @@ fn service(name: &str) -> ServiceSpec {
     ServiceSpec { ttl: 60, ..ServiceSpec::new(name, "static", Vec::new()) }
 }
 
+fn token(revoked: bool) -> TokenSpec {
+    TokenSpec { name: "ci".into(), sha256: "0".repeat(64), scope: Scope::Read, created: 1_700_000_000, revoked }
+}
+
 fn changes_are_applied_together_and_read_back_after_reopening(engine: &dyn Engine) {
     let mut store = engine.open().unwrap();
     let fra = DataCenterSpec { id: "fra".into(), latitude: 50.1, longitude: 8.7, asn: Some(64500) };
@@ -157,16 +162,20 @@ fn changes_are_applied_together_and_read_back_after_reopening(engine: &dyn Engin
         Change::DeleteService("c.test".into()),
         Change::PutService(service("B.test")),
         Change::PutDataCenter(fra),
+        Change::PutToken(token(false)),
     ];
+    // A token is revoked as it is changed: by a later batch.
+    let later = [Change::DeleteService("b.test".into()), Change::PutToken(token(true))];
     store.apply(0, &changes).unwrap();
-    store.apply(1, &[Change::DeleteService("b.test".into())]).unwrap();
+    store.apply(1, &later).unwrap();
     store.set_setting("token", "secret").unwrap();
     store.set_setting("token", "rotated").unwrap();
     drop(store);
     let mut reopened = engine.open().unwrap();
     let (state, sequence) = reopened.load().unwrap();
     assert_eq!(sequence, 2);
-    assert_eq!(state, State::default().with(&changes).with(&[Change::DeleteService("b.test".into())]));
+    assert_eq!(state, State::default().with(&changes).with(&later));
+    assert!(state.tokens[0].revoked);
     assert_eq!(reopened.setting("token").unwrap().as_deref(), Some("rotated"));
     assert_eq!(reopened.setting("missing").unwrap(), None);
 }
@@ -347,7 +356,7 @@ fn nodes_starting_together_on_a_new_database_migrate_it_once() {
             store.join().unwrap().unwrap();
         }
     });
-    assert_eq!(engine.server.sql("pharos", "SELECT count(*), max(version) FROM pharos_schema"), "1|7\n");
+    assert_eq!(engine.server.sql("pharos", "SELECT count(*), max(version) FROM pharos_schema"), "1|8\n");
 }
 
 #[test]
@@ -455,7 +464,7 @@ fn a_store_opened_while_the_database_is_down_connects_and_migrates_at_its_first_
     assert!(error.starts_with("PostgreSQL cannot be reached"), "{error}");
     engine.server.start_server();
     assert_eq!(store.apply(0, &[Change::PutService(service("a.test"))]).unwrap(), 1);
-    assert_eq!(engine.server.sql("pharos", "SELECT max(version) FROM pharos_schema"), "7\n");
+    assert_eq!(engine.server.sql("pharos", "SELECT max(version) FROM pharos_schema"), "8\n");
 }
 
 fn verdict(node: &str, replica: &str, up: bool, since: u64) -> NodeVerdict {

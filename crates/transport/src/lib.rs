@@ -42,7 +42,7 @@ pub use doq::EndpointError;
 pub use redirect::{RedirectionError, redirect_target};
 pub use start::{StartError, Transports};
 pub use tcp::BindError;
-pub use tls::TlsError;
+pub use tls::{Tls, TlsError};
 
 /// What one server's transports count and log: made by the server, shared
 /// by every transport it starts, read by its metrics; two servers in one

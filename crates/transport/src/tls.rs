@@ -1,7 +1,8 @@
 //! What the encrypted mechanisms share: one certificate and one way of
 //! setting up TLS. DNS over TLS ([`crate::dot`]), over HTTPS
 //! ([`crate::doh`]) and over QUIC ([`crate::doq`]), and HTTP redirection
-//! over HTTPS ([`crate::redirect`]), each take their acceptor from here:
+//! over HTTPS ([`crate::redirect`]), and the server's control API, each
+//! take their acceptor from here:
 //! TLS 1.3, with 1.2 allowed where the protocol allows it, and sessions
 //! resumed from tickets, since a full handshake is the main cost of a new
 //! connection.
@@ -62,6 +63,12 @@ impl Tls {
     /// An acceptor for HTTPS: HTTP/2 or HTTP/1.1, as ALPN chooses.
     pub fn https_acceptor(&self) -> Result<TlsAcceptor, TlsError> {
         Ok(TlsAcceptor::from(self.server_config(TLS_12_AND_13, http::ALPN)?))
+    }
+
+    /// An acceptor for a server that speaks HTTP/1.1 only (the control
+    /// API): ALPN offers nothing else, so no client starts HTTP/2.
+    pub fn http1_acceptor(&self) -> Result<TlsAcceptor, TlsError> {
+        Ok(TlsAcceptor::from(self.server_config(TLS_12_AND_13, &[b"http/1.1"])?))
     }
 
     /// The TLS side of DNS over QUIC: TLS 1.3 and the "doq" protocol only.

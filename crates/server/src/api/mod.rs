@@ -1,5 +1,7 @@
 //! The control API: HTTP/JSON over the control plane, described by the
-//! OpenAPI document at `/openapi.json`, with bearer-token authentication.
+//! OpenAPI document at `/openapi.json`, over plain HTTP or TLS (`listen`),
+//! with bearer tokens: the bootstrap one and named ones with scopes
+//! (`tokens`), checked and audited by `auth`.
 //!
 //! Every change goes through [`ControlShell::apply`]: it is validated whole,
 //! committed to the store, and live in the snapshot before the reply.
@@ -9,17 +11,20 @@
 //! Its Prometheus metrics are [`metrics`]'s; the operator's web page is
 //! `dashboard`'s.
 
+mod auth;
 mod dashboard;
+mod listen;
 pub mod metrics;
+mod tokens;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
@@ -37,6 +42,7 @@ use rand::rngs::SmallRng;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::oneshot;
+use tokio_rustls::TlsAcceptor;
 
 use crate::artemis::AddressView;
 use crate::driver::keys::{KeyStep, KeyView};
@@ -50,7 +56,10 @@ const TOKEN_SETTING: &str = "api_token";
 #[derive(Clone)]
 struct Api {
     control: ControlThread,
-    token: Arc<str>,
+    /// The SHA-256 of the bootstrap token (`admin`).
+    bootstrap_sha256: Arc<str>,
+    /// Sources failing to authenticate, slowed down.
+    failures: Arc<auth::Failures>,
     /// The UDP rate limits, for what they refused.
     limits: UdpLimits,
     /// Queries per minute over the last hour.
@@ -131,9 +140,20 @@ impl ApiThread {
 /// What the API's thread serves: the control API (asking for its token),
 /// the metrics listener (asking for none), or both.
 pub struct Listeners {
-    pub api: Option<(SocketAddr, String)>,
+    pub api: Option<ApiListener>,
     pub metrics: Option<SocketAddr>,
 }
+
+/// Where the control API listens, with the bootstrap token and, if it is
+/// served over TLS, the acceptor that presents the certificate.
+pub struct ApiListener {
+    pub address: SocketAddr,
+    pub token: String,
+    pub tls: Option<TlsAcceptor>,
+}
+
+/// A listener bound, whether it speaks TLS, and what it serves.
+type Served<L> = (L, Option<TlsAcceptor>, Router);
 
 /// Binds the listeners and serves them on a thread of their own that
 /// yields to the query threads (see `scheduling`) and keeps API requests
@@ -160,13 +180,15 @@ pub fn start(listeners: Listeners, control: ControlThread, limits: UdpLimits) ->
     // Marked before any request can ask for it.
     let queries = Arc::new(QueryHistory::starting_now(queries_received(&control)));
     let counted = control.clone();
-    if let Some((address, token)) = listeners.api {
-        let listener = bind(address, "the control API")?;
-        let api = Api { control: control.clone(), token: token.into(), limits: limits.clone(), queries: queries.clone() };
-        served.push((listener, router(api)));
+    if let Some(ApiListener { address, token, tls }) = listeners.api {
+        let listener = bind(address, if tls.is_some() { "the control API over TLS" } else { "the control API" })?;
+        let bootstrap_sha256 = auth::sha256_hex(&token).into();
+        let failures = Arc::default();
+        let api = Api { control: control.clone(), bootstrap_sha256, failures, limits: limits.clone(), queries: queries.clone() };
+        served.push((listener, tls, router(api)));
     }
     if let Some(address) = listeners.metrics {
-        served.push((bind(address, "metrics")?, metrics_router(control, limits)));
+        served.push((bind(address, "metrics")?, None, metrics_router(control, limits)));
     }
     if served.is_empty() {
         return Ok(None);
@@ -201,12 +223,20 @@ fn bind(address: SocketAddr, what: &'static str) -> Result<std::net::TcpListener
 }
 
 /// Serves each router on its listener until `stop` is told.
-async fn serve_until(served: Vec<(tokio::net::TcpListener, Router)>, stop: oneshot::Receiver<()>) {
+async fn serve_until(served: Vec<Served<tokio::net::TcpListener>>, stop: oneshot::Receiver<()>) {
     let (stopping, stop_seen) = tokio::sync::watch::channel(false);
-    let servers = served.into_iter().map(|(listener, app)| {
+    let servers = served.into_iter().map(|(listener, tls, app)| {
         let mut stop_seen = stop_seen.clone();
         let shutdown = async move { drop(stop_seen.wait_for(|stopped| *stopped).await) };
-        tokio::spawn(axum::serve(listener, app).with_graceful_shutdown(shutdown).into_future())
+        // The peer's address: failed authentications are counted per source.
+        let app = app.into_make_service_with_connect_info::<listen::Peer>();
+        match tls {
+            Some(acceptor) => {
+                let listener = listen::TlsListener::new(listener, acceptor);
+                tokio::spawn(axum::serve(listener, app).with_graceful_shutdown(shutdown).into_future())
+            }
+            None => tokio::spawn(axum::serve(listener, app).with_graceful_shutdown(shutdown).into_future()),
+        }
     });
     let servers: Vec<_> = servers.collect();
     let _ = stop.await;
@@ -220,19 +250,20 @@ async fn serve_until(served: Vec<(tokio::net::TcpListener, Router)>, stop: onesh
 
 /// A runtime for the calling thread, and the listeners registered with it.
 fn runtime_listening_on(
-    served: Vec<(std::net::TcpListener, Router)>,
-) -> Result<(tokio::runtime::Runtime, Vec<(tokio::net::TcpListener, Router)>), ApiStartError> {
+    served: Vec<Served<std::net::TcpListener>>,
+) -> Result<(tokio::runtime::Runtime, Vec<Served<tokio::net::TcpListener>>), ApiStartError> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ApiStartError::Runtime)?;
     let served = {
         let _inside = runtime.enter();
-        let registered = served.into_iter().map(|(listener, app)| Ok((tokio::net::TcpListener::from_std(listener)?, app)));
+        let registered = served.into_iter().map(|(listener, tls, app)| Ok((tokio::net::TcpListener::from_std(listener)?, tls, app)));
         registered.collect::<std::io::Result<_>>().map_err(ApiStartError::Socket)?
     };
     Ok((runtime, served))
 }
 
-/// The configured token, else the one kept in the store, else a new one
-/// (kept, and shown once).
+/// The bootstrap token (`admin`, with every right): the configured one,
+/// else the one kept in the store, else a new one (kept, and shown once).
+/// Named tokens are made with it (`tokens`).
 pub fn token(shell: &mut ControlShell) -> Result<String, SecretError> {
     if let Some(token) = shell.config().control.token.clone() {
         return Ok(token);
@@ -273,8 +304,10 @@ fn router(api: Api) -> Router {
         .route("/v1/services/{name}/replicas/{id}/load", put(put_load))
         .route("/v1/rrl", get(rrl_status))
         .route("/v1/zones/{name}/keys", get(get_zone_keys).post(post_key_step))
+        .route("/v1/tokens", get(tokens::list).post(tokens::make))
+        .route("/v1/tokens/{name}", axum::routing::delete(tokens::revoke))
         .route("/metrics", get(|State(api): State<Api>, headers: HeaderMap| metrics(api.control, api.limits, headers)))
-        .layer(middleware::from_fn_with_state(api.clone(), require_token));
+        .layer(middleware::from_fn_with_state(api.clone(), auth::require_token));
     Router::new()
         .route("/openapi.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }))
         .merge(crate::api::dashboard::routes())
@@ -301,23 +334,6 @@ async fn metrics(control: ControlThread, limits: UdpLimits, headers: HeaderMap) 
         return Ok(([(header::CONTENT_TYPE, crate::api::metrics::OPENMETRICS)], openmetrics).into_response());
     }
     Ok(([(header::CONTENT_TYPE, crate::api::metrics::TEXT)], crate::api::metrics::to_text_format(&openmetrics)).into_response())
-}
-
-async fn require_token(State(api): State<Api>, request: Request, next: Next) -> Response {
-    let presented =
-        request.headers().get(header::AUTHORIZATION).and_then(|value| value.to_str().ok()).and_then(|value| value.strip_prefix("Bearer "));
-    if presented.is_some_and(|token| constant_time_eq(token.as_bytes(), api.token.as_bytes())) {
-        return next.run(request).await;
-    }
-    let error =
-        ApiError { status: StatusCode::UNAUTHORIZED, message: "missing or wrong bearer token".into(), field: Some("Authorization".into()) };
-    (error.status, [(header::WWW_AUTHENTICATE, "Bearer")], error).into_response()
-}
-
-/// Compares without stopping at the first difference, so timing does not
-/// tell how much of a guessed token was right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 async fn list_datacenters(State(api): State<Api>) -> Json<Vec<DataCenterSpec>> {

@@ -182,9 +182,15 @@ impl ControlThread {
         self.published.split.measure(counters.totals().decisions, drained, &self.state())
     }
 
-    /// The last health transitions and changes.
+    /// The last health transitions, changes and requests to change.
     pub fn events(&self) -> Vec<Event> {
         self.published.events.recent()
+    }
+
+    /// Logs that the token `token` asked the API for `what` and was
+    /// answered `status`.
+    pub fn audit(&self, token: &str, what: &str, status: u16) {
+        self.published.events.audit(crate::data::unix_millis(), token, what, status);
     }
 
     /// The store, and how this node follows it.

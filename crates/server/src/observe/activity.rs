@@ -25,6 +25,8 @@ pub struct ControlActivity {
     load_rounds: Family<[(&'static str, String); 1], Counter>,
     catch_up_reads: Counter,
     notifies: Family<[(&'static str, String); 2], Counter>,
+    auth_failures: Family<[(&'static str, &'static str); 1], Counter>,
+    auth_throttled: Counter,
 }
 
 impl Default for ControlActivity {
@@ -40,6 +42,8 @@ impl Default for ControlActivity {
             load_rounds: Family::default(),
             catch_up_reads: Counter::default(),
             notifies: Family::default(),
+            auth_failures: Family::default(),
+            auth_throttled: Counter::default(),
         }
     }
 }
@@ -88,6 +92,18 @@ impl ControlActivity {
         self.notifies.get_or_create(&[("zone", zone.to_string()), ("outcome", outcome.to_string())]).inc();
     }
 
+    /// A request to the control API was refused for its token, `reason`
+    /// ("missing", "wrong" or "revoked").
+    pub fn auth_failed(&self, reason: &'static str) {
+        self.auth_failures.get_or_create(&[("reason", reason)]).inc();
+    }
+
+    /// A request to the control API was refused unread: its source had
+    /// failed to authenticate too often just before.
+    pub fn auth_throttled(&self) {
+        self.auth_throttled.inc();
+    }
+
     /// Adds these metrics to a scrape's `registry`.
     pub(crate) fn register(&self, registry: &mut Registry) {
         registry.register("pharos_control_commits", "Group commits of the control plane", self.commits.clone());
@@ -115,6 +131,16 @@ impl ControlActivity {
         registry.register("pharos_load_control_rounds", "Load-control rounds run", self.load_rounds.clone());
         registry.register("pharos_store_catch_up_reads", "Reads of the shared store's change log", self.catch_up_reads.clone());
         registry.register("pharos_notifies", "NOTIFYs sent to secondaries, and how each ended", self.notifies.clone());
+        registry.register(
+            "pharos_api_auth_failures",
+            "Control API requests refused for their bearer token: missing, wrong or revoked",
+            self.auth_failures.clone(),
+        );
+        registry.register(
+            "pharos_api_auth_throttled",
+            "Control API requests refused unread because their source failed to authenticate too often",
+            self.auth_throttled.clone(),
+        );
     }
 }
 

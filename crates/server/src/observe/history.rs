@@ -86,8 +86,11 @@ pub enum EventKind {
     /// A replica went up or down.
     Health,
     /// A data center, region or service was put or deleted, by the API,
-    /// the file or the load-control loop.
+    /// the file or the load-control loop, or a token made or revoked.
     Change,
+    /// A change asked for through the control API (by `pharos ctl`, the
+    /// dashboard or any client), naming the token that asked.
+    Audit,
 }
 
 /// The last [`EVENTS`] events.
@@ -108,9 +111,20 @@ impl EventLog {
         for change in changes {
             let (table, name) = change.key();
             let kind = table.trim_end_matches('s');
-            let verb = if change_deletes(change) { "deleted" } else { "put" };
+            let verb = match change {
+                Change::PutToken(token) if token.revoked => "revoked",
+                Change::PutToken(_) => "made",
+                Change::DeleteDataCenter(_) | Change::DeleteRegion(_) | Change::DeleteService(_) => "deleted",
+                Change::PutDataCenter(_) | Change::PutRegion(_) | Change::PutService(_) => "put",
+            };
             self.push(Event { at, kind: EventKind::Change, text: format!("{kind} {name} {verb}") });
         }
+    }
+
+    /// The token `token` asked for `what` (a method and a path) at `at`
+    /// (Unix ms), and was answered `status`.
+    pub fn audit(&self, at: u64, token: &str, what: &str, status: u16) {
+        self.push(Event { at, kind: EventKind::Audit, text: format!("token {token}: {what} -> {status}") });
     }
 
     /// Every event kept, oldest first.
@@ -125,10 +139,6 @@ impl EventLog {
         }
         events.push_back(event);
     }
-}
-
-fn change_deletes(change: &Change) -> bool {
-    matches!(change, Change::DeleteDataCenter(_) | Change::DeleteRegion(_) | Change::DeleteService(_))
 }
 
 /// A ring stays usable after a panic elsewhere: each push is whole.
