@@ -38,6 +38,7 @@ mod redirect;
 mod rollover;
 mod routing;
 mod rrl;
+mod service;
 mod sid;
 mod tokens;
 mod transfer;

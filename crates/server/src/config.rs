@@ -716,6 +716,12 @@ pub struct ServerConfig {
     /// Resolvers (CIDR prefixes) whose EDNS Client Subnet is believed.
     /// Unset: every sender's. From others, routing uses the packet source.
     pub client_subnet_trusted_from: Option<Vec<String>>,
+    /// The user to run as once every port is bound and the kernel fast path
+    /// attached, when started as root. Unset: a server started as root
+    /// stays root (and says so at start).
+    pub user: Option<String>,
+    /// The group to run as with `user`; unset: the user's own group.
+    pub group: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -727,6 +733,8 @@ impl Default for ServerConfig {
             udp_payload: pharos_answer::DEFAULT_UDP_PAYLOAD,
             random_seed: None,
             client_subnet_trusted_from: None,
+            user: None,
+            group: None,
         }
     }
 }

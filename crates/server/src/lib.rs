@@ -33,9 +33,11 @@ pub mod config;
 pub mod data;
 pub mod driver;
 pub mod observe;
+mod privileges;
 pub mod published;
 mod run;
 mod scheduling;
+mod service_manager;
 pub mod status;
 pub mod tasks;
 

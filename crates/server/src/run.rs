@@ -12,6 +12,8 @@ use crate::config::{Config, ConfigError, RrlError};
 use crate::driver::secrets::CookieSecretError;
 use crate::driver::shell::{OpenError, SecretError};
 use crate::driver::thread::{self, ControlThread};
+use crate::privileges::{PrivilegeError, drop_privileges};
+use crate::service_manager;
 use pharos_wire::causes;
 
 /// Why the server cannot start or go on.
@@ -40,6 +42,8 @@ pub enum ServerError {
     /// The signals it stops or reloads on cannot be waited for.
     #[error(transparent)]
     Signals(std::io::Error),
+    #[error(transparent)]
+    Privileges(#[from] PrivilegeError),
 }
 
 /// A running server: its control plane, snapshot and transports.
@@ -87,6 +91,9 @@ impl Server {
             None => None,
         };
         let transports = Transports::start(&config.transport(limits.queries, limits.responses, cookies), &snapshot, &observation).await?;
+        // Every port is bound and the fast path attached: root is no
+        // longer needed.
+        drop_privileges(&config.server)?;
         Ok(Server { config, control, snapshot, transports, api, dnstap })
     }
 
@@ -121,7 +128,8 @@ fn api_tls(config: &Config) -> Result<Option<tokio_rustls::TlsAcceptor>, ServerE
     Ok(Some(tls.http1_acceptor().map_err(StartError::from)?))
 }
 
-/// Runs a server until SIGINT or SIGTERM, reloading zones on SIGHUP.
+/// Runs a server until SIGINT or SIGTERM, reloading zones on SIGHUP, and
+/// tells the service manager each step (see [`service_manager`]).
 pub async fn run(config: Config) -> Result<(), ServerError> {
     use tokio::signal::unix::{SignalKind, signal};
     // Handlers first: a SIGHUP that arrived once queries are answered but
@@ -131,16 +139,17 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
     let server = Server::start(config).await?;
     let zone_count = server.snapshot.load().zones.zones().len();
     tracing::info!(listen = ?server.config.server.listen, zones = zone_count, threads = server.config.threads(), "pharos serving");
+    service_manager::ready(&format!("serving {zone_count} zones on {:?}", server.config.server.listen));
+    if let Some(period) = service_manager::watchdog_period() {
+        tokio::spawn(service_manager::watchdog(server.control.clone(), server.transports.heartbeats(), period));
+    }
     // Signed zones are signed again, with a fresh window, by a reload.
     let refresh = std::time::Duration::from_secs(server.config.dnssec.refresh_seconds.into());
     let mut resign = tokio::time::interval_at(tokio::time::Instant::now() + refresh, refresh);
     let signs = server.config.all_zones().any(|zone| zone.dnssec);
     loop {
         tokio::select! {
-            _ = hangup.recv() => match server.reload().await {
-                Ok(()) => tracing::info!("zones reloaded"),
-                Err(error) => tracing::error!("reload failed, old zones still serving: {}", causes(&error)),
-            },
+            _ = hangup.recv() => reload_for_the_operator(&server).await,
             _ = resign.tick(), if signs => match server.reload().await {
                 Ok(()) => tracing::info!("signed zones signed again"),
                 Err(error) => tracing::error!("signing again failed, old signatures still serving: {}", causes(&error)),
@@ -150,6 +159,25 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
         }
     }
     tracing::info!("stopping");
+    service_manager::stopping();
     server.stop();
     Ok(())
+}
+
+/// A reload asked for by SIGHUP: the service manager hears it begin, and
+/// its outcome as the status; a refused one leaves the old state serving.
+async fn reload_for_the_operator(server: &Server) {
+    service_manager::reloading();
+    let status = match server.reload().await {
+        Ok(()) => {
+            tracing::info!("zones reloaded");
+            format!("reloaded: serving {} zones", server.snapshot.load().zones.zones().len())
+        }
+        Err(error) => {
+            let why = causes(&error);
+            tracing::error!("reload failed, old zones still serving: {why}");
+            format!("reload refused, the old configuration still serving: {why}")
+        }
+    };
+    service_manager::ready(&status);
 }

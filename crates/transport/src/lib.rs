@@ -40,7 +40,7 @@ pub use config::Settings;
 pub use descriptors::DescriptorError;
 pub use doq::EndpointError;
 pub use redirect::{RedirectionError, redirect_target};
-pub use start::{StartError, Transports};
+pub use start::{Heartbeats, STUCK_AFTER, StartError, Transports};
 pub use tcp::BindError;
 pub use tls::{Tls, TlsError};
 

@@ -5,8 +5,9 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use pharos_answer::SharedSnapshot;
 
@@ -19,6 +20,7 @@ use crate::redirect::RedirectionError;
 use crate::registry::Registry;
 use crate::tcp::BindError;
 use crate::tls::{Tls, TlsError};
+use crate::udp::Lifeline;
 use crate::{descriptors, doh, doq, dot, redirect, tcp, udp};
 
 /// Worker numbers of the transports' random sources (see
@@ -33,7 +35,7 @@ const DOQ_WORKERS: u64 = 3 << 60;
 /// share, run on the caller's tokio runtime as long as it does.
 pub struct Transports {
     stop: Arc<AtomicBool>,
-    udp_workers: Vec<JoinHandle<()>>,
+    udp_workers: Vec<(JoinHandle<()>, Lifeline)>,
 }
 
 /// Why the transports cannot start, with the address or setting at fault.
@@ -75,7 +77,7 @@ impl Transports {
         }
         redirect::start(settings, tls.as_ref(), snapshot, &registry).await?;
         let stop = Arc::new(AtomicBool::new(false));
-        let mut udp_workers = Vec::new();
+        let mut udp_workers: Vec<(JoinHandle<()>, Lifeline)> = Vec::new();
         for (index, &address) in settings.listen.iter().enumerate() {
             udp_workers.extend(start_udp(settings, address, index, snapshot, observation, &stop)?);
             let listener = tokio::net::TcpListener::bind(address).await.map_err(|source| StartError::Tcp { address, source })?;
@@ -88,9 +90,46 @@ impl Transports {
     /// Stops the UDP workers and waits for them.
     pub fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
-        for worker in self.udp_workers {
+        for (worker, _) in self.udp_workers {
             let _ = worker.join();
         }
+    }
+
+    /// The UDP workers' heartbeats, for a watchdog.
+    pub fn heartbeats(&self) -> Heartbeats {
+        let turns = self.udp_workers.iter().map(|(_, lifeline)| lifeline.turns.clone()).collect();
+        Heartbeats { turns, last_seen: Vec::new() }
+    }
+}
+
+/// How long a UDP worker may go without turning its loop before a
+/// watchdog calls it stuck: an idle one turns every `udp::STOP_CHECK`.
+pub const STUCK_AFTER: Duration = Duration::from_secs(2);
+
+/// What a watchdog sees of the UDP workers: each one's turns when they
+/// last moved.
+pub struct Heartbeats {
+    turns: Vec<Arc<AtomicU64>>,
+    last_seen: Vec<(u64, Instant)>,
+}
+
+impl Heartbeats {
+    /// How many workers have not turned their loop for [`STUCK_AFTER`]
+    /// by `now`.
+    pub fn stuck(&mut self, now: Instant) -> usize {
+        if self.last_seen.is_empty() {
+            self.last_seen = self.turns.iter().map(|turns| (turns.load(Ordering::Relaxed), now)).collect();
+        }
+        let mut stuck = 0;
+        for (turns, (seen, at)) in self.turns.iter().zip(&mut self.last_seen) {
+            let current = turns.load(Ordering::Relaxed);
+            if current != *seen {
+                (*seen, *at) = (current, now);
+            } else if now.duration_since(*at) >= STUCK_AFTER {
+                stuck += 1;
+            }
+        }
+        stuck
     }
 }
 
@@ -133,12 +172,14 @@ fn start_udp(
     snapshot: &SharedSnapshot,
     observation: &Arc<Observation>,
     stop: &Arc<AtomicBool>,
-) -> Result<Vec<JoinHandle<()>>, StartError> {
+) -> Result<Vec<(JoinHandle<()>, Lifeline)>, StartError> {
     let threads = settings.udp_threads;
     (0..threads)
         .map(|index| {
             let socket = udp::bind_socket(address).map_err(|source| StartError::Udp { address, source })?;
-            let (snapshot, observation, stop) = (snapshot.clone(), observation.clone(), stop.clone());
+            let (snapshot, observation) = (snapshot.clone(), observation.clone());
+            let lifeline = Lifeline { stop: stop.clone(), ..Lifeline::default() };
+            let worker_lifeline = lifeline.clone();
             let defences = udp::Defences {
                 queries: settings.udp_rate_limit.clone(),
                 cookies: settings.cookies.clone(),
@@ -147,7 +188,8 @@ fn start_udp(
             let rng = settings.worker_rng((listen_index * threads + index) as u64);
             std::thread::Builder::new()
                 .name(format!("udp-{index}"))
-                .spawn(move || udp::serve(socket, snapshot, observation, rng, defences, stop))
+                .spawn(move || udp::serve(socket, snapshot, observation, rng, defences, worker_lifeline))
+                .map(|worker| (worker, lifeline))
                 .map_err(StartError::UdpThread)
         })
         .collect()

@@ -11,7 +11,7 @@ use std::mem::{size_of, zeroed};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use pharos_answer::{
@@ -38,7 +38,7 @@ const MAX_QUERY: usize = 4096;
 /// A larger response grows its buffer once, and the buffer keeps the room.
 const RESPONSE_CAPACITY: usize = 2048;
 /// How often an idle worker looks up to see whether it should stop.
-const STOP_CHECK: Duration = Duration::from_millis(200);
+pub const STOP_CHECK: Duration = Duration::from_millis(200);
 
 /// Opens a UDP socket that other workers can share (SO_REUSEPORT).
 pub fn bind_socket(address: SocketAddr) -> io::Result<Socket> {
@@ -305,20 +305,30 @@ fn peer_address(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
     }
 }
 
-/// Serves DNS on `socket` until `stop` is set, with the `defences` that
-/// are configured, counting and logging into `observation`.
+/// What a worker shares with whoever started it: the flag that stops it,
+/// and the count of its loop's turns, by which a watchdog tells a stuck
+/// worker from an idle one (an idle one turns every [`STOP_CHECK`]).
+#[derive(Clone, Default)]
+pub struct Lifeline {
+    pub stop: Arc<AtomicBool>,
+    pub turns: Arc<AtomicU64>,
+}
+
+/// Serves DNS on `socket` until `lifeline` says stop, with the `defences`
+/// that are configured, counting and logging into `observation`.
 pub fn serve(
     socket: Socket,
     snapshot: SharedSnapshot,
     observation: Arc<Observation>,
     mut rng: SmallRng,
     defences: Defences,
-    stop: Arc<AtomicBool>,
+    lifeline: Lifeline,
 ) {
     let fd = socket.as_raw_fd();
     let server = socket.local_addr().ok().and_then(|address| address.as_socket()).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
     let mut batch = Batch::new();
-    while !stop.load(Ordering::Relaxed) {
+    while !lifeline.stop.load(Ordering::Relaxed) {
+        lifeline.turns.fetch_add(1, Ordering::Relaxed);
         let received = match batch.receive(fd) {
             Ok(received) => received,
             Err(error) if matches!(error.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {

@@ -91,6 +91,10 @@ enum Command {
     LoadStatus {
         done: oneshot::Sender<LoadStatus>,
     },
+    /// Answered at once: the thread is serving its queue (for a watchdog).
+    Ping {
+        done: oneshot::Sender<()>,
+    },
     /// A zone's DNSSEC keys, after a step in them if one is given.
     Keys {
         zone: String,
@@ -249,6 +253,13 @@ impl ControlThread {
         self.ask(Request::Command(Command::LoadStatus { done }), reply).await
     }
 
+    /// Resolves once the control thread has served everything queued
+    /// before: it is not stuck.
+    pub async fn ping(&self) -> Result<(), ControlError> {
+        let (done, reply) = oneshot::channel();
+        self.ask(Request::Command(Command::Ping { done }), reply).await
+    }
+
     /// Keeps a batch of latency measurements; resolves once they are live.
     pub async fn record_measurements(&self, batch: Vec<MeasurementSpec>) -> Result<usize, ControlError> {
         let (done, reply) = oneshot::channel();
@@ -404,6 +415,7 @@ fn serve_command(shell: &mut ControlShell, command: Command) {
         Command::FastPath { done } => drop(done.send(shell.fastpath_now())),
         Command::Load { service, replica, value, done } => drop(done.send(shell.record_load(&service, &replica, value, now))),
         Command::LoadStatus { done } => drop(done.send(shell.load_status())),
+        Command::Ping { done } => drop(done.send(())),
         Command::Keys { zone, step, done } => drop(done.send(shell.zone_keys(&zone, step, now))),
         Command::CatchUp { notified } => {
             // Emptied first: a change logged from now on queues another.

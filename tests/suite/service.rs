@@ -1,0 +1,201 @@
+//! Pharos under a service manager: what it says through a real
+//! `NOTIFY_SOCKET` (a Unix datagram socket the test listens on, as systemd
+//! does) and when, and running as an unprivileged user once its ports are
+//! bound.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use domain::base::iana::Rtype;
+
+use crate::common::{self, Pharos, ZONE, free_port, query_bytes, udp_query};
+
+/// The service manager's end: the socket a server is told to write to.
+struct Manager {
+    socket: UnixDatagram,
+    path: PathBuf,
+}
+
+impl Manager {
+    fn new(directory: &Path) -> Manager {
+        let path = directory.join("notify.sock");
+        let socket = UnixDatagram::bind(&path).unwrap();
+        Manager { socket, path }
+    }
+
+    /// The next message, within `deadline`; None if none came.
+    fn next(&self, deadline: Duration) -> Option<String> {
+        self.socket.set_read_timeout(Some(deadline)).unwrap();
+        let mut buffer = [0u8; 4096];
+        let length = self.socket.recv(&mut buffer).ok()?;
+        Some(String::from_utf8_lossy(&buffer[..length]).into_owned())
+    }
+
+    /// Messages until one holds `line`, within 20 s; all of them.
+    fn until(&self, line: &str) -> Vec<String> {
+        let end = Instant::now() + Duration::from_secs(20);
+        let mut seen = Vec::new();
+        while let Some(left) = end.checked_duration_since(Instant::now()) {
+            let Some(message) = self.next(left) else { break };
+            let done = message.lines().any(|said| said == line);
+            seen.push(message);
+            if done {
+                return seen;
+            }
+        }
+        panic!("no {line:?} from the server within 20 s; it said {seen:?}");
+    }
+}
+
+/// A server told to notify `manager`, with `environment` besides, on a
+/// fresh port; not waited for.
+fn serve_notifying(manager: &Manager, environment: &[(&str, &str)]) -> Pharos {
+    let directory = tempfile::tempdir().unwrap();
+    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let zone_file = directory.path().join("example.test.zone");
+    std::fs::write(&zone_file, ZONE).unwrap();
+    let config = directory.path().join("pharos.toml");
+    let text =
+        format!("[server]\nlisten = [\"{address}\"]\nthreads = 1\n[[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\n");
+    std::fs::write(&config, text).unwrap();
+    let log_file = directory.path().join("pharos.log");
+    let child = common::spawn_with(&config, &log_file, |command| {
+        command.env("NOTIFY_SOCKET", &manager.path).envs(environment.iter().copied());
+    });
+    Pharos { child, address, zone_file, log_file, config, _dir: directory }
+}
+
+/// The answer to one query over TCP, asked once (no retry).
+fn tcp_answers(address: SocketAddr) -> bool {
+    let Ok(mut stream) = TcpStream::connect_timeout(&address, Duration::from_secs(2)) else { return false };
+    stream.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let query = query_bytes(7, "www.example.test", Rtype::A);
+    let mut framed = (query.len() as u16).to_be_bytes().to_vec();
+    framed.extend(query);
+    stream.write_all(&framed).is_ok() && common::read_frame(&mut stream).is_ok()
+}
+
+fn signal(pharos: &Pharos, signal: &str) {
+    let status = Command::new("kill").arg(format!("-{signal}")).arg(pharos.child.id().to_string()).status().unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn ready_comes_once_every_listener_answers_and_a_reload_says_what_it_did() {
+    let directory = tempfile::tempdir().unwrap();
+    let manager = Manager::new(directory.path());
+    let pharos = serve_notifying(&manager, &[]);
+    let said = manager.until("READY=1");
+    // Asked once each, right after READY: no retry, no wait.
+    assert!(udp_query(pharos.address, "www.example.test", Rtype::A).is_some(), "UDP did not answer at READY");
+    assert!(tcp_answers(pharos.address), "TCP did not answer at READY");
+    assert!(said.last().unwrap().contains("STATUS=serving 1 zones"), "{said:?}");
+
+    signal(&pharos, "HUP");
+    let said = manager.until("READY=1");
+    assert!(said[0].lines().any(|line| line == "RELOADING=1") && said[0].contains("MONOTONIC_USEC="), "{said:?}");
+    assert!(said.last().unwrap().contains("STATUS=reloaded: serving 1 zones"), "{said:?}");
+
+    // A zone file that no longer reads: the reload is refused, said so, and
+    // the old zone answers on.
+    std::fs::write(&pharos.zone_file, "this is not a zone\n").unwrap();
+    signal(&pharos, "HUP");
+    let said = manager.until("READY=1");
+    let status = said.last().unwrap();
+    assert!(
+        status.contains("STATUS=reload refused, the old configuration still serving") && status.contains("example.test.zone"),
+        "{said:?}"
+    );
+    assert!(udp_query(pharos.address, "www.example.test", Rtype::A).is_some(), "the old zone stopped answering");
+
+    signal(&pharos, "TERM");
+    let said = manager.until("STOPPING=1");
+    assert!(said.last().unwrap().contains("STATUS=stopping"), "{said:?}");
+}
+
+#[test]
+fn watchdog_heartbeats_stop_while_the_control_plane_is_stuck_and_come_back() {
+    let directory = tempfile::tempdir().unwrap();
+    let manager = Manager::new(directory.path());
+    // A watchdog of one second: heartbeats every half.
+    let pharos = serve_notifying(&manager, &[("WATCHDOG_USEC", "1000000")]);
+    manager.until("READY=1");
+    manager.until("WATCHDOG=1");
+    manager.until("WATCHDOG=1");
+
+    // The zone file becomes a pipe nobody writes to: the reload's read
+    // blocks the control thread, as a hung network file system would.
+    std::fs::remove_file(&pharos.zone_file).unwrap();
+    let made = Command::new("mkfifo").arg(&pharos.zone_file).status().unwrap();
+    assert!(made.success());
+    signal(&pharos, "HUP");
+    manager.until("RELOADING=1");
+    let said = manager.until("STATUS=stuck: the control plane has not answered for half a watchdog period");
+    // Stuck: no heartbeat for three whole periods.
+    let quiet_until = Instant::now() + Duration::from_secs(3);
+    while let Some(left) = quiet_until.checked_duration_since(Instant::now()) {
+        if let Some(message) = manager.next(left) {
+            assert!(!message.contains("WATCHDOG=1"), "a heartbeat while stuck: {message:?} after {said:?}");
+        }
+    }
+    // UDP answers meanwhile: only the control plane is stuck.
+    assert!(udp_query(pharos.address, "www.example.test", Rtype::A).is_some());
+
+    // The zone arrives through the pipe; the reload finishes and the
+    // heartbeats resume.
+    let mut pipe = std::fs::OpenOptions::new().write(true).open(&pharos.zone_file).unwrap();
+    pipe.write_all(ZONE.as_bytes()).unwrap();
+    drop(pipe);
+    manager.until("READY=1");
+    manager.until("WATCHDOG=1");
+}
+
+/// As root: the server binds port 53, then runs as `nobody` with no
+/// capability left, and still answers there.
+#[test]
+fn started_as_root_it_runs_as_the_configured_user_and_answers_on_port_53() {
+    if !nix_is_root() {
+        eprintln!("!! SKIP started_as_root_it_runs_as_the_configured_user: not root");
+        assert!(std::env::var_os("CI").is_none(), "CI runs as root");
+        return;
+    }
+    // A loopback address of this test's own, so port 53 is free.
+    let address: SocketAddr = "127.0.53.29:53".parse().unwrap();
+    let pharos = common::start_at(address, "user = \"nobody\"\ngroup = \"nogroup\"", ZONE);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", pharos.child.id())).unwrap();
+    let field = |name: &str| status.lines().find(|line| line.starts_with(name)).unwrap().split_whitespace().skip(1).collect::<Vec<_>>();
+    assert_eq!(field("Uid:"), ["65534"; 4], "{status}");
+    assert_eq!(field("Gid:"), ["65534"; 4], "{status}");
+    assert_eq!(field("CapEff:"), ["0000000000000000"], "{status}");
+    assert_eq!(field("Groups:"), ["65534"], "{status}");
+    assert!(udp_query(address, "www.example.test", Rtype::A).is_some());
+    assert!(tcp_answers(address));
+    assert!(pharos.log().contains("running as an unprivileged user"), "{}", pharos.log());
+}
+
+#[test]
+fn a_user_it_cannot_become_is_a_clear_error_at_start() {
+    let directory = tempfile::tempdir().unwrap();
+    let zone = directory.path().join("example.test.zone");
+    std::fs::write(&zone, ZONE).unwrap();
+    let config = directory.path().join("pharos.toml");
+    let text = format!(
+        "[server]\nlisten = [\"127.0.0.1:{}\"]\nuser = \"no-such-user-here\"\n[[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\n",
+        free_port()
+    );
+    std::fs::write(&config, text).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_pharos")).args(["serve", "--config"]).arg(&config).output().unwrap();
+    let mut errors = String::new();
+    output.stderr.as_slice().read_to_string(&mut errors).unwrap();
+    assert!(!output.status.success());
+    assert!(errors.contains("server.user = \"no-such-user-here\": no such user"), "{errors}");
+}
+
+fn nix_is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
