@@ -82,7 +82,7 @@ impl Server {
             Some(dnstap) => Some(observation.query_log.start(dnstap.settings()?)?),
             None => None,
         };
-        let transports = Transports::start(&config.transport(limits.queries, limits.responses, cookies), &snapshot, &observation).await?;
+        let transports = Transports::start(&config.transport(limits.queries, limits.responses, cookies)?, &snapshot, &observation).await?;
         Ok(Server { config, control, snapshot, transports, api, dnstap })
     }
 

@@ -28,6 +28,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::dnstap;
 use crate::metrics::{Mechanism, Secured};
+use crate::proxy::ProxySources;
 use crate::registry::{Admission, Registry};
 use crate::{http, tcp, tls};
 
@@ -46,12 +47,23 @@ const BASE64URL: GeneralPurpose = GeneralPurpose::new(
 );
 
 /// Serves DNS over HTTPS on `listener` forever, one task per connection.
-pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, snapshot: SharedSnapshot, registry: Arc<Registry>, rng: SmallRng) {
+/// `proxies`, when configured, send PROXY headers first, before the TLS
+/// handshake.
+pub async fn serve(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    snapshot: SharedSnapshot,
+    registry: Arc<Registry>,
+    rng: SmallRng,
+    proxies: Option<Arc<ProxySources>>,
+) {
     tcp::accept_each(listener, registry, rng, move |stream, peer, admission, rng| {
-        let (acceptor, snapshot) = (acceptor.clone(), snapshot.clone());
+        let (acceptor, snapshot, proxies) = (acceptor.clone(), snapshot.clone(), proxies.clone());
         async move {
-            // Unknown only for a socket already gone, whose requests are moot.
-            let server = stream.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+            let server = tcp::local_address(&stream);
+            let Some((peer, stream)) = tcp::open(proxies.as_deref(), stream, peer, &admission, Mechanism::Https).await else {
+                return;
+            };
             let Some(stream) = tls::handshake(&acceptor, stream, &admission, Secured::Https).await else { return };
             let client = Client { address: peer.ip(), transport: Transport::Stream };
             let connection = Arc::new(Connection { client, peer, server, snapshot, rng: Mutex::new(rng), admission });

@@ -80,7 +80,8 @@ impl Transports {
             udp_workers.extend(start_udp(settings, address, index, snapshot, observation, &stop)?);
             let listener = tokio::net::TcpListener::bind(address).await.map_err(|source| StartError::Tcp { address, source })?;
             let rng = settings.worker_rng(u64::MAX - index as u64);
-            tokio::spawn(tcp::serve(listener, snapshot.clone(), registry.clone(), rng, settings.cookies.clone()));
+            let (cookies, proxies) = (settings.cookies.clone(), settings.proxy_protocol_from.clone());
+            tokio::spawn(tcp::serve(listener, snapshot.clone(), registry.clone(), rng, cookies, proxies));
         }
         Ok(Transports { stop, udp_workers })
     }
@@ -107,13 +108,15 @@ async fn start_encrypted(
     for (index, &address) in (0..).zip(&settings.tls.listen) {
         let listener = tcp::bind(address, "DNS over TLS").await?;
         let rng = settings.worker_rng(DOT_WORKERS + index);
-        tokio::spawn(dot::serve(listener, dot.clone(), snapshot.clone(), registry.clone(), rng, settings.cookies.clone()));
+        let (cookies, proxies) = (settings.cookies.clone(), settings.proxy_protocol_from.clone());
+        tokio::spawn(dot::serve(listener, dot.clone(), snapshot.clone(), registry.clone(), rng, cookies, proxies));
     }
     let doh = tls.https_acceptor()?;
     for (index, &address) in (0..).zip(&settings.tls.https_listen) {
         let listener = tcp::bind(address, "DNS over HTTPS").await?;
         let rng = settings.worker_rng(DOH_WORKERS + index);
-        tokio::spawn(doh::serve(listener, doh.clone(), snapshot.clone(), registry.clone(), rng));
+        let proxies = settings.proxy_protocol_from.clone();
+        tokio::spawn(doh::serve(listener, doh.clone(), snapshot.clone(), registry.clone(), rng, proxies));
     }
     let doq = tls.quic_config(observation)?;
     for (index, &address) in (0..).zip(&settings.tls.quic_listen) {
@@ -140,6 +143,7 @@ fn start_udp(
             let socket = udp::bind_socket(address).map_err(|source| StartError::Udp { address, source })?;
             let (snapshot, observation, stop) = (snapshot.clone(), observation.clone(), stop.clone());
             let defences = udp::Defences {
+                proxies: settings.proxy_protocol_from.clone(),
                 queries: settings.udp_rate_limit.clone(),
                 cookies: settings.cookies.clone(),
                 responses: settings.response_rate_limit.clone(),
