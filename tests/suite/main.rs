@@ -33,6 +33,7 @@ mod keys;
 mod load;
 mod metrics;
 mod proximity;
+mod proxy;
 mod redirect;
 mod rollover;
 mod routing;

@@ -154,9 +154,9 @@ impl Batch {
             }
             let peer = peer_address(&self.peers[index])?;
             let header = &self.read_headers[index];
-            let received = &self.queries[index][..(header.msg_len as usize).min(MAX_QUERY)];
+            let octets = &self.queries[index][..(header.msg_len as usize).min(MAX_QUERY)];
             let (client, query_start) = match defences.proxies.as_deref() {
-                Some(proxies) => proxies.open_datagram(peer, received, counters)?,
+                Some(proxies) => proxies.open_datagram(peer, octets, counters)?,
                 None => (peer, 0),
             };
             (self.clients[index], self.query_starts[index]) = (client, query_start);
@@ -164,7 +164,7 @@ impl Batch {
             if defences.queries.as_deref().is_some_and(|limiter| !limiter.allows(address)) {
                 return None;
             }
-            let packet = &received[query_start..];
+            let packet = &octets[query_start..];
             let datagram = if header.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
                 Datagram::Oversized(packet)
             } else {
