@@ -67,51 +67,55 @@ pub(crate) async fn bind(address: SocketAddr, transport: &'static str) -> Result
     Ok(listener)
 }
 
-/// Accepts connections on `listener` forever, one task each. Each
-/// connection's random source is drawn from `rng`; `cookies`, when
-/// configured, makes the server cookies of its answers; `proxies`, when
-/// configured, send PROXY headers first.
-pub async fn serve(
-    listener: TcpListener,
-    snapshot: SharedSnapshot,
-    registry: Arc<Registry>,
-    rng: SmallRng,
-    cookies: Option<Arc<CookieSecret>>,
-    proxies: Option<Arc<ProxySources>>,
-) {
-    let options = ResponseOptions { keepalive: Some(registry.limits().keepalive_timeout()), pad: false, ..ResponseOptions::default() };
-    accept_each(listener, registry, rng, move |stream, peer, admission, rng| {
-        let (snapshot, cookies, proxies) = (snapshot.clone(), cookies.clone(), proxies.clone());
+/// What every DNS stream listener (TCP, TLS, HTTPS) serves with: the
+/// live snapshot, the registry its connections count in, the secret of
+/// DNS cookies and the proxies whose PROXY headers it takes, where those
+/// are configured.
+#[derive(Clone)]
+pub(crate) struct Serving {
+    pub snapshot: SharedSnapshot,
+    pub registry: Arc<Registry>,
+    pub cookies: Option<Arc<CookieSecret>>,
+    pub proxies: Option<Arc<ProxySources>>,
+}
+
+impl Serving {
+    /// Opens a DNS connection from `peer`, through the proxies where they
+    /// are configured (see [`ProxySources::open_stream`]): the client it is
+    /// from, and the stream to read its queries from. `None`: refused, or
+    /// shed or closed first.
+    pub(crate) async fn open<Stream: AsyncRead + Unpin>(
+        &self,
+        stream: Stream,
+        peer: SocketAddr,
+        admission: &Admission,
+        mechanism: Mechanism,
+    ) -> Option<(SocketAddr, Rewound<Stream>)> {
+        match self.proxies.as_deref() {
+            Some(proxies) => {
+                let counters = &admission.observation().counters;
+                admission.unless_shed(proxies.open_stream(stream, peer, counters, mechanism)).await?
+            }
+            None => Some((peer, Rewound::new(Bytes::new(), stream))),
+        }
+    }
+}
+
+/// Accepts connections on `listener` forever, one task each, with a
+/// random source drawn from `rng`.
+pub async fn serve(listener: TcpListener, serving: Serving, rng: SmallRng) {
+    let keepalive = Some(serving.registry.limits().keepalive_timeout());
+    let options = ResponseOptions { keepalive, pad: false, ..ResponseOptions::default() };
+    accept_each(listener, serving.registry.clone(), rng, move |stream, peer, admission, rng| {
+        let serving = serving.clone();
         async move {
             let server = local_address(&stream);
-            let Some((client, stream)) = open(proxies.as_deref(), stream, peer, &admission, Mechanism::Tcp).await else {
-                return;
-            };
-            let connection = Stream::new(client, server, options, cookies, Mechanism::Tcp);
-            serve_connection(stream, connection, snapshot, admission, rng).await
+            let Some((client, stream)) = serving.open(stream, peer, &admission, Mechanism::Tcp).await else { return };
+            let connection = Stream::new(client, server, options, serving.cookies, Mechanism::Tcp);
+            serve_connection(stream, connection, serving.snapshot, admission, rng).await
         }
     })
     .await
-}
-
-/// Opens a DNS connection from `peer`, through `proxies` where they are
-/// configured (see [`ProxySources::open_stream`]): the client it is from,
-/// and the stream to read its queries from. `None`: refused, or shed or
-/// closed first.
-pub(crate) async fn open<Stream: AsyncRead + Unpin>(
-    proxies: Option<&ProxySources>,
-    stream: Stream,
-    peer: SocketAddr,
-    admission: &Admission,
-    mechanism: Mechanism,
-) -> Option<(SocketAddr, Rewound<Stream>)> {
-    match proxies {
-        Some(proxies) => {
-            let counters = &admission.observation().counters;
-            admission.unless_shed(proxies.open_stream(stream, peer, counters, mechanism)).await?
-        }
-        None => Some((peer, Rewound::new(Bytes::new(), stream))),
-    }
 }
 
 /// The address `stream` was accepted on.
