@@ -25,21 +25,26 @@ use crate::encrypted::{TLS_13, ask, tls_client, tls_handshake};
 const PROXY: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 4);
 /// Two clients, each alone in a region, and the replica each region is sent
 /// to: east to 192.0.2.10, west to 192.0.2.20.
-const EAST: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
-const WEST: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 3);
+pub(crate) const EAST: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
+pub(crate) const WEST: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 3);
 const TOKEN: &str = "proxy-token";
-const SERVICE: &str = "svc.example.test";
+pub(crate) const SERVICE: &str = "svc.example.test";
 
 /// Pharos taking PROXY headers from [`PROXY`], with DNS over TLS and
 /// HTTPS, and the control API for its metrics.
-struct Proxied {
-    pharos: Pharos,
+pub(crate) struct Proxied {
+    pub(crate) pharos: Pharos,
     api: String,
     dot: SocketAddr,
     doh: SocketAddr,
 }
 
 fn start_behind_proxy() -> Proxied {
+    start_behind_proxy_with("")
+}
+
+/// [`start_behind_proxy`] with `config_extra` (TOML tables) besides.
+pub(crate) fn start_behind_proxy_with(config_extra: &str) -> Proxied {
     let [dns, api, dot, doh] = [(); 4].map(|()| SocketAddr::from((Ipv4Addr::LOCALHOST, free_port())));
     let routing = Declarations::new()
         .region(1, "east", &["127.0.0.2/32"])
@@ -53,7 +58,7 @@ fn start_behind_proxy() -> Proxied {
         .toml();
     let extra = format!(
         "random_seed = 1\nproxy_protocol_from = [\"{PROXY}/32\"]\n[control]\nlisten = \"{api}\"\ntoken = \"{TOKEN}\"\n\
-         [tls]\nlisten = [\"{dot}\"]\nhttps_listen = [\"{doh}\"]\n{routing}"
+         [tls]\nlisten = [\"{dot}\"]\nhttps_listen = [\"{doh}\"]\n{routing}{config_extra}"
     );
     Proxied { pharos: start_at(dns, &extra, ZONE), api: format!("http://{api}"), dot, doh }
 }
@@ -71,9 +76,9 @@ impl Proxied {
 }
 
 /// A running dnsdist, killed when dropped.
-struct Dnsdist {
+pub(crate) struct Dnsdist {
     child: Child,
-    address: SocketAddr,
+    pub(crate) address: SocketAddr,
     _dir: tempfile::TempDir,
 }
 
@@ -86,7 +91,7 @@ impl Drop for Dnsdist {
 
 /// dnsdist in front of `backend`, sending it PROXY version 2 headers over
 /// UDP and TCP from [`PROXY`]; `None` (after saying SKIP) without dnsdist.
-fn dnsdist(backend: SocketAddr) -> Option<Dnsdist> {
+pub(crate) fn dnsdist(backend: SocketAddr) -> Option<Dnsdist> {
     let program = require("dnsdist", "dnsdist")?;
     let dir = tempfile::tempdir().unwrap();
     let address = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
@@ -119,7 +124,7 @@ fn dnsdist(backend: SocketAddr) -> Option<Dnsdist> {
 
 /// `query` sent over UDP from `source` to `server`: the answer, if one
 /// comes within a second.
-fn udp_from(source: Ipv4Addr, server: SocketAddr, query: &[u8]) -> Option<Message<Vec<u8>>> {
+pub(crate) fn udp_from(source: Ipv4Addr, server: SocketAddr, query: &[u8]) -> Option<Message<Vec<u8>>> {
     let socket = UdpSocket::bind((source, 0)).unwrap();
     socket.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
     socket.send_to(query, server).unwrap();
@@ -130,7 +135,7 @@ fn udp_from(source: Ipv4Addr, server: SocketAddr, query: &[u8]) -> Option<Messag
 }
 
 /// A TCP connection from `source` to `server`.
-fn tcp_from(source: Ipv4Addr, server: SocketAddr) -> TcpStream {
+pub(crate) fn tcp_from(source: Ipv4Addr, server: SocketAddr) -> TcpStream {
     let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
     socket.bind(&SocketAddr::from((source, 0)).into()).unwrap();
     socket.connect_timeout(&server.into(), Duration::from_secs(5)).unwrap();
@@ -156,7 +161,7 @@ fn replica(answer: &Message<Vec<u8>>) -> IpAddr {
     first_address_and_ttl(answer).0
 }
 
-fn service_query(id: u16) -> Vec<u8> {
+pub(crate) fn service_query(id: u16) -> Vec<u8> {
     query_bytes(id, SERVICE, Rtype::A)
 }
 
