@@ -179,6 +179,11 @@ fn clients_behind_dnsdist_are_routed_by_their_own_addresses_over_udp_and_tcp() {
         let over_tcp = ask(&mut stream, &service_query(3));
         assert_eq!(replica(&over_tcp), expected.parse::<IpAddr>().unwrap(), "{client} over TCP");
     }
+    // A client's EDNS Client Subnet still wins over its address (every
+    // sender's is believed without client_subnet_trusted_from).
+    let for_east = ecs_query(5, SERVICE, Rtype::A, Some((IpAddr::V4(EAST), 32)));
+    let answer = udp_from(WEST, dnsdist.address, &for_east).expect("an answer through dnsdist");
+    assert_eq!(replica(&answer), TO_EAST.parse::<IpAddr>().unwrap(), "the subnet's region, not the client's");
     // Asked directly, the same clients are routed alike: the proxy changed
     // nothing but the path.
     assert_eq!(replica(&udp_from(WEST, server.pharos.address, &service_query(4)).unwrap()), TO_WEST.parse::<IpAddr>().unwrap());
