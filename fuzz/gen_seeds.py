@@ -14,7 +14,9 @@ as queries with full answer sections.
 
 OUT_DIR/zone/ gets the fuzzing zones, the repository's demo zones, and a few
 small variations of them. OUT_DIR/initial/ gets scripts of sealed
-ClientHellos, whole and split, for the `initial` target.
+ClientHellos, whole and split, for the `initial` target. OUT_DIR/proxy/
+gets PROXY protocol headers (versions 1 and 2, each family and command,
+with extensions, cut, and broken) followed by a query, for `proxy`.
 """
 
 import glob
@@ -301,6 +303,39 @@ def initial_seeds():
     return seeds
 
 
+V2_SIGNATURE = b"\r\n\r\n\x00\r\nQUIT\n"
+
+
+def proxy_v2(command, family, addresses, version=2):
+    """A PROXY version 2 header: the signature, version and command, family and protocol, addresses."""
+    return V2_SIGNATURE + bytes([version << 4 | command, family << 4 | 1]) + struct.pack(">H", len(addresses)) + addresses
+
+
+def proxy_seeds():
+    """Headers for `proxy`, each followed by a query as a proxy sends it."""
+    ipv4 = bytes([198, 51, 100, 7, 192, 0, 2, 1]) + struct.pack(">HH", 56324, 53)
+    ipv6 = bytes(15) + b"\x07" + bytes(15) + b"\x01" + struct.pack(">HH", 56324, 53)
+    tlvs = b"\x04\x00\x03abc" + b"\xee\x00\x00"
+    headers = [
+        b"PROXY TCP4 198.51.100.7 192.0.2.1 56324 53\r\n",
+        b"PROXY TCP6 2001:db8::7 2001:db8::1 56324 853\r\n",
+        b"PROXY UNKNOWN\r\n",
+        b"PROXY TCP4 198.51.100.7 192.0.2.1 56324\r\n",
+        proxy_v2(1, 1, ipv4),
+        proxy_v2(1, 1, ipv4 + tlvs),
+        proxy_v2(1, 2, ipv6),
+        proxy_v2(0, 0, b""),
+        proxy_v2(1, 3, bytes(216)),
+        proxy_v2(1, 4, ipv4),
+        proxy_v2(2, 1, ipv4),
+        proxy_v2(1, 1, ipv4, version=1),
+        proxy_v2(1, 2, ipv4),
+        proxy_v2(1, 1, ipv4)[:20],
+    ]
+    packet = query("www.example.test", A)
+    return headers + [header + packet for header in headers] + [packet]
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -317,9 +352,10 @@ def main():
     count = write_corpus(os.path.join(out, "respond"), respond)
     zones = write_corpus(os.path.join(out, "zone"), zone_seeds())
     initials = write_corpus(os.path.join(out, "initial"), initial_seeds())
+    proxies = write_corpus(os.path.join(out, "proxy"), proxy_seeds())
     print(
         f"gen_seeds: {count} respond seeds ({captured} payloads from {len(captures)} captures), "
-        f"{zones} zone seeds, {initials} initial seeds in {out}"
+        f"{zones} zone seeds, {initials} initial seeds, {proxies} proxy seeds in {out}"
     )
 
 

@@ -4,7 +4,8 @@
 //! it wrote. Every query of a run, over UDP (dig), TCP, TLS, HTTPS and
 //! QUIC (kdig), is there with its RCODE; 1-in-N sampling logs exactly one
 //! query in N; a reader that goes away stops no answer, the drops show in
-//! /metrics, and the writer finds the next reader. Loopback only; every
+//! /metrics, and the writer finds the next reader. Behind dnsdist, a query
+//! is logged from the client its PROXY header names. Loopback only; every
 //! wait has a deadline.
 
 use std::net::SocketAddr;
@@ -14,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use domain::base::iana::Rtype;
 use serde_json::Value;
 
-use crate::common;
+use crate::{common, proxy};
 use common::declarations::Declarations;
 use common::*;
 
@@ -197,6 +198,30 @@ fn every_query_over_every_transport_is_logged_with_its_rcode() {
     }
     let routed = messages(&documents, "AUTH_RESPONSE", "svc.example.test")[0];
     assert!(routed.contains("192.0.2.10"), "{routed}");
+}
+
+#[test]
+fn a_query_relayed_by_dnsdist_is_logged_from_the_client_its_header_names() {
+    if !tools_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("dnstap.sock");
+    let capture = Capture::start(&socket, dir.path().join("proxied.dnstap"));
+    let mut server = proxy::start_behind_proxy_with(&dnstap_section(&socket, ""));
+    let Some(dnsdist) = proxy::dnsdist(server.pharos.address) else { return };
+    assert!(proxy::udp_from(proxy::WEST, dnsdist.address, &proxy::service_query(1)).is_some());
+    let mut stream = proxy::tcp_from(proxy::EAST, dnsdist.address);
+    crate::encrypted::ask(&mut stream, &proxy::service_query(2));
+    terminate(&mut server.pharos.child);
+    let documents = capture.finish();
+    let queries = messages(&documents, "AUTH_QUERY", proxy::SERVICE);
+    assert_eq!(queries.len(), 2, "{documents:#?}");
+    for (query, protocol, client) in [(queries[0], "UDP", proxy::WEST), (queries[1], "TCP", proxy::EAST)] {
+        for expected in [format!("socket_protocol: {protocol}"), format!("query_address: \"{client}\"\n")] {
+            assert!(query.contains(&expected), "no `{expected}` in\n{query}");
+        }
+    }
 }
 
 #[test]

@@ -26,7 +26,7 @@ use crate::common;
 use common::*;
 use pharos_wire::framing::framed;
 
-const TLS_13: &[&SupportedProtocolVersion] = &[&rustls::version::TLS13];
+pub(crate) const TLS_13: &[&SupportedProtocolVersion] = &[&rustls::version::TLS13];
 const TLS_12: &[&SupportedProtocolVersion] = &[&rustls::version::TLS12];
 /// EDNS options as a query carries them: code, length, data.
 const KEEPALIVE: &[u8] = &[0, 11, 0, 0];
@@ -62,7 +62,7 @@ fn generated_certificate(pharos: &Pharos) -> PathBuf {
 
 /// A client configuration that trusts the server's generated certificate
 /// and nothing else, and resumes sessions (rustls keeps them in memory).
-fn tls_client(pharos: &Pharos, versions: &[&'static SupportedProtocolVersion], alpn: &[&[u8]]) -> Arc<ClientConfig> {
+pub(crate) fn tls_client(pharos: &Pharos, versions: &[&'static SupportedProtocolVersion], alpn: &[&[u8]]) -> Arc<ClientConfig> {
     let mut roots = RootCertStore::empty();
     for certificate in CertificateDer::pem_file_iter(generated_certificate(pharos)).unwrap() {
         roots.add(certificate.unwrap()).unwrap();
@@ -76,11 +76,15 @@ fn tls_client(pharos: &Pharos, versions: &[&'static SupportedProtocolVersion], a
     Arc::new(config)
 }
 
-type TlsStream = StreamOwned<ClientConnection, TcpStream>;
+pub(crate) type TlsStream = StreamOwned<ClientConnection, TcpStream>;
 
 /// A TLS connection to `server` with its handshake done.
 fn tls_connect(server: SocketAddr, config: &Arc<ClientConfig>) -> TlsStream {
-    let tcp = TcpStream::connect(server).unwrap();
+    tls_handshake(TcpStream::connect(server).unwrap(), server, config)
+}
+
+/// The TLS handshake with `server` over `tcp`, done.
+pub(crate) fn tls_handshake(tcp: TcpStream, server: SocketAddr, config: &Arc<ClientConfig>) -> TlsStream {
     tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let connection = ClientConnection::new(config.clone(), ServerName::from(server.ip())).unwrap();
     let mut stream = StreamOwned::new(connection, tcp);
@@ -91,7 +95,7 @@ fn tls_connect(server: SocketAddr, config: &Arc<ClientConfig>) -> TlsStream {
 }
 
 /// Sends one framed query and reads one framed answer.
-fn ask(stream: &mut (impl Read + Write), query: &[u8]) -> Message<Vec<u8>> {
+pub(crate) fn ask(stream: &mut (impl Read + Write), query: &[u8]) -> Message<Vec<u8>> {
     stream.write_all(&framed(query)).unwrap();
     stream.flush().unwrap();
     read_frame(stream).unwrap()

@@ -6,7 +6,9 @@
 //! dig and kdig get the kernel's answers over a veth pair, and the kernel's
 //! answers are byte for byte those user space gives on the same server's
 //! loopback, for the conformance queries and while routing state changes,
-//! and the kernel drops a source over its rate limit when told to.
+//! and the kernel drops a source over its rate limit when told to; a
+//! datagram that starts with a PROXY protocol header is never answered in
+//! the kernel.
 
 use crate::common;
 use crate::common::support;
@@ -188,6 +190,28 @@ fn dig_and_kdig_get_the_kernels_answers_over_a_veth_pair() {
     let (_, explained) = served.api("GET", "/v1/explain?name=app.example.test&client=10.203.0.2", None);
     let line = explained["fast_path"].as_str().unwrap();
     assert!(line.starts_with("kernel fast path: ") && !line.ends_with(": off"), "{explained}");
+}
+
+#[test]
+fn a_datagram_with_a_proxy_header_passes_up_to_user_space() {
+    if !netns::may_run() {
+        return;
+    }
+    let served = Served::start(NETNS_ZONE, "");
+    let before = kernel_hits(&served);
+    // A query the kernel answers, behind a header: read as DNS, the
+    // signature is an IQUERY with 13 questions, which user space answers
+    // NOTIMP when it takes headers from nobody.
+    let client = SocketAddr::from((netns::CLIENT_V4, 5300));
+    let header = crate::proxy::header_v2(client, Link::over_veth(false));
+    let datagram = [header, query_bytes(1, "www.example.test", Rtype::A)].concat();
+    let again = datagram.clone();
+    let over_veth = Link::inside(&served.link.client, move || netns::exchange(Link::over_veth(false), &datagram));
+    let from_user_space = Link::inside(&served.link.server, move || netns::exchange(Link::over_loopback(), &again));
+    assert_eq!(kernel_hits(&served), before, "the kernel answered a datagram with a PROXY header");
+    let reply = over_veth.expect("user space's answer");
+    assert_eq!(Some(&reply), from_user_space.as_ref(), "the answer over the veth pair is user space's");
+    assert_eq!((reply[2] & 0x78, reply[3] & 0x0F), (0x08, 4), "an IQUERY answered NOTIMP: {reply:?}");
 }
 
 #[test]

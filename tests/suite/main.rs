@@ -34,6 +34,7 @@ mod keys;
 mod load;
 mod metrics;
 mod proximity;
+mod proxy;
 mod redirect;
 mod rollover;
 mod routing;

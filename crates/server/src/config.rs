@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use pharos_bgp::OriginRules;
 use pharos_model::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
-use pharos_route::prefix::ListedPrefixError;
+use pharos_route::prefix::{ListedPrefixError, prefix_set};
 use pharos_transport::config::{HttpConfig, HttpConfigError, TcpConfig, TlsConfig};
 use pharos_transport::cookies::CookieSecret;
 use pharos_transport::dnstap;
 use pharos_transport::limit::{RateLimit, SourceLimiter};
+use pharos_transport::proxy::ProxySources;
 use pharos_transport::rrl::ResponseLimit;
 use serde::{Deserialize, Serialize};
 
@@ -96,6 +97,8 @@ pub enum ConfigError {
     RotationHours(u32),
     #[error(transparent)]
     Http(#[from] HttpConfigError),
+    #[error(transparent)]
+    ProxySources(ListedPrefixError),
 }
 
 /// What is wrong with `[rrl]`, or why its limiter cannot be made.
@@ -722,6 +725,11 @@ pub struct ServerConfig {
     pub user: Option<String>,
     /// The group to run as with `user`; unset: the user's own group.
     pub group: Option<String>,
+    /// Proxies (CIDR prefixes) that relay DNS with a PROXY protocol header
+    /// naming the client (dnsdist's `useProxyProtocol`, HAProxy's
+    /// `send-proxy-v2`): every datagram and connection from them must
+    /// start with one, and none from anyone else may.
+    pub proxy_protocol_from: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -735,6 +743,7 @@ impl Default for ServerConfig {
             client_subnet_trusted_from: None,
             user: None,
             group: None,
+            proxy_protocol_from: Vec::new(),
         }
     }
 }
@@ -916,6 +925,7 @@ impl Config {
             self.metrics.validate(&self.control, &self.server),
             self.dnstap.as_ref().map_or(Ok(()), |dnstap| dnstap.settings().map(drop)),
             self.http.validate().map_err(ConfigError::from),
+            self.proxy_sources().map(drop),
         ];
         let wrong = wrong.into_iter().filter_map(|(is_wrong, problem)| is_wrong.then_some(problem));
         wrong.chain(sections.into_iter().filter_map(Result::err)).collect()
@@ -946,6 +956,17 @@ impl Config {
         Ok(Some(Arc::new(ResponseLimit::new(limiter))))
     }
 
+    /// The sources whose PROXY headers the DNS listeners take, if any are
+    /// configured.
+    pub fn proxy_sources(&self) -> Result<Option<Arc<ProxySources>>, ConfigError> {
+        let from = &self.server.proxy_protocol_from;
+        if from.is_empty() {
+            return Ok(None);
+        }
+        let prefixes = prefix_set("server.proxy_protocol_from", from).map_err(ConfigError::ProxySources)?;
+        Ok(Some(Arc::new(ProxySources::new(prefixes))))
+    }
+
     /// Worker threads to run: the configured number, or one per core.
     pub fn threads(&self) -> usize {
         match self.server.threads {
@@ -962,8 +983,8 @@ impl Config {
         udp_rate_limit: Option<Arc<SourceLimiter>>,
         response_rate_limit: Option<Arc<ResponseLimit>>,
         cookies: Option<Arc<CookieSecret>>,
-    ) -> pharos_transport::Settings {
-        pharos_transport::Settings {
+    ) -> Result<pharos_transport::Settings, ConfigError> {
+        Ok(pharos_transport::Settings {
             listen: self.server.listen.clone(),
             udp_threads: self.threads(),
             tcp: self.tcp.clone(),
@@ -975,7 +996,8 @@ impl Config {
             udp_rate_limit,
             response_rate_limit,
             cookies,
-        }
+            proxy_protocol_from: self.proxy_sources()?,
+        })
     }
 }
 
@@ -1226,6 +1248,21 @@ mod tests {
             let error = causes(parse(&format!("{zone}[cookies]\n{cookies}\n")).unwrap_err().as_ref());
             assert!(error.contains(expected), "{cookies}: {error}");
         }
+    }
+
+    #[test]
+    fn takes_proxy_protocol_headers_only_from_the_prefixes_named() {
+        let with_proxies = |from: &str| {
+            let text =
+                format!("[server]\nlisten = [\"127.0.0.1:5300\"]\nproxy_protocol_from = {from}\n[[zone]]\norigin = \"t\"\nfile = \"z\"\n");
+            toml::from_str::<Config>(&text).unwrap()
+        };
+        assert!(with_proxies("[]").proxy_sources().unwrap().is_none(), "off unless configured");
+        let config = with_proxies("[\"10.0.0.0/8\", \"::1/128\"]");
+        config.validate().unwrap();
+        assert!(config.proxy_sources().unwrap().is_some());
+        let error = causes(&with_proxies("[\"10.0.0.0/33\"]").validate().unwrap_err());
+        assert!(error.contains("server.proxy_protocol_from[0]: prefix length \"33\" must be 0 to 32"), "{error}");
     }
 
     #[test]

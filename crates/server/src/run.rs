@@ -90,7 +90,7 @@ impl Server {
             Some(dnstap) => Some(observation.query_log.start(dnstap.settings()?)?),
             None => None,
         };
-        let transports = Transports::start(&config.transport(limits.queries, limits.responses, cookies), &snapshot, &observation).await?;
+        let transports = Transports::start(&config.transport(limits.queries, limits.responses, cookies)?, &snapshot, &observation).await?;
         // Every port is bound and the fast path attached: root is no
         // longer needed.
         drop_privileges(&config.server)?;
@@ -124,7 +124,7 @@ fn api_tls(config: &Config) -> Result<Option<tokio_rustls::TlsAcceptor>, ServerE
         return Ok(None);
     }
     // Only the certificate's settings matter here, not the rate limits.
-    let tls = Tls::load(&config.transport(None, None, None)).map_err(StartError::from)?;
+    let tls = Tls::load(&config.transport(None, None, None)?).map_err(StartError::from)?;
     Ok(Some(tls.http1_acceptor().map_err(StartError::from)?))
 }
 

@@ -14,6 +14,7 @@ use serde::Deserialize;
 
 use crate::cookies::CookieSecret;
 use crate::limit::SourceLimiter;
+use crate::proxy::ProxySources;
 use crate::rrl::ResponseLimit;
 
 /// Everything the transports need to start, taken from the server's
@@ -45,6 +46,9 @@ pub struct Settings {
     /// DNS cookies on DNS over UDP, TCP and TLS, if configured: the secret
     /// every node shares.
     pub cookies: Option<Arc<CookieSecret>>,
+    /// The sources whose PROXY protocol headers the DNS listeners (UDP,
+    /// TCP, TLS, HTTPS) take, and require; `None`: no source's.
+    pub proxy_protocol_from: Option<Arc<ProxySources>>,
 }
 
 impl Settings {

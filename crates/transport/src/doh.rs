@@ -28,7 +28,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::dnstap;
 use crate::metrics::{Mechanism, Secured};
-use crate::registry::{Admission, Registry};
+use crate::registry::Admission;
 use crate::{http, tcp, tls};
 
 /// Where queries go: the path RFC 8484 uses in its examples, and the one
@@ -45,13 +45,16 @@ const BASE64URL: GeneralPurpose = GeneralPurpose::new(
     GeneralPurposeConfig::new().with_encode_padding(false).with_decode_padding_mode(DecodePaddingMode::Indifferent),
 );
 
-/// Serves DNS over HTTPS on `listener` forever, one task per connection.
-pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, snapshot: SharedSnapshot, registry: Arc<Registry>, rng: SmallRng) {
-    tcp::accept_each(listener, registry, rng, move |stream, peer, admission, rng| {
-        let (acceptor, snapshot) = (acceptor.clone(), snapshot.clone());
+/// Serves DNS over HTTPS on `listener` forever, one task per connection
+/// (cookies are not HTTP's: `serving`'s are not used).
+pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, serving: tcp::Serving, rng: SmallRng) {
+    tcp::accept_each(listener, serving.registry.clone(), rng, move |stream, peer, admission, rng| {
+        let (acceptor, serving) = (acceptor.clone(), serving.clone());
         async move {
-            // Unknown only for a socket already gone, whose requests are moot.
-            let server = stream.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+            let server = tcp::local_address(&stream);
+            // A proxy's header comes before the handshake, as dnsdist sends it.
+            let Some((peer, stream)) = serving.open(stream, peer, &admission, Mechanism::Https).await else { return };
+            let snapshot = serving.snapshot;
             let Some(stream) = tls::handshake(&acceptor, stream, &admission, Secured::Https).await else { return };
             let client = Client { address: peer.ip(), transport: Transport::Stream };
             let connection = Arc::new(Connection { client, peer, server, snapshot, rng: Mutex::new(rng), admission });

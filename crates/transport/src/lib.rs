@@ -27,6 +27,7 @@ mod dot;
 mod http;
 pub mod limit;
 pub mod metrics;
+pub mod proxy;
 mod redirect;
 mod registry;
 pub mod rrl;

@@ -64,6 +64,33 @@ impl Mechanism {
     }
 }
 
+/// The mechanisms a proxy relays with a PROXY protocol header: not QUIC,
+/// where the protocol defines no place for one.
+pub const PROXIED: [Mechanism; 4] = [Mechanism::Udp, Mechanism::Tcp, Mechanism::Tls, Mechanism::Https];
+
+/// Why a datagram or connection was refused: the `reason` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// It starts with a header, from a source not allowed to send one.
+    Unexpected,
+    /// It does not start with a header, from a source that must send one.
+    Missing,
+    /// Its header is malformed, or too long.
+    Malformed,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 3] = [Refusal::Unexpected, Refusal::Missing, Refusal::Malformed];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Refusal::Unexpected => "unexpected",
+            Refusal::Missing => "missing",
+            Refusal::Malformed => "malformed",
+        }
+    }
+}
+
 /// The `rcode` label of each counted RCODE, by value; extended RCODEs
 /// (from 16 up) share the last.
 pub const RCODE_NAMES: [&str; 17] = [
@@ -194,6 +221,10 @@ pub struct Counters {
     /// resumed. Once per connection, so shared atomics cost nothing
     /// measurable.
     handshakes: [[AtomicU64; 2]; 4],
+    /// Datagrams and connections refused for their PROXY header or its
+    /// absence, by [`Mechanism::ALL`] index and [`Refusal::ALL`] index.
+    /// Rare but for an attack, so shared atomics.
+    proxy_refusals: [[AtomicU64; 3]; 5],
 }
 
 /// The ids of the process's [`Counters`], never reused: a thread's list
@@ -225,6 +256,7 @@ impl Counters {
             open_connections: AtomicU64::new(0),
             shed_connections: AtomicU64::new(0),
             handshakes: Default::default(),
+            proxy_refusals: Default::default(),
         }
     }
 
@@ -463,6 +495,21 @@ impl Counters {
     /// read.
     pub(crate) fn count_quic_resumption(&self) {
         self.handshakes[Secured::Quic as usize][1].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Counters {
+    /// The datagrams and connections refused for their PROXY header or its
+    /// absence, by mechanism (those a proxy may relay) and reason.
+    pub fn proxy_refusals(&self) -> Vec<(Mechanism, Refusal, u64)> {
+        let counted = PROXIED.into_iter().flat_map(|mechanism| Refusal::ALL.map(|refusal| (mechanism, refusal)));
+        let count =
+            |mechanism: Mechanism, refusal: Refusal| self.proxy_refusals[mechanism as usize][refusal as usize].load(Ordering::Relaxed);
+        counted.map(|(mechanism, refusal)| (mechanism, refusal, count(mechanism, refusal))).collect()
+    }
+
+    pub(crate) fn count_proxy_refusal(&self, mechanism: Mechanism, refusal: Refusal) {
+        self.proxy_refusals[mechanism as usize][refusal as usize].fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -20,8 +20,6 @@
 //! HTTP or names no host 400, one for a service with no replica to answer
 //! 503, each with a line saying why.
 
-mod proxy;
-
 use std::fmt::Write;
 use std::future::ready;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
@@ -44,6 +42,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::config::Settings;
 use crate::metrics::Secured;
+use crate::proxy;
 use crate::registry::{Admission, Registry};
 use crate::tcp::BindError;
 use crate::tls::{Tls, TlsError};
@@ -136,7 +135,7 @@ impl Site {
         }
         match admission.unless_shed(proxy::read_header(&mut stream)).await {
             Some(Ok((proxied, ahead))) => {
-                let connection = self.connection(peer, proxied, rng, admission);
+                let connection = self.connection(peer, proxied.map(|source| source.ip()), rng, admission);
                 self.serve_stream(proxy::Rewound::new(ahead, stream), connection).await
             }
             Some(Err(error)) => tracing::debug!(%error, %peer, "PROXY protocol header refused"),

@@ -72,8 +72,14 @@ impl Transports {
         // One certificate for every encrypted listener, loaded only if there is one.
         let needs_certificate = settings.tls.is_enabled() || !settings.http.https_listen.is_empty();
         let tls = needs_certificate.then(|| Tls::load(settings)).transpose()?;
+        let serving = tcp::Serving {
+            snapshot: snapshot.clone(),
+            registry: registry.clone(),
+            cookies: settings.cookies.clone(),
+            proxies: settings.proxy_protocol_from.clone(),
+        };
         if let Some(tls) = tls.as_ref().filter(|_| settings.tls.is_enabled()) {
-            start_encrypted(settings, tls, snapshot, &registry, observation).await?;
+            start_encrypted(settings, tls, &serving, observation).await?;
         }
         redirect::start(settings, tls.as_ref(), snapshot, &registry).await?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -82,7 +88,7 @@ impl Transports {
             udp_workers.extend(start_udp(settings, address, index, snapshot, observation, &stop)?);
             let listener = tokio::net::TcpListener::bind(address).await.map_err(|source| StartError::Tcp { address, source })?;
             let rng = settings.worker_rng(u64::MAX - index as u64);
-            tokio::spawn(tcp::serve(listener, snapshot.clone(), registry.clone(), rng, settings.cookies.clone()));
+            tokio::spawn(tcp::serve(listener, serving.clone(), rng));
         }
         Ok(Transports { stop, udp_workers })
     }
@@ -135,31 +141,25 @@ impl Heartbeats {
 
 /// Binds every DNS over TLS, HTTPS and QUIC listener of `settings` and
 /// serves each in its own task.
-async fn start_encrypted(
-    settings: &Settings,
-    tls: &Tls,
-    snapshot: &SharedSnapshot,
-    registry: &Arc<Registry>,
-    observation: &Arc<Observation>,
-) -> Result<(), StartError> {
+async fn start_encrypted(settings: &Settings, tls: &Tls, serving: &tcp::Serving, observation: &Arc<Observation>) -> Result<(), StartError> {
     let dot = tls.dns_acceptor()?;
     for (index, &address) in (0..).zip(&settings.tls.listen) {
         let listener = tcp::bind(address, "DNS over TLS").await?;
         let rng = settings.worker_rng(DOT_WORKERS + index);
-        tokio::spawn(dot::serve(listener, dot.clone(), snapshot.clone(), registry.clone(), rng, settings.cookies.clone()));
+        tokio::spawn(dot::serve(listener, dot.clone(), serving.clone(), rng));
     }
     let doh = tls.https_acceptor()?;
     for (index, &address) in (0..).zip(&settings.tls.https_listen) {
         let listener = tcp::bind(address, "DNS over HTTPS").await?;
         let rng = settings.worker_rng(DOH_WORKERS + index);
-        tokio::spawn(doh::serve(listener, doh.clone(), snapshot.clone(), registry.clone(), rng));
+        tokio::spawn(doh::serve(listener, doh.clone(), serving.clone(), rng));
     }
     let doq = tls.quic_config(observation)?;
     for (index, &address) in (0..).zip(&settings.tls.quic_listen) {
         let endpoint = doq::endpoint(address, doq.clone(), &settings.tcp).map_err(|source| StartError::Quic { address, source })?;
         tracing::info!(%address, "serving DNS over QUIC");
         let rng = settings.worker_rng(DOQ_WORKERS + index);
-        tokio::spawn(doq::serve(endpoint, snapshot.clone(), registry.clone(), rng));
+        tokio::spawn(doq::serve(endpoint, serving.snapshot.clone(), serving.registry.clone(), rng));
     }
     Ok(())
 }
@@ -181,6 +181,7 @@ fn start_udp(
             let lifeline = Lifeline { stop: stop.clone(), ..Lifeline::default() };
             let worker_lifeline = lifeline.clone();
             let defences = udp::Defences {
+                proxies: settings.proxy_protocol_from.clone(),
                 queries: settings.udp_rate_limit.clone(),
                 cookies: settings.cookies.clone(),
                 responses: settings.response_rate_limit.clone(),

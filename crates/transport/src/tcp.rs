@@ -16,6 +16,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use bytes::Bytes;
 use pharos_answer::{
     Answered, Client, Query, Reject, ResponseOptions, SharedSnapshot, Snapshot, Transferred, Transport, is_transfer, parse_query,
     query_read, respond_parsed, respond_transfer,
@@ -32,6 +33,7 @@ use crate::cookies::CookieSecret;
 use crate::dnstap;
 use crate::dnstap::QueryLog;
 use crate::metrics::{Counting, Mechanism};
+use crate::proxy::{ProxySources, Rewound};
 use crate::registry::{Admission, Registry};
 
 /// Room a connection waits for its next query with: one query, padded or
@@ -65,22 +67,61 @@ pub(crate) async fn bind(address: SocketAddr, transport: &'static str) -> Result
     Ok(listener)
 }
 
-/// Accepts connections on `listener` forever, one task each. Each
-/// connection's random source is drawn from `rng`; `cookies`, when
-/// configured, makes the server cookies of its answers.
-pub async fn serve(
-    listener: TcpListener,
-    snapshot: SharedSnapshot,
-    registry: Arc<Registry>,
-    rng: SmallRng,
-    cookies: Option<Arc<CookieSecret>>,
-) {
-    let options = ResponseOptions { keepalive: Some(registry.limits().keepalive_timeout()), pad: false, ..ResponseOptions::default() };
-    accept_each(listener, registry, rng, move |stream, peer, admission, rng| {
-        let connection = Stream::new(peer, &stream, options, cookies.clone(), Mechanism::Tcp);
-        serve_connection(stream, connection, snapshot.clone(), admission, rng)
+/// What every DNS stream listener (TCP, TLS, HTTPS) serves with: the
+/// live snapshot, the registry its connections count in, the secret of
+/// DNS cookies and the proxies whose PROXY headers it takes, where those
+/// are configured.
+#[derive(Clone)]
+pub(crate) struct Serving {
+    pub snapshot: SharedSnapshot,
+    pub registry: Arc<Registry>,
+    pub cookies: Option<Arc<CookieSecret>>,
+    pub proxies: Option<Arc<ProxySources>>,
+}
+
+impl Serving {
+    /// Opens a DNS connection from `peer`, through the proxies where they
+    /// are configured (see [`ProxySources::open_stream`]): the client it is
+    /// from, and the stream to read its queries from. `None`: refused, or
+    /// shed or closed first.
+    pub(crate) async fn open<Stream: AsyncRead + Unpin>(
+        &self,
+        stream: Stream,
+        peer: SocketAddr,
+        admission: &Admission,
+        mechanism: Mechanism,
+    ) -> Option<(SocketAddr, Rewound<Stream>)> {
+        match self.proxies.as_deref() {
+            Some(proxies) => {
+                let counters = &admission.observation().counters;
+                admission.unless_shed(proxies.open_stream(stream, peer, counters, mechanism)).await?
+            }
+            None => Some((peer, Rewound::new(Bytes::new(), stream))),
+        }
+    }
+}
+
+/// Accepts connections on `listener` forever, one task each, with a
+/// random source drawn from `rng`.
+pub async fn serve(listener: TcpListener, serving: Serving, rng: SmallRng) {
+    let keepalive = Some(serving.registry.limits().keepalive_timeout());
+    let options = ResponseOptions { keepalive, pad: false, ..ResponseOptions::default() };
+    accept_each(listener, serving.registry.clone(), rng, move |stream, peer, admission, rng| {
+        let serving = serving.clone();
+        async move {
+            let server = local_address(&stream);
+            let Some((client, stream)) = serving.open(stream, peer, &admission, Mechanism::Tcp).await else { return };
+            let connection = Stream::new(client, server, options, serving.cookies, Mechanism::Tcp);
+            serve_connection(stream, connection, serving.snapshot, admission, rng).await
+        }
     })
     .await
+}
+
+/// The address `stream` was accepted on.
+pub(crate) fn local_address(stream: &TcpStream) -> SocketAddr {
+    // Unknown only for a socket already gone, whose queries are moot.
+    stream.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
 }
 
 /// Accepts connections on `listener` forever. Each is admitted to the
@@ -179,7 +220,8 @@ pub(crate) struct Stream {
     pub cookies: Option<Arc<CookieSecret>>,
     /// What the answers count as: TCP or TLS.
     pub mechanism: Mechanism,
-    /// Both ends, for the query log.
+    /// Both ends, for the query log: the client (the peer, or the client
+    /// its proxy named) and the server's address.
     pub peer: SocketAddr,
     pub server: SocketAddr,
 }
@@ -187,14 +229,12 @@ pub(crate) struct Stream {
 impl Stream {
     pub(crate) fn new(
         peer: SocketAddr,
-        stream: &TcpStream,
+        server: SocketAddr,
         options: ResponseOptions,
         cookies: Option<Arc<CookieSecret>>,
         mechanism: Mechanism,
     ) -> Stream {
         let client = Client { address: peer.ip(), transport: Transport::Stream };
-        // Unknown only for a socket already gone, whose queries are moot.
-        let server = stream.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
         Stream { client, options, cookies, mechanism, peer, server }
     }
 

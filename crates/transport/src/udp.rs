@@ -27,7 +27,8 @@ use crate::cookies::CookieSecret;
 use crate::dnstap;
 use crate::dnstap::QueryLog;
 use crate::limit::SourceLimiter;
-use crate::metrics::Mechanism;
+use crate::metrics::{Counters, Mechanism};
+use crate::proxy::ProxySources;
 use crate::rrl::{self, ResponseLimit, Sent};
 
 /// Datagrams moved per system call.
@@ -59,7 +60,12 @@ pub fn bind_socket(address: SocketAddr) -> io::Result<Socket> {
 struct Batch {
     queries: Vec<[u8; MAX_QUERY]>,
     responses: Vec<Vec<u8>>,
+    /// Where each datagram came from, and where its response goes.
     peers: [libc::sockaddr_storage; BATCH],
+    /// The client each datagram is from: its peer, or the client a PROXY
+    /// header before its query names; and where that query starts.
+    clients: [SocketAddr; BATCH],
+    query_starts: [usize; BATCH],
     read_iov: [libc::iovec; BATCH],
     read_headers: [libc::mmsghdr; BATCH],
     write_iov: [libc::iovec; BATCH],
@@ -90,6 +96,8 @@ impl Batch {
             queries: vec![[0u8; MAX_QUERY]; BATCH],
             responses: (0..BATCH).map(|_| Vec::with_capacity(RESPONSE_CAPACITY)).collect(),
             peers: unsafe { zeroed() },
+            clients: [SocketAddr::from(([0, 0, 0, 0], 0)); BATCH],
+            query_starts: [0; BATCH],
             read_iov: unsafe { zeroed() },
             read_headers: unsafe { zeroed() },
             write_iov: unsafe { zeroed() },
@@ -123,8 +131,10 @@ impl Batch {
 
     /// Answers each received datagram into its response buffer; returns
     /// what the responses say, as many as there are, in the order they are
-    /// queued at the front of the write headers. Datagrams from a source
-    /// over its query limit get no response; cookies are checked and
+    /// queued at the front of the write headers. Datagrams refused for
+    /// their PROXY header (or its absence), counted in `counters`, and
+    /// datagrams from a client over its query limit get no response; the
+    /// rest are answered as from their client. Cookies are checked and
     /// given; and responses over their response limit (counted as of
     /// `now`, once for the batch) are dropped or slipped, unless their
     /// query proved its source with a good server cookie.
@@ -134,6 +144,7 @@ impl Batch {
         snapshot: &'s pharos_answer::Snapshot,
         rng: &mut SmallRng,
         defences: &Defences,
+        counters: &Counters,
         now: BatchTime,
     ) -> Answers<'s> {
         // Each datagram is parsed once, for the prefetch and the answer.
@@ -141,12 +152,19 @@ impl Batch {
             if index >= received {
                 return None;
             }
-            let address = peer_address(&self.peers[index])?.ip();
+            let peer = peer_address(&self.peers[index])?;
+            let header = &self.read_headers[index];
+            let octets = &self.queries[index][..(header.msg_len as usize).min(MAX_QUERY)];
+            let (client, query_start) = match defences.proxies.as_deref() {
+                Some(proxies) => proxies.open_datagram(peer, octets, counters)?,
+                None => (peer, 0),
+            };
+            (self.clients[index], self.query_starts[index]) = (client, query_start);
+            let address = client.ip();
             if defences.queries.as_deref().is_some_and(|limiter| !limiter.allows(address)) {
                 return None;
             }
-            let header = &self.read_headers[index];
-            let packet = &self.queries[index][..header.msg_len as usize];
+            let packet = &octets[query_start..];
             let datagram = if header.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
                 Datagram::Oversized(packet)
             } else {
@@ -227,13 +245,12 @@ impl Batch {
     /// sample and never blocks.
     fn log(&self, query_log: &QueryLog, answers: &Answers<'_>, server: SocketAddr, received: SystemTime) {
         for (answered, &index) in answers.said.iter().zip(&answers.datagram).take(answers.ready) {
-            let Some(client) = peer_address(&self.peers[index]) else { continue };
-            let query = &self.queries[index][..(self.read_headers[index].msg_len as usize).min(MAX_QUERY)];
+            let datagram = &self.queries[index][..(self.read_headers[index].msg_len as usize).min(MAX_QUERY)];
             query_log.log(&dnstap::Exchange {
                 mechanism: Mechanism::Udp,
-                client,
+                client: self.clients[index],
                 server,
-                query,
+                query: &datagram[self.query_starts[index]..],
                 response: &self.responses[index],
                 received,
                 routed: answered.and_then(|answered| answered.routed),
@@ -243,11 +260,13 @@ impl Batch {
     }
 }
 
-/// What a worker defends with, each where it is configured: a limit on
-/// queries per source address, DNS cookies, and a limit on alike
-/// responses per source network.
+/// What a worker defends with, each where it is configured: the sources
+/// whose PROXY headers it takes (and no other's), a limit on queries per
+/// client address, DNS cookies, and a limit on alike responses per client
+/// network.
 #[derive(Debug, Clone, Default)]
 pub struct Defences {
+    pub proxies: Option<Arc<ProxySources>>,
     pub queries: Option<Arc<SourceLimiter>>,
     pub cookies: Option<Arc<CookieSecret>>,
     pub responses: Option<Arc<ResponseLimit>>,
@@ -344,13 +363,14 @@ pub fn serve(
         let received_at = observation.query_log.logging().then(SystemTime::now);
         let current = snapshot.load();
         let unix_seconds = defences.cookies.as_ref().map_or(0, |_| crate::cookies::unix_seconds());
-        let answers = batch.answer(received, &current, &mut rng, &defences, BatchTime { arrived, unix_seconds });
+        let now = BatchTime { arrived, unix_seconds };
+        let answers = batch.answer(received, &current, &mut rng, &defences, &observation.counters, now);
         batch.send(fd, answers.ready);
         if let Some(counting) = counting {
             counting.received(received as u64);
             // The first `ready` responses are all set.
             for (answered, &index) in answers.said.iter().flatten().zip(&answers.datagram) {
-                counting.answered(answered, || peer_address(&batch.peers[index]).map(|peer| peer.ip()));
+                counting.answered(answered, || Some(batch.clients[index].ip()));
             }
             // Every query of the batch waited for the whole batch.
             counting.latency(answers.ready as u64);

@@ -12,6 +12,7 @@ pub mod causes;
 pub mod edns;
 pub mod framing;
 pub mod name;
+pub mod proxy;
 pub mod query;
 pub mod response;
 pub mod writer;

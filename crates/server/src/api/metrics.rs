@@ -16,7 +16,7 @@
 use pharos_answer::Tsig;
 use pharos_control::health::ReplicaHealth;
 use pharos_model::ControlError;
-use pharos_transport::metrics::{self as counts, Mechanism, RCODE_NAMES, Totals, qtype_class_name};
+use pharos_transport::metrics::{self as counts, Mechanism, RCODE_NAMES, Refusal, Totals, qtype_class_name};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -44,6 +44,7 @@ struct Scrape {
     totals: Totals,
     connections: counts::Connections,
     handshakes: [counts::Handshakes; 4],
+    proxy_refusals: Vec<(Mechanism, Refusal, u64)>,
     dnstap_dropped: u64,
     /// Region names by id, for the decisions' labels.
     regions: Vec<(u32, String)>,
@@ -68,6 +69,7 @@ pub async fn render(control: &ControlThread, limits: &UdpLimits) -> Result<Strin
         totals: observation.counters.totals(),
         connections: observation.counters.connections(),
         handshakes: observation.counters.handshakes(),
+        proxy_refusals: observation.counters.proxy_refusals(),
         dnstap_dropped: observation.query_log.dropped(),
         regions: state.regions.iter().map(|region| (region.id, region.name.clone())).collect(),
         health: control.health().await?,
@@ -223,6 +225,11 @@ impl Scrape {
         });
         let help = "TLS handshakes completed, full or resuming a session (QUIC: as its ticket key accepted tickets)";
         family(encoder, "pharos_tls_handshakes", help, None, MetricType::Counter, handshakes)?;
+        let refused = self.proxy_refusals.iter().map(|&(mechanism, refusal, count)| {
+            (vec![("transport", mechanism.name().to_string()), ("reason", refusal.name().to_string())], counter(count))
+        });
+        let help = "Datagrams and connections refused for a PROXY protocol header from a source not in server.proxy_protocol_from (unexpected), its absence from one that is (missing), or a malformed one";
+        family(encoder, "pharos_proxy_refused", help, None, MetricType::Counter, refused)?;
         let dropped = [(vec![], counter(self.dnstap_dropped))];
         let help = "Sampled queries the dnstap log dropped: its writer was behind, or had no reader";
         family(encoder, "pharos_dnstap_dropped", help, None, MetricType::Counter, dropped)
