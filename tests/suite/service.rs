@@ -154,6 +154,41 @@ fn watchdog_heartbeats_stop_while_the_control_plane_is_stuck_and_come_back() {
     manager.until("WATCHDOG=1");
 }
 
+#[test]
+fn sigterm_answers_every_pipelined_tcp_query_in_flight_then_exits() {
+    const QUERIES: u16 = 50_000;
+    let directory = tempfile::tempdir().unwrap();
+    let manager = Manager::new(directory.path());
+    let mut pharos = serve_notifying(&manager, &[]);
+    manager.until("READY=1");
+    // A client that reads nothing until the stop, through a small window:
+    // the server's answers back up, so most queries are still unread in
+    // its socket when SIGTERM comes.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&pharos.address.into()).unwrap();
+    let mut stream = TcpStream::from(socket);
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut pipelined = Vec::new();
+    for id in 0..QUERIES {
+        let query = query_bytes(id, "www.example.test", Rtype::A);
+        pipelined.extend((query.len() as u16).to_be_bytes());
+        pipelined.extend(query);
+    }
+    let mut writer = stream.try_clone().unwrap();
+    let sending = std::thread::spawn(move || writer.write_all(&pipelined));
+    signal(&pharos, "TERM");
+    let mut answered = 0;
+    while common::read_frame(&mut stream).is_ok() {
+        answered += 1;
+    }
+    sending.join().unwrap().expect("every query was sent");
+    assert_eq!(answered, QUERIES, "queries in flight went unanswered at the stop");
+    manager.until("STOPPING=1");
+    let status = pharos.child.wait().unwrap();
+    assert!(status.success(), "{status}: {}", pharos.log());
+}
+
 /// As root: the server binds port 53, then runs as `nobody` with no
 /// capability left, and still answers there.
 #[test]

@@ -128,6 +128,10 @@ fn api_tls(config: &Config) -> Result<Option<tokio_rustls::TlsAcceptor>, ServerE
     Ok(Some(tls.http1_acceptor().map_err(StartError::from)?))
 }
 
+/// The longest a stop waits for open connections to finish what their
+/// clients sent.
+const DRAIN_DEADLINE: Duration = Duration::from_secs(5);
+
 /// Runs a server until SIGINT or SIGTERM, reloading zones on SIGHUP, and
 /// tells the service manager each step (see [`service_manager`]).
 pub async fn run(config: Config) -> Result<(), ServerError> {
@@ -158,8 +162,12 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
             _ = tokio::signal::ctrl_c() => break,
         }
     }
-    tracing::info!("stopping");
+    tracing::info!("stopping: answering the queries in flight");
     service_manager::stopping();
+    let left = server.transports.drain(DRAIN_DEADLINE).await;
+    if left > 0 {
+        tracing::warn!("{left} connection(s) still open after {DRAIN_DEADLINE:?} of draining: closed");
+    }
     server.stop();
     Ok(())
 }

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 use crate::Observation;
 use crate::config::TcpConfig;
@@ -44,7 +44,15 @@ pub struct Registry {
     limits: TcpConfig,
     observation: Arc<Observation>,
     inner: Mutex<RegistryInner>,
+    /// Set when the server stops: listeners stop accepting, connections
+    /// answer what their clients already sent and close.
+    draining: watch::Sender<bool>,
 }
+
+/// How long a draining connection waits for more of what its client sent
+/// before it closes: long enough for pipelined queries already on their
+/// way, short enough that a stop is quick.
+pub const DRAIN_QUIET: Duration = Duration::from_millis(200);
 
 #[derive(Default)]
 struct RegistryInner {
@@ -73,7 +81,19 @@ pub struct Admission {
 
 impl Registry {
     pub fn new(limits: TcpConfig, observation: Arc<Observation>) -> Arc<Registry> {
-        Arc::new(Registry { started: Instant::now(), limits, observation, inner: Mutex::default() })
+        Arc::new(Registry { started: Instant::now(), limits, observation, inner: Mutex::default(), draining: watch::Sender::new(false) })
+    }
+
+    /// Starts the drain: no listener accepts from now on, and each open
+    /// connection closes once its client has sent nothing for
+    /// [`DRAIN_QUIET`], everything before answered.
+    pub fn drain(&self) {
+        self.draining.send_replace(true);
+    }
+
+    /// Resolves once the drain has started.
+    pub async fn drained(&self) {
+        let _ = self.draining.subscribe().wait_for(|&draining| draining).await;
     }
 
     /// What the server's transports count and log.
@@ -208,10 +228,17 @@ impl Admission {
     }
 
     /// Runs `work` to its end, or until the connection is shed (gone idle,
-    /// or crowded out by newer ones), whichever comes first.
+    /// or crowded out by newer ones), whichever comes first. Once the
+    /// server drains, `work` has [`DRAIN_QUIET`] left to end.
     pub(crate) async fn unless_shed<T>(&self, work: impl Future<Output = T>) -> Option<T> {
+        let mut work = std::pin::pin!(work);
         tokio::select! {
-            output = work => Some(output),
+            output = &mut work => return Some(output),
+            () = self.shed.notified() => return None,
+            () = self.registry.drained() => {}
+        }
+        tokio::select! {
+            output = tokio::time::timeout(DRAIN_QUIET, work) => output.ok(),
             () = self.shed.notified() => None,
         }
     }

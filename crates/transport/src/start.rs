@@ -35,6 +35,8 @@ const DOQ_WORKERS: u64 = 3 << 60;
 /// share, run on the caller's tokio runtime as long as it does.
 pub struct Transports {
     stop: Arc<AtomicBool>,
+    /// The stream listeners' connections, drained at a stop.
+    registry: Arc<Registry>,
     udp_workers: Vec<(JoinHandle<()>, Lifeline)>,
 }
 
@@ -90,7 +92,22 @@ impl Transports {
             let rng = settings.worker_rng(u64::MAX - index as u64);
             tokio::spawn(tcp::serve(listener, serving.clone(), rng));
         }
-        Ok(Transports { stop, udp_workers })
+        Ok(Transports { stop, registry, udp_workers })
+    }
+
+    /// Drains the stream transports: their listeners close, and each open
+    /// connection answers what its client already sent, closing once it
+    /// has been quiet for `DRAIN_QUIET`; waits for them all, up to
+    /// `deadline`. Returns how many were still open then. UDP answers on
+    /// meanwhile.
+    pub async fn drain(&self, deadline: Duration) -> usize {
+        self.registry.drain();
+        let end = tokio::time::Instant::now() + deadline;
+        let mut every = tokio::time::interval(Duration::from_millis(20));
+        while self.registry.open_connections() > 0 && tokio::time::Instant::now() < end {
+            every.tick().await;
+        }
+        self.registry.open_connections()
     }
 
     /// Stops the UDP workers and waits for them.

@@ -124,9 +124,9 @@ pub(crate) fn local_address(stream: &TcpStream) -> SocketAddr {
     stream.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
 }
 
-/// Accepts connections on `listener` forever. Each is admitted to the
-/// registry, then served by `serve` in a task of its own, with a random
-/// source drawn from `rng`.
+/// Accepts connections on `listener` until the registry drains (then the
+/// listener closes). Each is admitted to the registry, then served by
+/// `serve` in a task of its own, with a random source drawn from `rng`.
 pub(crate) async fn accept_each<Serve, Served>(listener: TcpListener, registry: Arc<Registry>, mut rng: SmallRng, serve: Serve)
 where
     Serve: Fn(TcpStream, SocketAddr, Admission, SmallRng) -> Served,
@@ -135,7 +135,11 @@ where
     let address = listener.local_addr().map(|address| address.to_string()).unwrap_or_default();
     let mut failures = AcceptFailures { listener: address, ..AcceptFailures::default() };
     loop {
-        match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = registry.drained() => return,
+        };
+        match accepted {
             Ok((stream, peer)) => {
                 failures.accepted();
                 let _ = stream.set_nodelay(true);
