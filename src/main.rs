@@ -18,8 +18,17 @@ use pharos_server::config::{Config, ZoneConfig};
 #[derive(Parser)]
 #[command(name = "pharos", about = "A request-routing authoritative name service")]
 struct Cli {
+    /// How log lines are written to stderr: text for people, json (one object per line) for log collectors.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "PHAROS_LOG_FORMAT")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -83,12 +92,9 @@ struct ServeArgs {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
-    match parse_arguments().command {
+    let cli = parse_arguments();
+    start_logging(cli.log_format);
+    match cli.command {
         Command::Serve(args) => serve(args),
         Command::Check(args) => check(&args),
         Command::CheckZone { zones } => check_zones(&zones),
@@ -99,6 +105,17 @@ fn main() -> anyhow::Result<()> {
         Command::Replica(args) => replica::run(args),
         Command::Connect(args) => connect::run(args),
         Command::Dispatcher(args) => dispatcher::run(args),
+    }
+}
+
+/// Log lines go to stderr (systemd's journal takes them from there), at
+/// the level RUST_LOG asks for, else info; nothing per query unless asked.
+fn start_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let logger = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logger.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logger.json().flatten_event(true).with_current_span(false).init(),
     }
 }
 
