@@ -16,6 +16,10 @@ pub struct AssetsArgs {
     dir: PathBuf,
 }
 
+/// The command the completions complete: the binary's name, as the shells
+/// look it up.
+const BINARY: &str = "pharos";
+
 /// The shells whose completion directories Debian has (bash-completion,
 /// zsh's vendor-completions, fish's vendor_completions.d).
 const SHELLS: [Shell; 3] = [Shell::Bash, Shell::Zsh, Shell::Fish];
@@ -24,14 +28,26 @@ pub fn run(args: AssetsArgs, command: clap::Command) -> anyhow::Result<()> {
     let man = created(&args.dir.join("man"))?;
     clap_mangen::generate_to(command.clone(), &man).with_context(|| format!("writing man pages into {}", man.display()))?;
     let completions = created(&args.dir.join("completions"))?;
-    let name = command.get_name().to_string();
+    let offered = without_hidden_subcommands(&command);
     for shell in SHELLS {
-        let written = clap_complete::generate_to(shell, &mut command.clone(), &name, &completions)
+        let written = clap_complete::generate_to(shell, &mut offered.clone(), BINARY, &completions)
             .with_context(|| format!("writing {shell} completions into {}", completions.display()))?;
         println!("{}", written.display());
     }
     println!("{}", man.display());
     Ok(())
+}
+
+/// The command as a shell should complete it. clap_complete offers hidden
+/// subcommands too (clap issue 1335; clap_mangen leaves them out), and a
+/// clap command cannot lose a subcommand, so the root is made again from
+/// its own arguments and its visible subcommands.
+fn without_hidden_subcommands(command: &clap::Command) -> clap::Command {
+    clap::Command::new(BINARY)
+        .version(env!("CARGO_PKG_VERSION"))
+        .about(command.get_about().cloned().unwrap_or_default())
+        .args(command.get_arguments().cloned())
+        .subcommands(command.get_subcommands().filter(|subcommand| !subcommand.is_hide_set()).cloned())
 }
 
 fn created(dir: &Path) -> anyhow::Result<PathBuf> {
