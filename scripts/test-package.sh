@@ -156,6 +156,8 @@ grep -qx 'nsid = "package-upgrade-test"' "$config" || fail "the upgrade replaced
 check "the state directory is as the server left it"
 [ "$(stat -c '%U:%G %a' /var/lib/pharos)" = "pharos:pharos 750" ] || fail "/var/lib/pharos is $(stat -c '%U:%G %a' /var/lib/pharos)"
 
+check "pharos check passes on the kept configuration and store, as the unit's ExecStartPre runs it"
+/usr/bin/pharos check --config "$config"
 check "the upgraded server answers the same, with the edited NSID"
 start_server
 [ "$(steady_answer app.example.test A)" = "$answer_before" ] || fail "app.example.test A changed across the upgrade"
