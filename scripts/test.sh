@@ -55,6 +55,11 @@ declare -A needed=(
   [nginx]=nginx-light     # bench/redirect
   [wrk]=wrk               # bench/redirect's load generator
   [ping]=iputils-ping     # bench/tail
+  # The Debian package's build and install test (scripts/test-package.sh)
+  [dpkg-shlibdeps]=dpkg-dev  # cargo-deb's $auto dependencies
+  [adduser]=adduser       # the package's postinst makes its system user
+  [man]=man-db            # man pharos renders
+  [systemd-analyze]=systemd  # verifies the installed unit (no systemd need run)
 )
 missing=()
 for command in "${!needed[@]}"; do
@@ -130,5 +135,11 @@ if [ "${PHAROS_BENCH_SMOKE:-1}" = 1 ]; then
 else
   echo "!! SKIP: xdpgen against pharos and the benchmarks' smoke rounds (PHAROS_BENCH_SMOKE=0 left them out)"
 fi
+
+# The Debian package: built from the release binary (the benchmarks' stage
+# built it; built here otherwise), installed, upgraded and purged on this
+# machine, as root (docs/packaging.md).
+echo "== Debian package"
+scripts/test-package.sh
 
 echo "== all tests passed"

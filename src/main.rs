@@ -1,5 +1,6 @@
 //! `pharos`: the command line of the Pharos name service.
 
+mod assets;
 mod connect;
 mod ctl;
 mod dispatcher;
@@ -57,6 +58,9 @@ enum Command {
         #[arg(required = true)]
         zones: Vec<String>,
     },
+    /// Write the man pages and shell completions the package ships (src/assets.rs).
+    #[command(hide = true)]
+    GenerateAssets(assets::AssetsArgs),
 }
 
 #[derive(Args)]
@@ -105,6 +109,7 @@ fn main() -> anyhow::Result<()> {
         Command::Replica(args) => replica::run(args),
         Command::Connect(args) => connect::run(args),
         Command::Dispatcher(args) => dispatcher::run(args),
+        Command::GenerateAssets(args) => assets::run(args, <Cli as clap::CommandFactory>::command()),
     }
 }
 
