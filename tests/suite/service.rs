@@ -190,7 +190,7 @@ fn sigterm_answers_every_pipelined_tcp_query_in_flight_then_exits() {
 }
 
 /// As root: the server binds port 53, then runs as `nobody` with no
-/// capability left, and still answers there.
+/// capability left, still answers there, and has handed its store over.
 #[test]
 fn started_as_root_it_runs_as_the_configured_user_and_answers_on_port_53() {
     if !nix_is_root() {
@@ -200,7 +200,7 @@ fn started_as_root_it_runs_as_the_configured_user_and_answers_on_port_53() {
     }
     // A loopback address of this test's own, so port 53 is free.
     let address: SocketAddr = "127.0.53.29:53".parse().unwrap();
-    let pharos = common::start_at(address, "user = \"nobody\"\ngroup = \"nogroup\"", ZONE);
+    let pharos = common::start_at(address, "user = \"nobody\"\ngroup = \"nogroup\"\n[store]\npath = \"pharos.sqlite\"", ZONE);
     let status = std::fs::read_to_string(format!("/proc/{}/status", pharos.child.id())).unwrap();
     let field = |name: &str| status.lines().find(|line| line.starts_with(name)).unwrap().split_whitespace().skip(1).collect::<Vec<_>>();
     assert_eq!(field("Uid:"), ["65534"; 4], "{status}");
@@ -210,6 +210,11 @@ fn started_as_root_it_runs_as_the_configured_user_and_answers_on_port_53() {
     assert!(udp_query(address, "www.example.test", Rtype::A).is_some());
     assert!(tcp_answers(address));
     assert!(pharos.log().contains("running as an unprivileged user"), "{}", pharos.log());
+    // The store it made as root is the user's: the next start, `pharos key`
+    // and `pharos check` run as that user can open it.
+    let store = pharos.config.with_file_name("pharos.sqlite");
+    let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&store).unwrap());
+    assert_eq!(owner, 65534, "{} is not the user's", store.display());
 }
 
 #[test]

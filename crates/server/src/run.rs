@@ -93,7 +93,7 @@ impl Server {
         let transports = Transports::start(&config.transport(limits.queries, limits.responses, cookies)?, &snapshot, &observation).await?;
         // Every port is bound and the fast path attached: root is no
         // longer needed.
-        drop_privileges(&config.server)?;
+        drop_privileges(&config)?;
         Ok(Server { config, control, snapshot, transports, api, dnstap })
     }
 

@@ -53,6 +53,12 @@ pub enum PemError {
     Mismatch(#[source] rustls::Error),
 }
 
+/// The files a generated certificate and its key are kept in, in the
+/// state directory `directory`.
+pub fn generated_files(directory: &Path) -> [PathBuf; 2] {
+    [directory.join(GENERATED_CERTIFICATE), directory.join(GENERATED_KEY)]
+}
+
 /// Reads the operator's certificate and key, if `tls` names them, as
 /// [`load`] would (for `pharos check`); a generated pair is left alone.
 pub fn check_configured(tls: &TlsConfig) -> Result<(), CertificateError> {

@@ -36,7 +36,7 @@ mod tcp;
 mod tls;
 mod udp;
 
-pub use certificate::{CertificateError, PemError, check_configured as check_certificate};
+pub use certificate::{CertificateError, PemError, check_configured as check_certificate, generated_files as generated_certificate_files};
 pub use config::Settings;
 pub use descriptors::DescriptorError;
 pub use doq::EndpointError;

@@ -8,7 +8,7 @@ pub mod keys;
 pub mod response_settings;
 pub mod secrets;
 pub mod shell;
-mod state_cache;
+pub(crate) mod state_cache;
 pub mod thread;
 
 pub use state_cache::CacheError;

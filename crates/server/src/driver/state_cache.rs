@@ -75,6 +75,12 @@ pub fn path(config: &Config) -> Option<PathBuf> {
     Some(config.state_directory()?.join(FILE_NAME))
 }
 
+/// The files the cache is kept in (for handing them to the user the
+/// server runs as).
+pub fn files(config: &Config) -> Vec<PathBuf> {
+    path(config).map(|path| vec![journal_path(&path), path]).unwrap_or_default()
+}
+
 fn journal_path(path: &Path) -> PathBuf {
     path.with_extension(JOURNAL_EXTENSION)
 }
