@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
-use pharos_server::check::Finding;
+use pharos_server::check::{Depth, Finding};
 use pharos_server::config::{Config, ZoneConfig};
 
 #[derive(Parser)]
@@ -173,7 +173,7 @@ fn forward(args: pharos_forward::ForwardArgs) -> anyhow::Result<()> {
 
 /// Exits 1 if anything is wrong, after saying everything that is.
 fn check(args: &CheckArgs) -> anyhow::Result<()> {
-    let report = pharos_server::check::check(&args.config);
+    let report = pharos_server::check::check(&args.config, Depth::Everything);
     for finding in &report.findings {
         match finding {
             Finding::Problem(_) => eprintln!("{finding}"),

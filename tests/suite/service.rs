@@ -51,16 +51,17 @@ impl Manager {
     }
 }
 
-/// A server told to notify `manager`, with `environment` besides, on a
-/// fresh port; not waited for.
-fn serve_notifying(manager: &Manager, environment: &[(&str, &str)]) -> Pharos {
+/// A server told to notify `manager`, with `environment` besides and
+/// `config_extra` after its zone, on a fresh port; not waited for.
+fn serve_notifying(manager: &Manager, environment: &[(&str, &str)], config_extra: &str) -> Pharos {
     let directory = tempfile::tempdir().unwrap();
     let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let zone_file = directory.path().join("example.test.zone");
     std::fs::write(&zone_file, ZONE).unwrap();
     let config = directory.path().join("pharos.toml");
-    let text =
-        format!("[server]\nlisten = [\"{address}\"]\nthreads = 1\n[[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\n");
+    let text = format!(
+        "[server]\nlisten = [\"{address}\"]\nthreads = 1\n[[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\n{config_extra}"
+    );
     std::fs::write(&config, text).unwrap();
     let log_file = directory.path().join("pharos.log");
     let child = common::spawn_with(&config, &log_file, |command| {
@@ -88,7 +89,7 @@ fn signal(pharos: &Pharos, signal: &str) {
 fn ready_comes_once_every_listener_answers_and_a_reload_says_what_it_did() {
     let directory = tempfile::tempdir().unwrap();
     let manager = Manager::new(directory.path());
-    let pharos = serve_notifying(&manager, &[]);
+    let pharos = serve_notifying(&manager, &[], "");
     let said = manager.until("READY=1");
     // Asked once each, right after READY: no retry, no wait.
     assert!(udp_query(pharos.address, "www.example.test", Rtype::A).is_some(), "UDP did not answer at READY");
@@ -119,39 +120,43 @@ fn ready_comes_once_every_listener_answers_and_a_reload_says_what_it_did() {
 
 #[test]
 fn watchdog_heartbeats_stop_while_the_control_plane_is_stuck_and_come_back() {
+    let postgres = crate::common::postgres::Postgres::start();
+    let url = postgres.create_database("watchdog");
     let directory = tempfile::tempdir().unwrap();
     let manager = Manager::new(directory.path());
-    // A watchdog of one second: heartbeats every half.
-    let pharos = serve_notifying(&manager, &[("WATCHDOG_USEC", "1000000")]);
+    // A watchdog of one second (heartbeats every half), and a fleet node
+    // that reports its health to the database five times a second, from
+    // the control thread.
+    let fleet = format!("[store]\nurl = \"{url}\"\n[health]\nreport_interval_ms = 200\nstale_after_ms = 1000\n");
+    let pharos = serve_notifying(&manager, &[("WATCHDOG_USEC", "1000000")], &fleet);
     manager.until("READY=1");
     manager.until("WATCHDOG=1");
-    manager.until("WATCHDOG=1");
 
-    // The zone file becomes a pipe nobody writes to: the reload's read
-    // blocks the control thread, as a hung network file system would.
-    std::fs::remove_file(&pharos.zone_file).unwrap();
-    let made = Command::new("mkfifo").arg(&pharos.zone_file).status().unwrap();
-    assert!(made.success());
-    signal(&pharos, "HUP");
-    manager.until("RELOADING=1");
-    let said = manager.until("STATUS=stuck: the control plane has not answered for half a watchdog period");
+    // Another session locks the health tables, as a stuck database would:
+    // the control thread's next report waits on it.
+    let mut session = postgres.session("watchdog");
+    let mut input = session.stdin.take().unwrap();
+    writeln!(input, "BEGIN; LOCK TABLE health_nodes, health_verdicts, verdict_stamp IN ACCESS EXCLUSIVE MODE; SELECT 'locked';").unwrap();
+    let mut said = std::io::BufReader::new(session.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut said, &mut line).unwrap();
+    assert_eq!(line.trim(), "locked");
+    let stuck = manager.until("STATUS=stuck: the control plane has not answered for half a watchdog period");
     // Stuck: no heartbeat for three whole periods.
     let quiet_until = Instant::now() + Duration::from_secs(3);
     while let Some(left) = quiet_until.checked_duration_since(Instant::now()) {
         if let Some(message) = manager.next(left) {
-            assert!(!message.contains("WATCHDOG=1"), "a heartbeat while stuck: {message:?} after {said:?}");
+            assert!(!message.contains("WATCHDOG=1"), "a heartbeat while stuck: {message:?} after {stuck:?}");
         }
     }
     // UDP answers meanwhile: only the control plane is stuck.
     assert!(udp_query(pharos.address, "www.example.test", Rtype::A).is_some());
 
-    // The zone arrives through the pipe; the reload finishes and the
-    // heartbeats resume.
-    let mut pipe = std::fs::OpenOptions::new().write(true).open(&pharos.zone_file).unwrap();
-    pipe.write_all(ZONE.as_bytes()).unwrap();
-    drop(pipe);
-    manager.until("READY=1");
+    // The lock goes; the report goes through and the heartbeats resume.
+    writeln!(input, "COMMIT;").unwrap();
+    drop(input);
     manager.until("WATCHDOG=1");
+    assert!(session.wait().unwrap().success());
 }
 
 #[test]
@@ -159,7 +164,7 @@ fn sigterm_answers_every_pipelined_tcp_query_in_flight_then_exits() {
     const QUERIES: u16 = 50_000;
     let directory = tempfile::tempdir().unwrap();
     let manager = Manager::new(directory.path());
-    let mut pharos = serve_notifying(&manager, &[]);
+    let mut pharos = serve_notifying(&manager, &[], "");
     manager.until("READY=1");
     // A client that reads nothing until the stop, through a small window:
     // the server's answers back up, so most queries are still unread in

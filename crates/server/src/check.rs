@@ -2,7 +2,7 @@
 //! configuration, loaded without binding a port or writing to the store,
 //! with every problem reported at once, each where it is (`file:line`, or
 //! the setting's path). A unit's `ExecStartPre` runs it, and a reload runs
-//! the same loading before it swaps anything in.
+//! the same check (all but the BGP table) before it swaps anything in.
 //!
 //! The parts that do not depend on each other (settings, each zone file,
 //! the certificate, the TSIG keys, the data files, the store) are checked
@@ -75,21 +75,37 @@ impl std::fmt::Display for Finding {
     }
 }
 
+/// How much is loaded: everything, or all but the BGP table before a
+/// reload (which loads the table in the background and reports on it
+/// apart, without holding the reload for it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    Everything,
+    BeforeReload,
+}
+
 /// Checks the configuration file at `path` and everything it names.
-pub fn check(path: &Path) -> Report {
+pub fn check(path: &Path, depth: Depth) -> Report {
     let mut report = Report::default();
     match Config::from_file(path) {
         Ok(config) => {
             report.ok(format!("{}: read", path.display()));
-            check_parts(&config, &mut report);
+            check_parts(&config, depth, &mut report);
         }
         Err(error) => report.problem(config_error_place(&error)),
     }
     report
 }
 
+impl Report {
+    /// The problems, one per line.
+    pub fn problem_lines(&self) -> Vec<String> {
+        self.findings.iter().filter(|finding| matches!(finding, Finding::Problem(_))).map(ToString::to_string).collect()
+    }
+}
+
 /// Checks `config`, already read, and everything it names.
-pub fn check_parts(config: &Config, report: &mut Report) {
+pub fn check_parts(config: &Config, depth: Depth, report: &mut Report) {
     for problem in config.problems() {
         report.problem(causes(&problem));
     }
@@ -98,7 +114,9 @@ pub fn check_parts(config: &Config, report: &mut Report) {
     report.record(pharos_transport::check_certificate(&config.tls), |()| certificate_ok(config));
     report.record(response_settings::from_config(config), |settings| format!("{} TSIG keys read", settings.tsig_keys.len()));
     report.record(load_sources(config, unix_millis()), |_| "MaxMind DB and IP-to-AS table (as configured) read".into());
-    check_bgp_table(config, report);
+    if depth == Depth::Everything {
+        check_bgp_table(config, report);
+    }
     let store = check_store(config, report);
     if report.problems() > before {
         report.note("policy declarations not checked: they name what failed above");

@@ -8,6 +8,7 @@ use pharos_transport::dnstap::{self, DnstapError};
 use pharos_transport::{StartError, Tls, Transports};
 
 use crate::api::{self, ApiStartError, ApiThread};
+use crate::check::{self, Depth};
 use crate::config::{Config, ConfigError, RrlError};
 use crate::driver::secrets::CookieSecretError;
 use crate::driver::shell::{OpenError, SecretError};
@@ -176,6 +177,11 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
 /// its outcome as the status; a refused one leaves the old state serving.
 async fn reload_for_the_operator(server: &Server) {
     service_manager::reloading();
+    if let Some(problems) = problems_before_reload(server).await {
+        tracing::error!("reload refused, old configuration still serving: {}", problems.join("; "));
+        let status = format!("reload refused, the old configuration still serving: {} error(s): {}", problems.len(), problems.join("; "));
+        return service_manager::ready(&status);
+    }
     let status = match server.reload().await {
         Ok(()) => {
             tracing::info!("zones reloaded");
@@ -188,4 +194,17 @@ async fn reload_for_the_operator(server: &Server) {
         }
     };
     service_manager::ready(&status);
+}
+
+/// What `pharos check` finds in the configuration file now, before a
+/// reload swaps it in (the reload itself would stop at the first); none if
+/// the server has no file.
+async fn problems_before_reload(server: &Server) -> Option<Vec<String>> {
+    let path = server.config.source.clone()?;
+    let report = tokio::task::spawn_blocking(move || check::check(&path, Depth::BeforeReload)).await;
+    let problems = match report {
+        Ok(report) => report.problem_lines(),
+        Err(panicked) => vec![format!("the check panicked: {panicked}")],
+    };
+    (!problems.is_empty()).then_some(problems)
 }

@@ -69,13 +69,24 @@ impl Postgres {
     /// Runs `sql` on `database` with psql, stopping at the first error;
     /// returns what it printed, unaligned.
     pub fn sql(&self, database: &str, sql: &str) -> String {
-        let port = self.port.to_string();
-        let output = Command::new(self.bin.join("psql"))
-            .args(["-h", "127.0.0.1", "-p", &port, "-U", "postgres", "-d", database, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql])
-            .output()
-            .unwrap();
+        let output = self.psql(database).args(["-c", sql]).output().unwrap();
         assert!(output.status.success(), "psql {sql:?}: {}", String::from_utf8_lossy(&output.stderr));
         String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// A psql session on `database` that reads its statements from its
+    /// standard input and prints results there, for a test that holds a
+    /// transaction (and its locks) open while something else happens.
+    #[allow(dead_code)] // crates/store's tests include this file and hold none
+    pub fn session(&self, database: &str) -> std::process::Child {
+        use std::process::Stdio;
+        self.psql(database).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap()
+    }
+
+    fn psql(&self, database: &str) -> Command {
+        let mut psql = Command::new(self.bin.join("psql"));
+        psql.args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "postgres", "-d", database, "-v", "ON_ERROR_STOP=1", "-qAt"]);
+        psql
     }
 
     fn as_server_user(&self, program: &str, args: &[&str]) {
