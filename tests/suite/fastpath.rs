@@ -193,6 +193,30 @@ fn dig_and_kdig_get_the_kernels_answers_over_a_veth_pair() {
 }
 
 #[test]
+fn run_as_an_unprivileged_user_the_kernel_path_still_follows_policy_changes() {
+    if !netns::may_run() {
+        return;
+    }
+    let served = Served::start_as(NETNS_ZONE, SERVICE, true, "user = \"nobody\"\ngroup = \"nogroup\"");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", served.child.id())).unwrap();
+    let uid = status.lines().find(|line| line.starts_with("Uid:")).unwrap();
+    assert_eq!(uid.split_whitespace().skip(1).collect::<Vec<_>>(), ["65534"; 4], "{status}");
+    // b (weight 3) goes down: the kernel's answers, written through the map
+    // descriptors the server kept from when it was root, give only a.
+    let (status, _) = served.api("PATCH", "/v1/services/app.example.test/replicas/b", Some(serde_json::json!({ "down": true })));
+    assert_eq!(status, 200, "{}", served.log());
+    let before = served.api("GET", "/v1/fastpath", None).1["interfaces"][0]["traffic"]["answered_routed"].as_u64().unwrap_or(0);
+    let args =
+        [format!("@{}", netns::SERVER_V4), "app.example.test".into(), "A".into(), "+norec".into(), "+nocookie".into(), "+short".into()];
+    for _ in 0..20 {
+        let answer = run_in(&served.link.client, "dig", &args);
+        assert_eq!(answer.trim(), "192.0.2.41", "a down replica still answered in the kernel");
+    }
+    let after = served.api("GET", "/v1/fastpath", None).1["interfaces"][0]["traffic"]["answered_routed"].as_u64().unwrap_or(0);
+    assert_eq!(after - before, 20, "not answered in the kernel: {}", served.api("GET", "/v1/fastpath", None).1);
+}
+
+#[test]
 fn a_datagram_with_a_proxy_header_passes_up_to_user_space() {
     if !netns::may_run() {
         return;

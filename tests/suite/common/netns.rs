@@ -205,26 +205,32 @@ impl Served {
     /// As [`Served::start`], with the fast path on the server's end of the
     /// pair (`--xdp`) or without (sockets only).
     pub fn start_with(zone: &str, config_extra: &str, fast_path: bool) -> Served {
+        Served::start_as(zone, config_extra, fast_path, "")
+    }
+
+    /// As [`Served::start_with`], with `server_keys` added to `[server]`
+    /// (such as the user to run as).
+    pub fn start_as(zone: &str, config_extra: &str, fast_path: bool, server_keys: &str) -> Served {
         let dir = tempfile::tempdir().unwrap();
         let zone_file = dir.path().join("example.test.zone");
         std::fs::write(&zone_file, zone).unwrap();
-        Served::start_in_with(dir, &[("example.test", zone_file)], config_extra, fast_path)
+        Served::start_in_with(dir, &[("example.test", zone_file)], config_extra, fast_path, server_keys)
     }
 
     /// Serves the zone files `zones` (origin, file; `$INCLUDE`s relative to
     /// the first one's directory), with its state kept in `dir`.
     pub fn start_in(dir: tempfile::TempDir, zones: &[(&str, PathBuf)], config_extra: &str) -> Served {
-        Served::start_in_with(dir, zones, config_extra, true)
+        Served::start_in_with(dir, zones, config_extra, true, "")
     }
 
-    fn start_in_with(dir: tempfile::TempDir, zones: &[(&str, PathBuf)], config_extra: &str, fast_path: bool) -> Served {
+    fn start_in_with(dir: tempfile::TempDir, zones: &[(&str, PathBuf)], config_extra: &str, fast_path: bool, server_keys: &str) -> Served {
         let link = Link::new();
         let token = "netns-test-token".to_string();
         let listen = [Link::over_veth(false), Link::over_veth(true), Link::over_loopback()].map(|address| format!("\"{address}\""));
         let zone_tables: String =
             zones.iter().map(|(origin, file)| format!("[[zone]]\norigin = \"{origin}\"\nfile = \"{}\"\n", file.display())).collect();
         let config = format!(
-            "[server]\nlisten = [{}]\nthreads = 1\nrandom_seed = 1\n[control]\nlisten = \"{API}\"\ntoken = \"{token}\"\n{config_extra}\n{zone_tables}",
+            "[server]\nlisten = [{}]\nthreads = 1\nrandom_seed = 1\n{server_keys}\n[control]\nlisten = \"{API}\"\ntoken = \"{token}\"\n{config_extra}\n{zone_tables}",
             listen.join(", ")
         );
         let config_file = dir.path().join("pharos.toml");
