@@ -3,7 +3,7 @@
 //! does) and when, and running as an unprivileged user once its ports are
 //! bound.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
@@ -52,22 +52,12 @@ impl Manager {
 }
 
 /// A server told to notify `manager`, with `environment` besides and
-/// `config_extra` after its zone, on a fresh port; not waited for.
+/// `config_extra` in its configuration, on a fresh port; not waited for.
 fn serve_notifying(manager: &Manager, environment: &[(&str, &str)], config_extra: &str) -> Pharos {
-    let directory = tempfile::tempdir().unwrap();
     let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let zone_file = directory.path().join("example.test.zone");
-    std::fs::write(&zone_file, ZONE).unwrap();
-    let config = directory.path().join("pharos.toml");
-    let text = format!(
-        "[server]\nlisten = [\"{address}\"]\nthreads = 1\n[[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\n{config_extra}"
-    );
-    std::fs::write(&config, text).unwrap();
-    let log_file = directory.path().join("pharos.log");
-    let child = common::spawn_with(&config, &log_file, |command| {
+    common::spawn_at_with(address, config_extra, ZONE, |command| {
         command.env("NOTIFY_SOCKET", &manager.path).envs(environment.iter().copied());
-    });
-    Pharos { child, address, zone_file, log_file, config, _dir: directory }
+    })
 }
 
 /// The answer to one query over TCP, asked once (no retry).
@@ -198,7 +188,7 @@ fn sigterm_answers_every_pipelined_tcp_query_in_flight_then_exits() {
 /// capability left, still answers there, and has handed its store over.
 #[test]
 fn started_as_root_it_runs_as_the_configured_user_and_answers_on_port_53() {
-    if !nix_is_root() {
+    if !is_root() {
         eprintln!("!! SKIP started_as_root_it_runs_as_the_configured_user: not root");
         assert!(std::env::var_os("CI").is_none(), "CI runs as root");
         return;
@@ -224,23 +214,13 @@ fn started_as_root_it_runs_as_the_configured_user_and_answers_on_port_53() {
 
 #[test]
 fn a_user_it_cannot_become_is_a_clear_error_at_start() {
-    let directory = tempfile::tempdir().unwrap();
-    let zone = directory.path().join("example.test.zone");
-    std::fs::write(&zone, ZONE).unwrap();
-    let config = directory.path().join("pharos.toml");
-    let text = format!(
-        "[server]\nlisten = [\"127.0.0.1:{}\"]\nuser = \"no-such-user-here\"\n[[zone]]\norigin = \"example.test\"\nfile = \"example.test.zone\"\n",
-        free_port()
-    );
-    std::fs::write(&config, text).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_pharos")).args(["serve", "--config"]).arg(&config).output().unwrap();
-    let mut errors = String::new();
-    output.stderr.as_slice().read_to_string(&mut errors).unwrap();
-    assert!(!output.status.success());
-    assert!(errors.contains("server.user = \"no-such-user-here\": no such user"), "{errors}");
+    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut pharos = common::spawn_at_with(address, "user = \"no-such-user-here\"", ZONE, |_| {});
+    assert!(!pharos.child.wait().unwrap().success());
+    assert!(pharos.log().contains("server.user = \"no-such-user-here\": no such user"), "{}", pharos.log());
 }
 
-fn nix_is_root() -> bool {
+fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }

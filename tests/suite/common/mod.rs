@@ -129,6 +129,20 @@ pub fn start_at(address: SocketAddr, config_extra: &str, zone: &str) -> Pharos {
 
 /// [`start_at`] with what `customize` adds to the command, such as limits.
 pub fn start_at_with(address: SocketAddr, config_extra: &str, zone: &str, customize: impl FnOnce(&mut Command)) -> Pharos {
+    let mut pharos = spawn_at_with(address, config_extra, zone, customize);
+    wait_until("the server answers", || {
+        // A server that stopped (a port taken meanwhile, a bad config) will
+        // never answer: say why at once, with its log.
+        if let Some(status) = pharos.child.try_wait().unwrap() {
+            panic!("pharos serve exited ({status}) before answering:\n{}", pharos.log());
+        }
+        udp_query(pharos.address, "www.example.test", Rtype::A).is_some()
+    });
+    pharos
+}
+
+/// [`start_at_with`] without waiting for the server to answer.
+pub fn spawn_at_with(address: SocketAddr, config_extra: &str, zone: &str, customize: impl FnOnce(&mut Command)) -> Pharos {
     let dir = tempfile::tempdir().unwrap();
     let zone_file = dir.path().join("example.test.zone");
     std::fs::write(&zone_file, zone).unwrap();
@@ -139,16 +153,7 @@ pub fn start_at_with(address: SocketAddr, config_extra: &str, zone: &str, custom
     std::fs::write(&config, text).unwrap();
     let log_file = dir.path().join("pharos.log");
     let child = spawn_with(&config, &log_file, customize);
-    let mut pharos = Pharos { child, address, zone_file, log_file, config, _dir: dir };
-    wait_until("the server answers", || {
-        // A server that stopped (a port taken meanwhile, a bad config) will
-        // never answer: say why at once, with its log.
-        if let Some(status) = pharos.child.try_wait().unwrap() {
-            panic!("pharos serve exited ({status}) before answering:\n{}", pharos.log());
-        }
-        udp_query(pharos.address, "www.example.test", Rtype::A).is_some()
-    });
-    pharos
+    Pharos { child, address, zone_file, log_file, config, _dir: dir }
 }
 
 /// The path of `program` (in PATH or an sbin directory), or None after
