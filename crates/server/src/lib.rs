@@ -22,9 +22,13 @@
 //!   shared store's state;
 //! - `api`: the HTTP control API, its Prometheus metrics and the dashboard;
 //! - [`run`]: starts the driver, the API, the dnstap query log and the
-//!   transports of `pharos_transport` over one shared snapshot, and reloads
-//!   and stops them on signals. [`scheduling`] gives the background threads
-//!   their priority below the query path's.
+//!   transports of `pharos_transport` over one shared snapshot, gives up
+//!   root (`privileges`), and reloads, drains and stops them on signals,
+//!   telling the service manager each step (`service_manager`).
+//!   [`scheduling`] gives the background threads their priority below the
+//!   query path's;
+//! - [`check`]: everything `run` would load, loaded without serving
+//!   (`pharos check`, and before each reload).
 
 mod api;
 pub mod artemis;

@@ -134,7 +134,7 @@ fn api_tls(config: &Config) -> Result<Option<tokio_rustls::TlsAcceptor>, ServerE
 const DRAIN_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Runs a server until SIGINT or SIGTERM, reloading zones on SIGHUP, and
-/// tells the service manager each step (see [`service_manager`]).
+/// tells the service manager each step (see `service_manager`).
 pub async fn run(config: Config) -> Result<(), ServerError> {
     use tokio::signal::unix::{SignalKind, signal};
     // Handlers first: a SIGHUP that arrived once queries are answered but
