@@ -178,7 +178,7 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
 async fn reload_for_the_operator(server: &Server) {
     service_manager::reloading();
     if let Some(problems) = problems_before_reload(server).await {
-        tracing::error!("reload refused, old configuration still serving: {}", problems.join("; "));
+        tracing::error!("reload failed, old configuration still serving: {}", problems.join("; "));
         let status = format!("reload refused, the old configuration still serving: {} error(s): {}", problems.len(), problems.join("; "));
         return service_manager::ready(&status);
     }
