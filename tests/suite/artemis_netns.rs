@@ -49,7 +49,7 @@ const DNS_SERVER: &str = "10.77.1.1:5353";
 const TUNNEL_KEY: &str = "5f1e0c3a9b7d2e4f6a8c0e1f3b5d7f9a2c4e6a8b0d1f3a5c7e9b2d4f6a8c0e1f";
 
 fn may_run() -> bool {
-    if unsafe { libc::geteuid() } == 0 {
+    if crate::common::is_root() {
         return true;
     }
     assert!(std::env::var("CI").as_deref() != Ok("true"), "the Artemis namespace test needs root under CI");

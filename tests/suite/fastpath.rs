@@ -45,7 +45,7 @@ fn a_fast_path_that_cannot_attach_is_reported_and_the_server_answers() {
         let log = pharos.log();
         assert_eq!(log.matches(OFF).count(), 1, "{fastpath}: one warning, saying why:\n{log}");
         // Without root the program does not load at all, and the warning says so.
-        let why = if is_root() { interface } else { "not running as root" };
+        let why = if common::is_root() { interface } else { "not running as root" };
         let warning = log.lines().find(|line| line.contains(OFF)).unwrap();
         assert!(warning.contains(why), "{fastpath}: the warning should name {why:?}: {warning}");
 
@@ -113,11 +113,6 @@ fn ctl(api: &str, args: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_pharos")).args(["ctl", "--api", api, "--token", TOKEN]).args(args).output().unwrap();
     assert!(output.status.success(), "pharos ctl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8(output.stdout).unwrap()
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// The static names of the end-to-end zone, and a service routed by weight.

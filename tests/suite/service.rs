@@ -188,7 +188,7 @@ fn sigterm_answers_every_pipelined_tcp_query_in_flight_then_exits() {
 /// capability left, still answers there, and has handed its store over.
 #[test]
 fn started_as_root_it_runs_as_the_configured_user_and_answers_on_port_53() {
-    if !is_root() {
+    if !common::is_root() {
         eprintln!("!! SKIP started_as_root_it_runs_as_the_configured_user: not root");
         assert!(std::env::var_os("CI").is_none(), "CI runs as root");
         return;
@@ -218,9 +218,4 @@ fn a_user_it_cannot_become_is_a_clear_error_at_start() {
     let mut pharos = common::spawn_at_with(address, "user = \"no-such-user-here\"", ZONE, |_| {});
     assert!(!pharos.child.wait().unwrap().success());
     assert!(pharos.log().contains("server.user = \"no-such-user-here\": no such user"), "{}", pharos.log());
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }

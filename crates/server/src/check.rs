@@ -40,7 +40,16 @@ pub enum Finding {
 impl Report {
     /// How many problems were found.
     pub fn problems(&self) -> usize {
-        self.findings.iter().filter(|finding| matches!(finding, Finding::Problem(_))).count()
+        self.problem_findings().count()
+    }
+
+    /// The problems, one per line.
+    pub fn problem_lines(&self) -> Vec<String> {
+        self.problem_findings().map(ToString::to_string).collect()
+    }
+
+    fn problem_findings(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|finding| matches!(finding, Finding::Problem(_)))
     }
 
     fn ok(&mut self, what: impl Into<String>) {
@@ -56,12 +65,11 @@ impl Report {
     }
 
     /// Records `outcome`: `ok` if it succeeded, else its error with causes.
-    fn record<T, E: std::error::Error>(&mut self, outcome: Result<T, E>, ok: impl FnOnce(T) -> String) -> bool {
+    fn record<T, E: std::error::Error>(&mut self, outcome: Result<T, E>, ok: impl FnOnce(T) -> String) {
         match outcome {
             Ok(value) => self.ok(ok(value)),
             Err(error) => self.problem(causes(&error)),
         }
-        !matches!(self.findings.last(), Some(Finding::Problem(_)))
     }
 }
 
@@ -95,13 +103,6 @@ pub fn check(path: &Path, depth: Depth) -> Report {
         Err(error) => report.problem(config_error_place(&error)),
     }
     report
-}
-
-impl Report {
-    /// The problems, one per line.
-    pub fn problem_lines(&self) -> Vec<String> {
-        self.findings.iter().filter(|finding| matches!(finding, Finding::Problem(_))).map(ToString::to_string).collect()
-    }
 }
 
 /// Checks `config`, already read, and everything it names.

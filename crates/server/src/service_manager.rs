@@ -19,10 +19,10 @@ pub fn ready(status: &str) {
 
 /// A reload begins (ready follows, with the outcome).
 pub fn reloading() {
-    match NotifyState::monotonic_usec_now() {
-        Ok(now) => tell(&[NotifyState::Reloading, now, NotifyState::Status("reloading")]),
-        Err(_) => tell(&[NotifyState::Reloading, NotifyState::Status("reloading")]),
-    }
+    // The time lets systemd tell this reload's READY=1 from an earlier one.
+    let now = NotifyState::monotonic_usec_now().ok();
+    let states: Vec<NotifyState> = [NotifyState::Reloading, NotifyState::Status("reloading")].into_iter().chain(now).collect();
+    tell(&states);
 }
 
 /// The drain begins: no new connections, in-flight queries answered.

@@ -78,6 +78,12 @@ pub fn spawn_with(config: &std::path::Path, log_file: &std::path::Path, customiz
     command.spawn().unwrap()
 }
 
+/// Whether the tests run as root (namespaces, XDP, port 53, switching users).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// A port free for UDP and TCP on 127.0.0.1 and ::1 right now, and not
 /// handed out before by this process.
 pub fn free_port() -> u16 {

@@ -14,8 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// Whether this process may create namespaces and load XDP programs. If
 /// not, prints a loud SKIP, or fails when the environment variable CI is set.
 pub fn may_run() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    if super::is_root() {
         return true;
     }
     let message = "network namespaces and XDP need root";
