@@ -22,6 +22,7 @@ pub mod lookup;
 mod presentation;
 pub mod set;
 pub mod signed;
+pub mod text;
 pub mod versions;
 pub mod zone;
 
