@@ -41,6 +41,7 @@ mod routing;
 mod rrl;
 mod service;
 mod sid;
+mod store_zones;
 mod tokens;
 mod transfer;
 mod transport;

@@ -52,15 +52,20 @@ pub fn zone_text(origin: &[u8], records: &[Record]) -> String {
 /// One line per record, the SOA first; `generic` says which records'
 /// data is written in RFC 3597 form.
 fn write_lines(records: &[Record], generic: impl Fn(&Record) -> bool) -> String {
-    let mut ordered: Vec<&Record> = records.iter().collect();
-    // The SOA first; then by owner from the root down, as people read a zone.
-    ordered.sort_by_cached_key(|record| (record.rtype != types::SOA, labels_from_the_root(&record.owner), record.rtype));
     let mut text = String::new();
-    for record in ordered {
+    for record in in_reading_order(records) {
         let data = if generic(record) { generic_data(&record.rdata) } else { rdata_text(record.rtype, &record.rdata) };
         let _ = writeln!(text, "{} {} IN {} {}", name::Display(&record.owner), record.ttl, Rtype::from_int(record.rtype), data);
     }
     text
+}
+
+/// `records` as people read a zone: the SOA first, then by owner from the
+/// root down, each owner's records by type.
+pub fn in_reading_order(records: &[Record]) -> Vec<&Record> {
+    let mut ordered: Vec<&Record> = records.iter().collect();
+    ordered.sort_by_cached_key(|record| (record.rtype != types::SOA, labels_from_the_root(&record.owner), record.rtype));
+    ordered
 }
 
 /// The labels of a wire-form `owner`, the top one first.
