@@ -130,9 +130,10 @@ impl SnapshotBuilder {
         let (services, routes) = self.services.build(declared, sources, &regions, service_name).map_err(ControlError::Invalid)?;
         let stored = self.stored_zones(declared.zones)?;
         let zones = self.all_zones(&stored);
-        let served = self.versions(&zones, &routes);
+        let settings = self.settings_with(&stored);
+        let served = self.versions(&zones, &routes, &settings);
         let frozen = self.frozen_for(&zones, &routes, services.names_changed(), &served)?;
-        let snapshot = Snapshot { zones: frozen.set.clone(), routes, settings: self.settings.clone() };
+        let snapshot = Snapshot { zones: frozen.set.clone(), routes, settings };
         Ok(Built { snapshot, frozen, regions: built_regions, services, served, stored })
     }
 
@@ -158,6 +159,15 @@ impl SnapshotBuilder {
         }
         let records = file_records(&zone);
         Ok(StoredZone { spec: spec.clone(), zone, records })
+    }
+
+    /// The settings with each of the `stored` zones' transfer list.
+    fn settings_with(&self, stored: &[StoredZone]) -> Settings {
+        let mut settings = self.settings.clone();
+        if let Some(transfers) = &self.settings.store_zone_transfers {
+            settings.transfer_acls.extend(stored.iter().map(|stored| transfers.for_zone(&stored.zone.origin)));
+        }
+        settings
     }
 
     /// The files' zones, then `stored`.
@@ -196,9 +206,9 @@ impl SnapshotBuilder {
     /// replica sets: no secondary reads the others', and a new serial
     /// re-encodes every answer of the zone (those carrying the SOA), a
     /// cost proportional to the zone, not to the change.
-    fn versions(&self, all: &AllZones<'_>, routes: &Routes) -> Vec<Arc<Served>> {
+    fn versions(&self, all: &AllZones<'_>, routes: &Routes, settings: &Settings) -> Vec<Arc<Served>> {
         let transferred: Vec<bool> =
-            all.zones.iter().map(|zone| self.settings.transfer_acls.iter().any(|acl| acl.zone == zone.origin)).collect();
+            all.zones.iter().map(|zone| settings.transfer_acls.iter().any(|acl| acl.zone == zone.origin)).collect();
         let mut routed: Vec<Vec<Record>> = vec![Vec::new(); all.zones.len()];
         if transferred.contains(&true) {
             for (owner, service) in &routes.services {

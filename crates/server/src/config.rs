@@ -130,6 +130,9 @@ pub struct Config {
     pub http: HttpConfig,
     #[serde(default, rename = "zone")]
     pub zones: Vec<ZoneConfig>,
+    /// What every zone kept in the store gets: transfers and NOTIFYs.
+    #[serde(default)]
+    pub store_zones: StoreZonesConfig,
     /// Data centers replicas run in.
     #[serde(default, rename = "datacenter")]
     pub datacenters: Vec<DataCenterSpec>,
@@ -776,6 +779,20 @@ pub struct ZoneConfig {
     pub notify: Vec<std::net::SocketAddr>,
 }
 
+/// `[store_zones]`: the transfer and NOTIFY settings of every zone kept
+/// in the store (made through the API, `ctl` or DNS UPDATE), which the
+/// configuration does not name one by one; as a `[[zone]]`'s.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StoreZonesConfig {
+    #[serde(default)]
+    pub allow_transfer: Vec<String>,
+    #[serde(default)]
+    pub transfer_keys: Vec<String>,
+    #[serde(default)]
+    pub notify: Vec<std::net::SocketAddr>,
+}
+
 fn default_journal_versions() -> usize {
     pharos_zone::journal::DEFAULT_JOURNAL_VERSIONS
 }
@@ -855,6 +872,7 @@ impl Config {
         // does not compile until it says which, so none is forgotten.
         let Config {
             zones,
+            store_zones,
             tsig_keys,
             datacenters,
             regions,
@@ -881,7 +899,7 @@ impl Config {
             flag_zones: _,
             source: _,
         } = Config::from_file(path)?;
-        Ok(Config { zones, tsig_keys, datacenters, regions, services, geo, artemis, health, ..self.clone() })
+        Ok(Config { zones, store_zones, tsig_keys, datacenters, regions, services, geo, artemis, health, ..self.clone() })
     }
 
     /// Zones from the file and from flags.
