@@ -36,7 +36,7 @@ use pharos_zone::{Body, Fitted, Lookup, ZoneSet};
 use rand::Rng;
 pub use service::write_decision;
 pub use shared::SharedSnapshot;
-pub use signed::append_tsig;
+pub use signed::{RefusedRequest, RequestSignature, SignedRequest, append_tsig, check_request};
 pub use transfer::{Sent, TransferAcl, TransferRule, Transferred, is_transfer, respond_transfer, routed_records};
 pub use tsig::{Algorithm as TsigAlgorithm, TsigKey};
 

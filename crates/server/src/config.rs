@@ -1015,6 +1015,8 @@ impl Config {
             response_rate_limit,
             cookies,
             proxy_protocol_from: self.proxy_sources()?,
+            // Given by the server once its control plane runs.
+            updates: None,
         })
     }
 }
