@@ -13,6 +13,11 @@
 //! - the apex NS RRset is kept whole by a deletion of class ANY, of the
 //!   RRset or of the name, and its last record by one of class NONE;
 //!   names other than the apex have no such protection.
+//!
+//! Where Knot DNS departs from the RFC, the RFC is followed: a record
+//! added again with another TTL gives its RRset that TTL (section 3.4.2.2
+//! replaces the record; Knot ignores it), and a message whose zone
+//! section has more than one entry is FORMERR (Knot does not answer).
 
 use std::collections::{BTreeMap, BTreeSet};
 
