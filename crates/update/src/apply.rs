@@ -4,7 +4,7 @@
 //! given are never changed; a new list is made, or the update refused.
 //!
 //! Where RFC 2136 leaves room, Knot DNS's behaviour is followed (the
-//! differential test, `tests/knot.rs`, compares the two):
+//! differential test, `tests/suite/knot.rs`, compares the two):
 //!
 //! - a record added below a DNAME is ignored, as one added beside a
 //!   CNAME is (the RFC speaks of the CNAME only);

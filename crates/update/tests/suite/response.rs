@@ -1,8 +1,6 @@
 //! The reply to an UPDATE, read back by an independent parser.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use domain::base::Message;
 use domain::base::iana::{Opcode, Rcode, Rtype};
 use pharos_update::response;

@@ -1,14 +1,10 @@
 //! Reading UPDATE messages: each record's meaning by its class, names
 //! decompressed, and FORMERR for what RFC 2136 calls malformed.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use pharos_update::{Change, Prerequisite, parse};
 use pharos_wire::types;
 use pharos_zone::journal::Record;
-
-const ORIGIN: &str = "example.test";
 
 fn reason(message: &[u8]) -> String {
     parse(message).expect_err("malformed").reason

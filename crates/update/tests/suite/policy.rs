@@ -1,16 +1,12 @@
 //! The update policy: who may change what, from where, and the reason a
 //! refusal gives.
 
-mod common;
-
 use std::net::IpAddr;
 
-use common::*;
+use crate::common::*;
 use pharos_update::{Policy, RuleConfig, RuleError, parse};
 use pharos_wire::{rcode, types};
 use serde::Deserialize;
-
-const ORIGIN: &str = "example.test";
 
 /// The zone configuration's part the lead puts rules in.
 #[derive(Deserialize)]

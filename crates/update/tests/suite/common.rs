@@ -1,8 +1,6 @@
 //! What the tests share: UPDATE messages written record by record, and a
 //! zone's records read from zone-file text as Pharos loads it.
 
-#![allow(dead_code)] // Each test binary uses its part.
-
 use pharos_wire::name::from_dotted;
 use pharos_wire::{MessageWriter, types};
 use pharos_zone::journal::Record;
@@ -12,6 +10,9 @@ use pharos_zone::versions::file_records;
 pub const CLASS_IN: u16 = types::CLASS_IN;
 pub const ANY: u16 = types::CLASS_ANY;
 pub const NONE: u16 = types::CLASS_NONE;
+
+/// The origin of the zone most tests change.
+pub const ORIGIN: &str = "example.test";
 
 /// The zone most tests change.
 pub const ZONE: &str = "\
@@ -65,11 +66,6 @@ pub fn rr(owner: &str, rtype: u16, class: u16, ttl: u32, rdata: &[u8]) -> Rr {
 /// An A record added (class IN).
 pub fn add_a(owner: &str, ttl: u32, address: [u8; 4]) -> Rr {
     rr(owner, types::A, CLASS_IN, ttl, &address)
-}
-
-/// TXT data of one string.
-pub fn txt(text: &str) -> Vec<u8> {
-    [&[text.len() as u8][..], text.as_bytes()].concat()
 }
 
 /// SOA data of the test zone's form with `serial`.

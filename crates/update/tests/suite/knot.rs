@@ -14,7 +14,7 @@
 //! added where one is makes knotd crash (segfault). `apply` follows
 //! Knot's current code instead (`ddns.c`: a DNAME replaces a DNAME, is
 //! ignored beside a CNAME or above names; a record below a DNAME is
-//! ignored), and tests/apply.rs checks it.
+//! ignored), and tests/suite/apply.rs checks it.
 //!
 //! Nor a record added again with another TTL: RFC 2136 section 3.4.2.2
 //! replaces the record, so its RRset takes the new TTL, as `apply` does
@@ -22,15 +22,13 @@
 //!
 //! Skipped, loudly, when knotd or knsupdate is not installed.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use domain::base::iana::Rtype;
 use domain::base::rdata::ComposeRecordData;
 use domain::base::{Message, ParsedName, ToName};
@@ -39,7 +37,6 @@ use pharos_update::{Refusal, apply, parse, response};
 use pharos_wire::{MessageWriter, rcode, types};
 use pharos_zone::journal::Record;
 
-const ORIGIN: &str = "example.test";
 /// How long knotd may take to serve the zone, and any one exchange.
 const DEADLINE: Duration = Duration::from_secs(20);
 /// How long Knot may take to answer an update (it answers in milliseconds).

@@ -1,14 +1,10 @@
 //! Every prerequisite, every kind of change and every refusal of
 //! `apply`, on the records of a loaded zone.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use pharos_update::{Applied, Refusal, apply, parse};
 use pharos_wire::{rcode, types};
 use pharos_zone::journal::{Record, soa_serial};
-
-const ORIGIN: &str = "example.test";
 
 fn run_on(records: &[Record], prerequisites: &[Rr], updates: &[Rr]) -> Result<Applied, Refusal> {
     let update = parse(&message(ORIGIN, prerequisites, updates)).expect("a well-formed update");
