@@ -3,7 +3,8 @@
 //! this crate on the zone's records. Most messages are written by a real
 //! client, `knsupdate`, sent to a socket of the test's that answers it as
 //! Pharos would (so the client reads `response`'s reply) and then passed
-//! on to Knot; the malformed ones no client writes are built here. Each
+//! on to Knot (knsupdate must see success exactly when it is NOERROR);
+//! the malformed ones no client writes are built here. Each
 //! RCODE must be the one expected from both; after the whole sequence,
 //! Knot's zone (by AXFR) must equal the records `apply` made, SOA serial
 //! included (Knot's default serial policy increments by one, as `apply`
@@ -25,7 +26,7 @@
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
@@ -220,7 +221,10 @@ fn updates_do_what_knot_does() {
         };
         if let Some((mut client, from)) = answer_client {
             pharos.send_to(&response(&request, ours.rcode, ours.extended()).unwrap(), from).unwrap();
-            wait(&mut client, case.what);
+            // knsupdate exits with success exactly when the reply's RCODE is NOERROR.
+            if wait(&mut client, case.what).success() != (ours.rcode == rcode::NOERROR) {
+                differences.push(format!("{}: knsupdate misread Pharos's reply with RCODE {}", case.what, ours.rcode));
+            }
         }
         let theirs = knot.rcode_for(&request);
         if (ours.rcode, theirs) != (case.expected, case.knot) {
@@ -266,9 +270,12 @@ fn run_knsupdate(knsupdate: &Path, server: SocketAddr, commands: &str) -> Child 
 }
 
 /// Waits for a client to exit, killing it past the deadline.
-fn wait(child: &mut Child, what: &str) {
+fn wait(child: &mut Child, what: &str) -> ExitStatus {
     let deadline = Instant::now() + DEADLINE;
-    while child.try_wait().unwrap().is_none() {
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
         if Instant::now() > deadline {
             let _ = child.kill();
             panic!("{what}: knsupdate did not finish");
