@@ -14,6 +14,12 @@
 //!   RRset or of the name, and its last record by one of class NONE;
 //!   names other than the apex have no such protection.
 //!
+//! A message malformed anywhere is FORMERR before anything else is
+//! looked at ([`crate::parse`] reads it whole): RFC 2136 (and Knot) would
+//! first answer a failing prerequisite, or a name outside the zone, that
+//! comes before the malformed record. Only a client that sends malformed
+//! messages can tell.
+//!
 //! Where Knot DNS departs from the RFC, the RFC is followed: a record
 //! added again with another TTL gives its RRset that TTL (section 3.4.2.2
 //! replaces the record; Knot ignores it), and a message whose zone
