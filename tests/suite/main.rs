@@ -21,6 +21,7 @@ mod check;
 mod conformance;
 mod cookies;
 mod dashboard;
+mod dns_update;
 mod dnssec;
 mod dnstap;
 mod docs;

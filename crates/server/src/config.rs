@@ -29,8 +29,10 @@ pub enum ConfigError {
     ZoneFlagHalf(String),
     #[error("no listen address: give --listen ADDRESS:PORT or server.listen in the config file")]
     NoListen,
-    #[error("no zones: give --zone ORIGIN=FILE or [[zone]] entries in the config file")]
+    #[error("no zones: give --zone ORIGIN=FILE or [[zone]] entries in the config file, or a [store] to keep zones in")]
     NoZones,
+    #[error("store_zones.update: {0}")]
+    UpdateRule(#[from] pharos_update::PolicyError),
     #[error(
         "dnssec.refresh_seconds = {refresh_seconds}: must be at least 1 and less than dnssec.validity_seconds ({validity_seconds}), or signatures expire before they are made again"
     )]
@@ -791,6 +793,11 @@ pub struct StoreZonesConfig {
     pub transfer_keys: Vec<String>,
     #[serde(default)]
     pub notify: Vec<std::net::SocketAddr>,
+    /// Who may change which names of them by DNS UPDATE: each rule
+    /// belongs to the store zone holding the name it covers. None: no
+    /// UPDATE is allowed.
+    #[serde(default)]
+    pub update: Vec<pharos_update::RuleConfig>,
 }
 
 fn default_journal_versions() -> usize {
@@ -923,7 +930,7 @@ impl Config {
         let DnssecConfig { refresh_seconds, validity_seconds, .. } = self.dnssec;
         let wrong = [
             (self.server.listen.is_empty(), ConfigError::NoListen),
-            (self.all_zones().next().is_none(), ConfigError::NoZones),
+            (self.all_zones().next().is_none() && self.store.path.is_none() && self.store.url.is_none(), ConfigError::NoZones),
             (refresh_seconds == 0 || refresh_seconds >= validity_seconds, ConfigError::Refresh { refresh_seconds, validity_seconds }),
             (self.server.udp_payload < pharos_wire::MIN_UDP_PAYLOAD, ConfigError::UdpPayload(self.server.udp_payload)),
             (self.tcp.max_connections == 0 || self.tcp.max_connections_per_client == 0, ConfigError::NoConnections),
@@ -944,9 +951,16 @@ impl Config {
             self.dnstap.as_ref().map_or(Ok(()), |dnstap| dnstap.settings().map(drop)),
             self.http.validate().map_err(ConfigError::from),
             self.proxy_sources().map(drop),
+            self.update_rules_read(),
         ];
         let wrong = wrong.into_iter().filter_map(|(is_wrong, problem)| is_wrong.then_some(problem));
         wrong.chain(sections.into_iter().filter_map(Result::err)).collect()
+    }
+
+    /// Refuses a `[[store_zones.update]]` rule that no zone could use;
+    /// whether its name is inside a store zone is known only then.
+    fn update_rules_read(&self) -> Result<(), ConfigError> {
+        pharos_update::Policy::new(&[0], &self.store_zones.update).map(drop).map_err(ConfigError::from)
     }
 
     /// Where state files are kept: beside the store file, else beside the
