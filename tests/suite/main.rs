@@ -12,6 +12,7 @@
 
 mod common;
 
+mod acme;
 mod api;
 mod artemis;
 mod artemis_api;
