@@ -117,6 +117,17 @@ fn cases() -> Vec<Case> {
         client("delete everything at the apex", NOERROR, "update delete example.test."),
         client("a CNAME where data is", NOERROR, "update add www.example.test. 300 CNAME mail.example.test."),
         client("data where a CNAME is", NOERROR, "update add alias.example.test. 300 A 192.0.2.8"),
+        client(
+            "a CNAME's name compared ignoring case",
+            NOERROR,
+            "prereq yxrrset alias.example.test. CNAME WWW.Example.TEST.\nupdate add p7.example.test. 300 A 192.0.2.107",
+        ),
+        client(
+            "names in data lowercased",
+            NOERROR,
+            "update add upper.example.test. 300 CNAME WWW.Example.TEST.\nupdate add upper2.example.test. 300 MX 5 MX.Example.TEST.",
+        ),
+        client("a record's name in its data deleted ignoring case", NOERROR, "update delete example.test. MX 10 MAIL.example.test."),
         client("a CNAME replacing a CNAME", NOERROR, "update add alias.example.test. 600 CNAME new.example.test."),
         client("a CNAME at a new name", NOERROR, "update add c2.example.test. 300 CNAME www.example.test."),
         client(
