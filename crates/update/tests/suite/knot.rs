@@ -1,10 +1,11 @@
 //! `parse` and `apply` against Knot DNS: the same UPDATE messages, in the
 //! same order, to a knotd serving the same zone with DDNS allowed and to
-//! this crate on the zone's records. Most messages are written by a real
-//! client, `knsupdate`, sent to a socket of the test's that answers it as
-//! Pharos would (so the client reads `response`'s reply) and then passed
-//! on to Knot (knsupdate must see success exactly when it is NOERROR);
-//! the malformed ones no client writes are built here. Each
+//! this crate on the zone's records. Most messages are written by real
+//! clients, Knot's `knsupdate` and BIND's `nsupdate` in turn, sent to a
+//! socket of the test's that answers them as Pharos would (so the client
+//! reads `response`'s reply; it must see success exactly when it is
+//! NOERROR) and then passed on to Knot; the malformed ones no client
+//! writes are built here. Each
 //! RCODE must be the one expected from both; after the whole sequence,
 //! Knot's zone (by AXFR) must equal the records `apply` made, SOA serial
 //! included (Knot's default serial policy increments by one, as `apply`
@@ -21,7 +22,8 @@
 //! replaces the record, so its RRset takes the new TTL, as `apply` does
 //! (and BIND); Knot ignores the record.
 //!
-//! Skipped, loudly, when knotd or knsupdate is not installed.
+//! Skipped, loudly, when knotd or knsupdate is not installed; knsupdate
+//! writes every client's update when nsupdate is not.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -53,7 +55,8 @@ struct Case {
 }
 
 enum Sent {
-    /// knsupdate commands between `zone` and `send`.
+    /// A client's commands between `zone` and `send` (knsupdate and
+    /// nsupdate read the same).
     Client(&'static str),
     /// A message built here.
     Built(Vec<u8>),
@@ -117,6 +120,17 @@ fn cases() -> Vec<Case> {
         client("delete everything at the apex", NOERROR, "update delete example.test."),
         client("a CNAME where data is", NOERROR, "update add www.example.test. 300 CNAME mail.example.test."),
         client("data where a CNAME is", NOERROR, "update add alias.example.test. 300 A 192.0.2.8"),
+        client(
+            "a CNAME's name compared ignoring case",
+            NOERROR,
+            "prereq yxrrset alias.example.test. CNAME WWW.Example.TEST.\nupdate add p7.example.test. 300 A 192.0.2.107",
+        ),
+        client(
+            "names in data lowercased",
+            NOERROR,
+            "update add upper.example.test. 300 CNAME WWW.Example.TEST.\nupdate add upper2.example.test. 300 MX 5 MX.Example.TEST.",
+        ),
+        client("a record's name in its data deleted ignoring case", NOERROR, "update delete example.test. MX 10 MAIL.example.test."),
         client("a CNAME replacing a CNAME", NOERROR, "update add alias.example.test. 600 CNAME new.example.test."),
         client("a CNAME at a new name", NOERROR, "update add c2.example.test. 300 CNAME www.example.test."),
         client(
@@ -189,20 +203,26 @@ fn updates_do_what_knot_does() {
         );
         return;
     };
+    let nsupdate = program("nsupdate");
+    if nsupdate.is_none() {
+        eprintln!("\n*** nsupdate is not installed (apt install bind9-dnsutils): knsupdate writes every update ***\n");
+    }
+    let clients: Vec<PathBuf> = [Some(knsupdate), nsupdate].into_iter().flatten().collect();
     let knot = Knot::start(&knotd, ZONE);
     let pharos = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     pharos.set_read_timeout(Some(DEADLINE)).unwrap();
     let origin = name(ORIGIN);
     let mut records = zone_records(ORIGIN, ZONE);
     let mut differences = Vec::new();
-    for case in cases() {
+    for (index, case) in cases().into_iter().enumerate() {
         let (request, answer_client): (Vec<u8>, Option<(Child, SocketAddr)>) = match &case.sent {
             Sent::Client(commands) => {
-                let mut client = run_knsupdate(&knsupdate, pharos.local_addr().unwrap(), commands);
+                let program = &clients[index % clients.len()];
+                let mut client = run_client(program, pharos.local_addr().unwrap(), commands);
                 let mut buffer = vec![0; 65535];
                 let (length, from) = pharos.recv_from(&mut buffer).unwrap_or_else(|error| {
                     let _ = client.kill();
-                    panic!("{}: knsupdate sent nothing: {error}", case.what)
+                    panic!("{}: {} sent nothing: {error}", case.what, program.display())
                 });
                 buffer.truncate(length);
                 (buffer, Some((client, from)))
@@ -221,9 +241,9 @@ fn updates_do_what_knot_does() {
         };
         if let Some((mut client, from)) = answer_client {
             pharos.send_to(&response(&request, ours.rcode, ours.extended()).unwrap(), from).unwrap();
-            // knsupdate exits with success exactly when the reply's RCODE is NOERROR.
+            // The client exits with success exactly when the reply's RCODE is NOERROR.
             if wait(&mut client, case.what).success() != (ours.rcode == rcode::NOERROR) {
-                differences.push(format!("{}: knsupdate misread Pharos's reply with RCODE {}", case.what, ours.rcode));
+                differences.push(format!("{}: the client misread Pharos's reply with RCODE {}", case.what, ours.rcode));
             }
         }
         let theirs = knot.rcode_for(&request);
@@ -256,14 +276,16 @@ fn program(name: &str) -> Option<PathBuf> {
         .find(|path| path.is_file())
 }
 
-fn run_knsupdate(knsupdate: &Path, server: SocketAddr, commands: &str) -> Child {
-    let mut child = Command::new(knsupdate)
+/// Starts knsupdate or nsupdate (the same options for both: wait long,
+/// never retry) on `commands` for `server`.
+fn run_client(program: &Path, server: SocketAddr, commands: &str) -> Child {
+    let mut child = Command::new(program)
         .args(["-t", "20", "-r", "0"])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("knsupdate starts");
+        .unwrap_or_else(|error| panic!("{} does not start: {error}", program.display()));
     let script = format!("server {} {}\nzone {ORIGIN}.\n{commands}\nsend\nquit\n", server.ip(), server.port());
     child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
     child
@@ -278,7 +300,7 @@ fn wait(child: &mut Child, what: &str) -> ExitStatus {
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("{what}: knsupdate did not finish");
+            panic!("{what}: the client did not finish");
         }
         std::thread::sleep(Duration::from_millis(5));
     }
