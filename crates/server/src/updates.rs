@@ -13,13 +13,13 @@
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
+use domain::base::iana::Rtype;
 use pharos_answer::{RequestSignature, check_request};
 use pharos_control::zones;
 use pharos_model::spec::service_name;
 use pharos_model::{Change, ControlError, State};
 use pharos_transport::updates::{Reply, UpdateRequest, Updates};
 use pharos_update::{Policy, Refusal, RuleConfig, Update, apply, parse, response};
-use domain::base::iana::Rtype;
 use pharos_wire::{name, rcode, types};
 use tokio::runtime::Handle;
 
@@ -131,6 +131,12 @@ impl UpdateApplier {
                 true => Refusal::refused(format!("zone {zone} is served from a file; UPDATE changes the zones the store keeps")),
                 false => Refusal::not_authoritative(&update.zone),
             });
+        }
+        // A change outside the zone is NOTZONE whoever asks (RFC 2136
+        // section 3.4.1.3), as Knot DNS answers it: no rule could cover
+        // it, and the answer says nothing of the zone.
+        if update.changes.iter().any(|change| !name::is_at_or_below(change.owner(), &update.zone)) {
+            return Ok(());
         }
         let rules: Vec<RuleConfig> = self.rules.iter().filter(|rule| covers_in(rule, &update.zone)).cloned().collect();
         let policy = Policy::new(&update.zone, &rules).map_err(|error| Refusal::refused(error.to_string()))?;
