@@ -22,6 +22,7 @@ pub mod lookup;
 mod presentation;
 pub mod set;
 pub mod signed;
+pub mod text;
 pub mod versions;
 pub mod zone;
 
@@ -29,6 +30,6 @@ pub use encode::{Body, Fitted};
 pub use lookup::Answer;
 pub use set::{Lookup, TwiceConfigured, ZoneSet};
 
-pub use load::{LoadError, load_zone_file, parse_zone_text};
+pub use load::{LoadError, load_zone_file, parse_zone_text, zone_from_records};
 
 pub use zone::{Node, Rrset, Unreservable, WhyUnreservable, Zone};

@@ -17,7 +17,7 @@ use domain::zonefile::inplace::{Entry, Zonefile};
 use pharos_wire::{name, types};
 use rustc_hash::FxHashMap;
 
-use crate::journal::{DEFAULT_JOURNAL_VERSIONS, Journal};
+use crate::journal::{DEFAULT_JOURNAL_VERSIONS, Journal, Record};
 use crate::presentation;
 use crate::zone::{Node, Rrset, Zone, add_empty_ancestors};
 
@@ -68,6 +68,22 @@ pub fn parse_zone_text(origin: &str, text: &str, source: &str) -> Result<Zone, L
     let origin_name = parse_origin(origin, source)?;
     read_text(text, source, Path::new("."), &origin_name, 0, &mut records)?;
     build_zone(&origin_name, records, source)
+}
+
+/// Builds and checks the zone at `origin` (lowercase wire form) from
+/// `records` as a transfer gave them (its SOA among them); `source` names
+/// it in errors, which give a record's place in `records` as its line.
+pub fn zone_from_records(origin: &[u8], records: &[Record], source: &str) -> Result<Zone, LoadError> {
+    let origin_name = Name::from_octets(Bytes::copy_from_slice(origin))
+        .map_err(|error| LoadError::at(source, None, format!("the zone's name is not a domain name: {error}")))?;
+    let read = records.iter().enumerate().map(|(index, record)| {
+        let line = index + 1;
+        let rtype = domain::base::iana::Rtype::from_int(record.rtype);
+        check_rdata_reads_back(rtype, &record.rdata).map_err(|message| LoadError::at(source, Some(line), message))?;
+        let (owner, rdata) = (record.owner.clone(), record.rdata.clone());
+        Ok(ReadRecord { owner, rtype: record.rtype, ttl: record.ttl, rdata, file: source.to_string(), line })
+    });
+    build_zone(&origin_name, read.collect::<Result<_, LoadError>>()?, source)
 }
 
 fn parse_origin(origin: &str, source: &str) -> Result<Name<Bytes>, LoadError> {
