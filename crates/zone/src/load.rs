@@ -233,7 +233,7 @@ fn build_zone(origin: &Name<Bytes>, records: Vec<ReadRecord>, source: &str) -> R
         node.rrsets.sort_by_key(|rrset| rrset.rtype);
     }
     let journal = Arc::new(Journal::new(DEFAULT_JOURNAL_VERSIONS));
-    Ok(Zone { origin: origin_wire.into(), nodes, negative_ttl, signer: None, journal })
+    Ok(Zone { origin: origin_wire.into(), nodes, negative_ttl, signer: None, journal, expired: false })
 }
 
 fn add_record(nodes: &mut FxHashMap<Box<[u8]>, Node>, origin: &[u8], record: ReadRecord) -> Result<(), LoadError> {
