@@ -39,6 +39,7 @@ mod redirect;
 mod rollover;
 mod routing;
 mod rrl;
+mod secondary;
 mod service;
 mod sid;
 mod tokens;

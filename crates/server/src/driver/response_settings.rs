@@ -90,7 +90,8 @@ fn notify_acls(config: &Config) -> Result<Vec<NotifyAcl>, SettingsError> {
                     primary_key(config, &zone.origin, index, key)?;
                 }
             }
-            let primaries = || zone.primaries.iter().map(|primary| primary.address.ip().to_string()).collect();
+            let host = |ip: std::net::IpAddr| format!("{ip}/{}", if ip.is_ipv4() { 32 } else { 128 });
+            let primaries = || zone.primaries.iter().map(|primary| host(primary.address.ip())).collect();
             let allowed = zone.notify_from.clone().unwrap_or_else(primaries);
             Ok(NotifyAcl {
                 zone: service_name(&zone.origin).map_err(SettingsError::SecondaryOrigin)?,

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pharos_model::status::SecondaryStatus;
-use pharos_secondary::{Action, Assembled, Assembler, Clamps, Progress, Refresh, Request, SoaTimers, TsigKey};
+use pharos_secondary::{Action, Assembled, Assembler, Clamps, Kind, Progress, Refresh, Request, SoaTimers, TsigKey};
 use pharos_wire::{name, types};
 use pharos_zone::journal::Record;
 use pharos_zone::{Zone, zone_from_records};
@@ -180,7 +180,7 @@ impl ZoneTask {
         };
         let kind = request.kind;
         match self.exchange(primary, request, current).await {
-            Ok(Assembled::Zone(records)) => self.copied(primary, records),
+            Ok(Assembled::Zone(records)) => self.copied(primary, kind, records),
             Ok(_) => {
                 let timers = self.zone.copy.as_ref().and_then(|(records, _)| timers_of(records)).expect("an IXFR has a copy");
                 self.confirmed(timers);
@@ -191,7 +191,7 @@ impl ZoneTask {
     }
 
     /// A transfer gave `records`: checked as a zone, they are the copy.
-    fn copied(&mut self, primary: usize, records: Vec<Record>) -> Option<Action> {
+    fn copied(&mut self, primary: usize, kind: Kind, records: Vec<Record>) -> Option<Action> {
         let source = format!("the transfer of {} from {}", self.name, self.zone.primaries[primary].address);
         let zone = match zone_from_records(&self.zone.origin, &records, &source) {
             Ok(zone) => zone,
@@ -200,7 +200,8 @@ impl ZoneTask {
         let timers = timers_of(&records).expect("a checked zone has its SOA");
         let at = unix_millis();
         let records: Arc<[Record]> = records.into();
-        tracing::info!(zone = %self.name, serial = timers.serial, primary = %self.zone.primaries[primary].address, records = records.len(), "secondary zone transferred");
+        let address = self.zone.primaries[primary].address;
+        tracing::info!(zone = %self.name, serial = timers.serial, primary = %address, by = %kind, records = records.len(), "secondary zone transferred");
         self.zone.copy = Some((records.clone(), at));
         (self.news)(News::Copied { zone, records, at });
         self.refresh.transferred(timers, at);
