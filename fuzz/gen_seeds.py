@@ -17,6 +17,9 @@ small variations of them. OUT_DIR/initial/ gets scripts of sealed
 ClientHellos, whole and split, for the `initial` target. OUT_DIR/proxy/
 gets PROXY protocol headers (versions 1 and 2, each family and command,
 with extensions, cut, and broken) followed by a query, for `proxy`.
+OUT_DIR/update/ gets UPDATE messages for example.test: every prerequisite
+and kind of change, apex and CNAME cases, a newer SOA, a guarded name, a
+zone not served, malformed ones, and one with an OPT and a TSIG record.
 """
 
 import glob
@@ -336,6 +339,43 @@ def proxy_seeds():
     return headers + [header + packet for header in headers] + [packet]
 
 
+def rr(owner, rtype, rclass, ttl=0, rdata=b""):
+    return wire_name(owner) + struct.pack(">HHIH", rtype, rclass, ttl, len(rdata)) + rdata
+
+
+def update_message(prerequisites=(), updates=(), additional=(), zone="example.test", zone_type=SOA):
+    """An UPDATE (opcode 5) for `zone` with these records, each already in wire form."""
+    packet = struct.pack(">HHHHHH", 0x2136, 5 << 11, 1, len(prerequisites), len(updates), len(additional))
+    packet += wire_name(zone) + struct.pack(">HH", zone_type, 1)
+    return packet + b"".join(prerequisites) + b"".join(updates) + b"".join(additional)
+
+
+def update_seeds():
+    """UPDATE messages for `update`, against its zone example.test."""
+    NONE, IN = 254, 1
+    a = bytes([192, 0, 2, 77])
+    soa = wire_name("ns1.example.test") + wire_name("hostmaster.example.test") + struct.pack(">IIIII", 2027010101, 7200, 3600, 1209600, 300)
+    opt = b"\0" + struct.pack(">HHIH", OPT, 1232, 0, 0)
+    tsig = wire_name("hmac-sha256.key") + struct.pack(">HHIH", TSIG, CLASS_ANY, 0, 2) + b"\xab\xcd"
+    return [
+        update_message([rr("host.example.test", A, CLASS_ANY)], [rr("new.example.test", A, IN, 300, a)]),
+        update_message([rr("host.example.test", A, IN, 0, bytes([192, 0, 2, 80])), rr("host.example.test", A, IN, 0, bytes([192, 0, 2, 81]))]),
+        update_message([rr("host.example.test", AAAA, NONE)], [rr("host.example.test", A, NONE, 0, bytes([192, 0, 2, 80]))]),
+        update_message([rr("mail.example.test", ANY, CLASS_ANY), rr("nowhere.example.test", ANY, NONE)], [rr("mail.example.test", ANY, CLASS_ANY)]),
+        update_message([], [rr("example.test", NS, CLASS_ANY), rr("example.test", SOA, CLASS_ANY), rr("example.test", ANY, CLASS_ANY)]),
+        update_message([], [rr("example.test", NS, NONE, 0, wire_name("ns1.example.test")), rr("example.test", NS, NONE, 0, wire_name("ns2.elsewhere.example"))]),
+        update_message([], [rr("www.example.test", A, IN, 300, a), rr("host.example.test", CNAME, IN, 300, wire_name("web.example.test"))]),
+        update_message([], [rr("www.example.test", CNAME, IN, 60, b"\x03new\xc0\x0c"), rr("www.example.test", TXT, IN, 60, b"\x02hi")]),
+        update_message([], [rr("example.test", SOA, IN, 3600, soa), rr("host.example.test", MX, IN, 60, b"\x00\x0a\xc0\x0c")]),
+        update_message([], [rr("svc.example.test", A, IN, 300, a)]),
+        update_message([rr("www.example.org", A, CLASS_ANY)], [], zone="example.org"),
+        update_message([rr("www.example.org", A, CLASS_ANY)]),
+        update_message([], [rr("www.example.test", A, CLASS_ANY, 300)], zone_type=A),
+        update_message([rr("www.example.test", A, CLASS_ANY, 300)], [rr("www.example.test", ANY, IN, 300)]),
+        update_message([], [rr("www.example.test", A, IN, 300, a)], [opt, tsig]),
+    ]
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -353,9 +393,10 @@ def main():
     zones = write_corpus(os.path.join(out, "zone"), zone_seeds())
     initials = write_corpus(os.path.join(out, "initial"), initial_seeds())
     proxies = write_corpus(os.path.join(out, "proxy"), proxy_seeds())
+    updates = write_corpus(os.path.join(out, "update"), update_seeds())
     print(
         f"gen_seeds: {count} respond seeds ({captured} payloads from {len(captures)} captures), "
-        f"{zones} zone seeds, {initials} initial seeds, {proxies} proxy seeds in {out}"
+        f"{zones} zone seeds, {initials} initial seeds, {proxies} proxy seeds, {updates} update seeds in {out}"
     )
 
 

@@ -43,6 +43,10 @@ declare -A needed=(
   [promtool]=prometheus   # checks a scrape, and a real Prometheus scrapes the server (tests/suite/metrics.rs)
   [/usr/lib/postgresql/15/bin/initdb]=postgresql  # the PostgreSQL store's tests run a real server (tests/suite/common/postgres.rs)
   [fstrm_capture]=fstrm-bin  # reads the dnstap query log (tests/suite/dnstap.rs; dnstap-read is in bind9-dnsutils)
+  [knsupdate]=knot-dnsutils  # DNS UPDATE client (tests/suite/dns_update.rs; nsupdate is in bind9-dnsutils)
+  [pebble]=pebble         # Let's Encrypt's test ACME server (tests/suite/acme.rs)
+  [lego]=lego             # an ACME client writing DNS-01 challenges by RFC 2136 (tests/suite/acme.rs)
+  [openssl]=openssl       # pebble's own certificate (tests/suite/acme.rs)
   [chromium]=chromium    # loads the dashboard, headless, over the DevTools protocol (tests/suite/dashboard.rs); fetches over HTTP/3 through the dispatcher (tests/suite/artemis_netns.rs)
   # The benchmarks' peers and load generators (scripts/bench-smoke.sh)
   [named]=bind9           # bench/peers

@@ -11,6 +11,7 @@ use pharos_model::api::{
 use pharos_model::spec::{RegionSpec, ServiceSpec};
 use pharos_model::status::{DataStatus, FastPathStatus, StoreStatus, SyncCounts};
 use pharos_model::token::{NewToken, Scope, TokenMade, TokenView};
+use pharos_model::zone::{NewZone, RrsetChange, RrsetView, ZoneView};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -134,6 +135,47 @@ enum CtlCommand {
     /// Make, list and revoke the API's named tokens (needs an admin token).
     #[command(subcommand)]
     Token(TokenCommand),
+    /// List the zones served; make, show, change and delete those the store keeps.
+    #[command(subcommand)]
+    Zone(ZoneCommand),
+}
+
+#[derive(Subcommand)]
+enum ZoneCommand {
+    /// List every zone served: name, where it comes from (file or store), serial, signed or not.
+    List,
+    /// Make a zone kept in the store: imported once from a zone file, or empty with a SOA and NS records.
+    Create {
+        /// The zone's name.
+        name: String,
+        /// A zone file to import (no $INCLUDE).
+        #[arg(long, conflicts_with = "ns")]
+        file: Option<PathBuf>,
+        /// A name server of a zone made empty (repeat for more); the first is the SOA's primary.
+        #[arg(long, required_unless_present = "file")]
+        ns: Vec<String>,
+    },
+    /// Print a store zone as a zone file.
+    Show { name: String },
+    /// Print a store zone's RRsets.
+    Rrsets { name: String },
+    /// Replace an RRset of a store zone (its serial moves forward).
+    Set {
+        zone: String,
+        /// The RRset's owner, absolute or relative to ZONE.
+        owner: String,
+        /// Its type: A, AAAA, TXT, MX, ...
+        rtype: String,
+        /// Each record's data, in presentation form: 192.0.2.1, "10 mail.example.com.", ...
+        #[arg(required = true)]
+        data: Vec<String>,
+        #[arg(long, default_value_t = 3600)]
+        ttl: u32,
+    },
+    /// Delete an RRset of a store zone.
+    Unset { zone: String, owner: String, rtype: String },
+    /// Delete a store zone (refused while services live in it).
+    Delete { name: String },
 }
 
 #[derive(Subcommand)]
@@ -208,6 +250,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         }
         CtlCommand::Token(TokenCommand::List) => client.call("GET", "/v1/tokens", None)?,
         CtlCommand::Token(TokenCommand::Revoke { name }) => client.call("DELETE", &format!("/v1/tokens/{name}"), None)?,
+        CtlCommand::Zone(command) => zone_call(&client, command)?,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&as_json(reply))?);
@@ -215,6 +258,42 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         print_human(&args.command, &reply)?;
     }
     Ok(())
+}
+
+fn zone_call(client: &Client, command: &ZoneCommand) -> anyhow::Result<String> {
+    let rrset_change = |zone: &str, owner: &str, rtype: &str, ttl: u32, records: Vec<String>| RrsetChange {
+        name: owner_in(zone, owner),
+        rtype: rtype.to_string(),
+        ttl,
+        records,
+    };
+    match command {
+        ZoneCommand::List => client.call("GET", "/v1/zones", None),
+        ZoneCommand::Create { name, file, ns } => {
+            let text = file.as_ref().map(|file| std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display())));
+            client.send("POST", "/v1/zones", &NewZone { name: name.clone(), text: text.transpose()?, nameservers: ns.clone() })
+        }
+        ZoneCommand::Show { name } => client.call("GET", &format!("/v1/zones/{name}"), None),
+        ZoneCommand::Rrsets { name } => client.call("GET", &format!("/v1/zones/{name}/rrsets"), None),
+        ZoneCommand::Set { zone, owner, rtype, data, ttl } => {
+            client.send("PATCH", &format!("/v1/zones/{zone}/rrsets"), &[rrset_change(zone, owner, rtype, *ttl, data.clone())])
+        }
+        ZoneCommand::Unset { zone, owner, rtype } => {
+            client.send("PATCH", &format!("/v1/zones/{zone}/rrsets"), &[rrset_change(zone, owner, rtype, 0, Vec::new())])
+        }
+        ZoneCommand::Delete { name } => client.call("DELETE", &format!("/v1/zones/{name}"), None),
+    }
+}
+
+/// `owner` as an absolute name: as given if it ends in a dot, else
+/// relative to `zone` ("@" is the zone itself).
+fn owner_in(zone: &str, owner: &str) -> String {
+    let zone = zone.trim_end_matches('.');
+    match owner {
+        "@" => format!("{zone}."),
+        absolute if absolute.ends_with('.') => absolute.to_string(),
+        relative => format!("{relative}.{zone}."),
+    }
 }
 
 /// Reads `subnet,datacenter,rtt_ms[,measured_at]` lines ('#' starts a
@@ -346,6 +425,9 @@ fn print_human(command: &CtlCommand, reply: &str) -> anyhow::Result<()> {
             println!("token {} (scope {}), shown this once:\n{}", made.name, made.scope, made.token);
         }
         CtlCommand::Token(TokenCommand::List) => print_tokens(&read::<Vec<TokenView>>(reply)?),
+        CtlCommand::Zone(ZoneCommand::List) => print_zones(&read::<Vec<ZoneView>>(reply)?),
+        CtlCommand::Zone(ZoneCommand::Show { .. }) => print!("{reply}"),
+        CtlCommand::Zone(ZoneCommand::Rrsets { .. }) => print_rrsets(&read::<Vec<RrsetView>>(reply)?),
         _ => println!("ok"),
     }
     Ok(())
@@ -356,6 +438,22 @@ fn print_tokens(tokens: &[TokenView]) {
     for token in tokens {
         let state = if token.revoked { "revoked" } else { "active" };
         println!("{:<24} {:<12} {state:<8} {}", token.name, token.created, token.scope);
+    }
+}
+
+fn print_zones(zones: &[ZoneView]) {
+    println!("{:<32} {:<6} {:>10} SIGNED", "NAME", "KIND", "SERIAL");
+    for zone in zones {
+        let kind = serde_json::to_value(zone.kind).ok().and_then(|kind| kind.as_str().map(str::to_owned)).unwrap_or_default();
+        println!("{:<32} {kind:<6} {:>10} {}", zone.name, zone.serial, if zone.signed { "yes" } else { "no" });
+    }
+}
+
+fn print_rrsets(rrsets: &[RrsetView]) {
+    for rrset in rrsets {
+        for data in &rrset.records {
+            println!("{} {} IN {} {data}", rrset.name, rrset.ttl, rrset.rtype);
+        }
     }
 }
 

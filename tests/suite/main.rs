@@ -12,6 +12,7 @@
 
 mod common;
 
+mod acme;
 mod api;
 mod artemis;
 mod artemis_api;
@@ -21,6 +22,7 @@ mod check;
 mod conformance;
 mod cookies;
 mod dashboard;
+mod dns_update;
 mod dnssec;
 mod dnstap;
 mod docs;
@@ -42,6 +44,7 @@ mod rrl;
 mod secondary;
 mod service;
 mod sid;
+mod store_zones;
 mod tokens;
 mod transfer;
 mod transport;

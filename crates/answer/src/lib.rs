@@ -36,8 +36,8 @@ use pharos_zone::{Body, Fitted, Lookup, ZoneSet};
 use rand::Rng;
 pub use service::write_decision;
 pub use shared::SharedSnapshot;
-pub use signed::append_tsig;
-pub use transfer::{Sent, TransferAcl, Transferred, is_transfer, respond_transfer, routed_records};
+pub use signed::{RefusedRequest, RequestSignature, SignedRequest, append_tsig, check_request};
+pub use transfer::{Sent, TransferAcl, TransferRule, Transferred, is_transfer, respond_transfer, routed_records};
 pub use tsig::{Algorithm as TsigAlgorithm, TsigKey};
 
 /// The UDP payload size Pharos advertises unless configured otherwise:
@@ -69,6 +69,9 @@ pub struct Settings {
     /// Who may transfer which zone ([`respond_transfer`]); a zone not
     /// listed is transferred to nobody.
     pub transfer_acls: Vec<TransferAcl>,
+    /// Who may transfer each zone kept in the store (`[store_zones]`):
+    /// the snapshot's builder lists every such zone in `transfer_acls`.
+    pub store_zone_transfers: Option<TransferRule>,
     /// The TSIG keys requests may be signed with: every query's is
     /// checked, a transfer's included.
     pub tsig_keys: Vec<TsigKey>,
@@ -83,6 +86,7 @@ impl Default for Settings {
             udp_payload: DEFAULT_UDP_PAYLOAD,
             trusted_subnet_senders: None,
             transfer_acls: Vec::new(),
+            store_zone_transfers: None,
             tsig_keys: Vec::new(),
             notify_acls: Vec::new(),
         }

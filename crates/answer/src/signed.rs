@@ -7,6 +7,7 @@
 //! record, and signed (section 5.3). Each query on a stream is its own
 //! request: its response is signed as a first message.
 
+use pharos_wire::edns::ExtendedError;
 use pharos_wire::{Query, Reject, rcode};
 use rand::Rng;
 
@@ -72,5 +73,64 @@ pub(crate) fn checked<'k>(
             refusal.append_to(out, start, now);
             Err(Answered { len: out.len() - start, tsig: Some(refusal.outcome()), ..answered })
         }
+    }
+}
+
+/// What the TSIG record of a request that is not a query (a DNS UPDATE,
+/// which the control plane applies) says, for its reply to follow.
+#[derive(Debug)]
+pub enum RequestSignature<'k> {
+    Unsigned,
+    /// Signed rightly and in time: the reply is signed with the same key.
+    Signed(SignedRequest<'k>),
+    /// Refused: NOTAUTH with this TSIG error.
+    Refused(RefusedRequest<'k>),
+    /// The TSIG record cannot be read: FORMERR.
+    Malformed,
+}
+
+/// A request signed rightly, and how its reply is signed.
+#[derive(Debug)]
+pub struct SignedRequest<'k>(Signing<'k>);
+
+/// A request whose signature is refused, and the TSIG record its reply
+/// carries.
+#[derive(Debug)]
+pub struct RefusedRequest<'k>(tsig::Refusal<'k>);
+
+/// Checks the TSIG record at `tsig_at` (the last additional record's
+/// offset, if it is a TSIG) of `packet` against `keys` at `now`.
+pub fn check_request<'k>(packet: &[u8], tsig_at: Option<usize>, keys: &'k [TsigKey], now: u64) -> RequestSignature<'k> {
+    let Some(tsig_at) = tsig_at.and_then(|at| u16::try_from(at).ok()) else { return RequestSignature::Unsigned };
+    match tsig::check(packet, Some(tsig_at), keys, now) {
+        Checked::Unsigned => RequestSignature::Unsigned,
+        Checked::Signed(signing) => RequestSignature::Signed(SignedRequest(signing)),
+        Checked::Refused(refusal) => RequestSignature::Refused(RefusedRequest(refusal)),
+        Checked::Malformed => RequestSignature::Malformed,
+    }
+}
+
+impl SignedRequest<'_> {
+    /// The key's name, lowercase wire form.
+    pub fn key_name(&self) -> &[u8] {
+        self.0.key_name()
+    }
+
+    /// Signs `reply`, the whole vector, at `now`.
+    pub fn sign(mut self, reply: &mut Vec<u8>, now: u64) {
+        self.0.sign(reply, 0, now);
+    }
+}
+
+impl RefusedRequest<'_> {
+    /// Why, for clients that read Extended DNS Errors.
+    pub fn extended_error(&self) -> ExtendedError {
+        self.0.extended_error()
+    }
+
+    /// Appends the refusal's TSIG record to `reply` (a NOTAUTH), the whole
+    /// vector, at `now`.
+    pub fn append_to(&self, reply: &mut Vec<u8>, now: u64) {
+        self.0.append_to(reply, 0, now);
     }
 }

@@ -56,6 +56,22 @@ pub struct TransferAcl {
     pub keys: Vec<Box<[u8]>>,
 }
 
+/// Who may transfer a zone, before it is known which: a zone's
+/// configuration, or every zone kept in the store (which come and go
+/// without the configuration naming them).
+#[derive(Debug, Clone)]
+pub struct TransferRule {
+    pub allowed: PrefixMap<()>,
+    pub keys: Vec<Box<[u8]>>,
+}
+
+impl TransferRule {
+    /// The transfer list of the zone at `origin`.
+    pub fn for_zone(&self, origin: &[u8]) -> TransferAcl {
+        TransferAcl { zone: origin.into(), allowed: self.allowed.clone(), keys: self.keys.clone() }
+    }
+}
+
 /// RFC 8914 section 4.19, with the reason Knot DNS gives.
 const NOT_ALLOWED: ExtendedError = ExtendedError { info_code: 18, extra_text: "transfer not allowed" };
 

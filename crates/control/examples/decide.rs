@@ -145,7 +145,7 @@ fn routes(sources: &DataSources) -> Routes {
         .map(|id| RegionSpec { id, name: format!("r{id}"), prefixes: vec![format!("{}.0.0.0/8", 20 + id * 20)], ..RegionSpec::default() })
         .collect();
     let services: Vec<Arc<ServiceSpec>> = POLICIES.iter().map(|policy| Arc::new(service(policy, &regions))).collect();
-    let declared = Declared { datacenters: &datacenters, regions: &regions, services: &services };
+    let declared = Declared { datacenters: &datacenters, regions: &regions, services: &services, ..Declared::default() };
     build_routes(&declared, sources, |name| Ok(name.as_bytes().into())).expect("valid declarations")
 }
 

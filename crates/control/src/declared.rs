@@ -22,9 +22,12 @@ pub fn record(declaration: &Change) -> (String, String) {
         Change::PutDataCenter(datacenter) => (format!("declared datacenter {}", datacenter.id), json(datacenter)),
         Change::PutRegion(region) => (format!("declared region {}", region.name), json(region)),
         Change::PutService(service) => (format!("declared service {}", service.name), json(service)),
-        Change::DeleteDataCenter(_) | Change::DeleteRegion(_) | Change::DeleteService(_) | Change::PutToken(_) => {
-            unreachable!("a file only declares")
-        }
+        Change::DeleteDataCenter(_)
+        | Change::DeleteRegion(_)
+        | Change::DeleteService(_)
+        | Change::PutToken(_)
+        | Change::PutZone(_)
+        | Change::DeleteZone(_) => unreachable!("a file only declares data centers, regions and services"),
     }
 }
 

@@ -37,3 +37,4 @@ pub mod quorum;
 pub mod retry;
 pub mod services;
 pub mod snapshot;
+pub mod zones;

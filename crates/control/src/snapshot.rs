@@ -26,6 +26,7 @@ use crate::build::{BuiltRegions, DataSources, build_regions};
 use crate::services::{ServiceBook, routed_types};
 use pharos_model::ControlError;
 use pharos_model::spec::{Declared, RegionSpec, service_name};
+use pharos_model::zone::ZoneSpec;
 
 /// A service name reserved in the zones (wire form), with the types it
 /// answers.
@@ -52,6 +53,8 @@ pub struct SnapshotBuilder {
     /// What each zone (by origin) served in the last build kept; shared
     /// with the next build while it does not change.
     served: Vec<Arc<Served>>,
+    /// The store's zones as last built, parsed.
+    stored: Vec<StoredZone>,
     /// The regions last kept, and the declarations they were built from.
     regions: Option<(Vec<RegionSpec>, BuiltRegions)>,
     services: ServiceBook,
@@ -65,6 +68,23 @@ pub struct Built {
     regions: Option<(Vec<RegionSpec>, BuiltRegions)>,
     services: ServiceBook,
     served: Vec<Arc<Served>>,
+    stored: Vec<StoredZone>,
+}
+
+/// A zone the store keeps, parsed from its declaration, which it is kept
+/// with: the next build parses only the zones whose text changed.
+#[derive(Clone)]
+struct StoredZone {
+    spec: Arc<ZoneSpec>,
+    zone: Zone,
+    records: Arc<[Record]>,
+}
+
+/// Every zone a build serves (the files' first, then the store's), each
+/// with its records.
+struct AllZones<'a> {
+    zones: Vec<&'a Zone>,
+    records: Vec<&'a Arc<[Record]>>,
 }
 
 impl SnapshotBuilder {
@@ -79,6 +99,7 @@ impl SnapshotBuilder {
             regions: None,
             services: ServiceBook::default(),
             served: Vec::new(),
+            stored: Vec::new(),
         }
     }
 
@@ -86,7 +107,7 @@ impl SnapshotBuilder {
     /// transfer list is reloaded with it), reusing nothing built before
     /// but what the zones served: their next versions follow on.
     pub fn reloaded(&self, loaded: Vec<Zone>, settings: Settings) -> SnapshotBuilder {
-        SnapshotBuilder { served: self.served.clone(), ..SnapshotBuilder::new(loaded, settings) }
+        SnapshotBuilder { served: self.served.clone(), stored: self.stored.clone(), ..SnapshotBuilder::new(loaded, settings) }
     }
 
     /// A builder with `zone` in place of the loaded zone of its origin (a
@@ -110,6 +131,7 @@ impl SnapshotBuilder {
             settings: self.settings.clone(),
             frozen: None,
             served: self.served.clone(),
+            stored: self.stored.clone(),
             regions: self.regions.clone(),
             services: self.services.clone(),
         }
@@ -133,16 +155,65 @@ impl SnapshotBuilder {
             }
         };
         let (services, routes) = self.services.build(declared, sources, &regions, service_name).map_err(ControlError::Invalid)?;
-        let served = self.versions(&routes);
-        let frozen = self.frozen_for(&routes, services.names_changed(), &served)?;
-        let snapshot = Snapshot { zones: frozen.set.clone(), routes, settings: self.settings.clone() };
-        Ok(Built { snapshot, frozen, regions: built_regions, services, served })
+        let stored = self.stored_zones(declared.zones)?;
+        let zones = self.all_zones(&stored);
+        let settings = self.settings_with(&stored);
+        let served = self.versions(&zones, &routes, &settings);
+        let frozen = self.frozen_for(&zones, &routes, services.names_changed(), &served)?;
+        let snapshot = Snapshot { zones: frozen.set.clone(), routes, settings };
+        Ok(Built { snapshot, frozen, regions: built_regions, services, served, stored })
+    }
+
+    /// The store's `declared` zones, parsed: those last built kept, the
+    /// others read from their text. One whose origin a file zone has, or
+    /// that does not read as a zone, is refused naming it.
+    fn stored_zones(&self, declared: &[Arc<ZoneSpec>]) -> Result<Vec<StoredZone>, ControlError> {
+        declared
+            .iter()
+            .map(|spec| match self.stored.iter().find(|kept| kept.spec == *spec) {
+                Some(kept) => Ok(kept.clone()),
+                None => self.parse_stored(spec),
+            })
+            .collect()
+    }
+
+    fn parse_stored(&self, spec: &Arc<ZoneSpec>) -> Result<StoredZone, ControlError> {
+        let field = format!("zone[{}]", spec.name);
+        let zone = pharos_zone::parse_zone_text(&spec.name, &spec.text, &spec.name)
+            .map_err(|error| ControlError::invalid(&field, error.to_string()))?;
+        if self.loaded.iter().any(|file_zone| file_zone.origin == zone.origin) {
+            return Err(ControlError::invalid(field, "a zone file of the configuration serves this zone"));
+        }
+        let records = file_records(&zone);
+        Ok(StoredZone { spec: spec.clone(), zone, records })
+    }
+
+    /// The settings with each of the `stored` zones' transfer list.
+    fn settings_with(&self, stored: &[StoredZone]) -> Settings {
+        let mut settings = self.settings.clone();
+        if let Some(transfers) = &self.settings.store_zone_transfers {
+            settings.transfer_acls.extend(stored.iter().map(|stored| transfers.for_zone(&stored.zone.origin)));
+        }
+        settings
+    }
+
+    /// The files' zones, then `stored`.
+    fn all_zones<'a>(&'a self, stored: &'a [StoredZone]) -> AllZones<'a> {
+        let zones = self.loaded.iter().chain(stored.iter().map(|stored| &stored.zone)).collect();
+        let records = self.file_records.iter().chain(stored.iter().map(|stored| &stored.records)).collect();
+        AllZones { zones, records }
     }
 
     /// The zones, each serving its version in `served`, frozen with
     /// `routes`' service names reserved: those kept, unless the versions,
     /// the names or their types changed.
-    fn frozen_for(&self, routes: &Routes, names_changed: bool, served: &[Arc<Served>]) -> Result<Frozen, ControlError> {
+    fn frozen_for(
+        &self,
+        zones: &AllZones<'_>,
+        routes: &Routes,
+        names_changed: bool,
+        served: &[Arc<Served>],
+    ) -> Result<Frozen, ControlError> {
         let serials: Vec<u32> = served.iter().map(|served| served.serial()).collect();
         match &self.frozen {
             Some(frozen) if !names_changed && frozen.serials == serials => Ok(frozen.clone()),
@@ -150,7 +221,7 @@ impl SnapshotBuilder {
                 let names = sorted_names(routes);
                 match kept {
                     Some(frozen) if *frozen.reserved == *names && frozen.serials == serials => Ok(frozen.clone()),
-                    _ => freeze(&self.loaded, names, served),
+                    _ => freeze(&zones.zones, names, served),
                 }
             }
         }
@@ -162,23 +233,23 @@ impl SnapshotBuilder {
     /// replica sets: no secondary reads the others', and a new serial
     /// re-encodes every answer of the zone (those carrying the SOA), a
     /// cost proportional to the zone, not to the change.
-    fn versions(&self, routes: &Routes) -> Vec<Arc<Served>> {
+    fn versions(&self, all: &AllZones<'_>, routes: &Routes, settings: &Settings) -> Vec<Arc<Served>> {
         let transferred: Vec<bool> =
-            self.loaded.iter().map(|zone| self.settings.transfer_acls.iter().any(|acl| acl.zone == zone.origin)).collect();
-        let mut routed: Vec<Vec<Record>> = vec![Vec::new(); self.loaded.len()];
+            all.zones.iter().map(|zone| settings.transfer_acls.iter().any(|acl| acl.zone == zone.origin)).collect();
+        let mut routed: Vec<Vec<Record>> = vec![Vec::new(); all.zones.len()];
         if transferred.contains(&true) {
             for (owner, service) in &routes.services {
                 // A service outside every zone is refused when the zones are frozen.
-                if let Some(index) = zone_of(&self.loaded, owner).filter(|index| transferred[*index]) {
+                if let Some(index) = zone_of(all.zones.iter().copied(), owner).filter(|index| transferred[*index]) {
                     routed[index].extend(routed_records(owner, service));
                 }
             }
         }
-        let zones = self.loaded.iter().zip(&self.file_records).zip(routed);
+        let zones = all.zones.iter().zip(&all.records).zip(routed);
         zones
             .map(|((zone, records), routed)| match self.served.iter().find(|served| served.origin() == &*zone.origin) {
                 Some(served) => served.next(zone, records, routed).map_or_else(|| served.clone(), Arc::new),
-                None => Arc::new(Served::first(zone, records.clone(), routed)),
+                None => Arc::new(Served::first(zone, Arc::clone(records), routed)),
             })
             .collect()
     }
@@ -193,6 +264,7 @@ impl SnapshotBuilder {
     pub fn keep(&mut self, built: Built) -> Snapshot {
         self.frozen = Some(built.frozen);
         self.served = built.served;
+        self.stored = built.stored;
         if let Some(regions) = built.regions {
             self.regions = Some(regions);
         }
@@ -222,8 +294,8 @@ fn sorted_names(routes: &Routes) -> Vec<Reserved> {
 
 /// Freezes `loaded` zones, each serving its version in `served`, with
 /// every service name in `names` reserved.
-fn freeze(loaded: &[Zone], names: Vec<Reserved>, served: &[Arc<Served>]) -> Result<Frozen, ControlError> {
-    let mut zones = loaded.to_vec();
+fn freeze(loaded: &[&Zone], names: Vec<Reserved>, served: &[Arc<Served>]) -> Result<Frozen, ControlError> {
+    let mut zones: Vec<Zone> = loaded.iter().map(|&zone| zone.clone()).collect();
     for (zone, version) in zones.iter_mut().zip(served) {
         version.apply_to(zone);
     }
@@ -235,14 +307,14 @@ fn freeze(loaded: &[Zone], names: Vec<Reserved>, served: &[Arc<Served>]) -> Resu
 }
 
 /// The index of the most specific zone containing `owner`.
-fn zone_of(zones: &[Zone], owner: &[u8]) -> Option<usize> {
-    let containing = zones.iter().enumerate().filter(|(_, zone)| name::is_at_or_below(owner, &zone.origin));
+fn zone_of<'z>(zones: impl Iterator<Item = &'z Zone>, owner: &[u8]) -> Option<usize> {
+    let containing = zones.enumerate().filter(|(_, zone)| name::is_at_or_below(owner, &zone.origin));
     containing.max_by_key(|(_, zone)| zone.origin.len()).map(|(index, _)| index)
 }
 
 /// Makes a service's name exist in the most specific zone containing it.
 fn reserve_in_zone(zones: &mut [Zone], service: &[u8], routed_types: &[u16]) -> Result<(), ControlError> {
     let field = format!("service[{}].name", name::Display(service));
-    let index = zone_of(zones, service).ok_or_else(|| ControlError::invalid(&field, "not inside any served zone"))?;
+    let index = zone_of(zones.iter(), service).ok_or_else(|| ControlError::invalid(&field, "not inside any served zone"))?;
     zones[index].reserve_name(service, routed_types).map_err(|error| ControlError::invalid(field, error.to_string()))
 }

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::load_control::LoadControlSpec;
 use crate::probabilities::{ProbabilitySpec, default_ttl};
 use crate::probe::ProbeSpec;
+use crate::zone::ZoneSpec;
 
 /// A named class of client addresses.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -186,6 +187,8 @@ pub struct Declared<'a> {
     pub datacenters: &'a [DataCenterSpec],
     pub regions: &'a [RegionSpec],
     pub services: &'a [Arc<ServiceSpec>],
+    /// The zones kept in the store, served beside the files' zones.
+    pub zones: &'a [Arc<ZoneSpec>],
 }
 
 /// Lowercase wire form of a service name given in text.

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::spec::{DataCenterSpec, Declared, RegionSpec, ServiceSpec};
 use crate::token::TokenSpec;
+use crate::zone::ZoneSpec;
 
 /// Everything stored, each list in order of its key (id or name, as
 /// strings compare: the order the stores read them in), which changes keep
@@ -28,6 +29,10 @@ pub struct State {
     /// cached before there were any reads back without.
     #[serde(default)]
     pub tokens: Vec<TokenSpec>,
+    /// The zones kept in the store (file zones are the config's); a state
+    /// cached before there were any reads back without.
+    #[serde(default)]
+    pub zones: Vec<Arc<ZoneSpec>>,
 }
 
 /// One change to the state. A batch of them is applied all or nothing.
@@ -46,6 +51,9 @@ pub enum Change {
     /// Makes a token, or revokes it (a token is never deleted: its name
     /// stays taken).
     PutToken(TokenSpec),
+    /// Makes or changes a store zone: the whole zone, each time.
+    PutZone(ZoneSpec),
+    DeleteZone(String),
 }
 
 impl Change {
@@ -59,6 +67,8 @@ impl Change {
             Change::PutService(service) => ("services", &service.name),
             Change::DeleteService(name) => ("services", name),
             Change::PutToken(token) => ("tokens", &token.name),
+            Change::PutZone(zone) => ("zones", &zone.name),
+            Change::DeleteZone(name) => ("zones", name),
         }
     }
 
@@ -100,6 +110,8 @@ impl State {
                 Change::PutService(service) => put(&mut self.services, &service.name, || Arc::new(service.clone()), |known| &known.name),
                 Change::DeleteService(name) => delete(&mut self.services, name, |known| &known.name),
                 Change::PutToken(token) => put(&mut self.tokens, &token.name, || token.clone(), |known| &known.name),
+                Change::PutZone(zone) => put(&mut self.zones, &zone.name, || Arc::new(zone.clone()), |known| &known.name),
+                Change::DeleteZone(name) => delete(&mut self.zones, name, |known| &known.name),
             }
         }
     }
@@ -111,9 +123,16 @@ impl State {
         found.ok().map(|position| &self.services[position])
     }
 
+    /// The store zone `name` (absolute, lowercase), found by its place in
+    /// the order.
+    pub fn zone(&self, name: &str) -> Option<&Arc<ZoneSpec>> {
+        let found = self.zones.binary_search_by(|known| known.name.as_str().cmp(name));
+        found.ok().map(|position| &self.zones[position])
+    }
+
     /// Everything declared, as the routing core's builder takes it.
     pub fn declared(&self) -> Declared<'_> {
-        Declared { datacenters: &self.datacenters, regions: &self.regions, services: &self.services }
+        Declared { datacenters: &self.datacenters, regions: &self.regions, services: &self.services, zones: &self.zones }
     }
 }
 

@@ -29,7 +29,7 @@ pub enum ConfigError {
     ZoneFlagHalf(String),
     #[error("no listen address: give --listen ADDRESS:PORT or server.listen in the config file")]
     NoListen,
-    #[error("no zones: give --zone ORIGIN=FILE or [[zone]] entries in the config file")]
+    #[error("no zones: give --zone ORIGIN=FILE or [[zone]] entries in the config file, or a [store] to keep zones in")]
     NoZones,
     #[error("zone {0}: give either file or primaries, not both")]
     FileAndPrimaries(String),
@@ -39,6 +39,8 @@ pub enum ConfigError {
     SignedSecondary(String),
     #[error("zone {origin}: refresh_min_seconds {min} is 0 or above refresh_max_seconds {max}")]
     RefreshBounds { origin: String, min: u32, max: u32 },
+    #[error("store_zones.update: {0}")]
+    UpdateRule(#[from] pharos_update::PolicyError),
     #[error(
         "dnssec.refresh_seconds = {refresh_seconds}: must be at least 1 and less than dnssec.validity_seconds ({validity_seconds}), or signatures expire before they are made again"
     )]
@@ -138,6 +140,9 @@ pub struct Config {
     pub http: HttpConfig,
     #[serde(default, rename = "zone")]
     pub zones: Vec<ZoneConfig>,
+    /// What every zone kept in the store gets: transfers and NOTIFYs.
+    #[serde(default)]
+    pub store_zones: StoreZonesConfig,
     /// Data centers replicas run in.
     #[serde(default, rename = "datacenter")]
     pub datacenters: Vec<DataCenterSpec>,
@@ -847,6 +852,25 @@ fn default_refresh_max() -> u32 {
     pharos_secondary::Clamps::default().max
 }
 
+/// `[store_zones]`: the transfer and NOTIFY settings of every zone kept
+/// in the store (made through the API, `ctl` or DNS UPDATE), which the
+/// configuration does not name one by one; as a `[[zone]]`'s.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StoreZonesConfig {
+    #[serde(default)]
+    pub allow_transfer: Vec<String>,
+    #[serde(default)]
+    pub transfer_keys: Vec<String>,
+    #[serde(default)]
+    pub notify: Vec<std::net::SocketAddr>,
+    /// Who may change which names of them by DNS UPDATE: each rule
+    /// belongs to the store zone holding the name it covers. None: no
+    /// UPDATE is allowed.
+    #[serde(default)]
+    pub update: Vec<pharos_update::RuleConfig>,
+}
+
 fn default_journal_versions() -> usize {
     pharos_zone::journal::DEFAULT_JOURNAL_VERSIONS
 }
@@ -930,6 +954,7 @@ impl Config {
         // does not compile until it says which, so none is forgotten.
         let Config {
             zones,
+            store_zones,
             tsig_keys,
             datacenters,
             regions,
@@ -956,7 +981,7 @@ impl Config {
             flag_zones: _,
             source: _,
         } = Config::from_file(path)?;
-        Ok(Config { zones, tsig_keys, datacenters, regions, services, geo, artemis, health, ..self.clone() })
+        Ok(Config { zones, store_zones, tsig_keys, datacenters, regions, services, geo, artemis, health, ..self.clone() })
     }
 
     /// Zones from the file and from flags.
@@ -980,7 +1005,7 @@ impl Config {
         let DnssecConfig { refresh_seconds, validity_seconds, .. } = self.dnssec;
         let wrong = [
             (self.server.listen.is_empty(), ConfigError::NoListen),
-            (self.all_zones().next().is_none(), ConfigError::NoZones),
+            (self.all_zones().next().is_none() && self.store.path.is_none() && self.store.url.is_none(), ConfigError::NoZones),
             (refresh_seconds == 0 || refresh_seconds >= validity_seconds, ConfigError::Refresh { refresh_seconds, validity_seconds }),
             (self.server.udp_payload < pharos_wire::MIN_UDP_PAYLOAD, ConfigError::UdpPayload(self.server.udp_payload)),
             (self.tcp.max_connections == 0 || self.tcp.max_connections_per_client == 0, ConfigError::NoConnections),
@@ -1001,10 +1026,17 @@ impl Config {
             self.dnstap.as_ref().map_or(Ok(()), |dnstap| dnstap.settings().map(drop)),
             self.http.validate().map_err(ConfigError::from),
             self.proxy_sources().map(drop),
+            self.update_rules_read(),
         ];
         let wrong = wrong.into_iter().filter_map(|(is_wrong, problem)| is_wrong.then_some(problem));
         let zones = self.all_zones().filter_map(ZoneConfig::problem);
         wrong.chain(sections.into_iter().filter_map(Result::err)).chain(zones).collect()
+    }
+
+    /// Refuses a `[[store_zones.update]]` rule that no zone could use;
+    /// whether its name is inside a store zone is known only then.
+    fn update_rules_read(&self) -> Result<(), ConfigError> {
+        pharos_update::Policy::new(&[0], &self.store_zones.update).map(drop).map_err(ConfigError::from)
     }
 
     /// Where state files are kept: beside the store file, else beside the
@@ -1073,6 +1105,8 @@ impl Config {
             response_rate_limit,
             cookies,
             proxy_protocol_from: self.proxy_sources()?,
+            // Given by the server once its control plane runs.
+            updates: None,
         })
     }
 }

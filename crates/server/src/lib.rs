@@ -44,6 +44,7 @@ mod scheduling;
 mod service_manager;
 pub mod status;
 pub mod tasks;
+mod updates;
 
 pub use api::ApiStartError;
 pub use config::Config;

@@ -1,5 +1,6 @@
 //! Starting and stopping a server: sockets, threads, signals, reload.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use pharos_answer::SharedSnapshot;
@@ -15,6 +16,7 @@ use crate::driver::shell::{OpenError, SecretError};
 use crate::driver::thread::{self, ControlThread};
 use crate::privileges::{PrivilegeError, drop_privileges};
 use crate::service_manager;
+use crate::updates::UpdateApplier;
 use pharos_wire::causes;
 
 /// Why the server cannot start or go on.
@@ -91,7 +93,10 @@ impl Server {
             Some(dnstap) => Some(observation.query_log.start(dnstap.settings()?)?),
             None => None,
         };
-        let transports = Transports::start(&config.transport(limits.queries, limits.responses, cookies)?, &snapshot, &observation).await?;
+        let mut transport = config.transport(limits.queries, limits.responses, cookies)?;
+        let applier = UpdateApplier::new(control.clone(), tokio::runtime::Handle::current(), &config.store_zones.update);
+        transport.updates = Some(Arc::new(applier));
+        let transports = Transports::start(&transport, &snapshot, &observation).await?;
         // Every port is bound and the fast path attached: root is no
         // longer needed.
         drop_privileges(&config)?;

@@ -35,7 +35,7 @@ use pharos_route::prefix::parse_prefix;
 use serde::de::DeserializeOwned;
 
 pub use postgres::{Following, PostgresStore, Wake};
-pub use schema::Schema;
+pub use schema::{SCHEMA_VERSION, Schema};
 pub use sqlite::SqliteStore;
 
 /// Why the store could not do what was asked.
@@ -139,7 +139,8 @@ fn declaration_row(change: &Change) -> Option<String> {
         Change::PutRegion(region) => serde_json::to_string(region),
         Change::PutService(service) => serde_json::to_string(service),
         Change::PutToken(token) => serde_json::to_string(token),
-        Change::DeleteDataCenter(_) | Change::DeleteRegion(_) | Change::DeleteService(_) => return None,
+        Change::PutZone(zone) => serde_json::to_string(zone),
+        Change::DeleteDataCenter(_) | Change::DeleteRegion(_) | Change::DeleteService(_) | Change::DeleteZone(_) => return None,
     };
     Some(spec.expect("declarations serialize"))
 }

@@ -33,6 +33,7 @@ use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Object, Pool, Rec
 use pharos_model::fleet::{FleetReports, NodeVerdict};
 use pharos_model::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use pharos_model::token::TokenSpec;
+use pharos_model::zone::ZoneSpec;
 use pharos_wire::causes;
 use serde::de::DeserializeOwned;
 use tokio::runtime::Runtime;
@@ -245,9 +246,10 @@ impl Store for PostgresStore {
             let regions: Vec<RegionSpec> = read_all(&transaction, "regions", "region").await?;
             let services: Vec<Arc<ServiceSpec>> = read_all(&transaction, "services", "service").await?;
             let tokens: Vec<TokenSpec> = read_all(&transaction, "tokens", "token").await?;
+            let zones: Vec<Arc<ZoneSpec>> = read_all(&transaction, "zones", "zone").await?;
             let sequence: i64 = transaction.query_one(LAST_SEQUENCE, &[]).await?.get(0);
             transaction.commit().await?;
-            Ok((State { datacenters, regions, services, tokens }, sequence.max(0) as u64))
+            Ok((State { datacenters, regions, services, tokens, zones }, sequence.max(0) as u64))
         })
     }
 

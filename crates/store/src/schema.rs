@@ -79,7 +79,14 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     // made and whether it is revoked, changed through the change log as
     // declarations are, so every node of a fleet sees a revocation.
     Migration::portable("CREATE TABLE tokens (name TEXT PRIMARY KEY, spec TEXT NOT NULL);"),
+    // 9: the zones kept in the store, each one row holding its name and
+    // its records as master-file text, changed through the change log as
+    // declarations are, so every node of a fleet serves each version.
+    Migration::portable("CREATE TABLE zones (name TEXT PRIMARY KEY, spec TEXT NOT NULL);"),
 ];
+
+/// The schema version this Pharos writes: the number of migrations.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// The migrations a database at `version` still needs, numbered from 1;
 /// an error if it is newer than this Pharos.
@@ -91,7 +98,7 @@ pub(crate) fn pending(version: i64) -> Result<impl Iterator<Item = (i64, &'stati
 /// What opening a database whose schema is at `version` (`None`: there is
 /// no database yet) would do; an error if it is newer than this Pharos.
 pub(crate) fn schema_of(version: Option<i64>) -> Result<Schema, StoreError> {
-    let known = MIGRATIONS.len() as i64;
+    let known = SCHEMA_VERSION;
     match version {
         None => Ok(Schema::Missing { known }),
         Some(found) if found > known => Err(StoreError::TooNew { found, known }),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use pharos_model::fleet::{FleetReports, NodeVerdict};
 use pharos_model::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use pharos_model::token::TokenSpec;
+use pharos_model::zone::ZoneSpec;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use serde::de::DeserializeOwned;
 
@@ -92,9 +93,10 @@ impl Store for SqliteStore {
         let regions: Vec<RegionSpec> = read_all(&transaction, "regions", "region")?;
         let services: Vec<Arc<ServiceSpec>> = read_all(&transaction, "services", "service")?;
         let tokens: Vec<TokenSpec> = read_all(&transaction, "tokens", "token")?;
+        let zones: Vec<Arc<ZoneSpec>> = read_all(&transaction, "zones", "zone")?;
         let sequence: i64 = transaction.query_row("SELECT COALESCE(MAX(sequence), 0) FROM changes", [], |row| row.get(0))?;
         transaction.commit()?;
-        Ok((State { datacenters, regions, services, tokens }, sequence.max(0) as u64))
+        Ok((State { datacenters, regions, services, tokens, zones }, sequence.max(0) as u64))
     }
 
     fn apply(&mut self, after: u64, changes: &[Change]) -> Result<u64, StoreError> {

@@ -9,10 +9,11 @@ mod postgres;
 use pharos_model::fleet::NodeVerdict;
 use pharos_model::spec::{DataCenterSpec, RegionSpec, ServiceSpec};
 use pharos_model::token::{Scope, TokenSpec};
+use pharos_model::zone::ZoneSpec;
 use pharos_model::{Change, Measurement, State};
 use pharos_route::latency::Measured;
 use pharos_route::prefix::parse_prefix;
-use pharos_store::{Following, PostgresStore, SqliteStore, Store, StoreError};
+use pharos_store::{Following, PostgresStore, SCHEMA_VERSION, SqliteStore, Store, StoreError};
 use postgres::Postgres;
 
 /// One database, opened as a store as often as a case needs, and written
@@ -163,9 +164,16 @@ fn changes_are_applied_together_and_read_back_after_reopening(engine: &dyn Engin
         Change::PutService(service("B.test")),
         Change::PutDataCenter(fra),
         Change::PutToken(token(false)),
+        Change::PutZone(zone("b.test.", 1)),
+        Change::PutZone(zone("a.test.", 1)),
     ];
     // A token is revoked as it is changed: by a later batch.
-    let later = [Change::DeleteService("b.test".into()), Change::PutToken(token(true))];
+    let later = [
+        Change::DeleteService("b.test".into()),
+        Change::PutToken(token(true)),
+        Change::PutZone(zone("a.test.", 2)),
+        Change::DeleteZone("b.test.".into()),
+    ];
     store.apply(0, &changes).unwrap();
     store.apply(1, &later).unwrap();
     store.set_setting("token", "secret").unwrap();
@@ -176,8 +184,16 @@ fn changes_are_applied_together_and_read_back_after_reopening(engine: &dyn Engin
     assert_eq!(sequence, 2);
     assert_eq!(state, State::default().with(&changes).with(&later));
     assert!(state.tokens[0].revoked);
+    assert_eq!(state.zones.iter().map(|zone| zone.text.as_str()).collect::<Vec<_>>(), [zone("a.test.", 2).text]);
     assert_eq!(reopened.setting("token").unwrap().as_deref(), Some("rotated"));
     assert_eq!(reopened.setting("missing").unwrap(), None);
+}
+
+fn zone(name: &str, serial: u32) -> ZoneSpec {
+    ZoneSpec {
+        name: name.into(),
+        text: format!("{name} 300 IN SOA ns.{name} hostmaster.{name} {serial} 1 1 1 1\n{name} 300 IN NS ns.{name}\n"),
+    }
 }
 
 fn refuses_a_schema_newer_than_it_knows(engine: &dyn Engine) {
@@ -356,7 +372,7 @@ fn nodes_starting_together_on_a_new_database_migrate_it_once() {
             store.join().unwrap().unwrap();
         }
     });
-    assert_eq!(engine.server.sql("pharos", "SELECT count(*), max(version) FROM pharos_schema"), "1|8\n");
+    assert_eq!(engine.server.sql("pharos", "SELECT count(*), max(version) FROM pharos_schema"), format!("1|{SCHEMA_VERSION}\n"));
 }
 
 #[test]
@@ -464,7 +480,7 @@ fn a_store_opened_while_the_database_is_down_connects_and_migrates_at_its_first_
     assert!(error.starts_with("PostgreSQL cannot be reached"), "{error}");
     engine.server.start_server();
     assert_eq!(store.apply(0, &[Change::PutService(service("a.test"))]).unwrap(), 1);
-    assert_eq!(engine.server.sql("pharos", "SELECT max(version) FROM pharos_schema"), "8\n");
+    assert_eq!(engine.server.sql("pharos", "SELECT max(version) FROM pharos_schema"), format!("{SCHEMA_VERSION}\n"));
 }
 
 fn verdict(node: &str, replica: &str, up: bool, since: u64) -> NodeVerdict {

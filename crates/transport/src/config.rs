@@ -16,6 +16,7 @@ use crate::cookies::CookieSecret;
 use crate::limit::SourceLimiter;
 use crate::proxy::ProxySources;
 use crate::rrl::ResponseLimit;
+use crate::updates::Updates;
 
 /// Everything the transports need to start, taken from the server's
 /// configuration.
@@ -49,6 +50,9 @@ pub struct Settings {
     /// The sources whose PROXY protocol headers the DNS listeners (UDP,
     /// TCP, TLS, HTTPS) take, and require; `None`: no source's.
     pub proxy_protocol_from: Option<Arc<ProxySources>>,
+    /// Whoever applies the DNS UPDATEs the listeners (UDP, TCP, TLS)
+    /// receive; `None`: UPDATE is answered NOTIMP.
+    pub updates: Option<Arc<dyn Updates>>,
 }
 
 impl Settings {

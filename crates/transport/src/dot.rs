@@ -21,7 +21,7 @@ pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, serving: tcp::S
             let server = tcp::local_address(&stream);
             // A proxy's header comes before the handshake, as dnsdist sends it.
             let Some((client, stream)) = serving.open(stream, peer, &admission, Mechanism::Tls).await else { return };
-            let connection = tcp::Stream::new(client, server, options, serving.cookies, Mechanism::Tls);
+            let connection = tcp::Stream::new(client, server, options, &serving, Mechanism::Tls);
             let Some(stream) = tls::handshake(&acceptor, stream, &admission, Secured::Tls).await else { return };
             tcp::serve_connection(stream, connection, serving.snapshot, admission, rng).await;
         }

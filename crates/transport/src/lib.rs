@@ -35,6 +35,7 @@ mod start;
 mod tcp;
 mod tls;
 mod udp;
+pub mod updates;
 
 pub use certificate::{CertificateError, PemError, check_configured as check_certificate, generated_files as generated_certificate_files};
 pub use config::Settings;

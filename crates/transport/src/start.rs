@@ -79,6 +79,7 @@ impl Transports {
             registry: registry.clone(),
             cookies: settings.cookies.clone(),
             proxies: settings.proxy_protocol_from.clone(),
+            updates: settings.updates.clone(),
         };
         if let Some(tls) = tls.as_ref().filter(|_| settings.tls.is_enabled()) {
             start_encrypted(settings, tls, &serving, observation).await?;
@@ -194,6 +195,13 @@ fn start_udp(
     (0..threads)
         .map(|index| {
             let socket = udp::bind_socket(address).map_err(|source| StartError::Udp { address, source })?;
+            let updates = match &settings.updates {
+                Some(applier) => {
+                    let replies = socket.try_clone().map_err(|source| StartError::Udp { address, source })?;
+                    Some(udp::UdpUpdates { applier: applier.clone(), replies: Arc::new(replies.into()) })
+                }
+                None => None,
+            };
             let (snapshot, observation) = (snapshot.clone(), observation.clone());
             let lifeline = Lifeline { stop: stop.clone(), ..Lifeline::default() };
             let worker_lifeline = lifeline.clone();
@@ -202,6 +210,7 @@ fn start_udp(
                 queries: settings.udp_rate_limit.clone(),
                 cookies: settings.cookies.clone(),
                 responses: settings.response_rate_limit.clone(),
+                updates,
             };
             let rng = settings.worker_rng((listen_index * threads + index) as u64);
             std::thread::Builder::new()

@@ -35,6 +35,7 @@ use crate::dnstap::QueryLog;
 use crate::metrics::{Counting, Mechanism};
 use crate::proxy::{ProxySources, Rewound};
 use crate::registry::{Admission, Registry};
+use crate::updates::{UpdateRequest, Updates, is_update};
 
 /// Room a connection waits for its next query with: one query, padded or
 /// not, fits in one read. Idle connections are most of a busy server's,
@@ -77,6 +78,8 @@ pub(crate) struct Serving {
     pub registry: Arc<Registry>,
     pub cookies: Option<Arc<CookieSecret>>,
     pub proxies: Option<Arc<ProxySources>>,
+    /// Whoever applies DNS UPDATEs, where they are taken.
+    pub updates: Option<Arc<dyn Updates>>,
 }
 
 impl Serving {
@@ -111,7 +114,7 @@ pub async fn serve(listener: TcpListener, serving: Serving, rng: SmallRng) {
         async move {
             let server = local_address(&stream);
             let Some((client, stream)) = serving.open(stream, peer, &admission, Mechanism::Tcp).await else { return };
-            let connection = Stream::new(client, server, options, serving.cookies, Mechanism::Tcp);
+            let connection = Stream::new(client, server, options, &serving, Mechanism::Tcp);
             serve_connection(stream, connection, serving.snapshot, admission, rng).await
         }
     })
@@ -228,18 +231,29 @@ pub(crate) struct Stream {
     /// its proxy named) and the server's address.
     pub peer: SocketAddr,
     pub server: SocketAddr,
+    updates: Option<Arc<dyn Updates>>,
 }
 
 impl Stream {
-    pub(crate) fn new(
-        peer: SocketAddr,
-        server: SocketAddr,
-        options: ResponseOptions,
-        cookies: Option<Arc<CookieSecret>>,
-        mechanism: Mechanism,
-    ) -> Stream {
+    pub(crate) fn new(peer: SocketAddr, server: SocketAddr, options: ResponseOptions, serving: &Serving, mechanism: Mechanism) -> Stream {
         let client = Client { address: peer.ip(), transport: Transport::Stream };
-        Stream { client, options, cookies, mechanism, peer, server }
+        let (cookies, updates) = (serving.cookies.clone(), serving.updates.clone());
+        Stream { client, options, cookies, mechanism, peer, server, updates }
+    }
+
+    /// True when `message` is a DNS UPDATE this connection hands over.
+    fn takes_update(&self, message: &[u8]) -> bool {
+        self.updates.is_some() && is_update(message)
+    }
+
+    /// Hands `update` to the applier and waits for its reply (`None`: it
+    /// sent none, or the connection was shed first).
+    async fn update(&self, update: Vec<u8>, admission: &Admission) -> Option<Vec<u8>> {
+        let updates = self.updates.as_ref()?;
+        let (replied, reply) = tokio::sync::oneshot::channel();
+        let request = UpdateRequest { message: update, client: self.peer, transport: self.mechanism.name() };
+        updates.submit(request, Box::new(move |bytes| drop(replied.send(bytes))));
+        admission.unless_shed(reply).await?.ok()
     }
 
     /// What the answer to `parsed` carries: the connection's options,
@@ -264,6 +278,7 @@ pub(crate) async fn serve_connection(
 ) {
     let mut input: Vec<u8> = Vec::with_capacity(QUERY_ROOM);
     let mut output: Vec<u8> = Vec::new();
+    let mut updates: Vec<Vec<u8>> = Vec::new();
     loop {
         // A partial message means more is on its way, maybe a burst.
         if input.capacity() - input.len() < QUERY_ROOM {
@@ -272,8 +287,15 @@ pub(crate) async fn serve_connection(
         // Idle connections are closed by the registry's sweeper through
         // the shed signal, so no read needs a timer of its own.
         let Some(Ok(1..)) = admission.unless_shed(stream.read_buf(&mut input)).await else { return };
-        let consumed = answer_frames(&input, &connection, &snapshot, admission.observation(), &mut rng, &mut output);
+        let consumed = answer_frames(&input, &connection, &snapshot, admission.observation(), &mut rng, &mut output, &mut updates);
         input.drain(..consumed);
+        // Updates are answered after the queries read with them, each
+        // once it is applied (RFC 7766 lets answers come in any order).
+        for update in updates.drain(..) {
+            if let Some(reply) = connection.update(update, &admission).await {
+                push_framed(&mut output, &reply);
+            }
+        }
         if consumed > 0 {
             admission.touch();
         }
@@ -315,7 +337,8 @@ async fn write_answers(stream: &mut (impl AsyncWrite + Unpin), output: &[u8], ti
 /// responses to `output`, and counts them; returns how many input octets
 /// were used. A stream's latency runs from the read to the answers ready to
 /// write (the whole read's, as for a UDP batch): how long the write then
-/// takes is the client's reading.
+/// takes is the client's reading. DNS UPDATEs are not answered here but
+/// put in `updates`, for the applier.
 fn answer_frames(
     input: &[u8],
     connection: &Stream,
@@ -323,6 +346,7 @@ fn answer_frames(
     observation: &Observation,
     rng: &mut SmallRng,
     output: &mut Vec<u8>,
+    updates: &mut Vec<Vec<u8>>,
 ) -> usize {
     let mut read = ReadAccount {
         counting: observation.counters.counting(connection.mechanism),
@@ -342,6 +366,11 @@ fn answer_frames(
         // Each branch accounts for its answer where it was made: an
         // `Option<Answered>` merged from both and read back after was
         // copied per query, most of what counting cost pipelined TCP.
+        if connection.takes_update(message) {
+            updates.push(message.to_vec());
+            unread = rest;
+            continue;
+        }
         match parse_query(message) {
             // A zone transfer is many messages, framed one by one.
             parsed @ Ok(query) if query.question.as_ref().is_some_and(is_transfer) => {

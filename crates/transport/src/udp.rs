@@ -30,6 +30,7 @@ use crate::limit::SourceLimiter;
 use crate::metrics::Mechanism;
 use crate::proxy::ProxySources;
 use crate::rrl::{self, ResponseLimit, Sent};
+use crate::updates::{UpdateRequest, Updates, is_update};
 
 /// Datagrams moved per system call.
 const BATCH: usize = 32;
@@ -166,6 +167,10 @@ impl Batch {
                 return None;
             }
             let packet = &octets[query_start..];
+            if let Some(updates) = defences.updates.as_ref().filter(|_| is_update(packet)) {
+                updates.hand_over(packet, client, peer);
+                return None;
+            }
             let datagram = if header.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
                 Datagram::Oversized(packet)
             } else {
@@ -274,6 +279,26 @@ pub struct Defences {
     pub queries: Option<Arc<SourceLimiter>>,
     pub cookies: Option<Arc<CookieSecret>>,
     pub responses: Option<Arc<ResponseLimit>>,
+    pub updates: Option<UdpUpdates>,
+}
+
+/// Where a UDP worker hands DNS UPDATEs, and the socket their replies
+/// leave by (the worker's own, shared).
+#[derive(Debug, Clone)]
+pub struct UdpUpdates {
+    pub applier: Arc<dyn Updates>,
+    pub replies: Arc<std::net::UdpSocket>,
+}
+
+impl UdpUpdates {
+    /// Hands `update` from `client` to the applier; its reply goes to
+    /// `peer` (the client, or the proxy that relayed it).
+    fn hand_over(&self, update: &[u8], client: SocketAddr, peer: SocketAddr) {
+        let replies = self.replies.clone();
+        let request = UpdateRequest { message: update.to_vec(), client, transport: "udp" };
+        // A reply the kernel refuses is lost, as a UDP answer may be.
+        self.applier.submit(request, Box::new(move |reply| drop(replies.send_to(&reply, peer))));
+    }
 }
 
 /// The time a batch arrived, on the clocks its answers need.

@@ -46,6 +46,9 @@ pub mod types {
     pub const ANY: u16 = 255;
 
     pub const CLASS_IN: u16 = 1;
+    /// RFC 2136 section 1.3: the class of an UPDATE's "delete this RR"
+    /// and "RRset does not exist" records.
+    pub const CLASS_NONE: u16 = 254;
     pub const CLASS_ANY: u16 = 255;
 
     /// Meta types (RFC 6895 section 3.1): never stored, only asked about.
@@ -63,7 +66,13 @@ pub mod rcode {
     pub const NOTIMP: u16 = 4;
     pub const REFUSED: u16 = 5;
     pub const YXDOMAIN: u16 = 6;
+    /// RFC 2136 section 2.2: an RRset that should not exist does.
+    pub const YXRRSET: u16 = 7;
+    /// RFC 2136 section 2.2: an RRset that should exist does not.
+    pub const NXRRSET: u16 = 8;
     pub const NOTAUTH: u16 = 9;
+    /// RFC 2136 section 2.2: a name outside the zone of the update.
+    pub const NOTZONE: u16 = 10;
     pub const BADVERS: u16 = 16;
 }
 

@@ -78,6 +78,42 @@ pub fn skip(msg: &[u8], start: usize) -> Result<usize, NameError> {
     }
 }
 
+/// Reads the possibly compressed name at `start` (RFC 1035 section
+/// 4.1.4) into its uncompressed wire form in lower case, as Pharos stores
+/// names. Returns it with the offset just past the name as written (past
+/// its first pointer, if it has one). Every pointer must point strictly
+/// backwards, so the walk ends.
+pub fn read_lowercase(msg: &[u8], start: usize) -> Result<(Vec<u8>, usize), NameError> {
+    let mut name = Vec::with_capacity(32);
+    let mut pos = start;
+    let mut end = None;
+    loop {
+        let len = *msg.get(pos).ok_or(NameError::Truncated)? as usize;
+        match len & 0xC0 {
+            0x00 => {
+                let label = msg.get(pos..pos + 1 + len).ok_or(NameError::Truncated)?;
+                if name.len() + label.len() > MAX_NAME_LEN {
+                    return Err(NameError::TooLong);
+                }
+                name.extend(label.iter().map(u8::to_ascii_lowercase));
+                pos += 1 + len;
+                if len == 0 {
+                    return Ok((name, end.unwrap_or(pos)));
+                }
+            }
+            0xC0 => {
+                let target = (len & 0x3F) << 8 | *msg.get(pos + 1).ok_or(NameError::Truncated)? as usize;
+                if target >= pos {
+                    return Err(NameError::BadPointer);
+                }
+                end.get_or_insert(pos + 2);
+                pos = target;
+            }
+            _ => return Err(NameError::BadLabelType),
+        }
+    }
+}
+
 /// True when the wire name at `start` is the root name.
 pub fn is_root_at(msg: &[u8], start: usize) -> bool {
     msg.get(start) == Some(&0)
@@ -214,6 +250,20 @@ mod tests {
         let msg = b"\x03abc\x00\x01x\xC0\x00";
         assert_eq!(skip(msg, 5), Ok(9));
         assert_eq!(skip(b"\xC0\x00", 0), Err(NameError::BadPointer));
+    }
+
+    #[test]
+    fn reads_compressed_names_in_lower_case() {
+        let msg = b"\x03ABC\x00\x01X\xC0\x00\x01y\xC0\x05";
+        assert_eq!(read_lowercase(msg, 0), Ok((b"\x03abc\x00".to_vec(), 5)));
+        assert_eq!(read_lowercase(msg, 5), Ok((b"\x01x\x03abc\x00".to_vec(), 9)));
+        assert_eq!(read_lowercase(msg, 9), Ok((b"\x01y\x01x\x03abc\x00".to_vec(), 13)), "a pointer to a pointer");
+        assert_eq!(read_lowercase(b"\xC0\x00", 0), Err(NameError::BadPointer), "a loop");
+        assert_eq!(read_lowercase(b"\x03ab", 0), Err(NameError::Truncated));
+        assert_eq!(read_lowercase(b"\x81", 0), Err(NameError::BadLabelType));
+        let mut long: Vec<u8> = std::iter::repeat_n([63u8; 64], 4).flatten().collect();
+        long.push(0);
+        assert_eq!(read_lowercase(&long, 0), Err(NameError::TooLong));
     }
 
     #[test]

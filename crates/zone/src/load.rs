@@ -61,12 +61,13 @@ pub fn load_zone_file(origin: &str, path: &Path) -> Result<Zone, LoadError> {
     build_zone(&origin_name, records, &path.display().to_string())
 }
 
-/// Reads and checks a zone from text; `source` names it in errors and
-/// `$INCLUDE` paths are taken relative to the current directory.
+/// Reads and checks a zone from text; `source` names it in errors. Text
+/// that is not a file may not `$INCLUDE` one: it comes from the control
+/// API or the store, whose writers must not read the server's files.
 pub fn parse_zone_text(origin: &str, text: &str, source: &str) -> Result<Zone, LoadError> {
     let mut records = Vec::new();
     let origin_name = parse_origin(origin, source)?;
-    read_text(text, source, Path::new("."), &origin_name, 0, &mut records)?;
+    read_text(text, source, None, &origin_name, 0, &mut records)?;
     build_zone(&origin_name, records, source)
 }
 
@@ -86,6 +87,16 @@ pub fn zone_from_records(origin: &[u8], records: &[Record], source: &str) -> Res
     build_zone(&origin_name, read.collect::<Result<_, LoadError>>()?, source)
 }
 
+/// Reads records from text relative to `origin`, without the checks a
+/// whole zone gets (a SOA, NS at the apex, ...): the records a change
+/// brings, checked with the zone they go into.
+pub fn parse_records(origin: &str, text: &str, source: &str) -> Result<Vec<Record>, LoadError> {
+    let mut records = Vec::new();
+    let origin_name = parse_origin(origin, source)?;
+    read_text(text, source, None, &origin_name, 0, &mut records)?;
+    Ok(records.into_iter().map(|read| Record { owner: read.owner, rtype: read.rtype, rdata: read.rdata, ttl: read.ttl }).collect())
+}
+
 fn parse_origin(origin: &str, source: &str) -> Result<Name<Bytes>, LoadError> {
     let absolute = if origin.ends_with('.') { origin.to_string() } else { format!("{origin}.") };
     Name::from_str(&absolute).map_err(|err| LoadError::at(source, None, format!("zone name {origin:?} is not a domain name: {err}")))
@@ -95,13 +106,13 @@ fn read_file(path: &Path, origin: &Name<Bytes>, depth: usize, records: &mut Vec<
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|err| LoadError::at(&file, None, format!("cannot read zone file: {err}")))?;
     let directory = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    read_text(&text, &file, &directory, origin, depth, records)
+    read_text(&text, &file, Some(&directory), origin, depth, records)
 }
 
 fn read_text(
     text: &str,
     file: &str,
-    directory: &Path,
+    directory: Option<&Path>,
     origin: &Name<Bytes>,
     depth: usize,
     records: &mut Vec<ReadRecord>,
@@ -133,6 +144,9 @@ fn read_text(
                 if depth >= MAX_INCLUDE_DEPTH {
                     return Err(LoadError::at(file, Some(line), "$INCLUDE nested too deeply (a loop?)"));
                 }
+                let Some(directory) = directory else {
+                    return Err(LoadError::at(file, Some(line), "$INCLUDE is refused in zone text that is not a file"));
+                };
                 let include_path = resolve_include(directory, path.as_ref());
                 let include_origin = include_origin.or_else(|| zonefile.origin().ok()).unwrap_or_else(|| origin.clone());
                 read_file(&include_path, &include_origin, depth + 1, records)

@@ -10,6 +10,7 @@ use pharos_answer::{Settings, Snapshot, TransferAcl};
 use pharos_control::build::DataSources;
 use pharos_control::snapshot::SnapshotBuilder;
 use pharos_model::spec::{Declared, ReplicaSpec, ServiceSpec};
+use pharos_model::zone::ZoneSpec;
 use pharos_route::prefix::prefix_set;
 use pharos_zone::parse_zone_text;
 
@@ -55,4 +56,48 @@ fn a_transferred_zone_moves_its_serial_with_its_replica_sets() {
 #[test]
 fn a_zone_nobody_transfers_keeps_its_serial_and_its_frozen_answers() {
     assert_eq!(serials_through_changes(Settings::default()), (vec![7, 7, 7], vec![false, false]));
+}
+
+/// Builds and keeps a snapshot serving `zones` from the store and a
+/// service inside the first, or the error that refused it.
+fn publish_stored(builder: &mut SnapshotBuilder, zones: &[Arc<ZoneSpec>]) -> Result<Snapshot, pharos_model::ControlError> {
+    let services =
+        [Arc::new(ServiceSpec::new("www.other.test", "round-robin", vec![ReplicaSpec::new("a", "192.0.2.10".parse().unwrap())]))];
+    let declared = Declared { services: &services, zones, ..Declared::default() };
+    let built = builder.build(&declared, &DataSources::default())?;
+    Ok(builder.keep(built))
+}
+
+fn stored(name: &str, serial: u32, address: &str) -> Arc<ZoneSpec> {
+    let text = format!("@ 300 SOA ns hostmaster {serial} 7200 3600 1209600 60\n@ 300 NS ns\nns 300 A {address}\n");
+    Arc::new(ZoneSpec { name: name.into(), text })
+}
+
+#[test]
+fn a_store_zone_is_served_beside_the_files_and_each_text_is_a_version() {
+    const OTHER: &[u8] = b"\x05other\x04test\x00";
+    let file_zone = parse_zone_text("example.test", ZONE, "test").unwrap();
+    let mut builder = SnapshotBuilder::new(vec![file_zone], Settings::default());
+    let first = publish_stored(&mut builder, &[stored("other.test.", 40, "192.0.2.1")]).unwrap();
+    assert!(first.zones.zone_for(OTHER).is_some() && first.zones.zone_for(ORIGIN).is_some());
+    assert!(first.routes.services.iter().any(|(name, _)| &name[..] == b"\x03www\x05other\x04test\x00"), "a service lives in it");
+    let same = publish_stored(&mut builder, &[stored("other.test.", 40, "192.0.2.1")]).unwrap();
+    assert!(Arc::ptr_eq(&first.zones, &same.zones), "an unchanged text is neither parsed nor frozen again");
+    let changed = publish_stored(&mut builder, &[stored("other.test.", 41, "192.0.2.2")]).unwrap();
+    let soa = &changed.zones.zone_for(OTHER).unwrap().soa().rdatas[0];
+    assert_eq!(u32::from_be_bytes(soa[soa.len() - 20..soa.len() - 16].try_into().unwrap()), 41);
+    let gone = publish_stored(&mut builder, &[]).unwrap_err();
+    assert!(gone.to_string().contains("www.other.test"), "its service has no zone left: {gone}");
+}
+
+#[test]
+fn a_store_zone_that_does_not_read_or_that_a_file_serves_is_refused_by_name() {
+    let file_zone = parse_zone_text("example.test", ZONE, "test").unwrap();
+    let mut builder = SnapshotBuilder::new(vec![file_zone], Settings::default());
+    let broken = Arc::new(ZoneSpec { name: "other.test.".into(), text: "@ 300 A 192.0.2.1\n".into() });
+    let error = publish_stored(&mut builder, &[broken]).unwrap_err().to_string();
+    assert!(error.contains("zone[other.test.]") && error.contains("SOA"), "{error}");
+    let twice = publish_stored(&mut builder, &[stored("other.test.", 1, "192.0.2.1"), stored("example.test.", 1, "192.0.2.1")]);
+    let error = twice.unwrap_err().to_string();
+    assert!(error.contains("zone[example.test.]") && error.contains("zone file"), "{error}");
 }

@@ -16,6 +16,7 @@ mod dashboard;
 mod listen;
 pub mod metrics;
 mod tokens;
+mod zones;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -303,6 +304,9 @@ fn router(api: Api) -> Router {
         .route("/v1/events", get(|State(api): State<Api>| async move { Json(api.control.events()) }))
         .route("/v1/services/{name}/replicas/{id}/load", put(put_load))
         .route("/v1/rrl", get(rrl_status))
+        .route("/v1/zones", get(zones::list).post(zones::make))
+        .route("/v1/zones/{name}", get(zones::text).delete(zones::delete))
+        .route("/v1/zones/{name}/rrsets", get(zones::rrsets).patch(zones::change_rrsets))
         .route("/v1/zones/{name}/keys", get(get_zone_keys).post(post_key_step))
         .route("/v1/tokens", get(tokens::list).post(tokens::make))
         .route("/v1/tokens/{name}", axum::routing::delete(tokens::revoke))

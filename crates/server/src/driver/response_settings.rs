@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use pharos_answer::{NotifyAcl, Settings, TransferAcl, TsigAlgorithm, TsigKey};
+use pharos_answer::{NotifyAcl, Settings, TransferAcl, TransferRule, TsigAlgorithm, TsigKey};
 use pharos_model::spec::{NotADomainName, service_name};
 use pharos_route::prefix::{ListedPrefixError, prefix_set};
 
@@ -24,12 +24,12 @@ pub enum SettingsError {
     TsigKey { key: String, problem: TsigKeyProblem },
     #[error("tsig_key {0:?} is declared twice")]
     TsigKeyTwice(String),
-    #[error("zone {0}: transfer_keys without allow_transfer lets nobody transfer; list the clients' prefixes")]
+    #[error("{0}: transfer_keys without allow_transfer lets nobody transfer; list the clients' prefixes")]
     KeysWithoutPrefixes(String),
     #[error("zone {zone} allow_transfer: {name}", zone = .0.text, name = .0)]
     TransferOrigin(NotADomainName),
-    #[error("zone {zone} transfer_keys[{index}]: no [[tsig_key]] is named {key:?}")]
-    UnknownTransferKey { zone: String, index: usize, key: String },
+    #[error("{place} transfer_keys[{index}]: no [[tsig_key]] is named {key:?}")]
+    UnknownTransferKey { place: String, index: usize, key: String },
     #[error("zone {zone} primaries[{index}].key: no [[tsig_key]] is named {key:?}")]
     UnknownPrimaryKey { zone: String, index: usize, key: String },
     #[error(
@@ -74,6 +74,7 @@ pub fn from_config(config: &Config) -> Result<Settings, SettingsError> {
         udp_payload: server.udp_payload,
         trusted_subnet_senders,
         transfer_acls: transfer_acls(config)?,
+        store_zone_transfers: store_zone_transfers(config)?,
         tsig_keys: tsig_keys(config)?,
         notify_acls: notify_acls(config)?,
     })
@@ -157,23 +158,44 @@ fn read_key(spec: &TsigKeyConfig) -> Result<ReadKey, SettingsError> {
 
 /// Who may transfer each zone with an `allow_transfer` list.
 fn transfer_acls(config: &Config) -> Result<Vec<TransferAcl>, SettingsError> {
-    if let Some(zone) = config.all_zones().find(|zone| zone.allow_transfer.is_empty() && !zone.transfer_keys.is_empty()) {
-        return Err(SettingsError::KeysWithoutPrefixes(zone.origin.clone()));
-    }
-    let listed = config.all_zones().filter(|zone| !zone.allow_transfer.is_empty());
-    listed
-        .map(|zone| {
+    let mut acls = Vec::new();
+    for zone in config.all_zones() {
+        let place = format!("zone {}", zone.origin);
+        if let Some(transfers) = transfer_rule(config, &place, &zone.allow_transfer, &zone.transfer_keys)? {
             let origin = service_name(&zone.origin).map_err(SettingsError::TransferOrigin)?;
-            let keys = zone.transfer_keys.iter().enumerate().map(|(index, key)| {
-                let declared = config.tsig_keys.iter().any(|spec| same_key_name(&spec.name, key));
-                let unknown = || SettingsError::UnknownTransferKey { zone: zone.origin.clone(), index, key: key.clone() };
-                if declared { service_name(key).map_err(|_| unknown()) } else { Err(unknown()) }
-            });
-            Ok(TransferAcl {
-                zone: origin,
-                allowed: prefix_set(&format!("zone {} allow_transfer", zone.origin), &zone.allow_transfer)?,
-                keys: keys.collect::<Result<_, _>>()?,
-            })
-        })
-        .collect()
+            acls.push(transfers.for_zone(&origin));
+        }
+    }
+    Ok(acls)
+}
+
+/// Who may transfer the zones kept in the store (`[store_zones]`).
+fn store_zone_transfers(config: &Config) -> Result<Option<TransferRule>, SettingsError> {
+    let store_zones = &config.store_zones;
+    transfer_rule(config, "store_zones", &store_zones.allow_transfer, &store_zones.transfer_keys)
+}
+
+/// The prefixes and keys `place` lists (none if it lists no prefix),
+/// each checked: the prefixes parse, the keys are declared.
+fn transfer_rule(
+    config: &Config,
+    place: &str,
+    allow_transfer: &[String],
+    transfer_keys: &[String],
+) -> Result<Option<TransferRule>, SettingsError> {
+    if allow_transfer.is_empty() {
+        return match transfer_keys.is_empty() {
+            true => Ok(None),
+            false => Err(SettingsError::KeysWithoutPrefixes(place.to_owned())),
+        };
+    }
+    let keys = transfer_keys.iter().enumerate().map(|(index, key)| {
+        let declared = config.tsig_keys.iter().any(|spec| same_key_name(&spec.name, key));
+        let unknown = || SettingsError::UnknownTransferKey { place: place.to_owned(), index, key: key.clone() };
+        if declared { service_name(key).map_err(|_| unknown()) } else { Err(unknown()) }
+    });
+    Ok(Some(TransferRule {
+        allowed: prefix_set(&format!("{place} allow_transfer"), allow_transfer)?,
+        keys: keys.collect::<Result<_, _>>()?,
+    }))
 }

@@ -8,15 +8,13 @@
 //! no copy at all.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use pharos_model::spec::service_name;
 use pharos_secondary::{Clamps, SoaTimers};
 use pharos_store::{Store, StoreError};
-use pharos_wire::{name, types};
+use pharos_wire::name;
 use pharos_zone::journal::Record;
-use pharos_zone::text::records_to_text;
-use pharos_zone::versions::file_records;
+use pharos_zone::text::{records_of, zone_text};
 use pharos_zone::{LoadError, Zone, parse_zone_text};
 
 use crate::config::{Config, ZoneConfig};
@@ -76,7 +74,7 @@ impl SecondaryCopies {
     /// on, and keeps its `records` in `store`.
     pub fn copied(&mut self, store: &mut dyn Store, zone: Zone, records: &[Record], at: u64) -> Result<(), StoreError> {
         let origin = name::Display(&zone.origin).to_string();
-        store.set_setting(&format!("secondary:{origin}"), &records_to_text(records))?;
+        store.set_setting(&format!("secondary:{origin}"), &zone_text(&zone.origin, records))?;
         store.set_setting(&format!("secondary-refreshed:{origin}"), &at.to_string())?;
         self.0.insert(zone.origin.clone(), Copy { zone, refreshed_at: Some(at) });
         Ok(())
@@ -111,7 +109,7 @@ impl SecondaryCopies {
                         primary.key.as_deref().map(|key| response_settings::primary_key(config, &spec.origin, index, key)).transpose()?;
                     Ok(Primary { address: primary.address, key })
                 });
-                let copy = self.0.get(&origin).and_then(|copy| Some((records_of(&copy.zone), copy.refreshed_at?)));
+                let copy = self.0.get(&origin).and_then(|copy| Some((records_of(&copy.zone).into(), copy.refreshed_at?)));
                 let clamps = Clamps { min: spec.refresh_min_seconds, max: spec.refresh_max_seconds };
                 Ok(SecondaryZone { origin, primaries: primaries.collect::<Result<_, SettingsError>>()?, clamps, copy })
             })
@@ -140,14 +138,4 @@ fn stand_in(origin: &str) -> Result<Zone, LoadError> {
     let mut zone = parse_zone_text(origin, "@ 0 IN SOA @ @ 0 0 0 0 0\n@ 0 IN NS @\n", "a secondary zone's stand-in")?;
     zone.expired = true;
     Ok(zone)
-}
-
-/// The records of a loaded zone, its SOA among them, sorted.
-fn records_of(zone: &Zone) -> Arc<[Record]> {
-    let soa = zone.soa();
-    let soa = Record { owner: zone.origin.clone(), rtype: types::SOA, rdata: soa.rdatas[0].clone(), ttl: soa.ttl };
-    let mut records = file_records(zone).to_vec();
-    records.push(soa);
-    records.sort_unstable();
-    records.into()
 }

@@ -723,7 +723,8 @@ impl ControlShell {
         self.notify_plan.send_if_modified(|plan| {
             let changed = reloaded || plan.zones_changed(&snapshot);
             if changed {
-                *plan = notify::Plan { snapshot: Some(snapshot), secondaries: notify::secondaries(&self.config) };
+                *plan =
+                    notify::Plan { snapshot: Some(snapshot), secondaries: notify::secondaries(&self.config, &self.plane.state().zones) };
             }
             changed
         });

@@ -114,8 +114,8 @@ impl EventLog {
             let verb = match change {
                 Change::PutToken(token) if token.revoked => "revoked",
                 Change::PutToken(_) => "made",
-                Change::DeleteDataCenter(_) | Change::DeleteRegion(_) | Change::DeleteService(_) => "deleted",
-                Change::PutDataCenter(_) | Change::PutRegion(_) | Change::PutService(_) => "put",
+                Change::DeleteDataCenter(_) | Change::DeleteRegion(_) | Change::DeleteService(_) | Change::DeleteZone(_) => "deleted",
+                Change::PutDataCenter(_) | Change::PutRegion(_) | Change::PutService(_) | Change::PutZone(_) => "put",
             };
             self.push(Event { at, kind: EventKind::Change, text: format!("{kind} {name} {verb}") });
         }

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pharos_answer::{Snapshot, TsigKey, notify_message, notify_reply};
+use pharos_model::zone::ZoneSpec;
 use pharos_wire::name;
 use pharos_zone::Zone;
 use pharos_zone::journal::soa_serial;
@@ -49,10 +50,14 @@ pub struct Plan {
     pub secondaries: Arc<[ZoneSecondaries]>,
 }
 
-/// Every zone's `notify` list (the zone's origin is checked when it loads).
-pub fn secondaries(config: &Config) -> Arc<[ZoneSecondaries]> {
-    let listing = config.all_zones().filter(|zone| !zone.notify.is_empty());
-    let read = listing.filter_map(|zone| Some((name::from_dotted(&zone.origin).ok()?, zone.notify.clone())));
+/// Every zone's `notify` list (the zone's origin is checked when it
+/// loads): the configured zones', and `[store_zones]`' for each of the
+/// zones `stored`.
+pub fn secondaries(config: &Config, stored: &[Arc<ZoneSpec>]) -> Arc<[ZoneSecondaries]> {
+    let configured = config.all_zones().map(|zone| (zone.origin.as_str(), &zone.notify));
+    let kept = stored.iter().map(|zone| (zone.name.as_str(), &config.store_zones.notify));
+    let listing = configured.chain(kept).filter(|(_, notify)| !notify.is_empty());
+    let read = listing.filter_map(|(origin, notify)| Some((name::from_dotted(origin).ok()?, notify.clone())));
     read.map(|(origin, secondaries)| ZoneSecondaries { origin: origin.into(), secondaries }).collect()
 }
 

@@ -1,0 +1,179 @@
+//! DNS UPDATE (RFC 2136, RFC 3007) applied to the zones the store keeps:
+//! the transports hand each UPDATE here (`pharos_transport::updates`);
+//! its TSIG is checked with the keys of the snapshot served, the policy
+//! of `[[store_zones.update]]` asked, and the update applied as an edit
+//! of the control plane, against the state as it stands when the edit
+//! runs, so that an update and any other change never interleave. The
+//! reply leaves once the zone's new version is committed to the store and
+//! served (or once the update is refused, nothing changed).
+//!
+//! A zone from a file is not changed by UPDATE (REFUSED, saying so), nor
+//! is a name that is a service (REFUSED: the control API changes those).
+
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+use pharos_answer::{RequestSignature, check_request};
+use pharos_control::zones;
+use pharos_model::spec::service_name;
+use pharos_model::{Change, ControlError, State};
+use pharos_transport::updates::{Reply, UpdateRequest, Updates};
+use pharos_update::{Policy, Refusal, RuleConfig, Update, apply, parse, response};
+use pharos_wire::{name, rcode};
+use tokio::runtime::Handle;
+
+use crate::data::unix_millis;
+use crate::driver::thread::ControlThread;
+
+/// RFC 8914 section 4.24 (Invalid Data) is for answers; a store that
+/// cannot be written is "Other" with the reason.
+const EDE_OTHER: u16 = 0;
+
+/// Applies the UPDATEs the transports hand over, on `runtime`.
+#[derive(Clone)]
+pub struct UpdateApplier {
+    control: ControlThread,
+    runtime: Handle,
+    rules: Arc<[RuleConfig]>,
+}
+
+impl UpdateApplier {
+    pub fn new(control: ControlThread, runtime: Handle, rules: &[RuleConfig]) -> UpdateApplier {
+        UpdateApplier { control, runtime, rules: rules.into() }
+    }
+}
+
+impl std::fmt::Debug for UpdateApplier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpdateApplier").field("rules", &self.rules).finish_non_exhaustive()
+    }
+}
+
+impl Updates for UpdateApplier {
+    fn submit(&self, request: UpdateRequest, reply: Reply) {
+        let applier = self.clone();
+        self.runtime.spawn(async move {
+            if let Some(bytes) = applier.answer(&request).await {
+                reply(bytes);
+            }
+        });
+    }
+}
+
+impl UpdateApplier {
+    /// The reply to `request`: its TSIG checked, then the update applied
+    /// or refused; signed as the request was. `None` for a message that
+    /// gets no reply (one that is itself a response).
+    async fn answer(&self, request: &UpdateRequest) -> Option<Vec<u8>> {
+        let message = &request.message;
+        let update = match parse(message) {
+            Ok(update) => update,
+            Err(malformed) => return refusal_reply(message, &Refusal::malformed(&malformed)),
+        };
+        let now = unix_millis() / 1000;
+        let snapshot = self.control.snapshot().load();
+        match check_request(message, update.tsig_at, &snapshot.settings.tsig_keys, now) {
+            RequestSignature::Unsigned => self.outcome(request, &update, None).await.and_then(|outcome| outcome_reply(message, &outcome)),
+            RequestSignature::Signed(signed) => {
+                let key = name::Display(signed.key_name()).to_string();
+                let outcome = self.outcome(request, &update, Some(&key)).await?;
+                let mut reply = outcome_reply(message, &outcome)?;
+                signed.sign(&mut reply, now);
+                Some(reply)
+            }
+            RequestSignature::Refused(refused) => {
+                let extended = refused.extended_error();
+                let mut reply = response(message, rcode::NOTAUTH, Some((extended.info_code, extended.extra_text)))?;
+                refused.append_to(&mut reply, now);
+                Some(reply)
+            }
+            RequestSignature::Malformed => refusal_reply(message, &Refusal::new(rcode::FORMERR, "TSIG record malformed")),
+        }
+    }
+
+    /// Applies `update` from `request`'s client, signed with `key`:
+    /// `Ok` once committed and served, or the refusal.
+    async fn outcome(&self, request: &UpdateRequest, update: &Update, key: Option<&str>) -> Option<Result<(), Refusal>> {
+        let state = self.control.state();
+        if let Err(refusal) = self.permitted(&state, update, key, request.client.ip()) {
+            return Some(Err(refusal));
+        }
+        let refused: Arc<Mutex<Option<Refusal>>> = Arc::default();
+        let (update, kept) = (update.clone(), refused.clone());
+        let edit = move |state: &State| {
+            apply_to_state(state, &update).map_err(|refusal| {
+                let error = ControlError::invalid("update", refusal.reason.clone());
+                *kept.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(refusal);
+                error
+            })
+        };
+        let committed = self.control.edit(Box::new(edit)).await;
+        let refusal = refused.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+        Some(match (committed, refusal) {
+            (Ok(_), _) => Ok(()),
+            (Err(_), Some(refusal)) => Err(refusal),
+            (Err(error), None) => Err(commit_refusal(&error)),
+        })
+    }
+
+    /// Refuses an update to a zone the store does not keep, or that the
+    /// zone's rules do not allow `key` from `source`.
+    fn permitted(&self, state: &State, update: &Update, key: Option<&str>, source: IpAddr) -> Result<(), Refusal> {
+        let zone = name::Display(&update.zone).to_string();
+        if state.zone(&zone).is_none() {
+            let served = self.control.snapshot().load().zones.zone_for(&update.zone).is_some_and(|served| *served.origin == *update.zone);
+            return Err(match served {
+                true => Refusal::refused(format!("zone {zone} is served from a file; UPDATE changes the zones the store keeps")),
+                false => Refusal::not_authoritative(&update.zone),
+            });
+        }
+        let rules: Vec<RuleConfig> = self.rules.iter().filter(|rule| covers_in(rule, &update.zone)).cloned().collect();
+        let policy = Policy::new(&update.zone, &rules).map_err(|error| Refusal::refused(error.to_string()))?;
+        policy.check(key, source, update)
+    }
+}
+
+/// The changes `update` makes to the store zone it names in `state`.
+fn apply_to_state(state: &State, update: &Update) -> Result<Vec<Change>, Refusal> {
+    let zone = name::Display(&update.zone).to_string();
+    let spec = state.zone(&zone).ok_or_else(|| Refusal::not_authoritative(&update.zone))?;
+    let records = zones::records(spec).map_err(|error| Refusal::new(rcode::SERVFAIL, error.to_string()))?;
+    let services: Vec<Box<[u8]>> = state.services.iter().filter_map(|service| service_name(&service.name).ok()).collect();
+    let guard = |owner: &[u8], _rtype: u16| match services.iter().any(|service| **service == *owner) {
+        true => Err(Refusal::refused(format!("{} is a service: change it through the control API", name::Display(owner)))),
+        false => Ok(()),
+    };
+    let applied = apply(&update.zone, &records, update, guard)?;
+    if !applied.changed {
+        return Ok(Vec::new());
+    }
+    zones::put_changed(spec, &records, applied.records).map(|change| vec![change]).map_err(|error| Refusal::refused(error.to_string()))
+}
+
+/// Whether `rule` is one of the zone at `origin`'s: the name it covers is
+/// inside the zone.
+fn covers_in(rule: &RuleConfig, origin: &[u8]) -> bool {
+    let named = rule.name.as_ref().or(rule.below.as_ref()).or(rule.at_or_below.as_ref());
+    named.and_then(|text| name::from_dotted(text).ok()).is_some_and(|wire| name::is_at_or_below(&wire, origin))
+}
+
+/// Why a commit refused an applied update: the zone it made does not
+/// read as a zone (REFUSED, why), or the store cannot be written
+/// (SERVFAIL, why).
+fn commit_refusal(error: &ControlError) -> Refusal {
+    match error {
+        ControlError::Invalid { .. } | ControlError::Conflict { .. } => Refusal::refused(error.to_string()),
+        _ => Refusal { rcode: rcode::SERVFAIL, extended_error: Some(EDE_OTHER), reason: error.to_string() },
+    }
+}
+
+fn outcome_reply(message: &[u8], outcome: &Result<(), Refusal>) -> Option<Vec<u8>> {
+    match outcome {
+        Ok(()) => response(message, rcode::NOERROR, None),
+        Err(refusal) => refusal_reply(message, refusal),
+    }
+}
+
+fn refusal_reply(message: &[u8], refusal: &Refusal) -> Option<Vec<u8>> {
+    response(message, refusal.rcode, refusal.extended())
+}

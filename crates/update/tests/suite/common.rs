@@ -1,0 +1,105 @@
+//! What the tests share: UPDATE messages written record by record, and a
+//! zone's records read from zone-file text as Pharos loads it.
+
+use pharos_wire::name::from_dotted;
+use pharos_wire::{MessageWriter, types};
+use pharos_zone::journal::Record;
+use pharos_zone::parse_zone_text;
+use pharos_zone::versions::file_records;
+
+pub const CLASS_IN: u16 = types::CLASS_IN;
+pub const ANY: u16 = types::CLASS_ANY;
+pub const NONE: u16 = types::CLASS_NONE;
+
+/// The origin of the zone most tests change.
+pub const ORIGIN: &str = "example.test";
+
+/// The zone most tests change.
+pub const ZONE: &str = "\
+$TTL 300
+@        SOA   ns.example.test. hostmaster.example.test. 2024010101 3600 600 86400 300
+@        NS    ns1.example.test.
+@        NS    ns2.example.test.
+@        MX    10 mail.example.test.
+ns1      A     192.0.2.53
+ns2      A     192.0.2.54
+www      A     192.0.2.1
+www      A     192.0.2.2
+www      TXT   \"hello\"
+alias    CNAME www.example.test.
+mail     A     192.0.2.25
+a.b.c    A     192.0.2.9
+old      DNAME new.example.test.
+sub      NS    ns.sub.example.test.
+ns.sub   A     192.0.2.99
+";
+
+/// The records of a zone loaded from `text` at `origin`, its SOA among
+/// them, sorted.
+pub fn zone_records(origin: &str, text: &str) -> Vec<Record> {
+    let zone = parse_zone_text(origin, text, "test").expect("the test zone loads");
+    let soa = zone.soa();
+    let mut records = file_records(&zone).to_vec();
+    records.push(Record { owner: zone.origin.clone(), rtype: types::SOA, rdata: soa.rdatas[0].clone(), ttl: soa.ttl });
+    records.sort_unstable();
+    records
+}
+
+pub fn name(text: &str) -> Vec<u8> {
+    from_dotted(text).expect("a test name")
+}
+
+/// One record of an UPDATE message, as sent.
+#[derive(Debug, Clone)]
+pub struct Rr {
+    pub owner: String,
+    pub rtype: u16,
+    pub class: u16,
+    pub ttl: u32,
+    pub rdata: Vec<u8>,
+}
+
+pub fn rr(owner: &str, rtype: u16, class: u16, ttl: u32, rdata: &[u8]) -> Rr {
+    Rr { owner: owner.into(), rtype, class, ttl, rdata: rdata.to_vec() }
+}
+
+/// An A record added (class IN).
+pub fn add_a(owner: &str, ttl: u32, address: [u8; 4]) -> Rr {
+    rr(owner, types::A, CLASS_IN, ttl, &address)
+}
+
+/// SOA data of the test zone's form with `serial`.
+pub fn soa(serial: u32) -> Vec<u8> {
+    let mut data = [name("ns.example.test"), name("hostmaster.example.test")].concat();
+    for value in [serial, 3600, 600, 86400, 300] {
+        data.extend(value.to_be_bytes());
+    }
+    data
+}
+
+/// An UPDATE message for `zone` (class IN) with these prerequisites and
+/// changes, and `additional` records' octets (`additional_count` of them).
+pub fn message_with(zone: &str, prerequisites: &[Rr], updates: &[Rr], additional: &[u8], additional_count: u16) -> Vec<u8> {
+    let mut message = Vec::new();
+    let mut writer = MessageWriter::new(&mut message);
+    writer.set_id(0x2136);
+    writer.set_flags(5 << 11);
+    writer.set_counts([1, prerequisites.len() as u16, updates.len() as u16, additional_count]);
+    writer.name(&name(zone));
+    writer.u16(types::SOA);
+    writer.u16(CLASS_IN);
+    for record in prerequisites.iter().chain(updates) {
+        writer.name(&name(&record.owner));
+        writer.u16(record.rtype);
+        writer.u16(record.class);
+        writer.u32(record.ttl);
+        writer.u16(record.rdata.len() as u16);
+        writer.raw(&record.rdata);
+    }
+    writer.raw(additional);
+    message
+}
+
+pub fn message(zone: &str, prerequisites: &[Rr], updates: &[Rr]) -> Vec<u8> {
+    message_with(zone, prerequisites, updates, &[], 0)
+}
