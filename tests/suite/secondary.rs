@@ -20,7 +20,7 @@ use domain::base::iana::{Opcode, Rcode, Rtype};
 use domain::base::{Message, MessageBuilder, Name};
 
 use crate::common::declarations::Declarations;
-use crate::common::{free_port, require, udp_query, wait_until};
+use crate::common::{free_port, request, require, udp_query, wait_until};
 use crate::transfer::{KEY, Running, Tsig, WRONG_KEY, run};
 
 const ZONE: &str = "secondary.test";
@@ -109,14 +109,20 @@ fn serial_of(server: SocketAddr) -> Option<u32> {
 struct Secondary {
     dir: tempfile::TempDir,
     address: SocketAddr,
+    /// The control API's base URL.
+    api: String,
     running: Option<Running>,
 }
+
+/// The control API's token.
+const TOKEN: &str = "secondary-test-token";
 
 impl Secondary {
     /// Configured to copy the zone from `primary`, signing with `key`.
     fn new(primary: SocketAddr, key: &Tsig) -> Secondary {
         let dir = tempfile::Builder::new().prefix("secondary-pharos-").tempdir().unwrap();
-        let secondary = Secondary { dir, address: at(free_port()), running: None };
+        let api = format!("http://{}", at(free_port()));
+        let secondary = Secondary { dir, address: at(free_port()), api, running: None };
         secondary.configure(primary, key);
         secondary
     }
@@ -124,11 +130,12 @@ impl Secondary {
     fn configure(&self, primary: SocketAddr, key: &Tsig) {
         let services = Declarations::new().service(SERVICE).policy("failover").line("ttl = 60").replica("a", "192.0.2.10").toml();
         let config = format!(
-            "[server]\nlisten = [\"{}\"]\nthreads = 1\n[store]\npath = \"{}\"\n{services}\n\
+            "[server]\nlisten = [\"{}\"]\nthreads = 1\n[store]\npath = \"{}\"\n[control]\nlisten = \"{}\"\ntoken = \"{TOKEN}\"\n{services}\n\
              [[tsig_key]]\nname = \"{}\"\nsecret = \"{}\"\n\
              [[zone]]\norigin = \"{ZONE}\"\nprimaries = [{{ address = \"{primary}\", key = \"{}\" }}]\nrefresh_min_seconds = 1\n",
             self.address,
             self.dir.path().join("pharos.sqlite").display(),
+            self.api.trim_start_matches("http://"),
             key.name,
             key.secret,
             key.name,
@@ -234,6 +241,17 @@ fn follows_its_primary(updater: &Path, primary_port: u16, start_primary: impl Fn
     assert!(log.contains("NOTIFY taken"), "the primary's NOTIFY started it:\n{log}");
     assert!(log.contains("by=IXFR"), "the difference came by IXFR:\n{log}");
     assert_eq!(pharos.addresses(&format!("www.{ZONE}")).1, vec!["192.0.2.2"], "the rest of the zone stays");
+
+    let (status, shown) = request("GET", &format!("{}/v1/secondary", pharos.api), Some(TOKEN), None);
+    assert_eq!(status, 200);
+    let zone = &shown[0];
+    assert_eq!(
+        (zone["zone"].as_str(), zone["expired"].as_bool(), zone["last_error"].is_null()),
+        (Some("secondary.test."), Some(false), true)
+    );
+    assert!(zone["serial"].as_u64().is_some_and(|serial| serial > 1) && zone["next_check"].is_u64(), "{shown}");
+    let refresh = |zone: &str| request("POST", &format!("{}/v1/zones/{zone}/refresh", pharos.api), Some(TOKEN), None).0;
+    assert_eq!((refresh(ZONE), refresh("other.test")), (200, 404), "only a secondary zone is refreshed");
 
     assert_eq!(notify(pharos.address, ZONE), (Rcode::NOERROR, true, None), "a NOTIFY from the primary's address");
     assert_eq!(notify(pharos.address, "other.test"), (Rcode::REFUSED, false, Some(20)), "no such secondary zone");
