@@ -262,7 +262,11 @@ impl Assembler {
             Stream::Adding { last, to, zone } if is_soa => {
                 let last_serial = soa_serial(&last.rdata).expect("read when it came");
                 match (serial == to, to == last_serial) {
-                    (true, true) => Stream::Done(Assembled::Zone(zone.into_iter().chain([last]).collect())),
+                    (true, true) => {
+                        let mut zone = zone;
+                        zone.insert(last);
+                        Stream::Done(Assembled::Zone(zone.into_iter().collect()))
+                    }
                     (true, false) => Stream::Removing { last, from: to, zone },
                     (false, _) => return Err(TransferError::Serials { expected: to, found: serial }),
                 }
