@@ -199,9 +199,9 @@ fn update(program: &Path, primary: SocketAddr, name: &str, address: &str) {
     assert!(child.wait().unwrap().success(), "{} failed", program.display());
 }
 
-/// A NOTIFY for `zone` sent to `server` from 127.0.0.1: the reply's
-/// RCODE, AA and Extended DNS Error code.
-fn notify(server: SocketAddr, zone: &str) -> (Rcode, bool, Option<u16>) {
+/// A NOTIFY for `zone` sent to `server` from `source` (a loopback
+/// address): the reply's RCODE, AA and Extended DNS Error code.
+fn notify(server: SocketAddr, source: &str, zone: &str) -> (Rcode, bool, Option<u16>) {
     let mut builder = MessageBuilder::new_vec();
     builder.header_mut().set_id(4242);
     builder.header_mut().set_opcode(Opcode::NOTIFY);
@@ -210,7 +210,7 @@ fn notify(server: SocketAddr, zone: &str) -> (Rcode, bool, Option<u16>) {
     question.push((Name::<Vec<u8>>::vec_from_str(zone).unwrap(), Rtype::SOA)).unwrap();
     let mut additional = question.additional();
     additional.opt(|_| Ok(())).unwrap();
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let socket = UdpSocket::bind((source, 0)).unwrap();
     socket.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     socket.send_to(&additional.finish(), server).unwrap();
     let mut buffer = [0; 512];
@@ -253,8 +253,9 @@ fn follows_its_primary(updater: &Path, primary_port: u16, start_primary: impl Fn
     let refresh = |zone: &str| request("POST", &format!("{}/v1/zones/{zone}/refresh", pharos.api), Some(TOKEN), None).0;
     assert_eq!((refresh(ZONE), refresh("other.test")), (200, 404), "only a secondary zone is refreshed");
 
-    assert_eq!(notify(pharos.address, ZONE), (Rcode::NOERROR, true, None), "a NOTIFY from the primary's address");
-    assert_eq!(notify(pharos.address, "other.test"), (Rcode::REFUSED, false, Some(20)), "no such secondary zone");
+    assert_eq!(notify(pharos.address, "127.0.0.1", ZONE), (Rcode::NOERROR, true, None), "a NOTIFY from the primary's address");
+    assert_eq!(notify(pharos.address, "127.0.0.2", ZONE), (Rcode::REFUSED, false, Some(18)), "from another address");
+    assert_eq!(notify(pharos.address, "127.0.0.1", "other.test"), (Rcode::REFUSED, false, Some(20)), "no such secondary zone");
 
     drop(primary);
     pharos.start();

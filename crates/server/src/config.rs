@@ -1201,6 +1201,23 @@ mod tests {
     }
 
     #[test]
+    fn a_zone_is_read_from_its_file_or_copied_from_its_primaries_never_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pharos.toml");
+        let with_zone = |zone: &str| {
+            std::fs::write(&path, format!("[server]\nlisten = [\"127.0.0.1:5300\"]\n[[zone]]\norigin = \"t\"\n{zone}\n")).unwrap();
+            Config::from_file(&path).unwrap().problems().iter().map(ToString::to_string).collect::<Vec<_>>()
+        };
+        let primaries = "primaries = [{ address = \"192.0.2.53:53\", key = \"k\" }]";
+        assert_eq!(with_zone(primaries), Vec::<String>::new());
+        assert_eq!(with_zone(&format!("{primaries}\nfile = \"z\"")), ["zone t: give either file or primaries, not both"]);
+        assert_eq!(with_zone(""), ["zone t: give its file, or its primaries to copy it from"]);
+        assert!(with_zone(&format!("{primaries}\ndnssec = true"))[0].contains("dnssec = true is for zones read from a file"));
+        let bounds = with_zone(&format!("{primaries}\nrefresh_min_seconds = 10\nrefresh_max_seconds = 5"));
+        assert_eq!(bounds, ["zone t: refresh_min_seconds 10 is 0 or above refresh_max_seconds 5"]);
+    }
+
+    #[test]
     fn reads_the_health_section_and_names_its_bad_values() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("pharos.toml");
