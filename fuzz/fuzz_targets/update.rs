@@ -41,7 +41,10 @@ fn serial(origin: &[u8], records: &[Record]) -> u32 {
 }
 
 fn check_applied(origin: &[u8], before: &[Record], after: &[Record], changed: bool) {
-    assert!(after.windows(2).all(|pair| (&pair[0].owner, pair[0].rtype, &pair[0].rdata) < (&pair[1].owner, pair[1].rtype, &pair[1].rdata)), "not sorted and distinct");
+    assert!(
+        after.windows(2).all(|pair| (&pair[0].owner, pair[0].rtype, &pair[0].rdata) < (&pair[1].owner, pair[1].rtype, &pair[1].rdata)),
+        "not sorted and distinct"
+    );
     assert!(after.iter().all(|record| is_at_or_below(&record.owner, origin)), "a record outside the zone");
     assert!(after.iter().any(|record| *record.owner == *origin && record.rtype == types::NS), "the apex lost its NS");
     for cname in after.iter().filter(|record| record.rtype == types::CNAME) {
@@ -75,7 +78,8 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
                     Refusal::new(rcode::NOERROR, "")
                 }
                 Err(refusal) => {
-                    let after_format = [rcode::NOTAUTH, rcode::NOTZONE, rcode::NXDOMAIN, rcode::YXDOMAIN, rcode::NXRRSET, rcode::YXRRSET, rcode::REFUSED];
+                    let after_format =
+                        [rcode::NOTAUTH, rcode::NOTZONE, rcode::NXDOMAIN, rcode::YXDOMAIN, rcode::NXRRSET, rcode::YXRRSET, rcode::REFUSED];
                     assert!(after_format.contains(&refusal.rcode), "{refusal:?} for a message that parsed");
                     refusal
                 }

@@ -10,12 +10,16 @@
 //! down everywhere, and comes back likewise; a node cut off from the
 //! database serves its own probes' view. Latency measurements posted to
 //! one node steer every node's answers. A token revoked through one node
-//! is refused by every node within a second.
+//! is refused by every node within a second. DNS UPDATEs
+//! through alternating nodes lose none, and every node transfers the same
+//! zone; with the database gone, UPDATE is SERVFAIL and queries answered.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
-use domain::base::iana::Rtype;
+use std::str::FromStr;
+
+use domain::base::iana::{Rcode, Rtype};
 use domain::rdata::A;
 use serde_json::{Value, json};
 
@@ -541,4 +545,91 @@ fn a_token_revoked_through_one_node_is_refused_by_every_node_within_a_second() {
     }
     let events = nodes[2].call("GET", "/v1/events", None).1;
     assert!(events.to_string().contains("token ci revoked"), "every node logs the change: {events}");
+}
+
+/// An unsigned UPDATE of dyn.test adding `owner` A `address`.
+fn update_adding(id: u16, owner: &str, address: Ipv4Addr) -> Vec<u8> {
+    use domain::base::{MessageBuilder, Name};
+    let mut builder = MessageBuilder::new_vec();
+    builder.header_mut().set_id(id);
+    builder.header_mut().set_opcode(domain::base::iana::Opcode::UPDATE);
+    let mut zone = builder.question();
+    zone.push((Name::<Vec<u8>>::from_str("dyn.test.").unwrap(), Rtype::SOA)).unwrap();
+    let mut changes = zone.authority();
+    changes.push((Name::<Vec<u8>>::from_str(owner).unwrap(), 60, A::new(address))).unwrap();
+    changes.finish()
+}
+
+/// Sends `update` to `node` over UDP: the reply's RCODE and its extended
+/// error text, if any (`None`: no reply within 10 s).
+fn send_update(node: &Node, update: &[u8]) -> Option<(Rcode, String)> {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    socket.send_to(update, node.pharos.address).unwrap();
+    let mut buffer = vec![0; 4096];
+    let len = socket.recv(&mut buffer).ok()?;
+    buffer.truncate(len);
+    let reply = domain::base::Message::from_octets(buffer).unwrap();
+    Some((reply.header().rcode(), String::from_utf8_lossy(reply.as_slice()).into_owned()))
+}
+
+/// The zone dyn.test as `node` transfers it (AXFR by kdig), sorted.
+fn transferred_zone(kdig: &std::path::Path, node: &Node) -> Vec<String> {
+    let server = node.pharos.address;
+    let output = std::process::Command::new(kdig)
+        .args([&format!("@{}", server.ip()), "-p", &server.port().to_string(), "dyn.test", "AXFR", "+noall", "+answer"])
+        .output()
+        .unwrap();
+    let mut lines: Vec<String> =
+        String::from_utf8_lossy(&output.stdout).lines().filter(|line| !line.is_empty()).map(str::to_owned).collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn updates_through_alternating_nodes_lose_none_and_every_node_transfers_the_same_zone() {
+    let Some(kdig) = require("kdig", "knot-dnsutils") else { return };
+    let settings = "[store_zones]\nallow_transfer = [\"127.0.0.1/32\"]\n\
+                    [[store_zones.update]]\nfrom = [\"127.0.0.0/8\"]\nat_or_below = \"dyn.test.\"\n";
+    let (database, nodes) = fleet_with(|_| settings.to_string());
+    let (status, reply) = nodes[0].call("POST", "/v1/zones", Some(json!({"name": "dyn.test", "nameservers": ["ns1.dyn.test"]})));
+    assert_eq!(status, 201, "{reply}");
+    for (number, node) in nodes.iter().enumerate() {
+        within_propagation(&format!("node {number} serves dyn.test"), || {
+            udp_query(node.pharos.address, "dyn.test", Rtype::SOA).is_some_and(|answer| answer.header().rcode() == Rcode::NOERROR)
+        });
+    }
+    // Through the nodes in turn, each update once the one before is
+    // answered. (A thousand, and their rate, are bench/update's.)
+    const UPDATES: u16 = 300;
+    for number in 0..UPDATES {
+        let address = Ipv4Addr::new(10, 0, (number / 250) as u8, (number % 250) as u8);
+        let update = update_adding(number, &format!("host{number}.dyn.test."), address);
+        let replied = send_update(&nodes[usize::from(number) % nodes.len()], &update);
+        assert_eq!(replied.as_ref().map(|(rcode, _)| *rcode), Some(Rcode::NOERROR), "update {number}: {replied:?}");
+    }
+    // The last went through the last node: it has them all.
+    let last = transferred_zone(&kdig, &nodes[usize::from(UPDATES - 1) % nodes.len()]);
+    assert_eq!(last.iter().filter(|line| line.contains("\tA\t")).count(), usize::from(UPDATES), "none lost");
+    for (number, node) in nodes.iter().enumerate() {
+        within_propagation(&format!("node {number} transfers the same zone"), || transferred_zone(&kdig, node) == last);
+    }
+    // The database gone: UPDATE is refused saying why, queries answered.
+    database.stop();
+    for (number, node) in nodes.iter().enumerate() {
+        within_propagation(&format!("node {number} says it lost the store"), || node.store()["state"] == "reconnecting");
+        let (rcode, said) = send_update(node, &update_adding(1, "late.dyn.test.", Ipv4Addr::new(10, 9, 9, 9))).expect("a reply");
+        assert_eq!(rcode, Rcode::SERVFAIL, "{said}");
+        let answered = udp_query(node.pharos.address, "host7.dyn.test", Rtype::A).expect("queries answered");
+        assert_eq!(answered.header().rcode(), Rcode::NOERROR);
+    }
+    database.start_server();
+    within_propagation("an update goes through again", || {
+        send_update(&nodes[1], &update_adding(2, "late.dyn.test.", Ipv4Addr::new(10, 9, 9, 9)))
+            .is_some_and(|(rcode, _)| rcode == Rcode::NOERROR)
+    });
+    let after = transferred_zone(&kdig, &nodes[1]);
+    for (number, node) in nodes.iter().enumerate() {
+        within_propagation(&format!("node {number} converges"), || transferred_zone(&kdig, node) == after);
+    }
 }

@@ -31,7 +31,7 @@ use pharos_wire::name::{self, is_at_or_below};
 use pharos_wire::{rcode, types};
 use pharos_zone::journal::{Record, newer, soa_serial, with_serial};
 
-use crate::message::{Change, Malformed, Prerequisite, Update};
+use crate::message::{Change, Malformed, Prerequisite, Update, canonical_rdata};
 
 /// Extended DNS Error INFO-CODEs (RFC 8914) an UPDATE's refusals carry.
 const EDE_OTHER: u16 = 0;
@@ -173,7 +173,7 @@ fn check_prerequisites(origin: &[u8], zone: &Names, prerequisites: &[Prerequisit
     }
     for ((owner, rtype), rdatas) in expected {
         let present: BTreeSet<&[u8]> =
-            zone.rrset(owner, rtype).map(|rrset| rrset.rdatas.iter().map(|rdata| &**rdata).collect()).unwrap_or_default();
+            zone.rrset(owner, rtype).map(|rrset| rrset.rdatas.keys().map(|rdata| &**rdata).collect()).unwrap_or_default();
         if present != rdatas {
             let reason = format!("prerequisite: the {} RRset of {} is not the one given", type_name(rtype), name::Display(owner));
             return Err(Refusal::new(rcode::NXRRSET, reason));
@@ -190,8 +190,10 @@ fn type_name(rtype: u16) -> domain::base::iana::Rtype {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Rrset {
     ttl: u32,
-    /// Sorted, no duplicates.
-    rdatas: BTreeSet<Box<[u8]>>,
+    /// Each record's data by its canonical form, which an update's data
+    /// is in and which records are compared by: a zone file may have
+    /// written the names in it in any case.
+    rdatas: BTreeMap<Box<[u8]>, Box<[u8]>>,
 }
 
 /// A zone's records by name and type, as an update changes them.
@@ -209,9 +211,9 @@ impl Names {
                 .entry(record.owner.clone())
                 .or_default()
                 .entry(record.rtype)
-                .or_insert(Rrset { ttl: record.ttl, rdatas: BTreeSet::new() });
+                .or_insert(Rrset { ttl: record.ttl, rdatas: BTreeMap::new() });
             rrset.ttl = record.ttl;
-            rrset.rdatas.insert(record.rdata.clone());
+            rrset.rdatas.entry(canonical_rdata(record.rtype, &record.rdata)).or_insert_with(|| record.rdata.clone());
         }
         names
     }
@@ -222,7 +224,7 @@ impl Names {
             .iter()
             .flat_map(|(owner, rrsets)| rrsets.iter().map(move |(rtype, rrset)| (owner, rtype, rrset)))
             .flat_map(|(owner, &rtype, rrset)| {
-                rrset.rdatas.iter().map(move |rdata| Record { owner: owner.clone(), rtype, rdata: rdata.clone(), ttl: rrset.ttl })
+                rrset.rdatas.values().map(move |rdata| Record { owner: owner.clone(), rtype, rdata: rdata.clone(), ttl: rrset.ttl })
             })
             .collect();
         records.sort_unstable();
@@ -240,13 +242,14 @@ impl Names {
     }
 
     fn serial(&self, origin: &[u8]) -> Option<u32> {
-        soa_serial(self.rrset(origin, types::SOA)?.rdatas.first()?)
+        soa_serial(self.rrset(origin, types::SOA)?.rdatas.values().next()?)
     }
 
     fn set_serial(&mut self, origin: &[u8], serial: u32) {
         let soa = self.0.get_mut(origin).and_then(|rrsets| rrsets.get_mut(&types::SOA)).expect("the zone's SOA was read");
-        let data = soa.rdatas.pop_first().expect("an SOA RRset has its record");
-        soa.rdatas.insert(with_serial(&data, serial));
+        let (_, data) = soa.rdatas.pop_first().expect("an SOA RRset has its record");
+        let data = with_serial(&data, serial);
+        soa.rdatas.insert(canonical_rdata(types::SOA, &data), data);
     }
 
     /// A DNAME at a name above `owner` inside the zone: `owner` is
@@ -320,13 +323,14 @@ impl Names {
             return;
         }
         let rrsets = self.0.entry(owner.clone()).or_default();
-        if matches!(record.rtype, types::SOA | types::CNAME | types::DNAME) {
-            // One record only: the new one replaces the old.
+        let singleton = matches!(record.rtype, types::SOA | types::CNAME | types::DNAME);
+        if singleton && rrsets.get(&record.rtype).is_some_and(|rrset| !rrset.rdatas.contains_key(&record.rdata)) {
+            // One record only: another one replaces it.
             rrsets.remove(&record.rtype);
         }
-        let rrset = rrsets.entry(record.rtype).or_insert(Rrset { ttl: record.ttl, rdatas: BTreeSet::new() });
+        let rrset = rrsets.entry(record.rtype).or_insert(Rrset { ttl: record.ttl, rdatas: BTreeMap::new() });
         // The RRset takes the TTL of its newest record (RFC 2181 section 5.2: one TTL).
         rrset.ttl = record.ttl;
-        rrset.rdatas.insert(record.rdata.clone());
+        rrset.rdatas.entry(record.rdata.clone()).or_insert_with(|| record.rdata.clone());
     }
 }

@@ -5,12 +5,14 @@
 //!
 //! - [`parse`]: an UPDATE message into an [`Update`]: its zone, its
 //!   [`Prerequisite`]s and its [`Change`]s by what their classes mean,
-//!   names decompressed and lowercased, FORMERR ([`Malformed`]) for a
+//!   names decompressed and lowercased (owners, and the names in record
+//!   data in canonical form, as Knot DNS keeps them), FORMERR ([`Malformed`]) for a
 //!   record whose TTL, data or class does not fit its meaning.
 //! - [`Policy`]: who may change what, from [`RuleConfig`]s.
 //! - [`apply`]: the update against a zone's records, all or nothing:
 //!   [`Applied`] records, or a [`Refusal`] with its RCODE.
 //! - [`response`]: the reply.
+//! - [`write`]: UPDATE messages written record by record, for clients.
 //!
 //! # The update policy
 //!
@@ -62,6 +64,7 @@ mod apply;
 mod message;
 mod policy;
 mod response;
+pub mod write;
 
 pub use apply::{Applied, Refusal, apply};
 pub use message::{Change, Malformed, OPCODE_UPDATE, Prerequisite, Update, parse};

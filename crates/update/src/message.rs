@@ -290,23 +290,37 @@ fn describe(raw: &Raw) -> String {
 }
 
 /// A record's data read as its type says (every type `domain` knows is
-/// checked; others are taken as they are), with the names in it
-/// decompressed: the uncompressed form a zone keeps.
+/// checked; others are taken as they are), in canonical form (RFC 4034
+/// section 6.2): the names in it decompressed and, for the types that
+/// section lists, lowercased, as Knot DNS stores what an update adds.
 fn read_rdata(message: &[u8], raw: &Raw) -> Result<Box<[u8]>, String> {
     let mut parser = Parser::from_ref(message);
     parser.advance(raw.rdata_at).map_err(|_| "the record data is cut short")?;
-    let mut data = parser.parse_parser(raw.rdlength).map_err(|_| "the record data is cut short")?;
-    let rtype = Rtype::from_int(raw.rtype);
+    let data = parser.parse_parser(raw.rdlength).map_err(|_| "the record data is cut short")?;
+    canonical_from(data, raw.rtype)
+}
+
+/// Uncompressed record data of type `rtype` (a zone's) in canonical form,
+/// as [`read_rdata`] gives an update's: so the two compare as RFC 2136
+/// section 1.1.1 compares records. Data that cannot be read is its own
+/// canonical form.
+pub(crate) fn canonical_rdata(rtype: u16, rdata: &[u8]) -> Box<[u8]> {
+    canonical_from(Parser::from_ref(rdata), rtype).unwrap_or_else(|_| rdata.into())
+}
+
+fn canonical_from(mut data: Parser<'_, [u8]>, rtype: u16) -> Result<Box<[u8]>, String> {
+    let rtype = Rtype::from_int(rtype);
     let parsed = ZoneRecordData::<&[u8], ParsedName<&[u8]>>::parse_rdata(rtype, &mut data)
         .map_err(|error| format!("malformed record data: {error}"))?
         .ok_or_else(|| format!("record data of type {rtype} cannot be read"))?;
     if data.remaining() != 0 {
         return Err(format!("{} octets after the record data's end", data.remaining()));
     }
-    let mut rdata = Vec::with_capacity(raw.rdlength);
-    parsed.compose_rdata(&mut rdata).map_err(|_| "the record data is too long once its names are decompressed")?;
+    let mut rdata = Vec::with_capacity(64);
+    let too_long = "the record data is too long once its names are decompressed";
+    parsed.compose_canonical_rdata(&mut rdata).map_err(|_| too_long)?;
     if rdata.len() > usize::from(u16::MAX) {
-        return Err("the record data is too long once its names are decompressed".into());
+        return Err(too_long.into());
     }
     Ok(rdata.into())
 }

@@ -206,3 +206,17 @@ fn refusals_change_nothing_and_say_why() {
     assert_eq!(Refusal::not_authoritative(&name("example.org")).extended(), Some((20, "not authoritative for the zone example.org.")));
     assert_eq!(records, zone_records(ORIGIN, ZONE));
 }
+
+#[test]
+fn names_in_record_data_compare_ignoring_case() {
+    let records = zone_records(ORIGIN, &format!("{ZONE}caps CNAME WWW.Example.Test.\n"));
+    let written = rrset(&records, "caps.example.test", types::CNAME);
+    assert_eq!(written[0].0, b"\x03WWW\x07Example\x04Test\x00", "the zone keeps the case written");
+    let target = name("www.example.test");
+    let present = rr("caps.example.test", types::CNAME, CLASS_IN, 0, &target);
+    assert!(run_on(&records, &[present], &[]).is_ok(), "the prerequisite holds");
+    let deleted = run_on(&records, &[], &[rr("caps.example.test", types::CNAME, NONE, 0, &target)]).unwrap();
+    assert!(rrset(&deleted.records, "caps.example.test", types::CNAME).is_empty());
+    let again = run_on(&records, &[], &[rr("caps.example.test", types::CNAME, CLASS_IN, 300, &target)]).unwrap();
+    assert!(!again.changed, "the record is there already");
+}

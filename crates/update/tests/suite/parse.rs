@@ -52,7 +52,7 @@ fn records_mean_what_their_class_says() {
 }
 
 #[test]
-fn names_are_decompressed_owners_lowercased_and_record_data_kept_as_sent() {
+fn names_are_decompressed_and_lowercased_in_owners_and_record_data() {
     // The owner is written compressed against the zone's name; the CNAME's
     // data points at the zone's name (offset 12) after a label "WWW".
     let mut message = message(ORIGIN, &[], &[rr("alias.example.test", types::CNAME, CLASS_IN, 300, b"\x03WWW\xC0\x0C")]);
@@ -61,7 +61,7 @@ fn names_are_decompressed_owners_lowercased_and_record_data_kept_as_sent() {
     let update = parse(&message).unwrap();
     let Change::Add(record) = &update.changes[0] else { panic!("not an addition: {:?}", update.changes) };
     assert_eq!(&*record.owner, &name("alias.example.test")[..]);
-    assert_eq!(&*record.rdata, b"\x03WWW\x07example\x04test\x00");
+    assert_eq!(&*record.rdata, b"\x03www\x07example\x04test\x00", "canonical form (RFC 4034 section 6.2)");
 }
 
 #[test]
