@@ -253,6 +253,12 @@ fn follows_its_primary(updater: &Path, primary_port: u16, start_primary: impl Fn
     let refresh = |zone: &str| request("POST", &format!("{}/v1/zones/{zone}/refresh", pharos.api), Some(TOKEN), None).0;
     assert_eq!((refresh(ZONE), refresh("other.test")), (200, 404), "only a secondary zone is refreshed");
 
+    let config = std::fs::read_to_string(pharos.config()).unwrap();
+    std::fs::write(pharos.config(), config.replace("refresh_min_seconds = 1", "refresh_min_seconds = 2")).unwrap();
+    let (status, refused) = request("POST", &format!("{}/v1/reload", pharos.api), Some(TOKEN), None);
+    assert!(status != 200 && refused.to_string().contains("takes a restart"), "{status} {refused}");
+    std::fs::write(pharos.config(), config).unwrap();
+
     assert_eq!(notify(pharos.address, "127.0.0.1", ZONE), (Rcode::NOERROR, true, None), "a NOTIFY from the primary's address");
     assert_eq!(notify(pharos.address, "127.0.0.2", ZONE), (Rcode::REFUSED, false, Some(18)), "from another address");
     assert_eq!(notify(pharos.address, "127.0.0.1", "other.test"), (Rcode::REFUSED, false, Some(20)), "no such secondary zone");

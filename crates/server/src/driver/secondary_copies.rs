@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use pharos_model::ControlError;
 use pharos_model::spec::service_name;
 use pharos_secondary::{Clamps, SoaTimers};
 use pharos_store::{Store, StoreError};
@@ -17,7 +18,7 @@ use pharos_zone::journal::Record;
 use pharos_zone::text::{records_of, zone_text};
 use pharos_zone::{LoadError, Zone, parse_zone_text};
 
-use crate::config::{Config, ZoneConfig};
+use crate::config::{Config, PrimaryConfig, ZoneConfig};
 use crate::driver::response_settings::{self, SettingsError};
 use crate::tasks::secondary::{Primary, SecondaryZone};
 
@@ -115,6 +116,21 @@ impl SecondaryCopies {
             })
             .collect()
     }
+}
+
+/// Refuses a reload that adds, removes or moves a secondary zone (its
+/// primaries, keys or refresh bounds): each zone's task starts with the
+/// server. Who may NOTIFY it is reloaded.
+pub fn check_secondaries_unmoved(serving: &Config, fresh: &Config) -> Result<(), ControlError> {
+    let secondaries = |config: &Config| -> Vec<(String, Vec<PrimaryConfig>, u32, u32)> {
+        let zones = config.all_zones().filter(|zone| !zone.primaries.is_empty());
+        zones.map(|zone| (zone.origin.clone(), zone.primaries.clone(), zone.refresh_min_seconds, zone.refresh_max_seconds)).collect()
+    };
+    if secondaries(serving) != secondaries(fresh) {
+        let why = "adding, removing or changing a secondary zone (its primaries, keys or refresh bounds) takes a restart, not a reload";
+        return Err(ControlError::invalid("zone", why));
+    }
+    Ok(())
 }
 
 /// The store's copy of the zone `origin` at `now`: expired if its SOA's

@@ -73,7 +73,7 @@ use crate::config::{Config, ConfigError, StoreConfig, ZoneSource};
 use crate::data::{BgpState, BgpStatus, DataFile, DataStatus, LatencyStatus, bgp_summary, modified_file};
 use crate::driver::keys::{self, KeyStep, KeyView, StepError};
 use crate::driver::response_settings;
-use crate::driver::secondary_copies::{CopyError, SecondaryCopies};
+use crate::driver::secondary_copies::{self, CopyError, SecondaryCopies};
 use crate::driver::state_cache::{self, CacheError, Cached, StateCache};
 use crate::observe::activity::ControlActivity;
 use crate::observe::history::EventLog;
@@ -591,6 +591,7 @@ impl ControlShell {
         if self.plane.in_fleet() {
             check_health_unmoved(&self.config, &fresh)?;
         }
+        secondary_copies::check_secondaries_unmoved(&self.config, &fresh)?;
         let previous_sources = std::mem::replace(self.plane.sources_mut(), sources);
         // Regions are rebuilt: the data they use was reloaded too.
         let snapshots = self.plane.snapshots().reloaded(loaded, response_settings::from_config(&fresh).map_err(zones_error)?);
