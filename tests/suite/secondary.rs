@@ -250,6 +250,15 @@ fn follows_its_primary(updater: &Path, primary_port: u16, start_primary: impl Fn
         (Some("secondary.test."), Some(false), true)
     );
     assert!(zone["serial"].as_u64().is_some_and(|serial| serial > 1) && zone["next_check"].is_u64(), "{shown}");
+    let ctl = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_pharos")).args(["ctl", "--api", &pharos.api, "--token", TOKEN]).args(args).output();
+        let output = output.unwrap();
+        (output.status.success(), String::from_utf8_lossy(&output.stdout).into_owned())
+    };
+    let (listed, table) = ctl(&["zone", "secondary"]);
+    assert!(listed && table.contains("secondary.test.") && table.contains("serving"), "{table}");
+    let (refreshed, table) = ctl(&["zone", "refresh", ZONE]);
+    assert!(refreshed && table.contains("secondary.test."), "{table}");
     let refresh = |zone: &str| request("POST", &format!("{}/v1/zones/{zone}/refresh", pharos.api), Some(TOKEN), None).0;
     assert_eq!((refresh(ZONE), refresh("other.test")), (200, 404), "only a secondary zone is refreshed");
 
