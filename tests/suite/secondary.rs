@@ -118,27 +118,30 @@ struct Secondary {
 const TOKEN: &str = "secondary-test-token";
 
 impl Secondary {
-    /// Configured to copy the zone from `primary`, signing with `key`.
-    fn new(primary: SocketAddr, key: &Tsig) -> Secondary {
+    /// Configured to copy the zone from `primaries`, in order, signing
+    /// with `key`.
+    fn new(primaries: &[SocketAddr], key: &Tsig) -> Secondary {
         let dir = tempfile::Builder::new().prefix("secondary-pharos-").tempdir().unwrap();
         let api = format!("http://{}", at(free_port()));
         let secondary = Secondary { dir, address: at(free_port()), api, running: None };
-        secondary.configure(primary, key);
+        secondary.configure(primaries, key);
         secondary
     }
 
-    fn configure(&self, primary: SocketAddr, key: &Tsig) {
+    fn configure(&self, primaries: &[SocketAddr], key: &Tsig) {
+        let primaries: Vec<String> =
+            primaries.iter().map(|primary| format!("{{ address = \"{primary}\", key = \"{}\" }}", key.name)).collect();
         let services = Declarations::new().service(SERVICE).policy("failover").line("ttl = 60").replica("a", "192.0.2.10").toml();
         let config = format!(
             "[server]\nlisten = [\"{}\"]\nthreads = 1\n[store]\npath = \"{}\"\n[control]\nlisten = \"{}\"\ntoken = \"{TOKEN}\"\n{services}\n\
              [[tsig_key]]\nname = \"{}\"\nsecret = \"{}\"\n\
-             [[zone]]\norigin = \"{ZONE}\"\nprimaries = [{{ address = \"{primary}\", key = \"{}\" }}]\nrefresh_min_seconds = 1\n",
+             [[zone]]\norigin = \"{ZONE}\"\nprimaries = [{}]\nrefresh_min_seconds = 1\n",
             self.address,
             self.dir.path().join("pharos.sqlite").display(),
             self.api.trim_start_matches("http://"),
             key.name,
             key.secret,
-            key.name,
+            primaries.join(", "),
         );
         std::fs::write(self.config(), config).unwrap();
     }
@@ -223,15 +226,17 @@ fn notify(server: SocketAddr, source: &str, zone: &str) -> (Rcode, bool, Option<
     (reply.header().rcode(), reply.header().aa(), extended)
 }
 
-/// The whole life of a secondary zone with `primary` updated by `updater`:
-/// the first transfer, a service inside, an update by NOTIFY and IXFR,
-/// and a restart with the primary down.
+/// The whole life of a secondary zone with `primary` updated by `updater`,
+/// listed after a primary that is down: the first transfer, a service
+/// inside, an update by NOTIFY and IXFR, and a restart with the primary
+/// down.
 fn follows_its_primary(updater: &Path, primary_port: u16, start_primary: impl FnOnce(SocketAddr) -> Running) {
-    let primary_address = at(primary_port);
-    let mut pharos = Secondary::new(primary_address, &KEY);
+    let (down, primary_address) = (at(free_port()), at(primary_port));
+    let mut pharos = Secondary::new(&[down, primary_address], &KEY);
     let primary = start_primary(pharos.address);
     pharos.start();
     pharos.wait_for(&format!("www.{ZONE}"), "192.0.2.2");
+    assert!(pharos.log().contains(&format!("primary={down}")), "the first primary was tried first:\n{}", pharos.log());
     assert_eq!(pharos.addresses(SERVICE), (Rcode::NOERROR, vec!["192.0.2.10".to_string()]), "the service inside is routed");
     assert!(pharos.log().contains("by=AXFR"), "the first copy is whole:\n{}", pharos.log());
 
@@ -298,7 +303,7 @@ fn pharos_follows_a_bind_primary() {
 fn the_zone_expires_into_servfail_once_its_primary_is_gone() {
     let Some(knotd) = require("knotd", "knot") else { return };
     let port = free_port();
-    let mut pharos = Secondary::new(at(port), &KEY);
+    let mut pharos = Secondary::new(&[at(port)], &KEY);
     let knot = start_knot(&knotd, port, pharos.address, &zone_text(1, 1, 4));
     pharos.start();
     pharos.wait_for(&format!("www.{ZONE}"), "192.0.2.2");
@@ -311,11 +316,11 @@ fn the_zone_expires_into_servfail_once_its_primary_is_gone() {
 fn a_transfer_signed_with_the_wrong_secret_is_refused_and_the_zone_stays() {
     let (Some(knotd), Some(knsupdate)) = (require("knotd", "knot"), require("knsupdate", "knot-dnsutils")) else { return };
     let port = free_port();
-    let mut pharos = Secondary::new(at(port), &KEY);
+    let mut pharos = Secondary::new(&[at(port)], &KEY);
     let _knot = start_knot(&knotd, port, pharos.address, &zone_text(1, 1, 86400));
     pharos.start();
     pharos.wait_for(&format!("www.{ZONE}"), "192.0.2.2");
-    pharos.configure(at(port), &WRONG_KEY);
+    pharos.configure(&[at(port)], &WRONG_KEY);
     pharos.start();
     update(&knsupdate, at(port), &format!("new.{ZONE}"), "192.0.2.99");
     // Knot DNS answers NOTAUTH, BADSIG: it could not check the request.
