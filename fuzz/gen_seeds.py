@@ -376,6 +376,34 @@ def update_seeds():
     ]
 
 
+def transfer_in_answer(qtype, records, ident=0x5EC0):
+    """A primary's answer (QR, AA) to `qtype` for example.test, framed by its length as over TCP."""
+    packet = struct.pack(">HHHHHH", ident, 0x8400, 1, len(records), 0, 0) + wire_name("example.test") + struct.pack(">HH", qtype, 1)
+    packet += b"".join(records)
+    return struct.pack(">H", len(packet)) + packet
+
+
+def transfer_in_seeds():
+    """Answers for `transfer_in`: its first octet picks the request (0 SOA, 1 IXFR, 3 AXFR; +8 sets the ID)."""
+    IN, IXFR, AXFR = 1, 251, 252
+
+    def soa(serial):
+        data = wire_name("ns.example.test") + wire_name("hostmaster.example.test") + struct.pack(">IIIII", serial, 3600, 600, 86400, 300)
+        return rr("example.test", SOA, IN, 300, data)
+
+    ns = rr("example.test", NS, IN, 300, wire_name("ns.example.test"))
+    www = rr("www.example.test", A, IN, 300, bytes([192, 0, 2, 1]))
+    new = rr("new.example.test", A, IN, 300, bytes([192, 0, 2, 2]))
+    return [
+        bytes([8]) + transfer_in_answer(SOA, [soa(2)]),
+        bytes([11]) + transfer_in_answer(AXFR, [soa(2), ns, www]) + transfer_in_answer(AXFR, [new, soa(2)]),
+        bytes([9]) + transfer_in_answer(IXFR, [soa(3), soa(1), www, soa(2), new, soa(2), soa(3), www, soa(3)]),
+        bytes([9]) + transfer_in_answer(IXFR, [soa(1)]),
+        bytes([9]) + transfer_in_answer(IXFR, [soa(2), ns, new, soa(2)]),
+        bytes([13]) + transfer_in_answer(AXFR, [soa(2), ns, soa(2)]),
+    ]
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -394,9 +422,11 @@ def main():
     initials = write_corpus(os.path.join(out, "initial"), initial_seeds())
     proxies = write_corpus(os.path.join(out, "proxy"), proxy_seeds())
     updates = write_corpus(os.path.join(out, "update"), update_seeds())
+    transfers = write_corpus(os.path.join(out, "transfer_in"), transfer_in_seeds())
     print(
         f"gen_seeds: {count} respond seeds ({captured} payloads from {len(captures)} captures), "
-        f"{zones} zone seeds, {initials} initial seeds, {proxies} proxy seeds, {updates} update seeds in {out}"
+        f"{zones} zone seeds, {initials} initial seeds, {proxies} proxy seeds, {updates} update seeds, "
+        f"{transfers} transfer_in seeds in {out}"
     )
 
 

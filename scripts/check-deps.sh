@@ -30,7 +30,7 @@ from fnmatch import fnmatch
 
 # Must exist: the rule is about them, and a renamed crate must not slip
 # out of it unnoticed.
-SANS_IO = ["pharos-wire", "pharos-zone", "pharos-answer", "pharos-route", "pharos-ranges", "pharos-bgp", "pharos-rrl", "pharos-dnssec", "pharos-model", "pharos-control", "pharos-update"]
+SANS_IO = ["pharos-wire", "pharos-secondary", "pharos-zone", "pharos-answer", "pharos-route", "pharos-ranges", "pharos-bgp", "pharos-rrl", "pharos-dnssec", "pharos-model", "pharos-control", "pharos-update"]
 MECHANISMS = ["pharos-transport", "pharos-xdp", "pharos-artemis", "pharos-artemis-quic"]
 
 # What a sans-IO crate must not pull in, by crate name (shell patterns):

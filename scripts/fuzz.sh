@@ -3,7 +3,7 @@
 # stable toolchain (no sanitizer: the fuzzed crates have no unsafe code, so
 # panics, overflow checks and the targets' own invariants are the oracles).
 #
-#   scripts/fuzz.sh [SECONDS]     default 60: 1/2 to `respond`, 1/4 to `zone`, 1/12 each to `initial`, `proxy` and `update`
+#   scripts/fuzz.sh [SECONDS]     default 60: 1/2 to `respond`, 1/4 to `zone`, 1/12 each to `initial` and `proxy`, 1/24 each to `update` and `transfer_in`
 #
 # Run from anywhere; CI runs it from the repository root. Installs
 # cargo-fuzz if missing, regenerates the seeds (fuzz/seeds, from
@@ -16,8 +16,8 @@
 set -euo pipefail
 
 total=${1:-60}
-if ! [[ $total =~ ^[0-9]+$ ]] || ((total < 12)); then
-    echo "usage: $0 [SECONDS >= 12]" >&2
+if ! [[ $total =~ ^[0-9]+$ ]] || ((total < 24)); then
+    echo "usage: $0 [SECONDS >= 24]" >&2
     exit 2
 fi
 cd "$(dirname "$0")/.."
@@ -80,13 +80,15 @@ respond_seconds=$((total / 2))
 zone_seconds=$((total / 4))
 initial_seconds=$((total / 12))
 proxy_seconds=$((total / 12))
-update_seconds=$((total - respond_seconds - zone_seconds - initial_seconds - proxy_seconds))
+transfer_in_seconds=$((total / 24))
+update_seconds=$((total - respond_seconds - zone_seconds - initial_seconds - proxy_seconds - transfer_in_seconds))
 failed=()
 fuzz_target respond "$respond_seconds" || failed+=(respond)
 fuzz_target zone "$zone_seconds" || failed+=(zone)
 fuzz_target initial "$initial_seconds" || failed+=(initial)
 fuzz_target proxy "$proxy_seconds" || failed+=(proxy)
 fuzz_target update "$update_seconds" || failed+=(update)
+fuzz_target transfer_in "$transfer_in_seconds" || failed+=(transfer_in)
 if ((${#failed[@]})); then
     echo "fuzz.sh: failures in: ${failed[*]}"
     exit 1

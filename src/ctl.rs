@@ -9,7 +9,7 @@ use pharos_model::api::{
     AddressView, DispatcherPick, ErrorReply, ExplainReply, MeasurementSpec, MeasurementsKept, NewRegion, RegionAdded, ReplicaPatch,
 };
 use pharos_model::spec::{RegionSpec, ServiceSpec};
-use pharos_model::status::{DataStatus, FastPathStatus, StoreStatus, SyncCounts};
+use pharos_model::status::{DataStatus, FastPathStatus, SecondaryStatus, StoreStatus, SyncCounts};
 use pharos_model::token::{NewToken, Scope, TokenMade, TokenView};
 use pharos_model::zone::{NewZone, RrsetChange, RrsetView, ZoneView};
 use serde::Serialize;
@@ -194,6 +194,13 @@ enum ZoneCommand {
         /// The zone's name.
         name: String,
     },
+    /// List the secondary zones: serial, last refresh, next check, expired or not, last error.
+    Secondary,
+    /// Make a secondary zone ask its primaries now (as a NOTIFY does).
+    Refresh {
+        /// The zone's name.
+        name: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -300,6 +307,8 @@ fn zone_call(client: &Client, command: &ZoneCommand) -> anyhow::Result<String> {
             client.send("PATCH", &format!("/v1/zones/{zone}/rrsets"), &[rrset_change(zone, owner, rtype, 0, Vec::new())])
         }
         ZoneCommand::Delete { name } => client.call("DELETE", &format!("/v1/zones/{name}"), None),
+        ZoneCommand::Secondary => client.call("GET", "/v1/secondary", None),
+        ZoneCommand::Refresh { name } => client.call("POST", &format!("/v1/zones/{name}/refresh"), None),
     }
 }
 
@@ -446,9 +455,23 @@ fn print_human(command: &CtlCommand, reply: &str) -> anyhow::Result<()> {
         CtlCommand::Zone(ZoneCommand::List) => print_zones(&read::<Vec<ZoneView>>(reply)?),
         CtlCommand::Zone(ZoneCommand::Show { .. }) => print!("{reply}"),
         CtlCommand::Zone(ZoneCommand::Rrsets { .. }) => print_rrsets(&read::<Vec<RrsetView>>(reply)?),
+        CtlCommand::Zone(ZoneCommand::Secondary | ZoneCommand::Refresh { .. }) => print_secondaries(&read::<Vec<SecondaryStatus>>(reply)?),
         _ => println!("ok"),
     }
     Ok(())
+}
+
+fn print_secondaries(zones: &[SecondaryStatus]) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64);
+    let ago = |at: Option<u64>| at.map_or("never".to_string(), |at| format!("{}s ago", now.saturating_sub(at) / 1000));
+    let due = |at: Option<u64>| at.map_or("now".to_string(), |at| format!("in {}s", at.saturating_sub(now) / 1000));
+    println!("{:<32} {:<12} {:<14} {:<12} {:<8} LAST ERROR", "ZONE", "SERIAL", "REFRESHED", "NEXT CHECK", "STATE");
+    for zone in zones {
+        let serial = zone.serial.map_or("-".to_string(), |serial| serial.to_string());
+        let state = if zone.expired { "expired" } else { "serving" };
+        let error = zone.last_error.as_deref().unwrap_or("-");
+        println!("{:<32} {serial:<12} {:<14} {:<12} {state:<8} {error}", zone.zone, ago(zone.last_refresh), due(zone.next_check));
+    }
 }
 
 fn print_tokens(tokens: &[TokenView]) {

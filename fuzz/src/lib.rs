@@ -61,7 +61,7 @@ pub fn snapshot() -> &'static Snapshot {
             .map(|(origin, text)| parse_zone_text(origin, text, &format!("{origin}.zone")).unwrap_or_else(|err| panic!("fuzz zone: {err}")))
             .collect();
         let file = services();
-        let declared = Declared { datacenters: &file.datacenters, regions: &file.regions, services: &file.services };
+        let declared = Declared { datacenters: &file.datacenters, regions: &file.regions, services: &file.services, zones: &[] };
         let tsig_keys =
             TsigAlgorithm::ALL.into_iter().map(|algorithm| TsigKey::new(key_name(algorithm), algorithm, TSIG_SECRET.into())).collect();
         let settings = Settings { nsid: Some((*b"fuzz-node").into()), udp_payload: SERVER_UDP_PAYLOAD, tsig_keys, ..Settings::default() };

@@ -41,6 +41,7 @@ mod redirect;
 mod rollover;
 mod routing;
 mod rrl;
+mod secondary;
 mod service;
 mod sid;
 mod store_zones;

@@ -34,14 +34,14 @@ const ZONE: &str = "example.com";
 const SERVICE: &str = "svc.example.com";
 
 /// A process stopped when dropped, with its directory.
-struct Running {
+pub(crate) struct Running {
     child: Child,
     log: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl Running {
-    fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         self._dir.path()
     }
 
@@ -51,7 +51,12 @@ impl Running {
         assert_eq!(unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGHUP) }, 0);
     }
 
-    fn log(&self) -> String {
+    /// True while the process has not exited.
+    pub(crate) fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
@@ -75,7 +80,7 @@ impl Drop for Running {
 }
 
 /// Starts `command` (its output to `log` in `dir`).
-fn run(mut command: Command, dir: tempfile::TempDir) -> Running {
+pub(crate) fn run(mut command: Command, dir: tempfile::TempDir) -> Running {
     let log = dir.path().join("log");
     let out = std::fs::File::create(&log).unwrap();
     command.stdin(Stdio::null()).stdout(out.try_clone().unwrap()).stderr(out);
@@ -130,14 +135,14 @@ fn start_pharos_with(address: SocketAddr, allow_transfer: &str, key: Option<&Tsi
 }
 
 /// A TSIG key as the servers' configurations give it: HMAC-SHA256.
-struct Tsig {
-    name: &'static str,
+pub(crate) struct Tsig {
+    pub(crate) name: &'static str,
     /// Base64.
-    secret: &'static str,
+    pub(crate) secret: &'static str,
 }
 
-const KEY: Tsig = Tsig { name: "xfr-key", secret: "c2VjcmV0IG9mIHRoZSB0cmFuc2ZlciB0ZXN0cyEhIQ==" };
-const WRONG_KEY: Tsig = Tsig { name: "xfr-key", secret: "bm90IHRoZSBzZWNyZXQgUGhhcm9zIGhvbGRzISEhISE=" };
+pub(crate) const KEY: Tsig = Tsig { name: "xfr-key", secret: "c2VjcmV0IG9mIHRoZSB0cmFuc2ZlciB0ZXN0cyEhIQ==" };
+pub(crate) const WRONG_KEY: Tsig = Tsig { name: "xfr-key", secret: "bm90IHRoZSBzZWNyZXQgUGhhcm9zIGhvbGRzISEhISE=" };
 
 /// knotd on `port`: the primary of the zone file (transfers to loopback)
 /// when `primary` is None, else a secondary fetching from `primary`,

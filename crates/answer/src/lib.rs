@@ -20,7 +20,7 @@ mod tsig;
 
 use std::net::IpAddr;
 
-pub use notify::{notify_message, notify_reply};
+pub use notify::{NotifyAcl, notified_zone, notify_message, notify_reply};
 use pharos_dnssec::NXNAME;
 use pharos_route::Routes;
 use pharos_route::prefix::PrefixMap;
@@ -75,6 +75,8 @@ pub struct Settings {
     /// The TSIG keys requests may be signed with: every query's is
     /// checked, a transfer's included.
     pub tsig_keys: Vec<TsigKey>,
+    /// Who may NOTIFY Pharos of a change to which secondary zone.
+    pub notify_acls: Vec<NotifyAcl>,
 }
 
 impl Default for Settings {
@@ -86,6 +88,7 @@ impl Default for Settings {
             transfer_acls: Vec::new(),
             store_zone_transfers: None,
             tsig_keys: Vec::new(),
+            notify_acls: Vec::new(),
         }
     }
 }
@@ -336,6 +339,10 @@ fn answer_query<'s>(
     out: &mut Vec<u8>,
 ) -> Answered<'s> {
     let question = query.question.expect("a parsed query has its question");
+    if query.opcode() == pharos_wire::query::OPCODE_NOTIFY {
+        let (flags, rcode, extended) = notify::taken(query, &question, client, &snapshot.settings);
+        return write_question_only(query, flags, rcode, extended, opt, out);
+    }
     if let Some((rcode, extended)) = unanswerable(query, &question, client.transport, snapshot) {
         return write_refusal(query, rcode, extended, opt, out);
     }
@@ -386,7 +393,7 @@ fn answer_query<'s>(
     let compact_nxdomain = match &lookup {
         Lookup::Built(body) => body.compact_nxdomain,
         Lookup::Resolved(answer) => answer.compact_nxdomain,
-        Lookup::NotAuthoritative => false,
+        Lookup::NotAuthoritative | Lookup::Expired => false,
     };
     let room = room - extended.filter(|_| query.edns.is_some()).map_or(0, |extended| extended.option_len());
     let (header_flags, rcode, fitted, smallest_ttl) = match lookup {
@@ -400,6 +407,7 @@ fn answer_query<'s>(
             (answer_flags(&answer), answer.rcode, fitted, smallest_ttl(&cuts, &fitted))
         }
         Lookup::NotAuthoritative => (0, rcode::REFUSED, Fitted { len: 0, counts: [0; 3], truncated: false }, None),
+        Lookup::Expired => (0, rcode::SERVFAIL, Fitted { len: 0, counts: [0; 3], truncated: false }, None),
     };
     // RFC 9824 section 5: a query with Compact Answers OK learns from the
     // RCODE that the name does not exist, beside the same signed proof.
@@ -445,6 +453,11 @@ fn unanswerable(query: &Query<'_>, question: &Question, transport: Transport, sn
 /// Why a transfer query got no zone.
 const TRANSFER_NEEDS_TCP: ExtendedError = ExtendedError { info_code: 21, extra_text: "zone transfers are answered over TCP and TLS" };
 
+/// Why a secondary zone is answered SERVFAIL: no primary confirmed its
+/// copy within the SOA's expire time (RFC 1034 section 4.3.5), or there
+/// was none yet.
+pub(crate) const ZONE_EXPIRED: ExtendedError = ExtendedError::other("zone expired: no primary reached");
+
 /// Why a lookup ended in an error, where the response can say so: a name
 /// in no served zone (as Knot DNS and NSD say), or a DNAME substitution
 /// longer than a name may be (as NSD says).
@@ -452,6 +465,7 @@ fn extended_error(lookup: &Lookup<'_>) -> Option<ExtendedError> {
     const DNAME_TOO_LONG: ExtendedError = ExtendedError::other("DNAME substitution is longer than a name may be");
     match lookup {
         Lookup::NotAuthoritative => Some(ExtendedError::NOT_AUTHORITATIVE),
+        Lookup::Expired => Some(ZONE_EXPIRED),
         Lookup::Built(body) if body.rcode == rcode::YXDOMAIN => Some(DNAME_TOO_LONG),
         Lookup::Resolved(answer) if answer.rcode == rcode::YXDOMAIN => Some(DNAME_TOO_LONG),
         _ => None,
@@ -481,10 +495,22 @@ fn write_refusal(
     opt: OptSource<'_>,
     out: &mut Vec<u8>,
 ) -> Answered<'static> {
+    write_question_only(query, 0, rcode, extended, opt, out)
+}
+
+/// A response of the question alone with header `flags` (AA) and `rcode`.
+fn write_question_only(
+    query: &Query<'_>,
+    flags: u16,
+    rcode: u16,
+    extended: Option<ExtendedError>,
+    opt: OptSource<'_>,
+    out: &mut Vec<u8>,
+) -> Answered<'static> {
     let mut writer = MessageWriter::new(out);
     writer.question(query.question_bytes());
     let counts = [u16::from(query.question.is_some()), 0, 0, 0];
-    let opt_at = finish(&mut writer, query, &Outcome { flags: 0, rcode, counts, scope: 0, extended }, opt);
+    let opt_at = finish(&mut writer, query, &Outcome { flags, rcode, counts, scope: 0, extended }, opt);
     let qtype = query.question.map(|question| question.qtype);
     Answered { rcode, smallest_ttl: None, len: writer.len(), qtype, routed: None, opt_at, nonexistent: false, tsig: None }
 }

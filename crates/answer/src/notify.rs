@@ -1,13 +1,65 @@
-//! NOTIFY out (RFC 1996), the messages only: the NOTIFY a primary sends
+//! NOTIFY (RFC 1996), the messages only. Out: the NOTIFY a primary sends
 //! its secondaries when a zone's serial moves ([`notify_message`]: opcode
 //! NOTIFY, AA, the zone's SOA as the question and its new SOA in the
 //! answer section as a hint, section 3.7; signed with TSIG if a key is
 //! given), and whether a datagram is the reply to one ([`notify_reply`]).
 //! Sending, retrying and giving up belong to the server.
+//!
+//! In: a NOTIFY for one of Pharos's secondary zones from an address its
+//! [`NotifyAcl`] lists is answered NOERROR with AA and the question
+//! (section 4.7), and its transport hands the zone to the server, which
+//! checks the primary's SOA at once; from anyone else, or for another
+//! zone, REFUSED with an Extended DNS Error saying why.
 
-use pharos_wire::{HEADER_LEN, MessageWriter, flags, name, types};
+use std::net::IpAddr;
 
+use pharos_route::prefix::PrefixMap;
+use pharos_wire::edns::ExtendedError;
+use pharos_wire::query::Question;
+use pharos_wire::{HEADER_LEN, MessageWriter, Query, flags, name, rcode, types};
+
+use crate::Client;
 use crate::tsig::{self, TsigKey};
+
+/// Who may NOTIFY Pharos of a change to one secondary zone.
+#[derive(Debug, Clone)]
+pub struct NotifyAcl {
+    /// The zone's origin, lowercase wire form.
+    pub zone: Box<[u8]>,
+    /// The addresses (prefixes) NOTIFYs for it are taken from.
+    pub allowed: PrefixMap<()>,
+}
+
+/// RFC 8914 section 4.19, as for a transfer not allowed.
+const NOTIFY_NOT_ALLOWED: ExtendedError = ExtendedError { info_code: 18, extra_text: "NOTIFY not allowed from this address" };
+/// RFC 8914 section 4.21: no secondary zone of that name here.
+const NOT_A_SECONDARY_ZONE: ExtendedError = ExtendedError { info_code: 20, extra_text: "not a secondary zone here" };
+
+/// The header flags, RCODE and reason of the answer to a NOTIFY.
+pub(crate) fn taken(
+    query: &Query<'_>,
+    question: &Question,
+    client: &Client,
+    settings: &crate::Settings,
+) -> (u16, u16, Option<ExtendedError>) {
+    if question.qtype != types::SOA {
+        return (0, rcode::FORMERR, None);
+    }
+    match notified_zone(query, client.address, &settings.notify_acls) {
+        Ok(_) => (flags::AA, rcode::NOERROR, None),
+        Err(extended) => (0, rcode::REFUSED, Some(extended)),
+    }
+}
+
+/// The secondary zone a NOTIFY `query` from `client` names, if it may
+/// (the transport hands it on when the answer is NOERROR).
+pub fn notified_zone<'a>(query: &Query<'_>, client: IpAddr, acls: &'a [NotifyAcl]) -> Result<&'a [u8], ExtendedError> {
+    let acl = acls.iter().find(|acl| acl.zone.eq_ignore_ascii_case(query.qname())).ok_or(NOT_A_SECONDARY_ZONE)?;
+    match acl.allowed.lookup(client).value {
+        Some(_) => Ok(&acl.zone),
+        None => Err(NOTIFY_NOT_ALLOWED),
+    }
+}
 
 /// The NOTIFY opcode (RFC 1996 section 3.1), in the header's flags.
 const OPCODE_NOTIFY: u16 = 4 << 11;

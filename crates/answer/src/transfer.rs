@@ -190,6 +190,10 @@ fn transferable<'s>(
     if !allowed(&snapshot.settings.transfer_acls, &zone.origin, client.address, key) {
         return Err((rcode::REFUSED, NOT_ALLOWED));
     }
+    // A secondary zone's expired copy is not given on, as it is not served.
+    if zone.expired {
+        return Err((rcode::SERVFAIL, crate::ZONE_EXPIRED));
+    }
     Ok(zone)
 }
 

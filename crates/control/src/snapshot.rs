@@ -110,6 +110,33 @@ impl SnapshotBuilder {
         SnapshotBuilder { served: self.served.clone(), stored: self.stored.clone(), ..SnapshotBuilder::new(loaded, settings) }
     }
 
+    /// A builder with `zone` in place of the loaded zone of its origin (a
+    /// secondary zone's new copy, or its copy expired), reusing all else:
+    /// the zone's version follows on from what it served (a new serial
+    /// and a journaled difference if its records changed), and the next
+    /// build freezes the zones again.
+    pub fn with_zone(&self, zone: Zone) -> SnapshotBuilder {
+        let (mut loaded, mut records) = (self.loaded.clone(), self.file_records.clone());
+        let zone_records = file_records(&zone);
+        match loaded.iter().position(|loaded| loaded.origin == zone.origin) {
+            Some(index) => (loaded[index], records[index]) = (zone, zone_records),
+            None => {
+                loaded.push(zone);
+                records.push(zone_records);
+            }
+        }
+        SnapshotBuilder {
+            loaded,
+            file_records: records,
+            settings: self.settings.clone(),
+            frozen: None,
+            served: self.served.clone(),
+            stored: self.stored.clone(),
+            regions: self.regions.clone(),
+            services: self.services.clone(),
+        }
+    }
+
     /// The zones alone, with no service routed (what serves until the
     /// first build is published).
     pub fn without_services(&self) -> Result<Snapshot, ControlError> {

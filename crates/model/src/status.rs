@@ -1,6 +1,7 @@
 //! What a node shows of itself through the API and `pharos ctl`: the
 //! store it keeps its state in (`/v1/store`), the kernel fast path
-//! (`/v1/fastpath`) and the proximity data (`/v1/data`). The server
+//! (`/v1/fastpath`), the proximity data (`/v1/data`) and its secondary
+//! zones (`/v1/secondary`). The server
 //! writes them, `pharos ctl` reads them back; each state is an enum whose
 //! JSON is the word the API has always shown.
 
@@ -410,4 +411,23 @@ mod tests {
             json.as_object().unwrap().iter().map(|(name, count)| (name.clone(), count.as_u64().unwrap())).collect();
         assert_eq!(named, fields, "serde_json's map is ordered by name");
     }
+}
+
+/// One secondary zone, as `GET /v1/secondary` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecondaryStatus {
+    /// The zone's origin.
+    pub zone: String,
+    /// The serial of the copy served (the primary's); `None` before the
+    /// first transfer.
+    pub serial: Option<u32>,
+    /// When a primary last gave or confirmed the copy (Unix ms).
+    pub last_refresh: Option<u64>,
+    /// When the primaries are next asked (Unix ms); `None` while asking.
+    pub next_check: Option<u64>,
+    /// No copy, or none confirmed within the SOA's expire time: the
+    /// zone is answered SERVFAIL.
+    pub expired: bool,
+    /// Why the last check or transfer failed, until one succeeds.
+    pub last_error: Option<String>,
 }

@@ -37,6 +37,8 @@ pub struct NewZone {
 pub enum ZoneKind {
     File,
     Store,
+    /// Transferred from its primaries.
+    Secondary,
 }
 
 /// A zone as listed.

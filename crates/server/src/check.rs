@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use pharos_store::{PostgresStore, Schema, SqliteStore, StoreError};
 use pharos_wire::causes;
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, ZoneSource};
 use crate::data::unix_millis;
 use crate::driver::response_settings;
 use crate::driver::shell::{ControlShell, load_sources};
@@ -143,9 +143,17 @@ fn config_error_place(error: &ConfigError) -> String {
 
 fn check_zone_files(config: &Config, report: &mut Report) {
     for zone in config.all_zones() {
-        report.record(pharos_zone::load_zone_file(&zone.origin, &zone.file), |loaded| {
-            format!("zone {} ({}): {} names", zone.origin, zone.file.display(), loaded.nodes.len())
-        });
+        match zone.source() {
+            Some(ZoneSource::File(file)) => report.record(pharos_zone::load_zone_file(&zone.origin, file), |loaded| {
+                format!("zone {} ({}): {} names", zone.origin, file.display(), loaded.nodes.len())
+            }),
+            Some(ZoneSource::Primaries(primaries)) => {
+                let addresses: Vec<String> = primaries.iter().map(|primary| primary.address.to_string()).collect();
+                report.note(format!("zone {}: a secondary of {} (not transferred by check)", zone.origin, addresses.join(", ")));
+            }
+            // Config::problems named it.
+            None => {}
+        }
     }
 }
 

@@ -31,6 +31,14 @@ pub enum ConfigError {
     NoListen,
     #[error("no zones: give --zone ORIGIN=FILE or [[zone]] entries in the config file, or a [store] to keep zones in")]
     NoZones,
+    #[error("zone {0}: give either file or primaries, not both")]
+    FileAndPrimaries(String),
+    #[error("zone {0}: give its file, or its primaries to copy it from")]
+    NoSource(String),
+    #[error("zone {0}: dnssec = true is for zones read from a file (a secondary zone is served as its primary signed it)")]
+    SignedSecondary(String),
+    #[error("zone {origin}: refresh_min_seconds {min} is 0 or above refresh_max_seconds {max}")]
+    RefreshBounds { origin: String, min: u32, max: u32 },
     #[error("store_zones.update: {0}")]
     UpdateRule(#[from] pharos_update::PolicyError),
     #[error(
@@ -753,12 +761,26 @@ impl Default for ServerConfig {
     }
 }
 
-/// One zone: its origin and master file.
+/// One zone: its origin and where its records come from: a master file,
+/// or the primaries it is copied from (a secondary zone).
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct ZoneConfig {
     pub origin: String,
-    pub file: PathBuf,
+    pub file: Option<PathBuf>,
+    /// The primaries the zone is transferred from, tried in order; empty
+    /// for a zone read from its file.
+    #[serde(default)]
+    pub primaries: Vec<PrimaryConfig>,
+    /// The client prefixes (CIDR) a NOTIFY for a secondary zone is taken
+    /// from; by default the primaries' addresses.
+    pub notify_from: Option<Vec<String>>,
+    /// The bounds (seconds) a secondary zone's SOA refresh and retry
+    /// times are held to.
+    #[serde(default = "default_refresh_min")]
+    pub refresh_min_seconds: u32,
+    #[serde(default = "default_refresh_max")]
+    pub refresh_max_seconds: u32,
     /// Sign the zone's answers to DO=1 queries with the keys `pharos key
     /// generate` kept in the store.
     #[serde(default)]
@@ -779,6 +801,55 @@ pub struct ZoneConfig {
     /// none.
     #[serde(default)]
     pub notify: Vec<std::net::SocketAddr>,
+}
+
+/// A primary of a secondary zone: where it answers, and the TSIG key
+/// (a `[[tsig_key]]` name) the transfers are signed with.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PrimaryConfig {
+    pub address: std::net::SocketAddr,
+    pub key: Option<String>,
+}
+
+/// Where a zone's records come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ZoneSource<'c> {
+    File(&'c Path),
+    Primaries(&'c [PrimaryConfig]),
+}
+
+impl ZoneConfig {
+    /// Where the zone's records come from; `None` when the zone names
+    /// both a file and primaries, or neither ([`Config::problems`] says so).
+    pub fn source(&self) -> Option<ZoneSource<'_>> {
+        match (&self.file, self.primaries.is_empty()) {
+            (Some(file), true) => Some(ZoneSource::File(file)),
+            (None, false) => Some(ZoneSource::Primaries(&self.primaries)),
+            _ => None,
+        }
+    }
+
+    /// What is wrong with the zone's declaration as a whole, if anything.
+    fn problem(&self) -> Option<ConfigError> {
+        let origin = || self.origin.clone();
+        let (min, max) = (self.refresh_min_seconds, self.refresh_max_seconds);
+        match (&self.file, self.primaries.is_empty()) {
+            (Some(_), false) => Some(ConfigError::FileAndPrimaries(origin())),
+            (None, true) => Some(ConfigError::NoSource(origin())),
+            (None, false) if self.dnssec => Some(ConfigError::SignedSecondary(origin())),
+            _ if min == 0 || min > max => Some(ConfigError::RefreshBounds { origin: origin(), min, max }),
+            _ => None,
+        }
+    }
+}
+
+fn default_refresh_min() -> u32 {
+    pharos_secondary::Clamps::default().min
+}
+
+fn default_refresh_max() -> u32 {
+    pharos_secondary::Clamps::default().max
 }
 
 /// `[store_zones]`: the transfer and NOTIFY settings of every zone kept
@@ -832,7 +903,11 @@ impl ZoneConfig {
         }
         Ok(ZoneConfig {
             origin: origin.to_string(),
-            file: PathBuf::from(file),
+            file: Some(PathBuf::from(file)),
+            primaries: Vec::new(),
+            notify_from: None,
+            refresh_min_seconds: default_refresh_min(),
+            refresh_max_seconds: default_refresh_max(),
             dnssec: false,
             allow_transfer: Vec::new(),
             transfer_keys: Vec::new(),
@@ -850,8 +925,8 @@ impl Config {
         let mut config: Config = toml::from_str(&text).map_err(|source| ConfigError::Parse { path: path.to_path_buf(), source })?;
         let directory = path.parent().unwrap_or(Path::new("."));
         for zone in &mut config.zones {
-            if zone.file.is_relative() {
-                zone.file = directory.join(&zone.file);
+            if let Some(file) = zone.file.as_mut().filter(|file| file.is_relative()) {
+                *file = directory.join(&*file);
             }
         }
         let relative_paths = [
@@ -954,7 +1029,8 @@ impl Config {
             self.update_rules_read(),
         ];
         let wrong = wrong.into_iter().filter_map(|(is_wrong, problem)| is_wrong.then_some(problem));
-        wrong.chain(sections.into_iter().filter_map(Result::err)).collect()
+        let zones = self.all_zones().filter_map(ZoneConfig::problem);
+        wrong.chain(sections.into_iter().filter_map(Result::err)).chain(zones).collect()
     }
 
     /// Refuses a `[[store_zones.update]]` rule that no zone could use;
@@ -1050,7 +1126,7 @@ mod tests {
         )
         .unwrap();
         let config = Config::from_file(&path).unwrap();
-        assert_eq!(config.zones[0].file, dir.path().join("z.zone"));
+        assert_eq!(config.zones[0].file, Some(dir.path().join("z.zone")));
         assert_eq!(config.tcp.idle_timeout_ms, 10_000);
         config.validate().unwrap();
     }
@@ -1122,6 +1198,23 @@ mod tests {
         with_store("path = \"state.db\"").validate().unwrap();
         let error = with_store(&format!("path = \"state.db\"\n{url}")).validate().unwrap_err().to_string();
         assert!(error.contains("store.path (SQLite) and store.url (PostgreSQL)"), "{error}");
+    }
+
+    #[test]
+    fn a_zone_is_read_from_its_file_or_copied_from_its_primaries_never_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pharos.toml");
+        let with_zone = |zone: &str| {
+            std::fs::write(&path, format!("[server]\nlisten = [\"127.0.0.1:5300\"]\n[[zone]]\norigin = \"t\"\n{zone}\n")).unwrap();
+            Config::from_file(&path).unwrap().problems().iter().map(ToString::to_string).collect::<Vec<_>>()
+        };
+        let primaries = "primaries = [{ address = \"192.0.2.53:53\", key = \"k\" }]";
+        assert_eq!(with_zone(primaries), Vec::<String>::new());
+        assert_eq!(with_zone(&format!("{primaries}\nfile = \"z\"")), ["zone t: give either file or primaries, not both"]);
+        assert_eq!(with_zone(""), ["zone t: give its file, or its primaries to copy it from"]);
+        assert!(with_zone(&format!("{primaries}\ndnssec = true"))[0].contains("dnssec = true is for zones read from a file"));
+        let bounds = with_zone(&format!("{primaries}\nrefresh_min_seconds = 10\nrefresh_max_seconds = 5"));
+        assert_eq!(bounds, ["zone t: refresh_min_seconds 10 is 0 or above refresh_max_seconds 5"]);
     }
 
     #[test]

@@ -94,7 +94,7 @@ impl Server {
             None => None,
         };
         let mut transport = config.transport(limits.queries, limits.responses, cookies)?;
-        let applier = UpdateApplier::new(control.clone(), tokio::runtime::Handle::current(), &config.store_zones.update);
+        let applier = UpdateApplier::new(control.clone(), tokio::runtime::Handle::current(), &config);
         transport.updates = Some(Arc::new(applier));
         let transports = Transports::start(&transport, &snapshot, &observation).await?;
         // Every port is bound and the fast path attached: root is no

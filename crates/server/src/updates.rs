@@ -23,6 +23,7 @@ use pharos_update::{Policy, Refusal, RuleConfig, Update, apply, parse, response}
 use pharos_wire::{name, rcode, types};
 use tokio::runtime::Handle;
 
+use crate::config::Config;
 use crate::data::unix_millis;
 use crate::driver::thread::ControlThread;
 
@@ -40,11 +41,16 @@ pub struct UpdateApplier {
     control: ControlThread,
     runtime: Handle,
     rules: Arc<[RuleConfig]>,
+    /// The origins (wire form) of the zones this node is a secondary of.
+    secondaries: Arc<[Box<[u8]>]>,
 }
 
 impl UpdateApplier {
-    pub fn new(control: ControlThread, runtime: Handle, rules: &[RuleConfig]) -> UpdateApplier {
-        UpdateApplier { control, runtime, rules: rules.into() }
+    /// The applier of `config`'s `[[store_zones.update]]` rules.
+    pub fn new(control: ControlThread, runtime: Handle, config: &Config) -> UpdateApplier {
+        let secondaries = config.all_zones().filter(|zone| !zone.primaries.is_empty());
+        let secondaries = secondaries.filter_map(|zone| name::from_dotted(&zone.origin).ok()).map(Box::from).collect();
+        UpdateApplier { control, runtime, rules: config.store_zones.update.as_slice().into(), secondaries }
     }
 }
 
@@ -127,9 +133,13 @@ impl UpdateApplier {
         let zone = name::Display(&update.zone).to_string();
         if state.zone(&zone).is_none() {
             let served = self.control.snapshot().load().zones.zone_for(&update.zone).is_some_and(|served| *served.origin == *update.zone);
-            return Err(match served {
-                true => Refusal::refused(format!("zone {zone} is served from a file; UPDATE changes the zones the store keeps")),
-                false => Refusal::not_authoritative(&update.zone),
+            // RFC 2136 section 6 lets a secondary forward an update to its
+            // primary; Pharos refuses it, naming where it should go, as
+            // Knot DNS does unless told to forward.
+            return Err(match (served, self.secondaries.contains(&update.zone)) {
+                (true, true) => Refusal::refused(format!("zone {zone} is a secondary here: send the update to its primary")),
+                (true, false) => Refusal::refused(format!("zone {zone} is served from a file; UPDATE changes the zones the store keeps")),
+                (false, _) => Refusal::not_authoritative(&update.zone),
             });
         }
         // A change outside the zone is NOTZONE whoever asks (RFC 2136

@@ -53,12 +53,49 @@ pub struct Observation {
     pub counters: metrics::Counters,
     /// Shared with its writer thread too, which counts what it drops.
     pub query_log: std::sync::Arc<dnstap::QueryLog>,
+    pub notify_inbox: NotifyInbox,
 }
 
 impl Observation {
     /// Counting into `counters`, with no query log running yet.
     pub fn new(counters: metrics::Counters) -> Observation {
-        Observation { counters, query_log: std::sync::Arc::default() }
+        Observation { counters, query_log: std::sync::Arc::default(), notify_inbox: NotifyInbox::default() }
+    }
+}
+
+/// Where the transports hand on the NOTIFYs (RFC 1996) they took for the
+/// server's secondary zones: each zone's origin, to check its primary's
+/// SOA at once. Never waits: when the task reading them lags, a NOTIFY is
+/// dropped (its zone is checked on its timer anyway).
+#[derive(Debug, Default)]
+pub struct NotifyInbox(std::sync::OnceLock<tokio::sync::mpsc::Sender<Box<[u8]>>>);
+
+impl NotifyInbox {
+    /// Hands the NOTIFYs taken from now on to `sender` (once).
+    pub fn connect(&self, sender: tokio::sync::mpsc::Sender<Box<[u8]>>) {
+        if self.0.set(sender).is_err() {
+            tracing::warn!("the NOTIFY inbox was connected twice; the first reader keeps it");
+        }
+    }
+
+    /// Hands on the zone of `query` from `client` if it is a NOTIFY that
+    /// `answered` took (NOERROR).
+    pub(crate) fn take(
+        &self,
+        query: &pharos_answer::Query<'_>,
+        answered: &pharos_answer::Answered<'_>,
+        client: std::net::IpAddr,
+        snapshot: &pharos_answer::Snapshot,
+    ) {
+        if query.opcode() != pharos_wire::query::OPCODE_NOTIFY || answered.rcode != pharos_wire::rcode::NOERROR {
+            return;
+        }
+        let (Some(sender), Ok(zone)) = (self.0.get(), pharos_answer::notified_zone(query, client, &snapshot.settings.notify_acls)) else {
+            return;
+        };
+        if sender.try_send(zone.into()).is_err() {
+            tracing::debug!(zone = %pharos_wire::name::Display(zone), "NOTIFY dropped: the secondary zones' task lags");
+        }
     }
 }
 

@@ -380,10 +380,14 @@ fn answer_frames(
             parsed => {
                 let frame = open_frame(output);
                 let options = connection.options_for(&parsed);
+                let query = query_read(&parsed).copied();
                 let answered = respond_parsed(parsed, &connection.client, &options, &current, rng, output);
                 close_frame(output, frame, answered.is_some());
                 if let Some(answered) = &answered {
                     read.answered(answered, message, &output[start..]);
+                    if let Some(query) = &query {
+                        observation.notify_inbox.take(query, answered, connection.client.address, &current);
+                    }
                 }
             }
         }

@@ -27,7 +27,7 @@ use crate::cookies::CookieSecret;
 use crate::dnstap;
 use crate::dnstap::QueryLog;
 use crate::limit::SourceLimiter;
-use crate::metrics::{Counters, Mechanism};
+use crate::metrics::Mechanism;
 use crate::proxy::ProxySources;
 use crate::rrl::{self, ResponseLimit, Sent};
 use crate::updates::{UpdateRequest, Updates, is_update};
@@ -145,9 +145,10 @@ impl Batch {
         snapshot: &'s pharos_answer::Snapshot,
         rng: &mut SmallRng,
         defences: &Defences,
-        counters: &Counters,
+        observation: &Observation,
         now: BatchTime,
     ) -> Answers<'s> {
+        let counters = &observation.counters;
         // Each datagram is parsed once, for the prefetch and the answer.
         let datagrams: [Option<(Client, Datagram<'_>)>; BATCH] = std::array::from_fn(|index| {
             if index >= received {
@@ -200,6 +201,9 @@ impl Batch {
                     let now = crate::tsig_time(&parsed);
                     let options = ResponseOptions { cookie: checked.map(|checked| checked.reply), now, ..ResponseOptions::default() };
                     let answered = respond_parsed(parsed, &client, &options, snapshot, rng, response);
+                    if let (Some(query), Some(answered)) = (&query, &answered) {
+                        observation.notify_inbox.take(query, answered, client.address, snapshot);
+                    }
                     (answered, query, checked.is_some_and(|checked| checked.proven))
                 }
             };
@@ -389,7 +393,7 @@ pub fn serve(
         let current = snapshot.load();
         let unix_seconds = defences.cookies.as_ref().map_or(0, |_| crate::cookies::unix_seconds());
         let now = BatchTime { arrived, unix_seconds };
-        let answers = batch.answer(received, &current, &mut rng, &defences, &observation.counters, now);
+        let answers = batch.answer(received, &current, &mut rng, &defences, &observation, now);
         batch.send(fd, answers.ready);
         if let Some(counting) = counting {
             counting.received(received as u64);

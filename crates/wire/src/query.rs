@@ -76,8 +76,13 @@ pub fn query_read<'q, 'p>(parsed: &'p Result<Query<'q>, Reject<'q>>) -> Option<&
     }
 }
 
+/// The opcode of a standard query.
+pub const OPCODE_QUERY: u8 = 0;
+/// The opcode of a NOTIFY (RFC 1996 section 3.1).
+pub const OPCODE_NOTIFY: u8 = 4;
+
 /// Parses a query packet. Succeeds only for a well-formed standard query
-/// with one question and, at most, one OPT record of version 0.
+/// or NOTIFY with one question and, at most, one OPT record of version 0.
 pub fn parse_query(packet: &[u8]) -> Result<Query<'_>, Reject<'_>> {
     let Some(header) = packet.get(..HEADER_LEN) else {
         return Err(Reject::Drop);
@@ -97,7 +102,7 @@ pub fn parse_query(packet: &[u8]) -> Result<Query<'_>, Reject<'_>> {
         // read the OPT, so that the error can carry one (RFC 6891 section 7).
         questions => skip_questions(packet, questions).and_then(|end| parse_records(packet, end, &mut query, counts)),
     };
-    let rcode = if query.opcode() != 0 {
+    let rcode = if !matches!(query.opcode(), OPCODE_QUERY | OPCODE_NOTIFY) {
         rcode::NOTIMP
     } else if body.is_ok() && counts[0] == 0 {
         return Err(Reject::NoQuestion { query });
@@ -256,7 +261,7 @@ mod tests {
         assert!(no_question(&query(0, [0, 0, 0, 1], OPT)));
         assert!(!no_question(&query(0, [0, 0, 0, 2], &[OPT, OPT].concat())), "two OPTs");
         assert!(!no_question(&query(0, [0, 0, 0, 1], b"")), "a missing record");
-        assert!(!no_question(&query(0x2000, [0, 0, 0, 0], b"")), "another opcode");
+        assert!(!no_question(&query(0x1000, [0, 0, 0, 0], b"")), "another opcode");
         assert!(!no_question(&query(0, [2, 0, 0, 0], &[QUESTION, QUESTION].concat())), "two questions");
     }
 
@@ -273,9 +278,15 @@ mod tests {
 
     #[test]
     fn a_notimp_answer_still_carries_the_question() {
-        let packet = query(0x2000, [1, 0, 0, 0], QUESTION);
+        let packet = query(0x2800, [1, 0, 0, 0], QUESTION);
         let Err(Reject::Respond { query, rcode }) = parse_query(&packet) else { panic!("accepted") };
         assert_eq!(rcode, rcode::NOTIMP);
         assert_eq!(query.question_bytes(), QUESTION);
+    }
+
+    #[test]
+    fn a_notify_is_read_as_a_query_is() {
+        let notify = parse_query(&query(0x2000, [1, 0, 0, 0], QUESTION)).ok().map(|notify| notify.opcode());
+        assert_eq!(notify, Some(OPCODE_NOTIFY));
     }
 }

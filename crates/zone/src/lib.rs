@@ -30,6 +30,6 @@ pub use encode::{Body, Fitted};
 pub use lookup::Answer;
 pub use set::{Lookup, TwiceConfigured, ZoneSet};
 
-pub use load::{LoadError, load_zone_file, parse_records, parse_zone_text};
+pub use load::{LoadError, load_zone_file, parse_records, parse_zone_text, zone_from_records};
 
 pub use zone::{Node, Rrset, Unreservable, WhyUnreservable, Zone};

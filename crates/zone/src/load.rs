@@ -71,6 +71,22 @@ pub fn parse_zone_text(origin: &str, text: &str, source: &str) -> Result<Zone, L
     build_zone(&origin_name, records, source)
 }
 
+/// Builds and checks the zone at `origin` (lowercase wire form) from
+/// `records` as a transfer gave them (its SOA among them); `source` names
+/// it in errors, which give a record's place in `records` as its line.
+pub fn zone_from_records(origin: &[u8], records: &[Record], source: &str) -> Result<Zone, LoadError> {
+    let origin_name = Name::from_octets(Bytes::copy_from_slice(origin))
+        .map_err(|error| LoadError::at(source, None, format!("the zone's name is not a domain name: {error}")))?;
+    let read = records.iter().enumerate().map(|(index, record)| {
+        let line = index + 1;
+        let rtype = domain::base::iana::Rtype::from_int(record.rtype);
+        check_rdata_reads_back(rtype, &record.rdata).map_err(|message| LoadError::at(source, Some(line), message))?;
+        let (owner, rdata) = (record.owner.clone(), record.rdata.clone());
+        Ok(ReadRecord { owner, rtype: record.rtype, ttl: record.ttl, rdata, file: source.to_string(), line })
+    });
+    build_zone(&origin_name, read.collect::<Result<_, LoadError>>()?, source)
+}
+
 /// Reads records from text relative to `origin`, without the checks a
 /// whole zone gets (a SOA, NS at the apex, ...): the records a change
 /// brings, checked with the zone they go into.
@@ -231,7 +247,7 @@ fn build_zone(origin: &Name<Bytes>, records: Vec<ReadRecord>, source: &str) -> R
         node.rrsets.sort_by_key(|rrset| rrset.rtype);
     }
     let journal = Arc::new(Journal::new(DEFAULT_JOURNAL_VERSIONS));
-    Ok(Zone { origin: origin_wire.into(), nodes, negative_ttl, signer: None, journal })
+    Ok(Zone { origin: origin_wire.into(), nodes, negative_ttl, signer: None, journal, expired: false })
 }
 
 fn add_record(nodes: &mut FxHashMap<Box<[u8]>, Node>, origin: &[u8], record: ReadRecord) -> Result<(), LoadError> {

@@ -51,6 +51,8 @@ pub enum Lookup<'s> {
     Resolved(Answer<'s>),
     /// No zone here contains the name.
     NotAuthoritative,
+    /// The name is in a secondary zone whose copy expired.
+    Expired,
 }
 
 /// Two zones of a set have the same origin.
@@ -76,8 +78,11 @@ impl ZoneSet {
             }
             set.zones.push(zone);
         }
+        // An expired zone's names fall through to `lookup`'s SERVFAIL.
         for index in 0..set.zones.len() {
-            set.build_answers(index);
+            if !set.zones[index].expired {
+                set.build_answers(index);
+            }
         }
         Ok(set)
     }
@@ -115,6 +120,7 @@ impl ZoneSet {
             return Lookup::Built(answers.for_type(qtype));
         }
         match self.zone_for(qname) {
+            Some(zone) if zone.expired => Lookup::Expired,
             Some(zone) => Lookup::Resolved(resolve(zone, qname, qtype, dnssec)),
             None => Lookup::NotAuthoritative,
         }

@@ -78,6 +78,9 @@ pub struct Zone {
     /// The differences between its last versions, for IXFR: empty, with
     /// the configured capacity, as loaded; filled as it changes while served.
     pub journal: Arc<Journal>,
+    /// A secondary zone whose copy expired (or was never fetched): every
+    /// query for a name in it is answered SERVFAIL, and none is built.
+    pub expired: bool,
 }
 
 impl Zone {

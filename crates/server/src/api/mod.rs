@@ -32,6 +32,7 @@ use axum::{Json, Router};
 use pharos_control::edit;
 use pharos_model::api::{DispatcherPick, ErrorReply, ExplainReply, MeasurementsKept, NewRegion, Probabilities, RegionAdded, ReplicaPatch};
 use pharos_model::spec::{DataCenterSpec, RegionSpec, ServiceSpec, service_name};
+use pharos_model::status::SecondaryStatus;
 use pharos_model::{Change, ControlError};
 use pharos_route::Family;
 use pharos_route::latency::MeasurementSpec;
@@ -308,6 +309,8 @@ fn router(api: Api) -> Router {
         .route("/v1/zones/{name}", get(zones::text).delete(zones::delete))
         .route("/v1/zones/{name}/rrsets", get(zones::rrsets).patch(zones::change_rrsets))
         .route("/v1/zones/{name}/keys", get(get_zone_keys).post(post_key_step))
+        .route("/v1/secondary", get(|State(api): State<Api>| async move { Json(api.control.secondaries()) }))
+        .route("/v1/zones/{name}/refresh", post(refresh_secondary))
         .route("/v1/tokens", get(tokens::list).post(tokens::make))
         .route("/v1/tokens/{name}", axum::routing::delete(tokens::revoke))
         .route("/metrics", get(|State(api): State<Api>, headers: HeaderMap| metrics(api.control, api.limits, headers)))
@@ -586,6 +589,16 @@ async fn reload(State(api): State<Api>) -> Reply<StatusCode> {
 
 async fn get_zone_keys(State(api): State<Api>, Path(zone): Path<String>) -> Reply<Json<Vec<KeyView>>> {
     Ok(Json(api.control.zone_keys(zone, None).await?))
+}
+
+/// Asks a secondary zone to check its primaries now; answers with what
+/// its timers stand at.
+async fn refresh_secondary(State(api): State<Api>, Path(zone): Path<String>) -> Reply<Json<Vec<SecondaryStatus>>> {
+    let origin = service_name(&zone).map_err(|error| ControlError::invalid("zone", error.to_string()))?;
+    if !api.control.refresh_secondary(&origin) {
+        return Err(ControlError::NotFound(format!("secondary zone {zone}")).into());
+    }
+    Ok(Json(api.control.secondaries()))
 }
 
 /// A key step: `{"step": "roll-zsk" | "roll-ksk" | "ds-changed"}`.

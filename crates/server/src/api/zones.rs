@@ -18,13 +18,18 @@ use crate::api::{Api, Reply, commit};
 pub(crate) async fn list(State(api): State<Api>) -> Json<Vec<ZoneView>> {
     let snapshot = api.control.snapshot().load();
     let state = api.control.state();
+    let secondaries: Vec<String> = api.control.secondaries().into_iter().map(|secondary| secondary.zone).collect();
     let mut views: Vec<ZoneView> = snapshot
         .zones
         .zones()
         .iter()
         .map(|zone| {
             let name = name::Display(&zone.origin).to_string();
-            let kind = if state.zone(&name).is_some() { ZoneKind::Store } else { ZoneKind::File };
+            let kind = match (state.zone(&name).is_some(), secondaries.contains(&name)) {
+                (true, _) => ZoneKind::Store,
+                (false, true) => ZoneKind::Secondary,
+                (false, false) => ZoneKind::File,
+            };
             let serial = soa_serial(&zone.soa().rdatas[0]).unwrap_or(0);
             ZoneView { name, kind, serial, signed: zone.signer.is_some() }
         })

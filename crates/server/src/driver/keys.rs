@@ -13,7 +13,7 @@ use pharos_store::{Store, StoreError};
 use ring::rand::SystemRandom;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, ZoneConfig};
+use crate::config::{Config, ZoneConfig, ZoneSource};
 
 /// The TTL printed on the records shown (the zone's own TTL applies once signed).
 pub const SHOWN_TTL: u32 = 3600;
@@ -100,7 +100,9 @@ pub fn zone_config<'c>(config: &'c Config, zone: &Name<Vec<u8>>) -> Option<&'c Z
 /// and the configuration's delays.
 fn timings(config: &Config, store: &mut dyn Store, zone: &Name<Vec<u8>>) -> Result<Timings, KeysError> {
     let Some(spec) = zone_config(config, zone) else { return Err(KeysError::NoZone(zone.to_string())) };
-    let loaded = pharos_zone::load_zone_file(&spec.origin, &spec.file)?;
+    // dnssec = true is for zones read from a file (Config::problems).
+    let Some(ZoneSource::File(file)) = spec.source() else { return Err(KeysError::NoZone(zone.to_string())) };
+    let loaded = pharos_zone::load_zone_file(&spec.origin, file)?;
     let records = loaded.nodes.values().flat_map(|node| &node.rrsets).map(|rrset| rrset.ttl);
     let (state, _) = store.load()?;
     let inside = |name: &str| zone_name(name).is_ok_and(|name| name.ends_with(zone));

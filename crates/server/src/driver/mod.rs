@@ -6,6 +6,7 @@
 
 pub mod keys;
 pub mod response_settings;
+pub mod secondary_copies;
 pub mod secrets;
 pub mod shell;
 pub(crate) mod state_cache;

@@ -1,16 +1,17 @@
 //! The settings every response is made with, from the configuration:
-//! `[server]`'s, the `[[tsig_key]]`s with their secrets read, and who may
-//! transfer each zone.
+//! `[server]`'s, the `[[tsig_key]]`s with their secrets read, who may
+//! transfer each zone, and who may NOTIFY each secondary zone; and the
+//! keys secondary zones' transfers are signed with.
 
 use std::path::PathBuf;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use pharos_answer::{Settings, TransferAcl, TransferRule, TsigAlgorithm, TsigKey};
+use pharos_answer::{NotifyAcl, Settings, TransferAcl, TransferRule, TsigAlgorithm, TsigKey};
 use pharos_model::spec::{NotADomainName, service_name};
 use pharos_route::prefix::{ListedPrefixError, prefix_set};
 
-use crate::config::Config;
+use crate::config::{Config, TsigKeyConfig};
 
 /// Why the response settings cannot be made from the configuration's
 /// `[server]`, `[[tsig_key]]`s and zones' transfer lists.
@@ -29,6 +30,14 @@ pub enum SettingsError {
     TransferOrigin(NotADomainName),
     #[error("{place} transfer_keys[{index}]: no [[tsig_key]] is named {key:?}")]
     UnknownTransferKey { place: String, index: usize, key: String },
+    #[error("zone {zone} primaries[{index}].key: no [[tsig_key]] is named {key:?}")]
+    UnknownPrimaryKey { zone: String, index: usize, key: String },
+    #[error(
+        "zone {zone} primaries[{index}].key: {key:?} is {algorithm}, which transfers in do not offer (hmac-sha1, -sha256, -sha384 and -sha512 do)"
+    )]
+    PrimaryKeyAlgorithm { zone: String, index: usize, key: String, algorithm: &'static str },
+    #[error("zone {zone} notify_from: {name}", zone = .0.text, name = .0)]
+    SecondaryOrigin(NotADomainName),
 }
 
 /// What is wrong with one `[[tsig_key]]`.
@@ -67,34 +76,84 @@ pub fn from_config(config: &Config) -> Result<Settings, SettingsError> {
         transfer_acls: transfer_acls(config)?,
         store_zone_transfers: store_zone_transfers(config)?,
         tsig_keys: tsig_keys(config)?,
+        notify_acls: notify_acls(config)?,
     })
+}
+
+/// Who may NOTIFY each secondary zone: its `notify_from` prefixes, else
+/// its primaries' addresses. Its primaries' keys are checked here too.
+fn notify_acls(config: &Config) -> Result<Vec<NotifyAcl>, SettingsError> {
+    let secondaries = config.all_zones().filter(|zone| !zone.primaries.is_empty());
+    secondaries
+        .map(|zone| {
+            for (index, primary) in zone.primaries.iter().enumerate() {
+                if let Some(key) = &primary.key {
+                    primary_key(config, &zone.origin, index, key)?;
+                }
+            }
+            let host = |ip: std::net::IpAddr| format!("{ip}/{}", if ip.is_ipv4() { 32 } else { 128 });
+            let primaries = || zone.primaries.iter().map(|primary| host(primary.address.ip())).collect();
+            let allowed = zone.notify_from.clone().unwrap_or_else(primaries);
+            Ok(NotifyAcl {
+                zone: service_name(&zone.origin).map_err(SettingsError::SecondaryOrigin)?,
+                allowed: prefix_set(&format!("zone {} notify_from", zone.origin), &allowed)?,
+            })
+        })
+        .collect()
+}
+
+/// The key the `index`th primary of the secondary zone `zone` signs its
+/// transfers with, named `name`, for the `domain` crate's client side.
+pub fn primary_key(config: &Config, zone: &str, index: usize, name: &str) -> Result<pharos_secondary::TsigKey, SettingsError> {
+    let unknown = || SettingsError::UnknownPrimaryKey { zone: zone.into(), index, key: name.into() };
+    let spec = config.tsig_keys.iter().find(|spec| same_key_name(&spec.name, name)).ok_or_else(unknown)?;
+    let ReadKey { algorithm, secret, .. } = read_key(spec)?;
+    let refused = || SettingsError::PrimaryKeyAlgorithm { zone: zone.into(), index, key: name.into(), algorithm: algorithm.name() };
+    let algorithm: domain::tsig::Algorithm = algorithm.name().parse().map_err(|_| refused())?;
+    let key_name = name.parse().map_err(|_| unknown())?;
+    let key = domain::tsig::Key::new(algorithm, &secret, key_name, None, None).map_err(|_| refused())?;
+    Ok(std::sync::Arc::new(key))
+}
+
+/// True when two `[[tsig_key]]` names name the same key.
+fn same_key_name(a: &str, b: &str) -> bool {
+    a.trim_end_matches('.').eq_ignore_ascii_case(b.trim_end_matches('.'))
 }
 
 /// The `[[tsig_key]]`s, secrets read and decoded; a bad one is refused, named.
 fn tsig_keys(config: &Config) -> Result<Vec<TsigKey>, SettingsError> {
     let mut keys: Vec<TsigKey> = Vec::new();
     for spec in &config.tsig_keys {
-        let refused = |problem| SettingsError::TsigKey { key: spec.name.clone(), problem };
-        let name = service_name(&spec.name).map_err(|error| refused(TsigKeyProblem::Name(error)))?;
+        let ReadKey { name, algorithm, secret } = read_key(spec)?;
         if keys.iter().any(|key| key.name == name) {
             return Err(SettingsError::TsigKeyTwice(spec.name.clone()));
-        }
-        let algorithm =
-            TsigAlgorithm::from_name(&spec.algorithm).ok_or_else(|| refused(TsigKeyProblem::Algorithm(spec.algorithm.clone())))?;
-        let text = match (&spec.secret, &spec.secret_file) {
-            (Some(secret), None) => secret.clone(),
-            (None, Some(file)) => {
-                std::fs::read_to_string(file).map_err(|error| refused(TsigKeyProblem::Read { path: file.clone(), error }))?
-            }
-            _ => return Err(refused(TsigKeyProblem::SecretOrFile)),
-        };
-        let secret = STANDARD.decode(text.trim()).map_err(|error| refused(TsigKeyProblem::NotBase64(error)))?;
-        if secret.is_empty() {
-            return Err(refused(TsigKeyProblem::EmptySecret));
         }
         keys.push(TsigKey::new(name, algorithm, secret.into()));
     }
     Ok(keys)
+}
+
+/// A `[[tsig_key]]` read: its name (wire form), algorithm and secret.
+struct ReadKey {
+    name: Box<[u8]>,
+    algorithm: TsigAlgorithm,
+    secret: Vec<u8>,
+}
+
+fn read_key(spec: &TsigKeyConfig) -> Result<ReadKey, SettingsError> {
+    let refused = |problem| SettingsError::TsigKey { key: spec.name.clone(), problem };
+    let name = service_name(&spec.name).map_err(|error| refused(TsigKeyProblem::Name(error)))?;
+    let algorithm = TsigAlgorithm::from_name(&spec.algorithm).ok_or_else(|| refused(TsigKeyProblem::Algorithm(spec.algorithm.clone())))?;
+    let text = match (&spec.secret, &spec.secret_file) {
+        (Some(secret), None) => secret.clone(),
+        (None, Some(file)) => std::fs::read_to_string(file).map_err(|error| refused(TsigKeyProblem::Read { path: file.clone(), error }))?,
+        _ => return Err(refused(TsigKeyProblem::SecretOrFile)),
+    };
+    let secret = STANDARD.decode(text.trim()).map_err(|error| refused(TsigKeyProblem::NotBase64(error)))?;
+    if secret.is_empty() {
+        return Err(refused(TsigKeyProblem::EmptySecret));
+    }
+    Ok(ReadKey { name, algorithm, secret })
 }
 
 /// Who may transfer each zone with an `allow_transfer` list.
@@ -131,7 +190,7 @@ fn transfer_rule(
         };
     }
     let keys = transfer_keys.iter().enumerate().map(|(index, key)| {
-        let declared = config.tsig_keys.iter().any(|spec| spec.name.trim_end_matches('.').eq_ignore_ascii_case(key.trim_end_matches('.')));
+        let declared = config.tsig_keys.iter().any(|spec| same_key_name(&spec.name, key));
         let unknown = || SettingsError::UnknownTransferKey { place: place.to_owned(), index, key: key.clone() };
         if declared { service_name(key).map_err(|_| unknown()) } else { Err(unknown()) }
     });

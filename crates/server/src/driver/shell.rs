@@ -64,15 +64,16 @@ use pharos_route::{Asker, Explanation, Family, Routed, route};
 use pharos_store::{Batches, PostgresStore, SqliteStore, Store, StoreError};
 use pharos_transport::Observation;
 use pharos_transport::metrics::Counters;
-use pharos_zone::journal::Journal;
+use pharos_zone::journal::{DEFAULT_JOURNAL_VERSIONS, Journal};
 use pharos_zone::{Zone, load_zone_file};
 use rand::Rng;
 use tokio::sync::watch;
 
-use crate::config::{Config, ConfigError, StoreConfig};
+use crate::config::{Config, ConfigError, StoreConfig, ZoneSource};
 use crate::data::{BgpState, BgpStatus, DataFile, DataStatus, LatencyStatus, bgp_summary, modified_file};
 use crate::driver::keys::{self, KeyStep, KeyView, StepError};
 use crate::driver::response_settings;
+use crate::driver::secondary_copies::{self, CopyError, SecondaryCopies};
 use crate::driver::state_cache::{self, CacheError, Cached, StateCache};
 use crate::observe::activity::ControlActivity;
 use crate::observe::history::EventLog;
@@ -82,6 +83,7 @@ use crate::status::FastPathStatus;
 use crate::status::{StoreState, StoreStatus, store_engine};
 use crate::tasks::fastpath::KernelFastPath;
 use crate::tasks::notify;
+use crate::tasks::secondary::{News, SecondaryZone};
 use pharos_wire::causes;
 
 /// Why the store cannot be opened. A PostgreSQL URL is not repeated: it
@@ -128,6 +130,14 @@ pub enum ZonesError {
     File { origin: String, source: pharos_zone::LoadError },
     #[error("zone {origin}")]
     Signer { origin: String, source: SignerError },
+    #[error("secondary zone {origin}")]
+    Copy { origin: String, source: CopyError },
+}
+
+impl ZonesError {
+    fn copy((origin, source): (String, CopyError)) -> ZonesError {
+        ZonesError::Copy { origin, source }
+    }
 }
 
 /// Why a zone with `dnssec = true` cannot be signed.
@@ -226,6 +236,8 @@ pub struct ControlShell {
     cache: Option<StateCache>,
     /// Frees the snapshots and states publications replace.
     retired: Retired,
+    /// The secondary zones' copies as served.
+    copies: SecondaryCopies,
 }
 
 /// How this node, named as `config` says, weighs the fleet's health
@@ -264,7 +276,8 @@ impl ControlShell {
     pub fn open(config: Config, external: Option<Arc<ExternalRegions>>, now: u64) -> Result<ControlShell, OpenError> {
         let cache = state_cache::path(&config);
         let (mut store, cached) = open_store_or_cache(&config, cache.as_deref())?;
-        let snapshots = SnapshotBuilder::new(load_zones(&config, store.as_mut(), now)?, response_settings::from_config(&config)?);
+        let copies = SecondaryCopies::default().loaded(&config, store.as_mut(), now).map_err(ZonesError::copy)?;
+        let snapshots = SnapshotBuilder::new(load_zones(&config, store.as_mut(), &copies, now)?, response_settings::from_config(&config)?);
         let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(snapshots.without_services()?));
         let (mut sources, (geo, asn_table)) = load_sources(&config, now)?;
         sources.external = external;
@@ -314,6 +327,7 @@ impl ControlShell {
             measured,
             cache: cache.map(StateCache::new),
             retired: Retired::start().map_err(OpenError::RetireThread)?,
+            copies,
         };
         shell.latencies_changed();
         if from_cache {
@@ -473,7 +487,7 @@ impl ControlShell {
             CatchUp::Apply(batches) => self.apply_logged(batches, now),
             CatchUp::Read => {
                 self.published.activity.catch_up_read();
-                self.store.news_after(self.applied, self.measured).map_err(ControlError::from).and_then(|news| {
+                self.store.news_after(self.applied, self.measured).map_err(ControlError::store).and_then(|news| {
                     self.apply_logged(news.batches, now)?;
                     self.take_measurements(news.measurements, now)
                 })
@@ -527,11 +541,42 @@ impl ControlShell {
         self.commit(next, Made::ToStore(changes), None, now)
     }
 
+    /// What a secondary zone's task found at `now` (Unix ms): a new copy
+    /// is served (its zone's next version, as a reloaded file's) and kept
+    /// in the store, an expired one served SERVFAIL. A copy the snapshot
+    /// cannot take is refused, and the zone served as it was.
+    pub fn secondary_news(&mut self, news: News, now: u64) -> Result<(), ControlError> {
+        let zone = match news {
+            News::Copied { mut zone, records, at } => {
+                let journal_versions =
+                    self.config.all_zones().find(|spec| service_name(&spec.origin).is_ok_and(|origin| origin == zone.origin));
+                zone.journal = Arc::new(Journal::new(journal_versions.map_or(DEFAULT_JOURNAL_VERSIONS, |spec| spec.journal_versions)));
+                self.republish_zone(zone.clone(), now)?;
+                return self.copies.copied(self.store.as_mut(), zone, &records, at).map_err(ControlError::store);
+            }
+            News::Confirmed { origin, at } => return self.copies.confirmed(self.store.as_mut(), &origin, at).map_err(ControlError::store),
+            News::Expired { origin } => self.copies.expired(&origin),
+        };
+        zone.map_or(Ok(()), |zone| self.republish_zone(zone, now))
+    }
+
+    /// Publishes the snapshot with `zone` in place of the one of its origin.
+    fn republish_zone(&mut self, zone: Zone, now: u64) -> Result<(), ControlError> {
+        let snapshots = self.plane.snapshots().with_zone(zone);
+        self.commit(self.plane.state().as_ref().clone(), Made::ToStore(&[]), Some((self.config.clone(), snapshots)), now)
+    }
+
+    /// The secondary zones as their tasks start.
+    pub fn secondary_zones(&self) -> Result<Vec<SecondaryZone>, response_settings::SettingsError> {
+        self.copies.zones(&self.config)
+    }
+
     /// Re-reads the config file and the zone files, and re-applies the
     /// file's declarations. On any error the old zones and state keep serving.
     pub fn reload(&mut self, now: u64) -> Result<(), ControlError> {
         let fresh = self.config.reread().map_err(zones_error)?;
-        let loaded = load_zones(&fresh, self.store.as_mut(), now).map_err(zones_error)?;
+        let copies = self.copies.loaded(&fresh, self.store.as_mut(), now).map_err(|error| zones_error(ZonesError::copy(error)))?;
+        let loaded = load_zones(&fresh, self.store.as_mut(), &copies, now).map_err(zones_error)?;
         let (mut sources, (geo, asn_table)) = load_sources(&fresh, now).map_err(zones_error)?;
         // The classifier keeps running; its answers are asked for afresh.
         let serving = self.plane.sources();
@@ -546,6 +591,7 @@ impl ControlShell {
         if self.plane.in_fleet() {
             check_health_unmoved(&self.config, &fresh)?;
         }
+        secondary_copies::check_secondaries_unmoved(&self.config, &fresh)?;
         let previous_sources = std::mem::replace(self.plane.sources_mut(), sources);
         // Regions are rebuilt: the data they use was reloaded too.
         let snapshots = self.plane.snapshots().reloaded(loaded, response_settings::from_config(&fresh).map_err(zones_error)?);
@@ -553,6 +599,7 @@ impl ControlShell {
             *self.plane.sources_mut() = previous_sources;
             return Err(error);
         }
+        self.copies = copies;
         self.remember_declarations(&changed)?;
         self.plane.follow_fleet(quorum(&self.config), self.config.health.report_interval_ms);
         if self.config.bgp.table.is_none() {
@@ -962,15 +1009,21 @@ fn zones_error(error: impl Into<Box<dyn Error + Send + Sync>>) -> ControlError {
     ControlError::Zones(Arc::from(Box::<dyn Error + Send + Sync>::from(causes(&*error))))
 }
 
-/// Loads every zone file; a zone with `dnssec = true` gets a signer with
-/// its keys from `store` and signatures valid from `now` (Unix ms).
-fn load_zones(config: &Config, store: &mut dyn Store, now: u64) -> Result<Vec<Zone>, ZonesError> {
+/// Loads every zone file, and takes each secondary zone's copy from
+/// `copies`; a zone with `dnssec = true` gets a signer with its keys from
+/// `store` and signatures valid from `now` (Unix ms).
+fn load_zones(config: &Config, store: &mut dyn Store, copies: &SecondaryCopies, now: u64) -> Result<Vec<Zone>, ZonesError> {
     let window = Window::from_now(now / 1000, config.dnssec.validity_seconds);
     config
         .all_zones()
         .map(|spec| {
-            let mut zone =
-                load_zone_file(&spec.origin, &spec.file).map_err(|source| ZonesError::File { origin: spec.origin.clone(), source })?;
+            let loaded = match (spec.source(), copies.zone(spec)) {
+                (Some(ZoneSource::File(file)), _) => load_zone_file(&spec.origin, file),
+                (_, Some(copy)) => Ok(copy),
+                // Config::problems refuses a zone of no source, or two.
+                (_, None) => unreachable!("zone {} has one source", spec.origin),
+            };
+            let mut zone = loaded.map_err(|source| ZonesError::File { origin: spec.origin.clone(), source })?;
             zone.journal = Arc::new(Journal::new(spec.journal_versions));
             if spec.dnssec {
                 let signer = signer_of(&zone, store, window, now / 1000)

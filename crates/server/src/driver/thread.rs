@@ -32,6 +32,7 @@ use pharos_control::group::{Committer, Edit, group_commit};
 use pharos_control::health::{ProbeResult, ReplicaHealth};
 use pharos_control::load::LoadStatus;
 use pharos_control::retry::{Again, Retries};
+use pharos_model::status::SecondaryStatus;
 use pharos_model::{Change, ControlError, State};
 use pharos_route::latency::MeasurementSpec;
 use pharos_store::Following;
@@ -50,6 +51,7 @@ use crate::status::FastPathStatus;
 use crate::status::StoreStatus;
 use crate::tasks::notify;
 use crate::tasks::prober;
+use crate::tasks::secondary::{self, News, Secondaries};
 
 /// The most requests one commit takes, so a reply never waits for an
 /// unbounded batch.
@@ -106,6 +108,8 @@ enum Command {
     CatchUp {
         notified: Arc<Mutex<Notified<Vec<Change>>>>,
     },
+    /// What a secondary zone's task found.
+    Secondary(News),
 }
 
 /// Opens the control plane now, with the classifier the config asks for
@@ -114,6 +118,20 @@ pub fn open(config: Config) -> Result<ControlShell, OpenError> {
     let external = config.classifier.as_ref().map(crate::tasks::classifier::start).transpose().map_err(OpenError::ClassifierThread)?;
     ControlShell::open(config, external, unix_millis())
 }
+
+/// Starts the secondary zones' tasks, whose news is queued to the thread
+/// as `requests`, with the NOTIFYs the transports take.
+fn start_secondaries(shell: &ControlShell, requests: Sender<Request>) -> std::io::Result<Secondaries> {
+    let zones = shell.secondary_zones().map_err(std::io::Error::other)?;
+    let (inbox, notified) = tokio::sync::mpsc::channel(NOTIFIES_WAITING);
+    shell.published().observation.notify_inbox.connect(inbox);
+    let news = move |news| drop(requests.send(Request::Command(Command::Secondary(news))));
+    Ok(secondary::start(zones, notified, Arc::new(news)))
+}
+
+/// How many NOTIFYs taken by the transports may wait for the secondary
+/// zones' tasks.
+const NOTIFIES_WAITING: usize = 64;
 
 /// The thread that loads the BGP tables could not start.
 #[derive(Debug, thiserror::Error)]
@@ -126,6 +144,7 @@ pub struct ControlThread {
     requests: Sender<Request>,
     published: Arc<Published>,
     snapshot: SharedSnapshot,
+    secondaries: Secondaries,
 }
 
 impl ControlThread {
@@ -138,14 +157,26 @@ impl ControlThread {
         let bgp = shell.config().bgp.clone();
         let probe_plan = shell.probe_plan();
         tokio::spawn(notify::run(shell.notify_plan(), published.clone()));
+        let secondaries = start_secondaries(&shell, requests.clone())?;
         shell.follow_store(follower_news(requests.clone(), published.clone()));
         std::thread::Builder::new().name("control".into()).spawn(move || serve(shell, queue, window))?;
-        let handle = ControlThread { requests, published, snapshot };
+        let handle = ControlThread { requests, published, snapshot, secondaries };
         let results = handle.requests.clone();
         let report = move |result| drop(results.send(Request::Command(Command::ProbeResult(result))));
         tokio::spawn(prober::run(probe_plan, Arc::new(report)));
         handle.load_bgp(&bgp)?;
         Ok(handle)
+    }
+
+    /// What each secondary zone's timers stand at.
+    pub fn secondaries(&self) -> Vec<SecondaryStatus> {
+        self.secondaries.statuses()
+    }
+
+    /// Asks the secondary zone at `origin` (lowercase wire form) to check
+    /// its primaries now; false if it is no secondary zone here.
+    pub fn refresh_secondary(&self, origin: &[u8]) -> bool {
+        self.secondaries.refresh(origin)
     }
 
     /// The state as last committed.
@@ -404,6 +435,11 @@ fn serve_command(shell: &mut ControlShell, command: Command) {
         Command::BgpLoaded(loaded) => {
             if let Err(error) = shell.install_bgp(*loaded, now) {
                 tracing::error!("cannot serve from the new BGP tables: {error}");
+            }
+        }
+        Command::Secondary(news) => {
+            if let Err(error) = shell.secondary_news(news, now) {
+                tracing::error!("cannot serve a secondary zone's new copy; it is served as it was: {error}");
             }
         }
         Command::ProbeResult(result) => {

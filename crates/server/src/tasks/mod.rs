@@ -4,3 +4,4 @@ pub(crate) mod classifier;
 pub mod fastpath;
 pub mod notify;
 pub(crate) mod prober;
+pub mod secondary;

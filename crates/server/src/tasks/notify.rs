@@ -113,7 +113,8 @@ pub async fn run(mut plans: watch::Receiver<Plan>, published: Arc<Published>) {
 /// The NOTIFY for the zone at `origin` as `snapshot` serves it; `None`
 /// if it serves no such zone.
 fn notice_of(snapshot: &Snapshot, origin: &[u8]) -> Option<Notice> {
-    let zone: &Zone = snapshot.zones.zone_for(origin).filter(|zone| *zone.origin == *origin)?;
+    // An expired secondary zone has nothing to tell of.
+    let zone: &Zone = snapshot.zones.zone_for(origin).filter(|zone| *zone.origin == *origin && !zone.expired)?;
     let soa = zone.soa();
     let settings = &snapshot.settings;
     let acl = settings.transfer_acls.iter().find(|acl| *acl.zone == *origin);

@@ -223,7 +223,7 @@ function regionFlows(services, split) {
 
 function drawZones(zones) {
   const rows = zones.map((zone) => el("tr", {},
-    el("td", {}, zone.name), el("td", {}, zone.kind === "store" ? "the store" : "a file"),
+    el("td", {}, zone.name), el("td", {}, { store: "the store", secondary: "its primaries" }[zone.kind] || "a file"),
     el("td", {}, String(zone.serial)), el("td", {}, zone.signed ? "yes" : "no")));
   $("zones").tBodies[0].replaceChildren(...rows);
 }
