@@ -13,8 +13,9 @@ use crate::common;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
+use crate::transfer::{Running, run};
 use common::{Pharos, free_port, request, require, spawn_at_with, udp_query, wait_until};
 use domain::base::iana::{Rcode, Rtype};
 use serde_json::json;
@@ -22,30 +23,18 @@ use serde_json::json;
 const TOKEN: &str = "test-token-0123";
 const CATALOG: &str = "catalog.pharos.test.";
 
-/// knotd, stopped when dropped, with its directory.
+/// knotd, a consumer of Pharos's catalog, and where it answers.
 struct Knot {
-    child: Child,
+    running: Running,
     address: SocketAddr,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Knot {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Knot {
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
-    }
-
     /// Whether knotd answers `name`'s `rtype` with data; fails at once,
     /// with its log, if it exited.
     fn answers(&mut self, name: &str, rtype: Rtype) -> bool {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            panic!("knotd exited ({status}):\n{}", self.log());
+        if let Ok(Some(status)) = self.running.child.try_wait() {
+            panic!("knotd exited ({status}):\n{}", self.running.log());
         }
         udp_query(self.address, name, rtype)
             .is_some_and(|response| response.header().rcode() == Rcode::NOERROR && response.header_counts().ancount() > 0)
@@ -72,16 +61,9 @@ fn start_knot(knotd: &Path, port: u16, pharos: SocketAddr) -> Knot {
     std::fs::write(dir.path().join("knot.conf"), conf).unwrap();
     // knotd keeps what it learnt of the catalog there, and does not make it.
     std::fs::create_dir(dir.path().join("db")).unwrap();
-    let log = std::fs::File::create(dir.path().join("log")).unwrap();
-    let child = Command::new(knotd)
-        .arg("-c")
-        .arg(dir.path().join("knot.conf"))
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    Knot { child, address: SocketAddr::from(([127, 0, 0, 1], port)), dir }
+    let mut command = Command::new(knotd);
+    command.arg("-c").arg(dir.path().join("knot.conf"));
+    Knot { running: run(command, dir), address: SocketAddr::from(([127, 0, 0, 1], port)) }
 }
 
 /// Pharos on `address` with the API, a store, example.test from a file,
@@ -181,7 +163,7 @@ fn knot_consumes_the_catalog_and_follows_zones_made_and_deleted_through_the_api(
         let response = udp_query(knot.address, "www.made.test", Rtype::A).expect("knotd answers");
         response.header().rcode() == Rcode::REFUSED
     });
-    assert!(knot.answers("first.test", Rtype::SOA), "the other members stay:\n{}", knot.log());
+    assert!(knot.answers("first.test", Rtype::SOA), "the other members stay:\n{}", knot.running.log());
 
     let pharos = pharos.kill_and_restart();
     assert_eq!(catalog_members(&kdig_path, pharos.address), members, "each member keeps its id across a restart");

@@ -34,8 +34,8 @@ const ZONE: &str = "example.com";
 const SERVICE: &str = "svc.example.com";
 
 /// A process stopped when dropped, with its directory.
-struct Running {
-    child: Child,
+pub(crate) struct Running {
+    pub(crate) child: Child,
     log: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -51,7 +51,7 @@ impl Running {
         assert_eq!(unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGHUP) }, 0);
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
@@ -75,7 +75,7 @@ impl Drop for Running {
 }
 
 /// Starts `command` (its output to `log` in `dir`).
-fn run(mut command: Command, dir: tempfile::TempDir) -> Running {
+pub(crate) fn run(mut command: Command, dir: tempfile::TempDir) -> Running {
     let log = dir.path().join("log");
     let out = std::fs::File::create(&log).unwrap();
     command.stdin(Stdio::null()).stdout(out.try_clone().unwrap()).stderr(out);
