@@ -23,6 +23,7 @@ declare -A command=(
   [dynamic]="bench/dynamic --smoke"
   [signing]="bench/signing --smoke"
   [storm]="bench/storm --smoke"
+  [update]="bench/update --smoke"
   [health]="bench/health --smoke"
   [proximity]="bench/proximity --smoke"
   [redirect]="bench/redirect --smoke"
@@ -35,7 +36,7 @@ declare -A command=(
   [dispatch]="bench/target/release/dispatch --seconds-per-case 0.2"
   [bgp-load]="bench/bgp-load --smoke"
 )
-order=(peers dynamic signing storm health proximity redirect encrypted oscillation fleet fastpath tail figure10 dispatch bgp-load)
+order=(peers dynamic signing storm update health proximity redirect encrypted oscillation fleet fastpath tail figure10 dispatch bgp-load)
 # What some of them need beyond the packages scripts/test.sh installs.
 declare -A needs=(
   [fleet]=root [fastpath]=root [tail]=root [figure10]="root data" [oscillation]=root

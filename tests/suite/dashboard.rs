@@ -235,6 +235,10 @@ fn the_dashboard_shows_in_chromium_what_the_api_knows_and_refuses_a_wrong_token(
     let flows = flows.as_str().unwrap();
     assert!(flows.contains("americasapp.example.testiad100.0 % configured") && flows.contains("europeapp.example.testfra"), "{flows}");
 
+    // The zones served: the demo's file.
+    let zones = evaluate(&tab, "[...document.querySelectorAll('#zones tbody tr')].map(row => row.textContent).join('\\n')");
+    assert!(zones.as_str().unwrap().starts_with("example.test.a file"), "{zones}");
+
     // Health transitions and changes.
     let events = text_of(&tab, "#events");
     assert!(events.contains("api.example.test replica sin-1 down") && events.contains("service app.example.test put"), "{events}");

@@ -106,6 +106,7 @@ fn every_refusal_says_why_and_changes_nothing() {
         (&acme, "update add _acme-challenge.host.dyn.test. 60 A 192.0.2.9", "REFUSED"),
         (&ddns, "update add app.dyn.test. 60 A 192.0.2.9", "REFUSED"),
         (&ddns, "update delete dyn.test. SOA", "NOERROR"),
+        (&ddns, "update add host.dyn.test. 60 NSEC host2.dyn.test. A", "REFUSED"),
         (&ddns, "prereq yxrrset host.dyn.test. A\nupdate add host.dyn.test. 60 A 192.0.2.9", "NXRRSET"),
     ] {
         let said = run(&knsupdate, &["-y", key], pharos.address, commands);

@@ -38,7 +38,7 @@ use pharos_server::Config;
 
 /// The ports the documentation's servers and commands name, each moved to
 /// a free one so that the test runs beside anything else on the machine.
-const DOCUMENTED_PORTS: &[u16] = &[5300, 5301, 5302, 5303, 5353, 5380, 5381, 5382, 8080, 8443, 8853];
+const DOCUMENTED_PORTS: &[u16] = &[5300, 5301, 5302, 5303, 5304, 5353, 5380, 5381, 5382, 5383, 8080, 8443, 8853];
 
 /// The longest a command may take: dig gives up after 15 s at worst.
 const COMMAND_DEADLINE: Duration = Duration::from_secs(30);
@@ -269,7 +269,8 @@ impl Reader {
     fn moved(&self, text: &str) -> String {
         let mut text = text.replace("cargo run --release -- ", "pharos ");
         for &(documented, free) in &self.ports {
-            for before in [":", "-p "] {
+            // ADDRESS:PORT, dig's -p PORT, nsupdate's `server ADDRESS PORT`.
+            for before in [":", "-p ", "127.0.0.1 "] {
                 text = replace_number(&text, &format!("{before}{documented}"), &format!("{before}{free}"));
             }
         }

@@ -50,3 +50,4 @@ mod transfer;
 mod transport;
 mod tsig;
 mod two_tier;
+mod update_knot;

@@ -13,13 +13,14 @@
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
+use domain::base::iana::Rtype;
 use pharos_answer::{RequestSignature, check_request};
 use pharos_control::zones;
 use pharos_model::spec::service_name;
 use pharos_model::{Change, ControlError, State};
 use pharos_transport::updates::{Reply, UpdateRequest, Updates};
 use pharos_update::{Policy, Refusal, RuleConfig, Update, apply, parse, response};
-use pharos_wire::{name, rcode};
+use pharos_wire::{name, rcode, types};
 use tokio::runtime::Handle;
 
 use crate::data::unix_millis;
@@ -28,6 +29,10 @@ use crate::driver::thread::ControlThread;
 /// RFC 8914 section 4.24 (Invalid Data) is for answers; a store that
 /// cannot be written is "Other" with the reason.
 const EDE_OTHER: u16 = 0;
+
+/// The types a signer makes (RFC 4034, RFC 5155): never written by
+/// UPDATE.
+const SIGNERS_TYPES: [u16; 4] = [types::RRSIG, types::NSEC, types::NSEC3, types::NSEC3PARAM];
 
 /// Applies the UPDATEs the transports hand over, on `runtime`.
 #[derive(Clone)]
@@ -127,6 +132,12 @@ impl UpdateApplier {
                 false => Refusal::not_authoritative(&update.zone),
             });
         }
+        // A change outside the zone is NOTZONE whoever asks (RFC 2136
+        // section 3.4.1.3), as Knot DNS answers it: no rule could cover
+        // it, and the answer says nothing of the zone.
+        if update.changes.iter().any(|change| !name::is_at_or_below(change.owner(), &update.zone)) {
+            return Ok(());
+        }
         let rules: Vec<RuleConfig> = self.rules.iter().filter(|rule| covers_in(rule, &update.zone)).cloned().collect();
         let policy = Policy::new(&update.zone, &rules).map_err(|error| Refusal::refused(error.to_string()))?;
         policy.check(key, source, update)
@@ -139,9 +150,14 @@ fn apply_to_state(state: &State, update: &Update) -> Result<Vec<Change>, Refusal
     let spec = state.zone(&zone).ok_or_else(|| Refusal::not_authoritative(&update.zone))?;
     let records = zones::records(spec).map_err(|error| Refusal::new(rcode::SERVFAIL, error.to_string()))?;
     let services: Vec<Box<[u8]>> = state.services.iter().filter_map(|service| service_name(&service.name).ok()).collect();
-    let guard = |owner: &[u8], _rtype: u16| match services.iter().any(|service| **service == *owner) {
-        true => Err(Refusal::refused(format!("{} is a service: change it through the control API", name::Display(owner)))),
-        false => Ok(()),
+    let guard = |owner: &[u8], rtype: u16| {
+        if services.iter().any(|service| **service == *owner) {
+            return Err(Refusal::refused(format!("{} is a service: change it through the control API", name::Display(owner))));
+        }
+        if SIGNERS_TYPES.contains(&rtype) {
+            return Err(Refusal::refused(format!("{} records are made by a signer, not by UPDATE", Rtype::from_int(rtype))));
+        }
+        Ok(())
     };
     let applied = apply(&update.zone, &records, update, guard)?;
     if !applied.changed {

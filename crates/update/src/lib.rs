@@ -12,6 +12,7 @@
 //! - [`apply`]: the update against a zone's records, all or nothing:
 //!   [`Applied`] records, or a [`Refusal`] with its RCODE.
 //! - [`response`]: the reply.
+//! - [`write`]: UPDATE messages written record by record, for clients.
 //!
 //! # The update policy
 //!
@@ -63,6 +64,7 @@ mod apply;
 mod message;
 mod policy;
 mod response;
+pub mod write;
 
 pub use apply::{Applied, Refusal, apply};
 pub use message::{Change, Malformed, OPCODE_UPDATE, Prerequisite, Update, parse};

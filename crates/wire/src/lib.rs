@@ -38,6 +38,9 @@ pub mod types {
     pub const OPT: u16 = 41;
     pub const DS: u16 = 43;
     pub const RRSIG: u16 = 46;
+    pub const NSEC: u16 = 47;
+    pub const NSEC3: u16 = 50;
+    pub const NSEC3PARAM: u16 = 51;
     pub const TSIG: u16 = 250;
     pub const IXFR: u16 = 251;
     pub const AXFR: u16 = 252;

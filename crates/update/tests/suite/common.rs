@@ -1,8 +1,10 @@
 //! What the tests share: UPDATE messages written record by record, and a
 //! zone's records read from zone-file text as Pharos loads it.
 
+pub use pharos_update::write::{Rr, rr};
+use pharos_update::write::{update_message, update_message_with};
 use pharos_wire::name::from_dotted;
-use pharos_wire::{MessageWriter, types};
+use pharos_wire::types;
 use pharos_zone::journal::Record;
 use pharos_zone::parse_zone_text;
 use pharos_zone::versions::file_records;
@@ -49,20 +51,6 @@ pub fn name(text: &str) -> Vec<u8> {
     from_dotted(text).expect("a test name")
 }
 
-/// One record of an UPDATE message, as sent.
-#[derive(Debug, Clone)]
-pub struct Rr {
-    pub owner: String,
-    pub rtype: u16,
-    pub class: u16,
-    pub ttl: u32,
-    pub rdata: Vec<u8>,
-}
-
-pub fn rr(owner: &str, rtype: u16, class: u16, ttl: u32, rdata: &[u8]) -> Rr {
-    Rr { owner: owner.into(), rtype, class, ttl, rdata: rdata.to_vec() }
-}
-
 /// An A record added (class IN).
 pub fn add_a(owner: &str, ttl: u32, address: [u8; 4]) -> Rr {
     rr(owner, types::A, CLASS_IN, ttl, &address)
@@ -77,29 +65,12 @@ pub fn soa(serial: u32) -> Vec<u8> {
     data
 }
 
-/// An UPDATE message for `zone` (class IN) with these prerequisites and
-/// changes, and `additional` records' octets (`additional_count` of them).
-pub fn message_with(zone: &str, prerequisites: &[Rr], updates: &[Rr], additional: &[u8], additional_count: u16) -> Vec<u8> {
-    let mut message = Vec::new();
-    let mut writer = MessageWriter::new(&mut message);
-    writer.set_id(0x2136);
-    writer.set_flags(5 << 11);
-    writer.set_counts([1, prerequisites.len() as u16, updates.len() as u16, additional_count]);
-    writer.name(&name(zone));
-    writer.u16(types::SOA);
-    writer.u16(CLASS_IN);
-    for record in prerequisites.iter().chain(updates) {
-        writer.name(&name(&record.owner));
-        writer.u16(record.rtype);
-        writer.u16(record.class);
-        writer.u32(record.ttl);
-        writer.u16(record.rdata.len() as u16);
-        writer.raw(&record.rdata);
-    }
-    writer.raw(additional);
-    message
+/// An UPDATE message for `zone` with these prerequisites and changes.
+pub fn message(zone: &str, prerequisites: &[Rr], updates: &[Rr]) -> Vec<u8> {
+    update_message(0x2136, zone, prerequisites, updates)
 }
 
-pub fn message(zone: &str, prerequisites: &[Rr], updates: &[Rr]) -> Vec<u8> {
-    message_with(zone, prerequisites, updates, &[], 0)
+/// [`message`] with `additional` records' octets (`additional_count` of them).
+pub fn message_with(zone: &str, prerequisites: &[Rr], updates: &[Rr], additional: &[u8], additional_count: u16) -> Vec<u8> {
+    update_message_with(0x2136, zone, prerequisites, updates, additional, additional_count)
 }

@@ -3,7 +3,6 @@
 
 mod apply;
 mod common;
-mod knot;
 mod parse;
 mod policy;
 mod response;

@@ -48,8 +48,8 @@ function showLogin(message) {
 
 async function refresh() {
   try {
-    const [services, health, load, split, datacenters, regions, queries, events] = await Promise.all(
-      ["/v1/services", "/v1/health", "/v1/load", "/v1/split", "/v1/datacenters", "/v1/regions", "/v1/queries", "/v1/events"].map(api),
+    const [services, health, load, split, datacenters, regions, queries, events, zones] = await Promise.all(
+      ["/v1/services", "/v1/health", "/v1/load", "/v1/split", "/v1/datacenters", "/v1/regions", "/v1/queries", "/v1/events", "/v1/zones"].map(api),
     );
     $("login").hidden = true;
     $("board").hidden = false;
@@ -58,6 +58,7 @@ async function refresh() {
     drawSplit(split);
     drawRate(queries.minutes);
     drawMap(services, split, datacenters, regions);
+    drawZones(zones);
     drawEvents(events);
     $("updated").textContent = "updated " + new Date().toLocaleTimeString();
   } catch (error) {
@@ -218,6 +219,13 @@ function regionFlows(services, split) {
     }
   }
   return [...flows.values()].sort((a, b) => a.region.localeCompare(b.region) || a.service.localeCompare(b.service) || b.share - a.share);
+}
+
+function drawZones(zones) {
+  const rows = zones.map((zone) => el("tr", {},
+    el("td", {}, zone.name), el("td", {}, zone.kind === "store" ? "the store" : "a file"),
+    el("td", {}, String(zone.serial)), el("td", {}, zone.signed ? "yes" : "no")));
+  $("zones").tBodies[0].replaceChildren(...rows);
 }
 
 function drawEvents(events) {

@@ -1,49 +1,88 @@
-//! `parse` and `apply` against Knot DNS: the same UPDATE messages, in the
-//! same order, to a knotd serving the same zone with DDNS allowed and to
-//! this crate on the zone's records. Most messages are written by real
+//! DNS UPDATE against Knot DNS: the same UPDATE messages, in the same
+//! order, to a knotd serving a zone with DDNS allowed and to a Pharos
+//! keeping the same zone in its store. Most messages are written by real
 //! clients, Knot's `knsupdate` and BIND's `nsupdate` in turn, sent to a
-//! socket of the test's that answers them as Pharos would (so the client
-//! reads `response`'s reply; it must see success exactly when it is
-//! NOERROR) and then passed on to Knot; the malformed ones no client
-//! writes are built here. Each
-//! RCODE must be the one expected from both; after the whole sequence,
-//! Knot's zone (by AXFR) must equal the records `apply` made, SOA serial
-//! included (Knot's default serial policy increments by one, as `apply`
-//! does).
+//! socket of the test's that passes each on to Pharos and hands Pharos's
+//! reply back (the client must see success exactly when it is NOERROR),
+//! then to Knot; the malformed ones no client writes are built here.
+//! Each RCODE must be the one expected from both; after the whole
+//! sequence, both zones (by AXFR) must be the same, SOA serial included
+//! (Knot's default serial policy increments by one, as Pharos does).
 //!
 //! Not compared: DNAMEs added, and records added below a DNAME. Knot 3.2
 //! (Debian's) refuses the latter, then stops answering updates; a DNAME
-//! added where one is makes knotd crash (segfault). `apply` follows
+//! added where one is makes knotd crash (segfault). Pharos follows
 //! Knot's current code instead (`ddns.c`: a DNAME replaces a DNAME, is
 //! ignored beside a CNAME or above names; a record below a DNAME is
-//! ignored), and tests/suite/apply.rs checks it.
+//! ignored), and crates/update's tests/suite/apply.rs checks it.
 //!
 //! Nor a record added again with another TTL: RFC 2136 section 3.4.2.2
-//! replaces the record, so its RRset takes the new TTL, as `apply` does
+//! replaces the record, so its RRset takes the new TTL, as Pharos does
 //! (and BIND); Knot ignores the record.
 //!
 //! Skipped, loudly, when knotd or knsupdate is not installed; knsupdate
 //! writes every client's update when nsupdate is not.
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::*;
 use domain::base::iana::Rtype;
 use domain::base::rdata::ComposeRecordData;
 use domain::base::{Message, ParsedName, ToName};
 use domain::rdata::ZoneRecordData;
-use pharos_update::{Refusal, apply, parse, response};
+use pharos_update::write::{Rr, rr, update_message};
 use pharos_wire::{MessageWriter, rcode, types};
 use pharos_zone::journal::Record;
+use serde_json::json;
+
+use crate::common;
+
+const CLASS_IN: u16 = types::CLASS_IN;
+const ANY: u16 = types::CLASS_ANY;
+const NONE: u16 = types::CLASS_NONE;
+
+/// The zone the updates change, in both servers.
+const ORIGIN: &str = "example.test";
+const ZONE: &str = "\
+$TTL 300
+@        SOA   ns.example.test. hostmaster.example.test. 2024010101 3600 600 86400 300
+@        NS    ns1.example.test.
+@        NS    ns2.example.test.
+@        MX    10 mail.example.test.
+ns1      A     192.0.2.53
+ns2      A     192.0.2.54
+www      A     192.0.2.1
+www      A     192.0.2.2
+www      TXT   \"hello\"
+alias    CNAME www.example.test.
+mail     A     192.0.2.25
+a.b.c    A     192.0.2.9
+old      DNAME new.example.test.
+sub      NS    ns.sub.example.test.
+ns.sub   A     192.0.2.99
+";
+const TOKEN: &str = "update-knot-token";
+
+fn name(text: &str) -> Vec<u8> {
+    pharos_wire::name::from_dotted(text).expect("a test name")
+}
+
+/// An A record added (class IN).
+fn add_a(owner: &str, ttl: u32, address: [u8; 4]) -> Rr {
+    rr(owner, types::A, CLASS_IN, ttl, &address)
+}
+
+fn message(zone: &str, prerequisites: &[Rr], updates: &[Rr]) -> Vec<u8> {
+    update_message(0x2136, zone, prerequisites, updates)
+}
 
 /// How long knotd may take to serve the zone, and any one exchange.
 const DEADLINE: Duration = Duration::from_secs(20);
-/// How long Knot may take to answer an update (it answers in milliseconds).
-const KNOT_REPLY: Duration = Duration::from_secs(3);
+/// How long a server may take to answer an update (each answers in milliseconds).
+const REPLY: Duration = Duration::from_secs(3);
 
 /// One update of the sequence and the RCODE both must answer.
 struct Case {
@@ -197,30 +236,23 @@ fn cases() -> Vec<Case> {
 
 #[test]
 fn updates_do_what_knot_does() {
-    let (Some(knotd), Some(knsupdate)) = (program("knotd"), program("knsupdate")) else {
-        eprintln!(
-            "\n*** SKIPPED: knotd or knsupdate is not installed (apt install knot knot-dnsutils); UPDATE is not compared with Knot DNS ***\n"
-        );
+    let (Some(knotd), Some(knsupdate)) = (common::require("knotd", "knot"), common::require("knsupdate", "knot-dnsutils")) else {
         return;
     };
-    let nsupdate = program("nsupdate");
-    if nsupdate.is_none() {
-        eprintln!("\n*** nsupdate is not installed (apt install bind9-dnsutils): knsupdate writes every update ***\n");
-    }
+    let nsupdate = common::require("nsupdate", "bind9-dnsutils");
     let clients: Vec<PathBuf> = [Some(knsupdate), nsupdate].into_iter().flatten().collect();
     let knot = Knot::start(&knotd, ZONE);
-    let pharos = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    pharos.set_read_timeout(Some(DEADLINE)).unwrap();
-    let origin = name(ORIGIN);
-    let mut records = zone_records(ORIGIN, ZONE);
+    let pharos = start_pharos();
+    let relay = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    relay.set_read_timeout(Some(DEADLINE)).unwrap();
     let mut differences = Vec::new();
     for (index, case) in cases().into_iter().enumerate() {
         let (request, answer_client): (Vec<u8>, Option<(Child, SocketAddr)>) = match &case.sent {
             Sent::Client(commands) => {
                 let program = &clients[index % clients.len()];
-                let mut client = run_client(program, pharos.local_addr().unwrap(), commands);
+                let mut client = run_client(program, relay.local_addr().unwrap(), commands);
                 let mut buffer = vec![0; 65535];
-                let (length, from) = pharos.recv_from(&mut buffer).unwrap_or_else(|error| {
+                let (length, from) = relay.recv_from(&mut buffer).unwrap_or_else(|error| {
                     let _ = client.kill();
                     panic!("{}: {} sent nothing: {error}", case.what, program.display())
                 });
@@ -229,51 +261,71 @@ fn updates_do_what_knot_does() {
             }
             Sent::Built(message) => (message.clone(), None),
         };
-        let ours = match parse(&request) {
-            Err(malformed) => Refusal::malformed(&malformed),
-            Ok(update) => match apply(&origin, &records, &update, |_, _| Ok(())) {
-                Ok(applied) => {
-                    records = applied.records;
-                    Refusal::new(rcode::NOERROR, "")
-                }
-                Err(refusal) => refusal,
-            },
-        };
+        let reply = exchange(pharos.address, &request).unwrap_or_else(|| panic!("{}: Pharos did not reply", case.what));
+        let ours = u16::from(reply[3] & 0x0F);
         if let Some((mut client, from)) = answer_client {
-            pharos.send_to(&response(&request, ours.rcode, ours.extended()).unwrap(), from).unwrap();
+            relay.send_to(&reply, from).unwrap();
             // The client exits with success exactly when the reply's RCODE is NOERROR.
-            if wait(&mut client, case.what).success() != (ours.rcode == rcode::NOERROR) {
-                differences.push(format!("{}: the client misread Pharos's reply with RCODE {}", case.what, ours.rcode));
+            if wait(&mut client, case.what).success() != (ours == rcode::NOERROR) {
+                differences.push(format!("{}: the client misread Pharos's reply with RCODE {ours}", case.what));
             }
         }
-        let theirs = knot.rcode_for(&request);
-        if (ours.rcode, theirs) != (case.expected, case.knot) {
+        let theirs = exchange(knot.address, &request).map(|reply| u16::from(reply[3] & 0x0F));
+        if (ours, theirs) != (case.expected, case.knot) {
             let theirs = theirs.map_or("no reply".to_string(), |rcode| rcode.to_string());
-            differences.push(format!("{}: expected {}, Pharos {} ({}), Knot {theirs}", case.what, case.expected, ours.rcode, ours.reason));
+            let why = String::from_utf8_lossy(&reply[12..]).into_owned();
+            differences.push(format!("{}: expected {}, Pharos {ours} ({why}), Knot {theirs}", case.what, case.expected));
         }
     }
     assert!(differences.is_empty(), "RCODEs differ:\n{}", differences.join("\n"));
-    let knots = knot.transfer();
+    let (knots, ours) = (transfer(knot.address, &knot.log()), transfer(pharos.address, &pharos.log()));
     let only = |these: &[Record], those: &[Record]| these.iter().filter(|record| !those.contains(record)).map(show).collect::<Vec<_>>();
     assert!(
-        knots == records,
+        knots == ours,
         "the zones differ after the sequence\nonly in Pharos's:\n{}\nonly in Knot's:\n{}",
-        only(&records, &knots).join("\n"),
-        only(&knots, &records).join("\n")
+        only(&ours, &knots).join("\n"),
+        only(&knots, &ours).join("\n")
     );
+}
+
+/// Pharos keeping the test zone in its store, taking unsigned updates
+/// from loopback (the clients here sign nothing, as Knot's ACL asks).
+fn start_pharos() -> common::Pharos {
+    let dir = tempfile::tempdir().unwrap();
+    let (address, api) = (SocketAddr::from((Ipv4Addr::LOCALHOST, common::free_port())), common::free_port());
+    let config = format!(
+        "[server]\nlisten = [\"{address}\"]\nthreads = 1\n[store]\npath = \"state.sqlite\"\n\
+         [control]\nlisten = \"127.0.0.1:{api}\"\ntoken = \"{TOKEN}\"\n\
+         [store_zones]\nallow_transfer = [\"127.0.0.0/8\"]\n\
+         [[store_zones.update]]\nfrom = [\"127.0.0.0/8\"]\nat_or_below = \"{ORIGIN}.\"\n"
+    );
+    let config_file = dir.path().join("pharos.toml");
+    std::fs::write(&config_file, config).unwrap();
+    let log_file = dir.path().join("pharos.log");
+    let child = common::spawn_with(&config_file, &log_file, |_| {});
+    let pharos = common::Pharos { child, address, zone_file: PathBuf::new(), log_file, config: config_file, _dir: dir };
+    common::wait_until("Pharos's API accepts", || TcpStream::connect((Ipv4Addr::LOCALHOST, api)).is_ok());
+    let zones = format!("http://127.0.0.1:{api}/v1/zones");
+    let (status, reply) = common::request("POST", &zones, Some(TOKEN), Some(json!({"name": ORIGIN, "text": ZONE})));
+    assert_eq!(status, 201, "{reply}");
+    pharos
+}
+
+/// Sends `request` over UDP to `server`: its reply, `None` if there is
+/// none within `REPLY`.
+fn exchange(server: SocketAddr, request: &[u8]) -> Option<Vec<u8>> {
+    let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    socket.set_read_timeout(Some(REPLY)).unwrap();
+    socket.send_to(request, server).unwrap();
+    let mut reply = vec![0; 65535];
+    let length = socket.recv(&mut reply).ok()?;
+    reply.truncate(length);
+    assert!(length >= 12 && reply[..2] == request[..2], "not a reply to the update");
+    Some(reply)
 }
 
 fn show(record: &Record) -> String {
     format!("{} {} {} {:02x?}", pharos_wire::name::Display(&record.owner), record.ttl, Rtype::from_int(record.rtype), record.rdata)
-}
-
-/// An executable in PATH or in the sbin directories (where Debian puts knotd).
-fn program(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/usr/local/sbin", "/sbin"].map(PathBuf::from))
-        .map(|dir| dir.join(name))
-        .find(|path| path.is_file())
 }
 
 /// Starts knsupdate or nsupdate (the same options for both: wait long,
@@ -322,7 +374,7 @@ impl Knot {
         std::fs::write(directory.path().join("example.test.zone"), zone).unwrap();
         // Knot 3.2 does not make the directory of its journal.
         std::fs::create_dir(directory.path().join("db")).unwrap();
-        let port = free_port();
+        let port = common::free_port();
         let user = Command::new("id").arg("-un").output().ok().map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string());
         let user = user.filter(|user| !user.is_empty()).map(|user| format!("  user: \"{user}\"\n")).unwrap_or_default();
         let conf = format!(
@@ -372,58 +424,41 @@ impl Knot {
             }
         }
     }
+}
 
-    /// Sends `request` over UDP and returns the reply's RCODE, `None` if
-    /// there is none within `KNOT_REPLY`.
-    fn rcode_for(&self, request: &[u8]) -> Option<u16> {
-        let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        socket.set_read_timeout(Some(KNOT_REPLY)).unwrap();
-        socket.send_to(request, self.address).unwrap();
-        let mut reply = [0; 65535];
-        let length = socket.recv(&mut reply).ok()?;
-        assert!(length >= 12 && reply[..2] == request[..2], "not a reply to the update");
-        Some(u16::from(reply[3] & 0x0F))
-    }
-
-    /// The zone's records by AXFR over TCP, owners lowercased, sorted.
-    fn transfer(&self) -> Vec<Record> {
-        let mut stream =
-            TcpStream::connect(self.address).unwrap_or_else(|error| panic!("no transfer from Knot: {error}; its log:\n{}", self.log()));
-        stream.set_read_timeout(Some(DEADLINE)).unwrap();
-        let query = query(types::AXFR);
-        stream.write_all(&[&(query.len() as u16).to_be_bytes()[..], &query].concat()).unwrap();
-        let mut records = Vec::new();
-        let mut soas = 0;
-        while soas < 2 {
-            let mut length = [0; 2];
-            stream.read_exact(&mut length).unwrap();
-            let mut message = vec![0; usize::from(u16::from_be_bytes(length))];
-            stream.read_exact(&mut message).unwrap();
-            let message = Message::from_octets(message).unwrap();
-            assert_eq!(message.header().rcode().to_int(), 0, "the transfer is refused; Knot's log:\n{}", self.log());
-            for record in message.answer().unwrap() {
-                let parsed = record.unwrap();
-                let record = parsed.to_record::<ZoneRecordData<_, ParsedName<_>>>().unwrap().unwrap();
-                if record.rtype() == Rtype::SOA {
-                    soas += 1;
-                    if soas == 2 {
-                        break;
-                    }
+/// The zone's records from `server` by AXFR over TCP, owners lowercased,
+/// sorted; `log` says why if it is refused.
+fn transfer(server: SocketAddr, log: &str) -> Vec<Record> {
+    let mut stream = TcpStream::connect(server).unwrap_or_else(|error| panic!("no transfer from {server}: {error}; its log:\n{log}"));
+    stream.set_read_timeout(Some(DEADLINE)).unwrap();
+    let query = query(types::AXFR);
+    stream.write_all(&[&(query.len() as u16).to_be_bytes()[..], &query].concat()).unwrap();
+    let mut records = Vec::new();
+    let mut soas = 0;
+    while soas < 2 {
+        let mut length = [0; 2];
+        stream.read_exact(&mut length).unwrap();
+        let mut message = vec![0; usize::from(u16::from_be_bytes(length))];
+        stream.read_exact(&mut message).unwrap();
+        let message = Message::from_octets(message).unwrap();
+        assert_eq!(message.header().rcode().to_int(), 0, "the transfer is refused; the server's log:\n{log}");
+        for record in message.answer().unwrap() {
+            let parsed = record.unwrap();
+            let record = parsed.to_record::<ZoneRecordData<_, ParsedName<_>>>().unwrap().unwrap();
+            if record.rtype() == Rtype::SOA {
+                soas += 1;
+                if soas == 2 {
+                    break;
                 }
-                let mut rdata = Vec::new();
-                record.data().compose_rdata(&mut rdata).unwrap();
-                let owner = record.owner().to_name::<Vec<u8>>().as_slice().to_ascii_lowercase();
-                records.push(Record {
-                    owner: owner.into(),
-                    rtype: record.rtype().to_int(),
-                    rdata: rdata.into(),
-                    ttl: record.ttl().as_secs(),
-                });
             }
+            let mut rdata = Vec::new();
+            record.data().compose_rdata(&mut rdata).unwrap();
+            let owner = record.owner().to_name::<Vec<u8>>().as_slice().to_ascii_lowercase();
+            records.push(Record { owner: owner.into(), rtype: record.rtype().to_int(), rdata: rdata.into(), ttl: record.ttl().as_secs() });
         }
-        records.sort_unstable();
-        records
     }
+    records.sort_unstable();
+    records
 }
 
 impl Drop for Knot {
@@ -443,14 +478,4 @@ fn query(rtype: u16) -> Vec<u8> {
     writer.u16(rtype);
     writer.u16(types::CLASS_IN);
     message
-}
-
-/// A loopback port free for both UDP and TCP.
-fn free_port() -> u16 {
-    loop {
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap().local_addr().unwrap().port();
-        if UdpSocket::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
-            return port;
-        }
-    }
 }
