@@ -156,11 +156,18 @@ enum ZoneCommand {
         ns: Vec<String>,
     },
     /// Print a store zone as a zone file.
-    Show { name: String },
+    Show {
+        /// The zone's name.
+        name: String,
+    },
     /// Print a store zone's RRsets.
-    Rrsets { name: String },
+    Rrsets {
+        /// The zone's name.
+        name: String,
+    },
     /// Replace an RRset of a store zone (its serial moves forward).
     Set {
+        /// The zone's name.
         zone: String,
         /// The RRset's owner, absolute or relative to ZONE.
         owner: String,
@@ -169,13 +176,24 @@ enum ZoneCommand {
         /// Each record's data, in presentation form: 192.0.2.1, "10 mail.example.com.", ...
         #[arg(required = true)]
         data: Vec<String>,
+        /// The RRset's TTL in seconds.
         #[arg(long, default_value_t = 3600)]
         ttl: u32,
     },
     /// Delete an RRset of a store zone.
-    Unset { zone: String, owner: String, rtype: String },
+    Unset {
+        /// The zone's name.
+        zone: String,
+        /// The RRset's owner, absolute or relative to ZONE.
+        owner: String,
+        /// Its type.
+        rtype: String,
+    },
     /// Delete a store zone (refused while services live in it).
-    Delete { name: String },
+    Delete {
+        /// The zone's name.
+        name: String,
+    },
 }
 
 #[derive(Subcommand)]

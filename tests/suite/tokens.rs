@@ -123,7 +123,8 @@ fn ctl_makes_lists_and_revokes_tokens_and_a_revoked_token_is_refused_at_once() {
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
     let secret = stdout(&made).lines().last().unwrap().to_owned();
     assert_eq!(secret.len(), 43, "256 bits in unpadded base64url: {secret:?}");
-    assert!(ctl(&api, &secret, &["services"]).status.success());
+    let read = ctl(&api, &secret, &["services"]);
+    assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
     let listed = stdout(&ctl(&api, TOKEN, &["token", "list"]));
     assert!(listed.contains("ci") && listed.contains("active") && listed.contains("zone=example.test"), "{listed}");
     assert!(!listed.contains(&secret), "the secret is shown once only");
