@@ -38,7 +38,7 @@ use pharos_server::Config;
 
 /// The ports the documentation's servers and commands name, each moved to
 /// a free one so that the test runs beside anything else on the machine.
-const DOCUMENTED_PORTS: &[u16] = &[5300, 5301, 5302, 5303, 5304, 5353, 5380, 5381, 5382, 5383, 8080, 8443, 8853];
+const DOCUMENTED_PORTS: &[u16] = &[5300, 5301, 5302, 5303, 5304, 5305, 5353, 5380, 5381, 5382, 5383, 8080, 8443, 8853];
 
 /// The longest a command may take: dig gives up after 15 s at worst.
 const COMMAND_DEADLINE: Duration = Duration::from_secs(30);
@@ -336,6 +336,11 @@ impl Reader {
         // anything else on the machine.
         if let Some(address) = listeners.iter().find(|address| !self.ports.iter().any(|&(_, free)| free == address.port())) {
             return Err(format!("{address}: add port {} to DOCUMENTED_PORTS, so that it moves to a free one", address.port()));
+        }
+        // Two pages' servers on one documented port: the second could not
+        // bind, and the first would answer for it.
+        if let Some(taken) = listeners.iter().find(|address| TcpStream::connect_timeout(address, Duration::from_secs(1)).is_ok()) {
+            return Err(format!("{taken} already answers before `{command}` starts: an earlier block's server has its documented port"));
         }
         let log = self.path(&format!("background-{}.log", self.running.len()));
         let file = File::create(&log).unwrap();

@@ -17,6 +17,7 @@ mod api;
 mod artemis;
 mod artemis_api;
 mod artemis_netns;
+mod catalog;
 mod catch_up;
 mod check;
 mod conformance;

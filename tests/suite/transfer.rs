@@ -35,7 +35,7 @@ const SERVICE: &str = "svc.example.com";
 
 /// A process stopped when dropped, with its directory.
 pub(crate) struct Running {
-    child: Child,
+    pub(crate) child: Child,
     log: PathBuf,
     _dir: tempfile::TempDir,
 }

@@ -22,6 +22,7 @@
 //! milliseconds, passed in.
 
 pub mod build;
+pub mod catalog;
 pub mod declared;
 pub mod edit;
 pub mod fleet;

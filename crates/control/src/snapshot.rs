@@ -23,6 +23,7 @@ use pharos_zone::versions::{Served, file_records};
 use pharos_zone::{Zone, ZoneSet};
 
 use crate::build::{BuiltRegions, DataSources, build_regions};
+use crate::catalog::{Catalog, CatalogZone};
 use crate::services::{ServiceBook, routed_types};
 use pharos_model::ControlError;
 use pharos_model::spec::{Declared, RegionSpec, service_name};
@@ -58,6 +59,9 @@ pub struct SnapshotBuilder {
     /// The regions last kept, and the declarations they were built from.
     regions: Option<(Vec<RegionSpec>, BuiltRegions)>,
     services: ServiceBook,
+    /// The catalog zone to produce, if any, and the one last built.
+    catalog: Option<Catalog>,
+    catalog_zone: Option<CatalogZone>,
 }
 
 /// A snapshot just built, and what the builder keeps if it is published.
@@ -69,6 +73,7 @@ pub struct Built {
     services: ServiceBook,
     served: Vec<Arc<Served>>,
     stored: Vec<StoredZone>,
+    catalog_zone: Option<CatalogZone>,
 }
 
 /// A zone the store keeps, parsed from its declaration, which it is kept
@@ -80,8 +85,8 @@ struct StoredZone {
     records: Arc<[Record]>,
 }
 
-/// Every zone a build serves (the files' first, then the store's), each
-/// with its records.
+/// Every zone a build serves (the files' first, then the store's, then
+/// the catalog), each with its records.
 struct AllZones<'a> {
     zones: Vec<&'a Zone>,
     records: Vec<&'a Arc<[Record]>>,
@@ -100,14 +105,28 @@ impl SnapshotBuilder {
             services: ServiceBook::default(),
             served: Vec::new(),
             stored: Vec::new(),
+            catalog: None,
+            catalog_zone: None,
         }
+    }
+
+    /// This builder, producing `catalog` from the zones of each build.
+    pub fn with_catalog(self, catalog: Option<Catalog>) -> SnapshotBuilder {
+        SnapshotBuilder { catalog, catalog_zone: None, ..self }
     }
 
     /// A builder over newly `loaded` zones and their `settings` (a zone's
     /// transfer list is reloaded with it), reusing nothing built before
-    /// but what the zones served: their next versions follow on.
+    /// but what the zones served, the store's zones and the catalog: their
+    /// next versions follow on.
     pub fn reloaded(&self, loaded: Vec<Zone>, settings: Settings) -> SnapshotBuilder {
-        SnapshotBuilder { served: self.served.clone(), stored: self.stored.clone(), ..SnapshotBuilder::new(loaded, settings) }
+        SnapshotBuilder {
+            served: self.served.clone(),
+            stored: self.stored.clone(),
+            catalog: self.catalog.clone(),
+            catalog_zone: self.catalog_zone.clone(),
+            ..SnapshotBuilder::new(loaded, settings)
+        }
     }
 
     /// A builder with `zone` in place of the loaded zone of its origin (a
@@ -134,6 +153,8 @@ impl SnapshotBuilder {
             stored: self.stored.clone(),
             regions: self.regions.clone(),
             services: self.services.clone(),
+            catalog: self.catalog.clone(),
+            catalog_zone: self.catalog_zone.clone(),
         }
     }
 
@@ -156,12 +177,13 @@ impl SnapshotBuilder {
         };
         let (services, routes) = self.services.build(declared, sources, &regions, service_name).map_err(ControlError::Invalid)?;
         let stored = self.stored_zones(declared.zones)?;
-        let zones = self.all_zones(&stored);
+        let catalog_zone = self.catalog_zone(&stored)?;
+        let zones = self.all_zones(&stored, catalog_zone.as_ref());
         let settings = self.settings_with(&stored);
         let served = self.versions(&zones, &routes, &settings);
         let frozen = self.frozen_for(&zones, &routes, services.names_changed(), &served)?;
         let snapshot = Snapshot { zones: frozen.set.clone(), routes, settings };
-        Ok(Built { snapshot, frozen, regions: built_regions, services, served, stored })
+        Ok(Built { snapshot, frozen, regions: built_regions, services, served, stored, catalog_zone })
     }
 
     /// The store's `declared` zones, parsed: those last built kept, the
@@ -197,10 +219,18 @@ impl SnapshotBuilder {
         settings
     }
 
-    /// The files' zones, then `stored`.
-    fn all_zones<'a>(&'a self, stored: &'a [StoredZone]) -> AllZones<'a> {
-        let zones = self.loaded.iter().chain(stored.iter().map(|stored| &stored.zone)).collect();
-        let records = self.file_records.iter().chain(stored.iter().map(|stored| &stored.records)).collect();
+    /// The catalog zone listing the files' zones and `stored`, if one is
+    /// produced.
+    fn catalog_zone(&self, stored: &[StoredZone]) -> Result<Option<CatalogZone>, ControlError> {
+        let Some(catalog) = &self.catalog else { return Ok(None) };
+        catalog.zone(self.loaded.iter(), stored.iter().map(|stored| &stored.zone), self.catalog_zone.as_ref()).map(Some)
+    }
+
+    /// The files' zones, then `stored`, then the `catalog`.
+    fn all_zones<'a>(&'a self, stored: &'a [StoredZone], catalog: Option<&'a CatalogZone>) -> AllZones<'a> {
+        let stored = stored.iter().map(|stored| (&stored.zone, &stored.records));
+        let generated = stored.chain(catalog.map(|catalog| (&catalog.zone, &catalog.records)));
+        let (zones, records): (Vec<_>, Vec<_>) = self.loaded.iter().zip(&self.file_records).chain(generated).unzip();
         AllZones { zones, records }
     }
 
@@ -265,6 +295,7 @@ impl SnapshotBuilder {
         self.frozen = Some(built.frozen);
         self.served = built.served;
         self.stored = built.stored;
+        self.catalog_zone = built.catalog_zone;
         if let Some(regions) = built.regions {
             self.regions = Some(regions);
         }

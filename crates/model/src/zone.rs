@@ -66,3 +66,14 @@ pub struct RrsetView {
 /// A change of one RRset by the records API: `records` empty deletes the
 /// RRset, else it replaces it whole.
 pub type RrsetChange = RrsetView;
+
+/// Which zones the catalog zone Pharos produces lists (RFC 9432):
+/// every zone it serves, or only those the store keeps (the files' being
+/// configured on the secondaries by hand, say).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CatalogMembers {
+    #[default]
+    All,
+    Store,
+}

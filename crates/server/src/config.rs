@@ -39,6 +39,12 @@ pub enum ConfigError {
     SignedSecondary(String),
     #[error("zone {origin}: refresh_min_seconds {min} is 0 or above refresh_max_seconds {max}")]
     RefreshBounds { origin: String, min: u32, max: u32 },
+    #[error("catalog.zone: {0:?} is not a domain name")]
+    CatalogName(String),
+    #[error("catalog.zone {0:?} is also a [[zone]]'s origin: the catalog is made by Pharos, give it a name of its own")]
+    CatalogIsAZone(String),
+    #[error("catalog.allow_transfer is empty: a catalog nobody may transfer has no consumer; list the secondaries' prefixes")]
+    CatalogNotTransferred,
     #[error("store_zones.update: {0}")]
     UpdateRule(#[from] pharos_update::PolicyError),
     #[error(
@@ -143,6 +149,9 @@ pub struct Config {
     /// What every zone kept in the store gets: transfers and NOTIFYs.
     #[serde(default)]
     pub store_zones: StoreZonesConfig,
+    /// The catalog zone (RFC 9432) listing the zones served: none unless
+    /// the section is there.
+    pub catalog: Option<CatalogConfig>,
     /// Data centers replicas run in.
     #[serde(default, rename = "datacenter")]
     pub datacenters: Vec<DataCenterSpec>,
@@ -871,6 +880,38 @@ pub struct StoreZonesConfig {
     pub update: Vec<pharos_update::RuleConfig>,
 }
 
+/// The catalog zone Pharos produces (RFC 9432): its name, the zones it
+/// lists (`"all"` served, or only those the `"store"` keeps), and who
+/// may transfer it and is told of its changes, as a `[[zone]]`'s.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogConfig {
+    pub zone: String,
+    #[serde(default)]
+    pub members: pharos_model::zone::CatalogMembers,
+    #[serde(default)]
+    pub allow_transfer: Vec<String>,
+    #[serde(default)]
+    pub transfer_keys: Vec<String>,
+    #[serde(default)]
+    pub notify: Vec<std::net::SocketAddr>,
+}
+
+impl CatalogConfig {
+    /// What is wrong with it that the transfer list's own checks
+    /// (`response_settings`) do not see.
+    fn validate(&self, config: &Config) -> Result<(), ConfigError> {
+        let origin = pharos_wire::name::from_dotted(&self.zone).map_err(|_| ConfigError::CatalogName(self.zone.clone()))?;
+        if config.all_zones().any(|zone| pharos_wire::name::from_dotted(&zone.origin).is_ok_and(|zone| zone == origin)) {
+            return Err(ConfigError::CatalogIsAZone(self.zone.clone()));
+        }
+        if self.allow_transfer.is_empty() {
+            return Err(ConfigError::CatalogNotTransferred);
+        }
+        Ok(())
+    }
+}
+
 fn default_journal_versions() -> usize {
     pharos_zone::journal::DEFAULT_JOURNAL_VERSIONS
 }
@@ -955,6 +996,7 @@ impl Config {
         let Config {
             zones,
             store_zones,
+            catalog,
             tsig_keys,
             datacenters,
             regions,
@@ -981,7 +1023,7 @@ impl Config {
             flag_zones: _,
             source: _,
         } = Config::from_file(path)?;
-        Ok(Config { zones, store_zones, tsig_keys, datacenters, regions, services, geo, artemis, health, ..self.clone() })
+        Ok(Config { zones, store_zones, catalog, tsig_keys, datacenters, regions, services, geo, artemis, health, ..self.clone() })
     }
 
     /// Zones from the file and from flags.
@@ -1027,6 +1069,7 @@ impl Config {
             self.http.validate().map_err(ConfigError::from),
             self.proxy_sources().map(drop),
             self.update_rules_read(),
+            self.catalog.as_ref().map_or(Ok(()), |catalog| catalog.validate(self)),
         ];
         let wrong = wrong.into_iter().filter_map(|(is_wrong, problem)| is_wrong.then_some(problem));
         let zones = self.all_zones().filter_map(ZoneConfig::problem);
@@ -1037,6 +1080,13 @@ impl Config {
     /// whether its name is inside a store zone is known only then.
     fn update_rules_read(&self) -> Result<(), ConfigError> {
         pharos_update::Policy::new(&[0], &self.store_zones.update).map(drop).map_err(ConfigError::from)
+    }
+
+    /// The catalog zone `[catalog]` asks for, configured at `now` (Unix
+    /// milliseconds): its first serial.
+    pub fn produced_catalog(&self, now: u64) -> Result<Option<pharos_control::catalog::Catalog>, pharos_model::ControlError> {
+        let catalog = self.catalog.as_ref();
+        catalog.map(|catalog| pharos_control::catalog::Catalog::new(&catalog.zone, catalog.members, now)).transpose()
     }
 
     /// Where state files are kept: beside the store file, else beside the
@@ -1374,6 +1424,35 @@ mod tests {
         ] {
             let error = causes(parse(&format!("{zone}[cookies]\n{cookies}\n")).unwrap_err().as_ref());
             assert!(error.contains(expected), "{cookies}: {error}");
+        }
+    }
+
+    #[test]
+    fn reads_the_catalog_section_and_names_its_bad_values() {
+        let with_catalog = |catalog: &str| -> Result<Config, Box<dyn std::error::Error>> {
+            let text =
+                format!("[server]\nlisten = [\"127.0.0.1:5300\"]\n[[zone]]\norigin = \"t.test\"\nfile = \"z\"\n[catalog]\n{catalog}\n");
+            let config = toml::from_str::<Config>(&text)?;
+            config.validate()?;
+            crate::driver::response_settings::from_config(&config)?;
+            Ok(config)
+        };
+        let catalog = with_catalog("zone = \"catalog.test.\"\nallow_transfer = [\"127.0.0.1/32\"]").unwrap().catalog.unwrap();
+        assert_eq!(catalog.members, pharos_model::zone::CatalogMembers::All, "every zone unless told");
+        let long = "a".repeat(64);
+        for (section, expected) in [
+            ("zone = \"T.test\"\nallow_transfer = [\"127.0.0.1/32\"]", "catalog.zone \"T.test\" is also a [[zone]]'s origin"),
+            ("zone = \"catalog.test.\"", "catalog.allow_transfer is empty"),
+            (&format!("zone = \"{long}.test\"\nallow_transfer = [\"127.0.0.1/32\"]"), "catalog.zone: \"aaaa"),
+            ("zone = \"c.test\"\nmembers = \"some\"\nallow_transfer = [\"127.0.0.1/32\"]", "unknown variant `some`"),
+            (
+                "zone = \"c.test\"\nallow_transfer = [\"127.0.0.1/32\"]\ntransfer_keys = [\"k\"]",
+                "catalog transfer_keys[0]: no [[tsig_key]]",
+            ),
+            ("zone = \"c.test\"\nallow_transfer = [\"127.0.0.1/33\"]", "catalog allow_transfer[0]"),
+        ] {
+            let error = causes(with_catalog(section).unwrap_err().as_ref());
+            assert!(error.contains(expected), "{section}: {error}");
         }
     }
 

@@ -156,7 +156,8 @@ fn read_key(spec: &TsigKeyConfig) -> Result<ReadKey, SettingsError> {
     Ok(ReadKey { name, algorithm, secret })
 }
 
-/// Who may transfer each zone with an `allow_transfer` list.
+/// Who may transfer each zone with an `allow_transfer` list, the catalog
+/// (`[catalog]`) among them.
 fn transfer_acls(config: &Config) -> Result<Vec<TransferAcl>, SettingsError> {
     let mut acls = Vec::new();
     for zone in config.all_zones() {
@@ -165,6 +166,12 @@ fn transfer_acls(config: &Config) -> Result<Vec<TransferAcl>, SettingsError> {
             let origin = service_name(&zone.origin).map_err(SettingsError::TransferOrigin)?;
             acls.push(transfers.for_zone(&origin));
         }
+    }
+    if let Some(catalog) = &config.catalog
+        && let Some(transfers) = transfer_rule(config, "catalog", &catalog.allow_transfer, &catalog.transfer_keys)?
+    {
+        let origin = service_name(&catalog.zone).map_err(SettingsError::TransferOrigin)?;
+        acls.push(transfers.for_zone(&origin));
     }
     Ok(acls)
 }

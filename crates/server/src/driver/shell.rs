@@ -277,7 +277,8 @@ impl ControlShell {
         let cache = state_cache::path(&config);
         let (mut store, cached) = open_store_or_cache(&config, cache.as_deref())?;
         let copies = SecondaryCopies::default().loaded(&config, store.as_mut(), now).map_err(ZonesError::copy)?;
-        let snapshots = SnapshotBuilder::new(load_zones(&config, store.as_mut(), &copies, now)?, response_settings::from_config(&config)?);
+        let snapshots = SnapshotBuilder::new(load_zones(&config, store.as_mut(), &copies, now)?, response_settings::from_config(&config)?)
+            .with_catalog(config.produced_catalog(now)?);
         let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(snapshots.without_services()?));
         let (mut sources, (geo, asn_table)) = load_sources(&config, now)?;
         sources.external = external;
@@ -594,7 +595,12 @@ impl ControlShell {
         secondary_copies::check_secondaries_unmoved(&self.config, &fresh)?;
         let previous_sources = std::mem::replace(self.plane.sources_mut(), sources);
         // Regions are rebuilt: the data they use was reloaded too.
-        let snapshots = self.plane.snapshots().reloaded(loaded, response_settings::from_config(&fresh).map_err(zones_error)?);
+        let settings = response_settings::from_config(&fresh).map_err(zones_error)?;
+        let mut snapshots = self.plane.snapshots().reloaded(loaded, settings);
+        // A catalog configured anew starts at a new serial; one unchanged keeps counting.
+        if fresh.catalog != self.config.catalog {
+            snapshots = snapshots.with_catalog(fresh.produced_catalog(now)?);
+        }
         if let Err(error) = self.commit(self.plane.state().with(&changed), Made::ToStore(&changed), Some((fresh, snapshots)), now) {
             *self.plane.sources_mut() = previous_sources;
             return Err(error);

@@ -51,12 +51,13 @@ pub struct Plan {
 }
 
 /// Every zone's `notify` list (the zone's origin is checked when it
-/// loads): the configured zones', and `[store_zones]`' for each of the
-/// zones `stored`.
+/// loads): the configured zones', `[store_zones]`' for each of the
+/// zones `stored`, and the catalog's.
 pub fn secondaries(config: &Config, stored: &[Arc<ZoneSpec>]) -> Arc<[ZoneSecondaries]> {
     let configured = config.all_zones().map(|zone| (zone.origin.as_str(), &zone.notify));
     let kept = stored.iter().map(|zone| (zone.name.as_str(), &config.store_zones.notify));
-    let listing = configured.chain(kept).filter(|(_, notify)| !notify.is_empty());
+    let catalog = config.catalog.iter().map(|catalog| (catalog.zone.as_str(), &catalog.notify));
+    let listing = configured.chain(kept).chain(catalog).filter(|(_, notify)| !notify.is_empty());
     let read = listing.filter_map(|(origin, notify)| Some((name::from_dotted(origin).ok()?, notify.clone())));
     read.map(|(origin, secondaries)| ZoneSecondaries { origin: origin.into(), secondaries }).collect()
 }
