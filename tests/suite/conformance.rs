@@ -141,6 +141,15 @@ const KNOWN_REFERENCE_DEVIATIONS: &[Deviation] = &[
         why: "NSD 4.6 leaves in-domain glue out of a referral that does not fit without setting TC; \
               RFC 9471 section 3 requires TC=1 then, as Knot does",
     },
+    Deviation {
+        case: "opcode 4 (NOTIFY) example.com SOA",
+        server: "nsd",
+        transport: None,
+        fields: &["flags.aa", "question"],
+        why: "NSD refuses a NOTIFY from an address it does not take them from with AA set and the question left \
+              out; RFC 1996 section 4.7 has the reply repeat the question, as Knot does (and neither sets AA \
+              on a refusal)",
+    },
     Deviation { case: "www.example.com A +class=CH", server: "knot", transport: None, fields: &["edns.ede"], why: KNOT_NO_CLASS_EDE },
     Deviation { case: "www.example.com A +class=HS", server: "knot", transport: None, fields: &["edns.ede"], why: KNOT_NO_CLASS_EDE },
 ];
