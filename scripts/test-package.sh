@@ -169,8 +169,8 @@ build_old_package() {
     "$target/debug/pharos" generate-assets "$target/debug/pharos-assets" >/dev/null
     gzip -9n "$target/debug/pharos-assets"/man/*.1
     # cargo-deb warns that a dev profile is for development only: so is
-    # this package.
-    cargo deb -p pharos --no-build --profile dev --strip --deb-version "$(old_version "$commit")" --output "$work/old.deb" 2>"$work/cargo-deb.err" \
+    # this package, compressed fast as it is never shipped.
+    cargo deb -p pharos --no-build --profile dev --strip --fast --deb-version "$(old_version "$commit")" --output "$work/old.deb" 2>"$work/cargo-deb.err" \
       || { cat "$work/cargo-deb.err" >&2; fail "cargo deb of $commit"; }
   ) | tail -n 1
 }
@@ -260,6 +260,7 @@ cat >"$work/service.json" <<'EOF'
   "name": "geo.example.test",
   "policy": "region-probabilities",
   "ttl": 60,
+  "max_answers": 1,
   "replica": [
     { "id": "near", "address": "192.0.2.51", "datacenter": "lab" },
     { "id": "far", "address": "192.0.2.52" }
