@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
 # The Debian package, installed on this machine as an operator would
-# (docs/packaging.md): dpkg -i, what it installed (binary, man pages, unit,
-# configuration), the server started by hand from the packaged
-# configuration and queried, an upgrade over it that must keep the
-# configuration's edits, the store's changes and the keys, then a purge that
-# must leave nothing behind. Run by scripts/test.sh after the release build.
+# (docs/packaging.md). First on a clean machine: dpkg -i, what it installed
+# (binary, man pages, unit, configuration), the server started by hand from
+# the packaged configuration and queried, then a purge that must leave
+# nothing behind. Then an upgrade: the package of an earlier commit
+# installed, state written through it, this commit's package installed over
+# it, which must keep the configuration's edits, the store's changes, its
+# tokens and keys and answer the same, having run the store's migrations
+# forward; the earlier binary must then refuse the migrated store. Run by
+# scripts/test.sh after the release build.
+#
+# The earlier commit is the main line just before the last change of the
+# store's migrations (crates/store/src/schema.rs), so that the upgrade runs
+# one, if that commit has the package already; this commit's parent
+# otherwise. Its package is built from `git archive` in the dev profile,
+# into the same target directory: it reuses the dependencies the tests built.
 #
 # Root only (dpkg -i, port 53): a loud SKIP otherwise, a failure under
 # CI=true. It refuses to run where a pharos package is already installed,
@@ -37,6 +47,8 @@ cleanup() {
 trap cleanup EXIT
 
 config=/etc/pharos/pharos.toml
+store=/var/lib/pharos/pharos.sqlite
+target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 
 check() { echo "-- $*"; }
 fail() {
@@ -47,8 +59,9 @@ fail() {
 # Answers of the packaged server on loopback port 53, one per line (+short).
 ask() { kdig @127.0.0.1 -p 53 +short +timeout=1 +retry=0 "$@"; }
 
-# Starts the server by hand as root from the packaged configuration, as the
-# unit would, and waits (30 s at most) until it answers.
+# Starts the installed server by hand as root from the packaged
+# configuration, as the unit would, and waits (30 s at most) until it
+# answers.
 start_server() {
   /usr/bin/pharos serve --config "$config" >"$work/serve.log" 2>&1 &
   server=$!
@@ -79,19 +92,110 @@ steady_answer() {
   echo "$first"
 }
 
-echo "== building the package, then a second one of a higher version (the upgrade)"
-first_deb=$(scripts/package.sh --output "$work/first.deb" | tail -n 1)
-first_version=$(dpkg-deb --field "$first_deb" Version)
-second_version="$first_version+upgrade"
-second_deb=$(scripts/package.sh --output "$work/second.deb" --deb-version "$second_version" | tail -n 1)
-echo "$first_deb ($first_version, $(du -k "$first_deb" | cut -f1) KiB), $second_deb ($second_version)"
+# The token the server printed at its first start.
+printed_token() {
+  local token
+  token=$(sed -n 's/.*API token.*: \([^ ]*\)$/\1/p' "$work/serve.log" | head -n 1)
+  [ -n "$token" ] || { cat "$work/serve.log" >&2; fail "the server printed no API token"; }
+  echo "$token"
+}
 
-echo "== installing $first_version"
-dpkg -i "$first_deb"
-if [ -d /run/systemd/system ]; then
-  # The package started its unit; this test runs the server by hand.
-  systemctl stop pharos
-fi
+# The SQLite store's schema version (PRAGMA user_version), read with the
+# server stopped.
+schema_version() {
+  python3 -c 'import sqlite3, sys; print(sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True).execute("PRAGMA user_version").fetchone()[0])' "$store"
+}
+
+# dpkg -i, then the unit the package started (where systemd runs) stopped:
+# this test runs the server by hand. --force-confold: if the default
+# configuration changed between the two packages, dpkg would ask; the
+# answer is the operator's, keeping the edited file.
+install_package() {
+  dpkg -i --force-confold "$1"
+  if [ -d /run/systemd/system ]; then
+    systemctl stop pharos
+  fi
+}
+
+# Purges the package and checks that nothing of it is left.
+purge_package() {
+  dpkg --purge pharos
+  for path in /usr/bin/pharos /lib/systemd/system/pharos.service /etc/systemd/system/multi-user.target.wants/pharos.service /etc/pharos /var/lib/pharos /usr/share/man/man1/pharos.1.gz; do
+    [ ! -e "$path" ] || fail "$path is left after the purge"
+  done
+  ! getent passwd pharos >/dev/null || fail "the user pharos is left after the purge"
+  for process in /proc/[0-9]*; do
+    case "$(readlink "$process/exe" 2>/dev/null)" in
+      /usr/bin/pharos*) fail "process ${process#/proc/} still runs /usr/bin/pharos" ;;
+    esac
+  done
+  check "purged: no binary, unit, configuration, state directory, user or process is left"
+}
+
+# The commit the upgrade starts from, and why, on one line: the main line
+# just before the last commit that changed the store's migration list, if
+# the package existed then; this commit's parent otherwise.
+upgrade_source() {
+  git rev-parse -q --verify HEAD~1 >/dev/null || fail "no parent commit to upgrade from: the test needs the history (git fetch --unshallow)"
+  local migration
+  migration=$(git log --first-parent -1 --format=%H -s -L '/^pub(crate) const MIGRATIONS/,/^];/:crates/store/src/schema.rs')
+  if [ -n "$migration" ] && git rev-parse -q --verify "$migration~1" >/dev/null \
+    && git show "$migration~1:Cargo.toml" | grep -qx '\[package.metadata.deb\]'; then
+    echo "$(git rev-parse --short=12 "$migration~1") the parent of $(git rev-parse --short=12 "$migration"), the last change of the store's migrations"
+  else
+    echo "$(git rev-parse --short=12 HEAD~1) HEAD~1: the parent of $(git rev-parse --short=12 "$migration"), the last change of the store's migrations, has no package"
+  fi
+}
+
+# Builds the package of `commit` and prints its path: its tree from git
+# archive, its binary in the dev profile into this build's target directory
+# (the dependencies the tests built are reused; the source's path is the
+# same at every run, so a second run with the same commit rebuilds
+# nothing), its man pages and completions made by that binary, as its
+# scripts/package.sh does with a release binary.
+build_old_package() {
+  local commit=$1 source="$target/package-upgrade-source"
+  if [ "$(cat "$source/.commit" 2>/dev/null)" != "$commit" ]; then
+    rm -rf "$source"
+    mkdir -p "$source"
+    git archive "$commit" | tar -x -C "$source"
+    echo "$commit" >"$source/.commit"
+  fi
+  (
+    cd "$source"
+    export CARGO_TARGET_DIR="$target" PHAROS_COMMIT="$commit"
+    cargo build --quiet -p pharos
+    rm -rf "$target/debug/pharos-assets"
+    "$target/debug/pharos" generate-assets "$target/debug/pharos-assets" >/dev/null
+    gzip -9n "$target/debug/pharos-assets"/man/*.1
+    # cargo-deb warns that a dev profile is for development only: so is
+    # this package, compressed fast as it is never shipped.
+    cargo deb -p pharos --no-build --profile dev --strip --fast --deb-version "$(old_version "$commit")" --output "$work/old.deb" 2>"$work/cargo-deb.err" \
+      || { cat "$work/cargo-deb.err" >&2; fail "cargo deb of $commit"; }
+  ) | tail -n 1
+}
+
+# A version below this commit's package's: dpkg must see an upgrade.
+old_version() {
+  echo "$(dpkg-deb --field "$new_deb" Version | sed 's/-[^-]*$//')~git.$1-1"
+}
+
+echo "== building the package of this commit"
+new_deb=$(scripts/package.sh --output "$work/new.deb" | tail -n 1)
+new_version=$(dpkg-deb --field "$new_deb" Version)
+echo "$new_deb ($new_version, $(du -k "$new_deb" | cut -f1) KiB)"
+
+source_line=$(upgrade_source)
+old_commit=${source_line%% *}
+why=${source_line#* }
+echo "== building the package of $old_commit to upgrade from: $why"
+started=$SECONDS
+old_deb=$(build_old_package "$old_commit")
+old_version=$(dpkg-deb --field "$old_deb" Version)
+echo "$old_deb ($old_version), built in $((SECONDS - started)) s"
+
+echo "== installing $new_version on a clean machine"
+install_package "$new_deb"
 
 check "/usr/bin/pharos --version"
 /usr/bin/pharos --version
@@ -129,57 +233,116 @@ start_server
 [ "$(ask example.test SOA | cut -d' ' -f1)" = ns1.example.test. ] || fail "example.test SOA: $(ask example.test SOA)"
 uid=$(awk '/^Uid:/ { print $2 }' "/proc/$server/status")
 [ "$uid" = "$(id -u pharos)" ] || fail "the server runs as uid $uid, not pharos's $(id -u pharos)"
-
-echo "== writing state: a replica disabled through the control API, a zone's keys, an edited configuration"
-token=$(sed -n 's/.*API token.*: \([^ ]*\)$/\1/p' "$work/serve.log" | head -n 1)
-[ -n "$token" ] || { cat "$work/serve.log" >&2; fail "the server printed no API token"; }
-/usr/bin/pharos ctl --token "$token" replica app.example.test fra --disable
-answer_before=$(steady_answer app.example.test A)
-[ "$answer_before" = 192.0.2.42 ] || fail "with fra disabled, app.example.test A is '$answer_before', not iad's 192.0.2.42"
-soa_before=$(ask example.test SOA)
 stop_server
-# With the server stopped (it holds a SQLite store for itself), as the user
-# whose store it is (docs/dnssec.md).
+purge_package
+
+echo "== installing $old_version, the package of $old_commit"
+install_package "$old_deb"
+/usr/bin/pharos --version
+
+echo "== writing state: the configuration edited, a zone signed, a data center, a region, a service, tokens, a replica disabled"
+# The operator's edits of the conffile: an NSID, and the demo zone signed.
+sed -i -e 's/^\[server\]$/[server]\nnsid = "package-upgrade-test"/' \
+  -e 's|^file = "/etc/pharos/zones/example.test.zone"$|&\ndnssec = true|' "$config"
+grep -qx 'dnssec = true' "$config" || fail "the packaged configuration no longer has the demo zone's file line this test signs it after"
+# The zone's keys, made before the first start that signs with them, as the
+# user whose store it is (docs/dnssec.md).
 runuser -u pharos -- /usr/bin/pharos key generate --config "$config" example.test >/dev/null
 keys_before=$(runuser -u pharos -- /usr/bin/pharos key show --config "$config" example.test)
-sed -i 's/^\[server\]$/[server]\nnsid = "package-upgrade-test"/' "$config"
+start_server
+admin=$(printed_token)
+ctl() { /usr/bin/pharos ctl --token "$admin" "$@"; }
+curl --silent --show-error --fail --request PUT --header "Authorization: Bearer $admin" --header 'Content-Type: application/json' \
+  --data '{"id": "lab", "latitude": 50.11, "longitude": 8.68}' http://127.0.0.1:5380/v1/datacenters/lab >/dev/null
+ctl region-add loopback 127.0.0.0/8 >/dev/null
+cat >"$work/service.json" <<'EOF'
+{
+  "name": "geo.example.test",
+  "policy": "region-probabilities",
+  "ttl": 60,
+  "max_answers": 1,
+  "replica": [
+    { "id": "near", "address": "192.0.2.51", "datacenter": "lab" },
+    { "id": "far", "address": "192.0.2.52" }
+  ],
+  "probabilities": {
+    "loopback": { "near": { "probability": 1.0, "ttl": 30 } },
+    "default": { "far": { "probability": 1.0, "ttl": 60 } }
+  }
+}
+EOF
+ctl service-put "$work/service.json" >/dev/null
+ctl replica app.example.test fra --disable >/dev/null
+reader=$(ctl --json token create upgrade-reader --scope read | python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])')
+revoked=$(ctl --json token create upgrade-revoked --scope admin | python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])')
+ctl token revoke upgrade-revoked >/dev/null
 
-echo "== upgrading to $second_version over it"
-dpkg -i "$second_deb"
-if [ -d /run/systemd/system ]; then
-  systemctl stop pharos
-fi
-[ "$(dpkg-query --show --showformat '${Version}' pharos)" = "$second_version" ] || fail "the installed version is not $second_version"
+check "the answers and the state as $old_version serves them"
+answers() {
+  echo "app.example.test A: $(steady_answer app.example.test A)"
+  echo "geo.example.test A: $(steady_answer geo.example.test A)"
+  echo "example.test SOA: $(ask example.test SOA)"
+  echo "example.test DNSKEY: $(ask example.test DNSKEY | sort)"
+}
+answers | tee "$work/answers.before"
+grep -qx 'app.example.test A: 192.0.2.42' "$work/answers.before" || fail "with fra disabled, app.example.test A is not iad's 192.0.2.42"
+grep -qx 'geo.example.test A: 192.0.2.51' "$work/answers.before" || fail "to a loopback client, geo.example.test A is not the loopback region's 192.0.2.51"
+grep -q 'DNSKEY: .' "$work/answers.before" || fail "the signed zone answers no DNSKEY"
+ctl export >"$work/export.before"
+stop_server
+schema_before=$(schema_version)
+echo "the store's schema: version $schema_before"
 
-check "the configuration's edit is kept"
+echo "== upgrading to $new_version over it"
+install_package "$new_deb"
+[ "$(dpkg-query --show --showformat '${Version}' pharos)" = "$new_version" ] || fail "the installed version is not $new_version"
+/usr/bin/pharos --version
+
+check "the configuration's edits are kept"
 grep -qx 'nsid = "package-upgrade-test"' "$config" || fail "the upgrade replaced the edited $config"
+grep -qx 'dnssec = true' "$config" || fail "the upgrade replaced the edited $config"
 check "the state directory is as the server left it"
 [ "$(stat -c '%U:%G %a' /var/lib/pharos)" = "pharos:pharos 750" ] || fail "/var/lib/pharos is $(stat -c '%U:%G %a' /var/lib/pharos)"
 
-check "pharos check passes on the kept configuration and store, as the unit's ExecStartPre runs it"
-/usr/bin/pharos check --config "$config"
+check "pharos check passes on the kept configuration and store, as the unit's ExecStartPre runs it, and says what start will migrate"
+/usr/bin/pharos check --config "$config" | tee "$work/check.log"
+grep -q "store $store: schema version $schema_before[:,]" "$work/check.log" || fail "pharos check does not report the store at schema version $schema_before"
+
 check "the upgraded server answers the same, with the edited NSID"
 start_server
-[ "$(steady_answer app.example.test A)" = "$answer_before" ] || fail "app.example.test A changed across the upgrade"
-[ "$(ask example.test SOA)" = "$soa_before" ] || fail "example.test SOA changed across the upgrade"
+answers >"$work/answers.after"
+diff -u "$work/answers.before" "$work/answers.after" || fail "the answers changed across the upgrade"
 kdig @127.0.0.1 -p 53 +nsid +timeout=1 +retry=0 example.test SOA | grep -q 'package-upgrade-test' || fail "the edited NSID is not served"
+check "the tokens: the first start's admin token and the read token still serve, the revoked one is still refused"
+ctl export >"$work/export.after"
+/usr/bin/pharos ctl --token "$reader" regions | grep -q loopback || fail "the read token made before the upgrade does not list the regions"
+! /usr/bin/pharos ctl --token "$revoked" regions >/dev/null 2>&1 || fail "the token revoked before the upgrade is accepted"
+check "the export holds every line it held before"
+missing=$(grep -Fvx -f "$work/export.after" "$work/export.before" || true)
+[ -z "$missing" ] || { diff -u "$work/export.before" "$work/export.after" >&2 || true; fail "lines of the export lost across the upgrade: $missing"; }
 stop_server
 check "the keys are still in the store"
 [ "$(runuser -u pharos -- /usr/bin/pharos key show --config "$config" example.test)" = "$keys_before" ] || fail "the zone's keys changed across the upgrade"
 
-echo "== purging"
-dpkg --purge pharos
-for path in /usr/bin/pharos /lib/systemd/system/pharos.service /etc/systemd/system/multi-user.target.wants/pharos.service /etc/pharos /var/lib/pharos /usr/share/man/man1/pharos.1.gz; do
-  check "$path is gone"
-  [ ! -e "$path" ] || fail "$path is left after the purge"
-done
-check "the user pharos is gone"
-! getent passwd pharos >/dev/null || fail "the user pharos is left after the purge"
-check "no process runs the packaged binary"
-for process in /proc/[0-9]*; do
-  case "$(readlink "$process/exe" 2>/dev/null)" in
-    /usr/bin/pharos*) fail "process ${process#/proc/} still runs /usr/bin/pharos" ;;
-  esac
-done
+schema_after=$(schema_version)
+if [ "$schema_after" -gt "$schema_before" ]; then
+  check "the store was migrated forward, from schema version $schema_before to $schema_after"
+  grep -q "schema version $schema_before: migrated forward to $schema_after" "$work/check.log" || fail "pharos check did not say it would migrate to $schema_after"
+  check "the binary of $old_version refuses the migrated store, naming both versions"
+  dpkg-deb -x "$old_deb" "$work/old-root"
+  status=0
+  timeout 30 "$work/old-root/usr/bin/pharos" serve --config "$config" >"$work/old-serve.log" 2>&1 || status=$?
+  cat "$work/old-serve.log"
+  [ "$status" != 0 ] && [ "$status" != 124 ] || fail "the old binary did not refuse the store (exit status $status)"
+  grep 'schema' "$work/old-serve.log" | grep -w "$schema_after" | grep -qw "$schema_before" || fail "the old binary's refusal does not name schema versions $schema_after and $schema_before"
+  [ "$(schema_version)" = "$schema_after" ] || fail "the old binary changed the store's schema version"
+elif [ "$schema_after" = "$schema_before" ]; then
+  echo "!! NOTE: $old_commit and this commit have the same store schema (version $schema_after): this upgrade runs no migration, and an older binary's refusal of a newer store is not shown"
+else
+  fail "the store's schema went back from version $schema_before to $schema_after"
+fi
 
-echo "== the package installs, upgrades and purges"
+echo "== purging"
+purge_package
+
+echo "== the package installs, upgrades from $old_commit and purges"

@@ -11,6 +11,7 @@ use common::postgres::Postgres;
 use pharos_model::Change;
 use pharos_model::spec::{DataCenterSpec, ReplicaSpec, ServiceSpec};
 use pharos_server::{Config, ControlShell};
+use pharos_store::Batch;
 
 const ZONE: &str = "$TTL 300\n@ SOA ns hostmaster 1 7200 3600 1209600 60\n NS ns\nns A 192.0.2.1\n";
 const NOW: u64 = 1_800_000_000_000;
@@ -56,9 +57,10 @@ fn an_edit_naming_what_another_node_just_declared_is_taken_after_reading_the_log
 #[test]
 fn batches_their_notifications_carried_are_applied_without_a_read_and_a_gap_is_read() {
     let (_dir, database, mut first, mut second) = two_nodes();
-    let batches: Vec<(u64, Vec<Change>)> = (1..=4).map(|ttl| (ttl, vec![service_with_ttl(ttl as u32)])).collect();
-    for (_, changes) in &batches {
-        first.apply(changes, NOW).unwrap();
+    let batches: Vec<(u64, Batch)> =
+        (1..=4).map(|ttl| (ttl, Batch { changes: vec![service_with_ttl(ttl as u32)], authors: Vec::new() })).collect();
+    for (_, batch) in &batches {
+        first.apply(&batch.changes, NOW).unwrap();
     }
     assert_eq!(first.applied(), 4);
     database.stop();

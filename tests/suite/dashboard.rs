@@ -170,8 +170,12 @@ fn the_page_needs_no_token_and_the_query_counts_and_events_behind_it_do() {
     assert_eq!(request("PUT", &format!("{api}/v1/datacenters/ams"), Some(TOKEN), Some(datacenter)).0, 200);
     let events = request("GET", &format!("{api}/v1/events"), Some(TOKEN), None).1;
     let texts: Vec<&str> = events.as_array().unwrap().iter().map(|event| event["text"].as_str().unwrap()).collect();
-    let expected =
-        ["region europe put", "service svc.example.test put", "datacenter ams put", "token admin: PUT /v1/datacenters/ams -> 200"];
+    let expected = [
+        "region europe put",
+        "service svc.example.test put",
+        "datacenter ams put by token admin",
+        "token admin: PUT /v1/datacenters/ams -> 200",
+    ];
     assert_eq!(texts, expected, "oldest first, each change asked for through the API with the token that asked");
 }
 

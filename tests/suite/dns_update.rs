@@ -85,6 +85,8 @@ fn knsupdate_and_nsupdate_change_a_store_zone_with_tsig_and_the_change_survives_
     assert_eq!(addresses(&pharos, "host.dyn.test"), (Rcode::NOERROR, vec!["192.0.2.46".to_string()]));
     let text = zone_text(&api);
     assert!(text.starts_with("dyn.test. 3600 IN SOA ns1.dyn.test. hostmaster.dyn.test. 3 "), "two changes, two serials: {text}");
+    let events = request("GET", &format!("{api}/v1/events"), Some(TOKEN), None).1.to_string();
+    assert!(events.contains("zone dyn.test. put by UPDATE signed with key ddns from 127.0.0.1"), "the log says who: {events}");
     let pharos = pharos.kill_and_restart();
     assert_eq!(addresses(&pharos, "host.dyn.test"), (Rcode::NOERROR, vec!["192.0.2.46".to_string()]), "durable");
 }

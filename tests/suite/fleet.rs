@@ -633,3 +633,21 @@ fn updates_through_alternating_nodes_lose_none_and_every_node_transfers_the_same
         within_propagation(&format!("node {number} converges"), || transferred_zone(&kdig, node) == after);
     }
 }
+
+#[test]
+fn every_node_s_event_log_names_the_token_of_a_change_made_through_another() {
+    let (_database, nodes) = fleet();
+    let (status, made) = nodes[0].call("POST", "/v1/tokens", Some(json!({ "name": "ops", "scope": "admin" })));
+    assert_eq!(status, 201, "{made}");
+    let ops = made["token"].as_str().unwrap().to_owned();
+    within_propagation("node 1 knows the token", || nodes[1].call("GET", "/v1/tokens", None).1.to_string().contains(r#""name":"ops""#));
+    let datacenter = json!({ "id": "ams", "latitude": 52.4, "longitude": 4.9 });
+    let (status, reply) = request("PUT", &format!("{}/v1/datacenters/ams", nodes[1].api), Some(&ops), Some(datacenter));
+    assert_eq!(status, 200, "{reply}");
+    for (number, node) in nodes.iter().enumerate() {
+        within_propagation(&format!("node {number} names the token of each change"), || {
+            let events = node.call("GET", "/v1/events", None).1.to_string();
+            events.contains("token ops made by token admin") && events.contains("datacenter ams put by token ops")
+        });
+    }
+}

@@ -86,7 +86,7 @@ impl UpdateApplier {
         match check_request(message, update.tsig_at, &snapshot.settings.tsig_keys, now) {
             RequestSignature::Unsigned => self.outcome(request, &update, None).await.and_then(|outcome| outcome_reply(message, &outcome)),
             RequestSignature::Signed(signed) => {
-                let key = name::Display(signed.key_name()).to_string();
+                let key = name::Display(signed.key_name()).to_string().trim_end_matches('.').to_owned();
                 let outcome = self.outcome(request, &update, Some(&key)).await?;
                 let mut reply = outcome_reply(message, &outcome)?;
                 signed.sign(&mut reply, now);
@@ -118,7 +118,11 @@ impl UpdateApplier {
                 error
             })
         };
-        let committed = self.control.edit(Box::new(edit)).await;
+        let author = match key {
+            Some(key) => format!("UPDATE signed with key {key} from {}", request.client.ip()),
+            None => format!("UPDATE from {}", request.client.ip()),
+        };
+        let committed = self.control.edit(author, Box::new(edit)).await;
         let refusal = refused.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
         Some(match (committed, refusal) {
             (Ok(_), _) => Ok(()),

@@ -33,6 +33,7 @@ use pharos_model::{Change, ControlError, Measurement, State};
 use pharos_route::latency::Measured;
 use pharos_route::prefix::parse_prefix;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 pub use postgres::{Following, PostgresStore, Wake};
 pub use schema::{SCHEMA_VERSION, Schema};
@@ -74,8 +75,18 @@ impl From<StoreError> for ControlError {
     }
 }
 
+/// A batch of the change log: its changes, and the names of the tokens
+/// whose requests made them, in the order they asked. None: the server's
+/// own changes (from its configuration file or its load control), or a
+/// batch logged before the log kept its authors.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Batch {
+    pub changes: Vec<Change>,
+    pub authors: Vec<String>,
+}
+
 /// Batches logged, each with its sequence, in order.
-pub type Batches = Vec<(u64, Vec<Change>)>;
+pub type Batches = Vec<(u64, Batch)>;
 
 /// What other nodes wrote since a node last read ([`Store::news_after`]).
 #[derive(Debug, PartialEq)]
@@ -89,12 +100,13 @@ pub struct News {
 pub trait Store: Send {
     /// Reads the whole state, and the sequence of the last batch it holds.
     fn load(&mut self) -> Result<(State, u64), StoreError>;
-    /// Applies `changes`, made from the state as of sequence `after`, and
-    /// logs them under the next sequence number, in one transaction;
-    /// returns that number once committed. Refused with
+    /// Applies `changes`, made from the state as of sequence `after` and
+    /// asked for by the tokens named `authors`, and logs them as a batch
+    /// under the next sequence number, in one transaction; returns that
+    /// number once committed. Refused with
     /// [`StoreError::Behind`] if a batch was logged after `after`: changes
     /// computed from a state without it could undo it.
-    fn apply(&mut self, after: u64, changes: &[Change]) -> Result<u64, StoreError>;
+    fn apply(&mut self, after: u64, changes: &[Change], authors: &[String]) -> Result<u64, StoreError>;
     /// Every batch logged after `sequence`, in order, with its number.
     fn changes_after(&mut self, sequence: u64) -> Result<Batches, StoreError>;
     /// Calls `wake` from now on whenever other writers may have logged
@@ -158,16 +170,17 @@ fn check_not_behind(after: u64, latest: i64) -> Result<u64, StoreError> {
     if latest == after { Ok(latest + 1) } else { Err(StoreError::Behind { applied: after, latest }) }
 }
 
-/// The change log's row for a batch.
-fn batch_row(changes: &[Change]) -> String {
-    serde_json::to_string(changes).expect("changes serialize")
+/// The change log's row for a batch: its changes and its authors.
+fn batch_row(changes: &[Change], authors: &[String]) -> (String, String) {
+    (serde_json::to_string(changes).expect("changes serialize"), serde_json::to_string(authors).expect("names serialize"))
 }
 
-/// A logged batch read back from its row, named by its sequence if it is
-/// not one.
-fn read_batch(sequence: i64, batch: &str) -> Result<(u64, Vec<Change>), StoreError> {
-    let changes = read_declaration("change batch", sequence.to_string(), batch)?;
-    Ok((sequence.max(0) as u64, changes))
+/// A logged batch read back from its row (authors NULL: logged before
+/// they were kept), named by its sequence if it is not one.
+fn read_batch(sequence: i64, changes: &str, authors: Option<&str>) -> Result<(u64, Batch), StoreError> {
+    let changes = read_declaration("change batch", sequence.to_string(), changes)?;
+    let authors = authors.map(|authors| read_declaration("change batch's authors", sequence.to_string(), authors)).transpose()?;
+    Ok((sequence.max(0) as u64, Batch { changes, authors: authors.unwrap_or_default() }))
 }
 
 /// A time in Unix ms as both engines keep it (a signed 64-bit integer).

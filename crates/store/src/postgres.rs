@@ -43,8 +43,9 @@ use tokio_postgres::{AsyncMessage, Config, IsolationLevel, NoTls, Row};
 
 use crate::schema::Schema;
 use crate::{
-    Batches, Change, Measurement, NEXT_MEASUREMENT_STAMP, NEXT_VERDICT_STAMP, News, State, Store, StoreError, batch_row, check_not_behind,
-    declaration_row, fleet_reports, last_stamp, millis_row, read_batch, read_declaration, read_measurement, schema, subnet_text,
+    Batch, Batches, Change, Measurement, NEXT_MEASUREMENT_STAMP, NEXT_VERDICT_STAMP, News, State, Store, StoreError, batch_row,
+    check_not_behind, declaration_row, fleet_reports, last_stamp, millis_row, read_batch, read_declaration, read_measurement, schema,
+    subnet_text,
 };
 
 /// How long to wait for a connection (to connect, or for a free one in the
@@ -64,7 +65,7 @@ const CHANGE_LOG_LOCK: i64 = 0x0070_6861_726f_736c; // "pharosl"
 const NOTIFICATION_OCTETS: usize = 8000;
 /// The last sequence logged (0 for none).
 const LAST_SEQUENCE: &str = "SELECT COALESCE(MAX(sequence), 0) FROM changes";
-const CHANGES_AFTER: &str = "SELECT sequence, batch FROM changes WHERE sequence > $1 ORDER BY sequence";
+const CHANGES_AFTER: &str = "SELECT sequence, batch, authors FROM changes WHERE sequence > $1 ORDER BY sequence";
 const MEASUREMENTS_AFTER: &str = "SELECT subnet, datacenter, rtt_ms, measured_at, stamp FROM measurements WHERE stamp > $1";
 /// The channel each logged batch is notified on.
 const CHANGES_CHANNEL: &str = "pharos_changes";
@@ -82,10 +83,10 @@ pub enum Following {
     /// Listening (again): batches logged from now on will be notified;
     /// those logged before may have been missed.
     Listening,
-    /// The batch with this sequence was logged; its changes if the
-    /// notification carried them (one too large for a notification is
+    /// The batch with this sequence was logged; the batch if the
+    /// notification carried it (one too large for a notification is
     /// only named, and read from the database).
-    Notified(u64, Option<Vec<Change>>),
+    Notified(u64, Option<Batch>),
     /// Time for a look: a notification may have been missed.
     Look,
     /// The listening connection is lost (why); it is being made again.
@@ -220,7 +221,7 @@ fn row_number(number: u64) -> i64 {
 }
 
 fn read_batches(rows: Vec<Row>) -> Result<Batches, StoreError> {
-    rows.iter().map(|row| read_batch(row.get(0), row.get(1))).collect()
+    rows.iter().map(|row| read_batch(row.get(0), row.get(1), row.get(2))).collect()
 }
 
 /// The measurements in `rows` (read after `stamp`) and the stamp to ask
@@ -253,14 +254,14 @@ impl Store for PostgresStore {
         })
     }
 
-    fn apply(&mut self, after: u64, changes: &[Change]) -> Result<u64, StoreError> {
+    fn apply(&mut self, after: u64, changes: &[Change], authors: &[String]) -> Result<u64, StoreError> {
         self.runtime.block_on(async {
             let mut client = self.connection().await?;
             let transaction = client.transaction().await?;
             let (lock, last, log, notify) = tokio::try_join!(
                 transaction.prepare_cached("SELECT pg_advisory_xact_lock($1)"),
                 transaction.prepare_cached(LAST_SEQUENCE),
-                transaction.prepare_cached("INSERT INTO changes (sequence, batch) VALUES ($1, $2)"),
+                transaction.prepare_cached("INSERT INTO changes (sequence, batch, authors) VALUES ($1, $2, $3)"),
                 transaction.prepare_cached("SELECT pg_notify($1, $2)"),
             )?;
             // Held until commit (see CHANGE_LOG_LOCK): the last sequence
@@ -291,9 +292,9 @@ impl Store for PostgresStore {
             let logged = sequence as i64;
             // The notification is delivered to the listeners once
             // committed, never before.
-            let batch = batch_row(changes);
-            let payload = notification(logged, &batch);
-            let log_row: [&(dyn ToSql + Sync); 2] = [&logged, &batch];
+            let (batch, authors) = batch_row(changes, authors);
+            let payload = notification(logged, &batch, &authors);
+            let log_row: [&(dyn ToSql + Sync); 3] = [&logged, &batch, &authors];
             let notification: [&(dyn ToSql + Sync); 2] = [&CHANGES_CHANNEL, &payload];
             // The entities, the log and the notification sent together
             // (pipelined), executed in that order.
@@ -458,23 +459,23 @@ impl Store for PostgresStore {
     }
 }
 
-/// What a batch's notification says: its sequence, then the batch as
-/// logged if both fit in one notification (PostgreSQL takes payloads
-/// shorter than 8,000 octets), so that the nodes following need not read
-/// it back.
-fn notification(sequence: i64, batch: &str) -> String {
-    let carried = format!("{sequence} {batch}");
+/// What a batch's notification says: its sequence, then the batch (a
+/// [`Batch`] as JSON, made of the row's `changes` and `authors`) if both
+/// fit in one notification (PostgreSQL takes payloads shorter than 8,000
+/// octets), so that the nodes following need not read it back.
+fn notification(sequence: i64, changes: &str, authors: &str) -> String {
+    let carried = format!(r#"{sequence} {{"changes":{changes},"authors":{authors}}}"#);
     if carried.len() < NOTIFICATION_OCTETS { carried } else { sequence.to_string() }
 }
 
 /// What a notification's payload tells: the sequence (0 if unreadable:
 /// the node then looks for anything new) and the batch, if it carries
-/// one that can be read.
+/// one that can be read (a node of an earlier version carries only the
+/// changes: the batch is then read from the database, authors and all).
 fn notified(payload: &str) -> Following {
     let (sequence, batch) = payload.split_once(' ').unwrap_or((payload, ""));
     let sequence: i64 = sequence.parse().unwrap_or_default();
-    let changes = (!batch.is_empty()).then(|| read_batch(sequence, batch).ok()).flatten().map(|(_, changes)| changes);
-    Following::Notified(sequence.max(0) as u64, changes)
+    Following::Notified(sequence.max(0) as u64, serde_json::from_str(batch).ok())
 }
 
 /// Listens for logged batches for as long as the store's runtime runs,

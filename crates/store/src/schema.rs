@@ -83,6 +83,12 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     // its records as master-file text, changed through the change log as
     // declarations are, so every node of a fleet serves each version.
     Migration::portable("CREATE TABLE zones (name TEXT PRIMARY KEY, spec TEXT NOT NULL);"),
+    // 10: who asked for each batch of the change log: the names of the
+    // tokens, as a JSON array, so that every node of a fleet can name them.
+    // NULL in the batches logged before, whose authors are unknown. A
+    // column of its own, not a field of `batch`: a node not yet upgraded
+    // still reads the batches the upgraded ones log.
+    Migration::portable("ALTER TABLE changes ADD COLUMN authors TEXT;"),
 ];
 
 /// The schema version this Pharos writes: the number of migrations.

@@ -99,7 +99,7 @@ impl Store for SqliteStore {
         Ok((State { datacenters, regions, services, tokens, zones }, sequence.max(0) as u64))
     }
 
-    fn apply(&mut self, after: u64, changes: &[Change]) -> Result<u64, StoreError> {
+    fn apply(&mut self, after: u64, changes: &[Change], authors: &[String]) -> Result<u64, StoreError> {
         // Write-locked from the start: the last sequence read stays the
         // last until this transaction logs the next, whoever else opens
         // the file.
@@ -115,18 +115,22 @@ impl Store for SqliteStore {
                 None => transaction.prepare_cached(&format!("DELETE FROM {table} WHERE name = ?1"))?.execute(params![name])?,
             };
         }
-        transaction.execute("INSERT INTO changes (sequence, batch) VALUES (?1, ?2)", params![sequence as i64, batch_row(changes)])?;
+        let (batch, authors) = batch_row(changes, authors);
+        transaction
+            .execute("INSERT INTO changes (sequence, batch, authors) VALUES (?1, ?2, ?3)", params![sequence as i64, batch, authors])?;
         transaction.commit()?;
         Ok(sequence)
     }
 
     fn changes_after(&mut self, sequence: u64) -> Result<Batches, StoreError> {
         let after = i64::try_from(sequence).unwrap_or(i64::MAX);
-        let mut statement = self.connection.prepare_cached("SELECT sequence, batch FROM changes WHERE sequence > ?1 ORDER BY sequence")?;
-        let rows = statement.query_map(params![after], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))?;
+        let mut statement =
+            self.connection.prepare_cached("SELECT sequence, batch, authors FROM changes WHERE sequence > ?1 ORDER BY sequence")?;
+        let rows = statement
+            .query_map(params![after], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?, row.get::<_, Option<String>>(2)?)))?;
         rows.map(|row| {
-            let (sequence, batch) = row?;
-            read_batch(sequence, &batch)
+            let (sequence, changes, authors) = row?;
+            read_batch(sequence, &changes, authors.as_deref())
         })
         .collect()
     }

@@ -13,7 +13,7 @@ use pharos_model::zone::ZoneSpec;
 use pharos_model::{Change, Measurement, State};
 use pharos_route::latency::Measured;
 use pharos_route::prefix::parse_prefix;
-use pharos_store::{Following, PostgresStore, SCHEMA_VERSION, SqliteStore, Store, StoreError};
+use pharos_store::{Batch, Following, PostgresStore, SCHEMA_VERSION, SqliteStore, Store, StoreError};
 use postgres::Postgres;
 
 /// One database, opened as a store as often as a case needs, and written
@@ -104,6 +104,7 @@ on_both_engines!(
     news_are_the_batches_and_the_measurements_after_what_was_read,
     a_batch_made_from_a_state_without_the_last_one_logged_is_refused,
     a_corrupt_logged_batch_is_named_by_its_sequence,
+    a_batch_logged_before_authors_were_kept_has_none,
     a_setting_made_by_several_at_once_is_the_first_one_written,
     each_node_keeps_one_verdict_per_replica_and_reads_every_node_s,
 );
@@ -174,8 +175,8 @@ fn changes_are_applied_together_and_read_back_after_reopening(engine: &dyn Engin
         Change::PutZone(zone("a.test.", 2)),
         Change::DeleteZone("b.test.".into()),
     ];
-    store.apply(0, &changes).unwrap();
-    store.apply(1, &later).unwrap();
+    store.apply(0, &changes, &[]).unwrap();
+    store.apply(1, &later, &[]).unwrap();
     store.set_setting("token", "secret").unwrap();
     store.set_setting("token", "rotated").unwrap();
     drop(store);
@@ -212,10 +213,13 @@ fn reports_corrupt_rows_by_name(engine: &dyn Engine) {
 fn every_batch_is_logged_under_the_next_sequence(engine: &dyn Engine) {
     let mut store = engine.open().unwrap();
     assert_eq!(store.changes_after(0).unwrap(), []);
-    let first = vec![Change::PutRegion(region("eu", 1)), Change::PutService(service("a.test"))];
-    let second = vec![Change::DeleteService("a.test".into())];
-    assert_eq!(store.apply(0, &first).unwrap(), 1);
-    assert_eq!(store.apply(1, &second).unwrap(), 2);
+    let first = Batch {
+        changes: vec![Change::PutRegion(region("eu", 1)), Change::PutService(service("a.test"))],
+        authors: vec!["ci".into(), "ops".into()],
+    };
+    let second = unauthored(&[Change::DeleteService("a.test".into())]);
+    assert_eq!(store.apply(0, &first.changes, &first.authors).unwrap(), 1);
+    assert_eq!(store.apply(1, &second.changes, &second.authors).unwrap(), 2);
     drop(store);
     let mut reopened = engine.open().unwrap();
     assert_eq!(reopened.changes_after(0).unwrap(), [(1, first), (2, second.clone())]);
@@ -227,10 +231,10 @@ fn news_are_the_batches_and_the_measurements_after_what_was_read(engine: &dyn En
     let mut store = engine.open().unwrap();
     let nothing = store.news_after(0, 0).unwrap();
     assert_eq!((nothing.batches, nothing.measurements), (vec![], (vec![], 0)));
-    let first = vec![Change::PutService(service("a.test"))];
-    let second = vec![Change::PutService(service("b.test"))];
-    store.apply(0, &first).unwrap();
-    store.apply(1, &second).unwrap();
+    let first = unauthored(&[Change::PutService(service("a.test"))]);
+    let second = unauthored(&[Change::PutService(service("b.test"))]);
+    store.apply(0, &first.changes, &first.authors).unwrap();
+    store.apply(1, &second.changes, &second.authors).unwrap();
     let stamp = store.record_measurements(&[measurement("10.1.0.0/16", "fra", 20.0, 1000)], 0).unwrap();
     let news = store.news_after(1, 0).unwrap();
     assert_eq!(news.batches, [(2, second)]);
@@ -241,15 +245,15 @@ fn news_are_the_batches_and_the_measurements_after_what_was_read(engine: &dyn En
 
 fn a_batch_made_from_a_state_without_the_last_one_logged_is_refused(engine: &dyn Engine) {
     let mut store = engine.open().unwrap();
-    store.apply(0, &[Change::PutService(service("a.test"))]).unwrap();
+    store.apply(0, &[Change::PutService(service("a.test"))], &[]).unwrap();
     let stale = [Change::DeleteService("a.test".into())];
-    let error = store.apply(0, &stale).unwrap_err();
+    let error = store.apply(0, &stale, &[]).unwrap_err();
     assert!(matches!(error, StoreError::Behind { applied: 0, latest: 1 }), "{error}");
     assert!(error.to_string().contains("changes up to 1 that this node has not applied yet"), "{error}");
-    let error = store.apply(2, &stale).unwrap_err();
+    let error = store.apply(2, &stale, &[]).unwrap_err();
     assert!(matches!(error, StoreError::Behind { applied: 2, latest: 1 }), "ahead of the log is no better: {error}");
     assert_eq!(store.load().unwrap(), (State::default().with(&[Change::PutService(service("a.test"))]), 1), "nothing written");
-    assert_eq!(store.apply(1, &stale).unwrap(), 2);
+    assert_eq!(store.apply(1, &stale, &[]).unwrap(), 2);
 }
 
 fn a_corrupt_logged_batch_is_named_by_its_sequence(engine: &dyn Engine) {
@@ -257,6 +261,17 @@ fn a_corrupt_logged_batch_is_named_by_its_sequence(engine: &dyn Engine) {
     engine.execute("INSERT INTO changes (sequence, batch) VALUES (7, '[{')");
     let error = engine.open().unwrap().changes_after(0).unwrap_err().to_string();
     assert!(error.contains("change batch \"7\""), "{error}");
+}
+
+fn a_batch_logged_before_authors_were_kept_has_none(engine: &dyn Engine) {
+    drop(engine.open().unwrap());
+    engine.execute("INSERT INTO changes (sequence, batch) VALUES (1, '[{\"DeleteService\": \"a.test\"}]')");
+    assert_eq!(engine.open().unwrap().changes_after(0).unwrap(), [(1, unauthored(&[Change::DeleteService("a.test".into())]))]);
+}
+
+/// A batch of `changes` no token asked for.
+fn unauthored(changes: &[Change]) -> Batch {
+    Batch { changes: changes.to_vec(), authors: Vec::new() }
 }
 
 fn measurement(subnet: &str, datacenter: &str, rtt_ms: f64, at: u64) -> Measurement {
@@ -327,15 +342,15 @@ fn a_database_nobody_listens_for_is_reported_unreachable() {
 fn a_database_that_goes_away_fails_each_call_clearly_and_serves_again_when_back() {
     let engine = Postgresql::new();
     let mut store = engine.open().unwrap();
-    store.apply(0, &[Change::PutService(service("a.test"))]).unwrap();
+    store.apply(0, &[Change::PutService(service("a.test"))], &[]).unwrap();
     engine.server.stop();
-    let error = store.apply(1, &[Change::PutService(service("b.test"))]).unwrap_err().to_string();
+    let error = store.apply(1, &[Change::PutService(service("b.test"))], &[]).unwrap_err().to_string();
     assert!(error.starts_with("PostgreSQL"), "{error}");
     let error = store.load().unwrap_err().to_string();
     assert!(error.starts_with("PostgreSQL cannot be reached"), "{error}");
     engine.server.start_server();
     // The pool replaces the dead connections: no reopening needed.
-    store.apply(1, &[Change::PutService(service("b.test"))]).unwrap();
+    store.apply(1, &[Change::PutService(service("b.test"))], &[]).unwrap();
     let names: Vec<String> = store.load().unwrap().0.services.iter().map(|service| service.name.clone()).collect();
     assert_eq!(names, ["a.test", "b.test"]);
 }
@@ -351,7 +366,7 @@ fn of_several_hosts_the_read_write_one_is_written_to() {
     let primary = Postgresql::new();
     let url = format!("postgres://postgres@127.0.0.1:{},127.0.0.1:{}/pharos", standby.port, primary.server.port);
     let mut store = PostgresStore::open(&url, || {}).unwrap();
-    store.apply(0, &[Change::PutService(service("a.test"))]).unwrap();
+    store.apply(0, &[Change::PutService(service("a.test"))], &[]).unwrap();
     assert_eq!(primary.server.sql("pharos", "SELECT name FROM services"), "a.test\n");
 }
 
@@ -382,7 +397,7 @@ fn nodes_writing_at_once_log_every_batch_once_in_the_order_they_committed() {
     let engine = Postgresql::new();
     drop(engine.open().unwrap());
     let starting = std::sync::Barrier::new(NODES);
-    let mut applied: Vec<(u64, Vec<Change>)> = std::thread::scope(|scope| {
+    let mut applied: Vec<(u64, Batch)> = std::thread::scope(|scope| {
         let nodes: Vec<_> = (0..NODES)
             .map(|node| {
                 let (engine, starting) = (&engine, &starting);
@@ -392,7 +407,7 @@ fn nodes_writing_at_once_log_every_batch_once_in_the_order_they_committed() {
                     let mut after = 0;
                     (0..BATCHES)
                         .map(|batch| {
-                            let changes = vec![Change::PutService(service(&format!("n{node}-{batch}.test")))];
+                            let changes = unauthored(&[Change::PutService(service(&format!("n{node}-{batch}.test")))]);
                             after = apply_catching_up(store.as_mut(), after, &changes);
                             (after, changes)
                         })
@@ -411,9 +426,9 @@ fn nodes_writing_at_once_log_every_batch_once_in_the_order_they_committed() {
 /// Applies `changes` made from the state as of `after`, as a node does:
 /// when others logged first, it reads their batches and tries again.
 /// Returns the sequence its batch was logged under.
-fn apply_catching_up(store: &mut dyn Store, mut after: u64, changes: &[Change]) -> u64 {
+fn apply_catching_up(store: &mut dyn Store, mut after: u64, changes: &Batch) -> u64 {
     for _ in 0..1000 {
-        match store.apply(after, changes) {
+        match store.apply(after, &changes.changes, &changes.authors) {
             Ok(sequence) => return sequence,
             Err(StoreError::Behind { latest, .. }) => after = latest,
             Err(error) => panic!("{error}"),
@@ -452,12 +467,14 @@ fn a_follower_is_woken_by_each_batch_another_logs_with_the_batch_if_it_fits_and_
     let news = Followed::start(follower.as_mut());
     news.until(|news| *news == Following::Listening);
     let mut writer = engine.open().unwrap();
-    let (first, second) = (vec![Change::PutService(service("a.test"))], vec![Change::DeleteService("a.test".into())]);
+    let first = Batch { changes: vec![Change::PutService(service("a.test"))], authors: vec!["ci".into()] };
+    let second = unauthored(&[Change::DeleteService("a.test".into())]);
     // Over 8,000 octets as JSON: too large for a notification.
     let large: Vec<Change> = (0..200).map(|number| Change::PutService(service(&format!("s{number}.test")))).collect();
-    writer.apply(0, &first).unwrap();
-    writer.apply(1, &second).unwrap();
-    writer.apply(2, &large).unwrap();
+    let large = unauthored(&large);
+    writer.apply(0, &first.changes, &first.authors).unwrap();
+    writer.apply(1, &second.changes, &second.authors).unwrap();
+    writer.apply(2, &large.changes, &large.authors).unwrap();
     news.until(|news| *news == Following::Notified(1, Some(first.clone())));
     news.until(|news| *news == Following::Notified(2, Some(second.clone())));
     news.until(|news| *news == Following::Notified(3, None));
@@ -476,10 +493,10 @@ fn a_store_opened_while_the_database_is_down_connects_and_migrates_at_its_first_
     engine.server.stop();
     assert!(PostgresStore::open(&engine.url, || {}).is_err(), "open connects at once");
     let mut store = PostgresStore::open_later(&engine.url, || {}).unwrap();
-    let error = store.apply(0, &[Change::PutService(service("a.test"))]).unwrap_err().to_string();
+    let error = store.apply(0, &[Change::PutService(service("a.test"))], &[]).unwrap_err().to_string();
     assert!(error.starts_with("PostgreSQL cannot be reached"), "{error}");
     engine.server.start_server();
-    assert_eq!(store.apply(0, &[Change::PutService(service("a.test"))]).unwrap(), 1);
+    assert_eq!(store.apply(0, &[Change::PutService(service("a.test"))], &[]).unwrap(), 1);
     assert_eq!(engine.server.sql("pharos", "SELECT max(version) FROM pharos_schema"), format!("{SCHEMA_VERSION}\n"));
 }
 

@@ -25,6 +25,12 @@ pub(crate) fn sha256_hex(secret: &str) -> String {
     digest.as_ref().iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
+/// Who asks for the changes a request makes: "token NAME", the token it
+/// was made with. Every route behind [`require_token`] finds it in
+/// the request's extensions.
+#[derive(Debug, Clone)]
+pub(crate) struct Author(pub String);
+
 /// The token a request was made with, once it is known good.
 #[derive(Debug)]
 struct Caller {
@@ -102,7 +108,7 @@ fn permits(scope: &Scope, method: &Method, path: &str) -> bool {
 pub(crate) async fn require_token(
     State(api): State<Api>,
     ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let source = source_of(peer.ip());
@@ -140,6 +146,7 @@ pub(crate) async fn require_token(
     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
     let changes = !matches!(method, Method::GET | Method::HEAD);
     let response = if permits(&caller.scope, &method, &path) {
+        request.extensions_mut().insert(Author(format!("token {}", caller.name)));
         next.run(request).await
     } else {
         let message = format!("token {:?} (scope {}) may not {method} {path}", caller.name, caller.scope);

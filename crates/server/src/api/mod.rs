@@ -28,7 +28,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use pharos_control::edit;
 use pharos_model::api::{DispatcherPick, ErrorReply, ExplainReply, MeasurementsKept, NewRegion, Probabilities, RegionAdded, ReplicaPatch};
 use pharos_model::spec::{DataCenterSpec, RegionSpec, ServiceSpec, service_name};
@@ -46,6 +46,7 @@ use serde_json::json;
 use tokio::sync::oneshot;
 use tokio_rustls::TlsAcceptor;
 
+use crate::api::auth::Author;
 use crate::artemis::AddressView;
 use crate::driver::keys::{KeyStep, KeyView};
 use crate::driver::shell::{ControlShell, SecretError};
@@ -352,25 +353,31 @@ async fn get_datacenter(State(api): State<Api>, Path(id): Path<String>) -> Reply
     found.map(Json).ok_or_else(|| ControlError::NotFound(format!("data center {id}")).into())
 }
 
-/// Queues `edit` on the control plane; returns once it is committed and
-/// live, with the changes it made.
+/// Queues `edit`, asked for by `author`, on the control plane; returns
+/// once it is committed and live, with the changes it made.
 async fn commit(
     api: &Api,
+    Author(author): Author,
     edit: impl Fn(&pharos_model::State) -> Result<Vec<Change>, ControlError> + Send + 'static,
 ) -> Reply<Vec<Change>> {
-    Ok(api.control.edit(Box::new(edit)).await?)
+    Ok(api.control.edit(author, Box::new(edit)).await?)
 }
 
-async fn put_datacenter(State(api): State<Api>, Path(id): Path<String>, Json(datacenter): Json<DataCenterSpec>) -> Reply<StatusCode> {
+async fn put_datacenter(
+    State(api): State<Api>,
+    Extension(author): Extension<Author>,
+    Path(id): Path<String>,
+    Json(datacenter): Json<DataCenterSpec>,
+) -> Reply<StatusCode> {
     if datacenter.id != id {
         return Err(bad_request("id", format!("the body names data center {:?}, the path {id:?}", datacenter.id)));
     }
-    commit(&api, move |_| Ok(vec![Change::PutDataCenter(datacenter.clone())])).await?;
+    commit(&api, author, move |_| Ok(vec![Change::PutDataCenter(datacenter.clone())])).await?;
     Ok(StatusCode::OK)
 }
 
-async fn delete_datacenter(State(api): State<Api>, Path(id): Path<String>) -> Reply<StatusCode> {
-    commit(&api, move |state| edit::delete_datacenter(state, &id)).await?;
+async fn delete_datacenter(State(api): State<Api>, Extension(author): Extension<Author>, Path(id): Path<String>) -> Reply<StatusCode> {
+    commit(&api, author, move |state| edit::delete_datacenter(state, &id)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -385,22 +392,31 @@ async fn get_region(State(api): State<Api>, Path(name): Path<String>) -> Reply<J
 
 /// MyXDNS Add_Region: the body names the region and its prefixes; the
 /// reply carries the id it was given.
-async fn add_region(State(api): State<Api>, Json(new): Json<NewRegion>) -> Reply<(StatusCode, Json<RegionAdded>)> {
-    let changes = commit(&api, move |state| edit::add_region(state, &new)).await?;
+async fn add_region(
+    State(api): State<Api>,
+    Extension(author): Extension<Author>,
+    Json(new): Json<NewRegion>,
+) -> Reply<(StatusCode, Json<RegionAdded>)> {
+    let changes = commit(&api, author, move |state| edit::add_region(state, &new)).await?;
     let id = changes.iter().find_map(|change| if let Change::PutRegion(region) = change { Some(region.id) } else { None });
     Ok((StatusCode::CREATED, Json(RegionAdded { id })))
 }
 
-async fn put_region(State(api): State<Api>, Path(name): Path<String>, Json(region): Json<RegionSpec>) -> Reply<StatusCode> {
+async fn put_region(
+    State(api): State<Api>,
+    Extension(author): Extension<Author>,
+    Path(name): Path<String>,
+    Json(region): Json<RegionSpec>,
+) -> Reply<StatusCode> {
     if region.name != name {
         return Err(bad_request("name", format!("the body names region {:?}, the path {name:?}", region.name)));
     }
-    commit(&api, move |_| Ok(vec![Change::PutRegion(region.clone())])).await?;
+    commit(&api, author, move |_| Ok(vec![Change::PutRegion(region.clone())])).await?;
     Ok(StatusCode::OK)
 }
 
-async fn delete_region(State(api): State<Api>, Path(name): Path<String>) -> Reply<StatusCode> {
-    commit(&api, move |state| edit::delete_region(state, &name)).await?;
+async fn delete_region(State(api): State<Api>, Extension(author): Extension<Author>, Path(name): Path<String>) -> Reply<StatusCode> {
+    commit(&api, author, move |state| edit::delete_region(state, &name)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -412,35 +428,46 @@ async fn get_service(State(api): State<Api>, Path(name): Path<String>) -> Reply<
     Ok(Json(edit::find_service(&api.control.state(), &name)?.clone()))
 }
 
-async fn put_service(State(api): State<Api>, Path(name): Path<String>, Json(service): Json<ServiceSpec>) -> Reply<StatusCode> {
+async fn put_service(
+    State(api): State<Api>,
+    Extension(author): Extension<Author>,
+    Path(name): Path<String>,
+    Json(service): Json<ServiceSpec>,
+) -> Reply<StatusCode> {
     if service.name != name {
         return Err(bad_request("name", format!("the body names service {:?}, the path {name:?}", service.name)));
     }
-    commit(&api, move |_| Ok(vec![Change::PutService(service.clone())])).await?;
+    commit(&api, author, move |_| Ok(vec![Change::PutService(service.clone())])).await?;
     Ok(StatusCode::OK)
 }
 
-async fn delete_service(State(api): State<Api>, Path(name): Path<String>) -> Reply<StatusCode> {
-    commit(&api, move |state| edit::delete_service(state, &name)).await?;
+async fn delete_service(State(api): State<Api>, Extension(author): Extension<Author>, Path(name): Path<String>) -> Reply<StatusCode> {
+    commit(&api, author, move |state| edit::delete_service(state, &name)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// MyXDNS Update_Prob: the whole table (table name -> replica -> entry).
-async fn put_probabilities(State(api): State<Api>, Path(name): Path<String>, Json(table): Json<Probabilities>) -> Reply<StatusCode> {
+async fn put_probabilities(
+    State(api): State<Api>,
+    Extension(author): Extension<Author>,
+    Path(name): Path<String>,
+    Json(table): Json<Probabilities>,
+) -> Reply<StatusCode> {
     // Refused here already if unknown, without queueing behind commits.
     if api.control.state().service(&name).is_none() {
         return Err(ControlError::NotFound(format!("service {name}")).into());
     }
-    commit(&api, move |state| edit::set_probabilities(state, &name, &table)).await?;
+    commit(&api, author, move |state| edit::set_probabilities(state, &name, &table)).await?;
     Ok(StatusCode::OK)
 }
 
 async fn patch_replica(
     State(api): State<Api>,
+    Extension(author): Extension<Author>,
     Path((name, id)): Path<(String, String)>,
     Json(patch): Json<ReplicaPatch>,
 ) -> Reply<StatusCode> {
-    commit(&api, move |state| edit::patch_replica(state, &name, &id, &patch)).await?;
+    commit(&api, author, move |state| edit::patch_replica(state, &name, &id, &patch)).await?;
     Ok(StatusCode::OK)
 }
 

@@ -3,15 +3,16 @@
 //! and followed by every node of a fleet: one revoked on any node is
 //! refused by each as soon as it has read the change.
 
-use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use pharos_model::token::{BOOTSTRAP, NewToken, TokenMade, TokenSpec, TokenView};
 use pharos_model::{Change, ControlError};
 use ring::rand::{SecureRandom, SystemRandom};
 
+use crate::api::auth::Author;
 use crate::api::{Api, ApiError, Reply, auth, bad_request, commit};
 
 /// A token's secret: 256 bits from the system's random source.
@@ -43,7 +44,11 @@ pub(crate) async fn list(State(api): State<Api>) -> Json<Vec<TokenView>> {
 }
 
 /// Makes a token; the reply carries its secret, which is not kept.
-pub(crate) async fn make(State(api): State<Api>, Json(new): Json<NewToken>) -> Reply<(StatusCode, Json<TokenMade>)> {
+pub(crate) async fn make(
+    State(api): State<Api>,
+    Extension(author): Extension<Author>,
+    Json(new): Json<NewToken>,
+) -> Reply<(StatusCode, Json<TokenMade>)> {
     check_name(&new.name)?;
     let secret = new_secret()?;
     let token = TokenSpec {
@@ -53,7 +58,7 @@ pub(crate) async fn make(State(api): State<Api>, Json(new): Json<NewToken>) -> R
         created: crate::data::unix_millis() / 1000,
         revoked: false,
     };
-    commit(&api, move |state| {
+    commit(&api, author, move |state| {
         if state.tokens.iter().any(|known| known.name == token.name) {
             let message = format!("a token named {:?} exists (revoked tokens keep their names)", token.name);
             return Err(ControlError::Conflict { field: "name".into(), message });
@@ -65,8 +70,8 @@ pub(crate) async fn make(State(api): State<Api>, Json(new): Json<NewToken>) -> R
 }
 
 /// Revokes a token: refused from the moment each node reads the change.
-pub(crate) async fn revoke(State(api): State<Api>, Path(name): Path<String>) -> Reply<StatusCode> {
-    commit(&api, move |state| {
+pub(crate) async fn revoke(State(api): State<Api>, Extension(author): Extension<Author>, Path(name): Path<String>) -> Reply<StatusCode> {
+    commit(&api, author, move |state| {
         let token = state.tokens.iter().find(|token| token.name == name);
         let token = token.ok_or_else(|| ControlError::NotFound(format!("token {name}")))?;
         Ok(if token.revoked { Vec::new() } else { vec![Change::PutToken(TokenSpec { revoked: true, ..token.clone() })] })

@@ -3,15 +3,16 @@
 //! followed by every node of a fleet through the change log). A zone from
 //! a file is listed but changed only in its file.
 
-use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
+use axum::{Extension, Json};
 use pharos_control::zones;
 use pharos_model::zone::{NewZone, RrsetChange, RrsetView, ZoneKind, ZoneView};
 use pharos_wire::name;
 use pharos_zone::journal::soa_serial;
 
+use crate::api::auth::Author;
 use crate::api::{Api, Reply, commit};
 
 /// Every zone served, the files' and the store's, by name.
@@ -39,8 +40,8 @@ pub(crate) async fn list(State(api): State<Api>) -> Json<Vec<ZoneView>> {
 }
 
 /// Makes a store zone, empty or imported from a zone file's text.
-pub(crate) async fn make(State(api): State<Api>, Json(new): Json<NewZone>) -> Reply<StatusCode> {
-    commit(&api, move |state| zones::make_zone(state, &new)).await?;
+pub(crate) async fn make(State(api): State<Api>, Extension(author): Extension<Author>, Json(new): Json<NewZone>) -> Reply<StatusCode> {
+    commit(&api, author, move |state| zones::make_zone(state, &new)).await?;
     Ok(StatusCode::CREATED)
 }
 
@@ -51,8 +52,8 @@ pub(crate) async fn text(State(api): State<Api>, Path(name): Path<String>) -> Re
     Ok(([(header::CONTENT_TYPE, "text/dns")], spec.text.clone()))
 }
 
-pub(crate) async fn delete(State(api): State<Api>, Path(name): Path<String>) -> Reply<StatusCode> {
-    commit(&api, move |state| zones::delete_zone(state, &name)).await?;
+pub(crate) async fn delete(State(api): State<Api>, Extension(author): Extension<Author>, Path(name): Path<String>) -> Reply<StatusCode> {
+    commit(&api, author, move |state| zones::delete_zone(state, &name)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -64,9 +65,10 @@ pub(crate) async fn rrsets(State(api): State<Api>, Path(name): Path<String>) -> 
 /// Replaces or deletes RRsets of a store zone, all or nothing.
 pub(crate) async fn change_rrsets(
     State(api): State<Api>,
+    Extension(author): Extension<Author>,
     Path(name): Path<String>,
     Json(changes): Json<Vec<RrsetChange>>,
 ) -> Reply<StatusCode> {
-    commit(&api, move |state| zones::change_rrsets(state, &name, &changes)).await?;
+    commit(&api, author, move |state| zones::change_rrsets(state, &name, &changes)).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -429,10 +429,11 @@ impl ControlShell {
         Ok(keys::key_views(&kept, &name, now / 1000))
     }
 
-    /// Applies `changes` all or nothing (see the module comment), at `now`
-    /// (Unix ms, as every time the control plane is given).
+    /// Applies `changes`, which no token asked for (the file's
+    /// declarations, the load control's), all or nothing (see the module
+    /// comment), at `now` (Unix ms, as every time the control plane is given).
     pub fn apply(&mut self, changes: &[Change], now: u64) -> Result<(), ControlError> {
-        self.catching_up(now, |shell| shell.commit(shell.plane.state().with(changes), Made::ToStore(changes), None, now))
+        self.catching_up(now, |shell| shell.commit(shell.plane.state().with(changes), Made::ToStore(changes, &[]), None, now))
     }
 
     /// Runs `attempt`, and again after catching up while the store refuses
@@ -509,12 +510,24 @@ impl ControlShell {
         let Some(&(last, _)) = batches.last() else {
             return Ok(());
         };
-        let changes: Vec<Change> = batches.into_iter().flat_map(|(_, changes)| changes).collect();
+        // Each batch's authors, with how many of the changes are its.
+        let mut changes: Vec<Change> = Vec::new();
+        let mut authored: Vec<(usize, Vec<String>)> = Vec::with_capacity(batches.len());
+        for (_, batch) in batches {
+            authored.push((batch.changes.len(), batch.authors));
+            changes.extend(batch.changes);
+        }
         // Set first: the commit publishes it with the snapshot.
         let before = std::mem::replace(&mut self.applied, last);
         self.commit(self.plane.state().with(&changes), Made::Logged(&changes), None, now).inspect_err(|_| self.applied = before)?;
-        // Listed with this node's own changes: whichever node took them.
-        self.published.events.changed(now, &changes);
+        // Listed with this node's own changes, by the tokens that asked
+        // for them, whichever node took them.
+        let mut rest = changes.as_slice();
+        for (count, authors) in authored {
+            let (batch, after) = rest.split_at(count);
+            self.published.events.changed(now, batch, &authors);
+            rest = after;
+        }
         Ok(())
     }
 
@@ -536,10 +549,11 @@ impl ControlShell {
         self.applied
     }
 
-    /// [`ControlShell::apply`] for a caller that has already applied `changes`
-    /// to the state, making `next`: they are not applied a second time.
-    pub fn apply_made(&mut self, next: State, changes: &[Change], now: u64) -> Result<(), ControlError> {
-        self.commit(next, Made::ToStore(changes), None, now)
+    /// Commits `changes`, asked for by the tokens named `authors`, for a
+    /// caller that has already applied them to the state, making `next`:
+    /// they are not applied a second time.
+    pub fn apply_made(&mut self, next: State, changes: &[Change], authors: &[String], now: u64) -> Result<(), ControlError> {
+        self.commit(next, Made::ToStore(changes, authors), None, now)
     }
 
     /// What a secondary zone's task found at `now` (Unix ms): a new copy
@@ -564,7 +578,7 @@ impl ControlShell {
     /// Publishes the snapshot with `zone` in place of the one of its origin.
     fn republish_zone(&mut self, zone: Zone, now: u64) -> Result<(), ControlError> {
         let snapshots = self.plane.snapshots().with_zone(zone);
-        self.commit(self.plane.state().as_ref().clone(), Made::ToStore(&[]), Some((self.config.clone(), snapshots)), now)
+        self.commit(self.plane.state().as_ref().clone(), Made::ToStore(&[], &[]), Some((self.config.clone(), snapshots)), now)
     }
 
     /// The secondary zones as their tasks start.
@@ -601,7 +615,7 @@ impl ControlShell {
         if fresh.catalog != self.config.catalog {
             snapshots = snapshots.with_catalog(fresh.produced_catalog(now)?);
         }
-        if let Err(error) = self.commit(self.plane.state().with(&changed), Made::ToStore(&changed), Some((fresh, snapshots)), now) {
+        if let Err(error) = self.commit(self.plane.state().with(&changed), Made::ToStore(&changed, &[]), Some((fresh, snapshots)), now) {
             *self.plane.sources_mut() = previous_sources;
             return Err(error);
         }
@@ -675,7 +689,7 @@ impl ControlShell {
     /// Builds and publishes a snapshot from the same state and the current
     /// data.
     fn republish(&mut self, now: u64) -> Result<(), ControlError> {
-        self.commit(self.plane.state().as_ref().clone(), Made::ToStore(&[]), None, now)
+        self.commit(self.plane.state().as_ref().clone(), Made::ToStore(&[], &[]), None, now)
     }
 
     /// The file's declarations that differ from the version of them last
@@ -706,13 +720,13 @@ impl ControlShell {
         let prepared = self.plane.prepare(next, snapshots, now)?;
         phases.end("build");
         let changes = match made {
-            Made::ToStore(changes) if !changes.is_empty() => {
-                self.applied = self.store.apply(self.applied, changes)?;
-                self.published.events.changed(now, changes);
+            Made::ToStore(changes, authors) if !changes.is_empty() => {
+                self.applied = self.store.apply(self.applied, changes, authors)?;
+                self.published.events.changed(now, changes, authors);
                 phases.end("store");
                 changes
             }
-            Made::ToStore(changes) | Made::Logged(changes) => changes,
+            Made::ToStore(changes, _) | Made::Logged(changes) => changes,
         };
         if let Some(config) = config {
             self.config = config;
@@ -905,8 +919,9 @@ impl Retired {
 /// What a commit changes in the state.
 enum Made<'a> {
     /// Changes to commit to the store (none: the same state, published
-    /// again with newly read files or data).
-    ToStore(&'a [Change]),
+    /// again with newly read files or data), and the names of the tokens
+    /// that asked for them (none: the server's own).
+    ToStore(&'a [Change], &'a [String]),
     /// Batches the store has logged already, read back (the sequence they
     /// end at is set first).
     Logged(&'a [Change]),

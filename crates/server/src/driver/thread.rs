@@ -28,14 +28,14 @@ use std::time::{Duration, Instant};
 use pharos_answer::SharedSnapshot;
 use pharos_bgp::BgpTables;
 use pharos_control::follow::Notified;
-use pharos_control::group::{Committer, Edit, group_commit};
+use pharos_control::group::{Asked, Committer, Edit, group_commit};
 use pharos_control::health::{ProbeResult, ReplicaHealth};
 use pharos_control::load::LoadStatus;
 use pharos_control::retry::{Again, Retries};
 use pharos_model::status::SecondaryStatus;
 use pharos_model::{Change, ControlError, State};
 use pharos_route::latency::MeasurementSpec;
-use pharos_store::Following;
+use pharos_store::{Batch, Following};
 use pharos_transport::Observation;
 use tokio::sync::oneshot;
 
@@ -106,7 +106,7 @@ enum Command {
     /// Apply what other nodes logged, as `notified` says while this is
     /// queued (see `follower_news`); it is emptied once this is served.
     CatchUp {
-        notified: Arc<Mutex<Notified<Vec<Change>>>>,
+        notified: Arc<Mutex<Notified<Batch>>>,
     },
     /// What a secondary zone's task found.
     Secondary(News),
@@ -238,11 +238,12 @@ impl ControlThread {
         &self.snapshot
     }
 
-    /// Queues `edit`; resolves once its changes are committed and live (to
-    /// the changes made), or refused (to why).
-    pub async fn edit(&self, edit: Edit) -> Result<Vec<Change>, ControlError> {
+    /// Queues `edit`, asked for by the token named `author`; resolves once
+    /// its changes are committed and live (to the changes made), or
+    /// refused (to why).
+    pub async fn edit(&self, author: String, edit: Edit) -> Result<Vec<Change>, ControlError> {
         let (done, reply) = oneshot::channel();
-        self.ask(Request::Edit((edit, done)), reply).await?
+        self.ask(Request::Edit((Asked { author, edit }, done)), reply).await?
     }
 
     /// Re-reads the config and zone files between two commits, then the
@@ -348,7 +349,7 @@ fn follower_news(requests: Sender<Request>, published: Arc<Published>) -> pharos
                     tracing::info!("following the store's changes");
                     waiting.look()
                 }
-                Following::Notified(sequence, changes) => waiting.logged(sequence, changes),
+                Following::Notified(sequence, batch) => waiting.logged(sequence, batch),
                 Following::Look => waiting.look(),
             }
         };
@@ -466,7 +467,7 @@ fn serve_command(shell: &mut ControlShell, command: Command) {
 /// Where an edit's outcome goes: the changes it made, or why none.
 type EditReply = oneshot::Sender<Result<Vec<Change>, ControlError>>;
 
-type Pending = (Edit, EditReply);
+type Pending = (Asked, EditReply);
 
 /// Commits `edits` as a group (see `pharos_control::group`), now, and
 /// replies to each. Those the store refused are committed again after
@@ -481,9 +482,9 @@ fn commit_edits(shell: &mut ControlShell, mut edits: Vec<Pending>) {
     let mut retries = Retries::default();
     while !edits.is_empty() {
         let now = unix_millis();
-        let (group, replies): (Vec<Edit>, Vec<EditReply>) = edits.into_iter().unzip();
+        let (group, replies): (Vec<Asked>, Vec<EditReply>) = edits.into_iter().unzip();
         let outcomes = group_commit(&mut Now { shell, now }, &group);
-        let mut refused: Vec<(Edit, EditReply, Again, ControlError)> = Vec::new();
+        let mut refused: Vec<(Asked, EditReply, Again, ControlError)> = Vec::new();
         for ((edit, done), outcome) in group.into_iter().zip(replies).zip(outcomes) {
             match (retries.again(&outcome), outcome) {
                 (Some(again), Err(refusal)) => refused.push((edit, done, again, refusal)),
@@ -520,8 +521,8 @@ impl Committer for Now<'_> {
         self.shell.state()
     }
 
-    fn commit(&mut self, next: State, changes: &[Change]) -> Result<(), ControlError> {
-        self.shell.apply_made(next, changes, self.now)
+    fn commit(&mut self, next: State, changes: &[Change], authors: &[String]) -> Result<(), ControlError> {
+        self.shell.apply_made(next, changes, authors, self.now)
     }
 }
 
@@ -559,12 +560,13 @@ mod tests {
 
     type Outcome = oneshot::Receiver<Result<Vec<Change>, ControlError>>;
 
+    /// The token `ops` asks for `edits`.
     fn queue(edits: Vec<Edit>) -> (Vec<Request>, Vec<Outcome>) {
         edits
             .into_iter()
             .map(|edit| {
                 let (done, reply) = oneshot::channel();
-                (Request::Edit((edit, done)), reply)
+                (Request::Edit((Asked { author: "ops".into(), edit }, done)), reply)
             })
             .unzip()
     }
@@ -591,8 +593,11 @@ mod tests {
         assert_eq!(shell.state().services[0].replicas[0].weight, 15);
         assert!(shell.snapshot().load().routes.service(b"\x03www\x07example\x04test\x00").is_some());
         drop(shell);
-        let (reopened, _) = pharos_store::SqliteStore::open(&dir.path().join("state.db")).unwrap().load().unwrap();
+        let mut store = pharos_store::SqliteStore::open(&dir.path().join("state.db")).unwrap();
+        let (reopened, _) = store.load().unwrap();
         assert_eq!(reopened.services[0].replicas[0].weight, 15, "committed to the store");
+        let authors: Vec<Vec<String>> = store.changes_after(0).unwrap().into_iter().map(|(_, batch)| batch.authors).collect();
+        assert!(authors.iter().all(|authors| authors == &["ops"]), "each batch names who asked: {authors:?}");
     }
 
     #[tokio::test]
@@ -600,11 +605,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let handle = ControlThread::start(shell(dir.path()), Duration::from_millis(20)).unwrap();
         let spec = service("app.example.test");
-        let changes = handle.edit(Box::new(move |_: &State| Ok(vec![Change::PutService(spec.clone())]))).await.unwrap();
+        let changes = handle.edit("ops".into(), Box::new(move |_: &State| Ok(vec![Change::PutService(spec.clone())]))).await.unwrap();
         assert_eq!(changes.len(), 1);
         assert_eq!(handle.state().services[0].name, "app.example.test");
         handle.reload().await.unwrap();
-        let (first, second) = tokio::join!(handle.edit(add_weight("app.example.test", 1)), handle.edit(add_weight("app.example.test", 2)));
+        let (first, second) = tokio::join!(
+            handle.edit("ops".into(), add_weight("app.example.test", 1)),
+            handle.edit("ci".into(), add_weight("app.example.test", 2))
+        );
         assert!(first.is_ok() && second.is_ok());
         assert_eq!(handle.state().services[0].replicas[0].weight, 4);
     }

@@ -106,8 +106,14 @@ impl EventLog {
         self.push(Event { at, kind: EventKind::Health, text: format!("{service} replica {replica} {state}: {why}") });
     }
 
-    /// `changes` were committed at `at` (Unix ms).
-    pub fn changed(&self, at: u64, changes: &[Change]) {
+    /// `changes`, asked for by `authors` ("token ops", "UPDATE signed
+    /// with key acme"; none: by the configuration, or logged before the
+    /// change log kept who asked), were committed at `at` (Unix ms).
+    pub fn changed(&self, at: u64, changes: &[Change], authors: &[String]) {
+        let by = match authors {
+            [] => String::new(),
+            authors => format!(" by {}", authors.join(", ")),
+        };
         for change in changes {
             let (table, name) = change.key();
             let kind = table.trim_end_matches('s');
@@ -117,7 +123,7 @@ impl EventLog {
                 Change::DeleteDataCenter(_) | Change::DeleteRegion(_) | Change::DeleteService(_) | Change::DeleteZone(_) => "deleted",
                 Change::PutDataCenter(_) | Change::PutRegion(_) | Change::PutService(_) | Change::PutZone(_) => "put",
             };
-            self.push(Event { at, kind: EventKind::Change, text: format!("{kind} {name} {verb}") });
+            self.push(Event { at, kind: EventKind::Change, text: format!("{kind} {name} {verb}{by}") });
         }
     }
 
@@ -173,9 +179,18 @@ mod tests {
     }
 
     #[test]
+    fn a_change_names_who_asked_for_it() {
+        let log = EventLog::default();
+        log.changed(1, &[Change::DeleteRegion("europe".into())], &["token ci".into()]);
+        log.changed(2, &[Change::DeleteService("svc".into())], &["token ci".into(), "UPDATE signed with key acme".into()]);
+        let texts: Vec<String> = log.recent().into_iter().map(|event| event.text).collect();
+        assert_eq!(texts, ["region europe deleted by token ci", "service svc deleted by token ci, UPDATE signed with key acme"]);
+    }
+
+    #[test]
     fn events_name_what_changed_and_the_oldest_go_first() {
         let log = EventLog::default();
-        log.changed(1, &[Change::DeleteRegion("europe".into())]);
+        log.changed(1, &[Change::DeleteRegion("europe".into())], &[]);
         log.health(2, "app.example.test", "fra", false, "connection refused");
         let texts: Vec<(u64, EventKind, String)> = log.recent().into_iter().map(|event| (event.at, event.kind, event.text)).collect();
         assert_eq!(
@@ -186,7 +201,7 @@ mod tests {
             ]
         );
         for at in 0..EVENTS as u64 {
-            log.changed(at + 10, &[Change::DeleteService("svc".into())]);
+            log.changed(at + 10, &[Change::DeleteService("svc".into())], &[]);
         }
         let recent = log.recent();
         assert_eq!(recent.len(), EVENTS);
