@@ -46,24 +46,8 @@ const NONE: u16 = types::CLASS_NONE;
 
 /// The zone the updates change, in both servers.
 const ORIGIN: &str = "example.test";
-const ZONE: &str = "\
-$TTL 300
-@        SOA   ns.example.test. hostmaster.example.test. 2024010101 3600 600 86400 300
-@        NS    ns1.example.test.
-@        NS    ns2.example.test.
-@        MX    10 mail.example.test.
-ns1      A     192.0.2.53
-ns2      A     192.0.2.54
-www      A     192.0.2.1
-www      A     192.0.2.2
-www      TXT   \"hello\"
-alias    CNAME www.example.test.
-mail     A     192.0.2.25
-a.b.c    A     192.0.2.9
-old      DNAME new.example.test.
-sub      NS    ns.sub.example.test.
-ns.sub   A     192.0.2.99
-";
+/// The zone crates/update's tests change too.
+const ZONE: &str = include_str!("../zones/update.test.zone");
 const TOKEN: &str = "update-knot-token";
 
 fn name(text: &str) -> Vec<u8> {
