@@ -262,3 +262,32 @@ fn over_https(server: &Proxied, client: Ipv4Addr) -> Message<Vec<u8>> {
     assert!(response.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&response));
     Message::from_octets(response[body_at..].to_vec()).unwrap()
 }
+
+/// How many of `count` queries for www.example.test, sent at once over
+/// UDP from `source` to `server`, are answered within two seconds.
+fn answered_of_a_burst(source: Ipv4Addr, server: SocketAddr, count: u16) -> usize {
+    let socket = UdpSocket::bind((source, 0)).unwrap();
+    socket.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    for id in 0..count {
+        socket.send_to(&query_bytes(id, "www.example.test", Rtype::A), server).unwrap();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    let (mut answered, mut buffer) = (0, vec![0; 4096]);
+    while answered < usize::from(count) && std::time::Instant::now() < deadline {
+        answered += usize::from(socket.recv(&mut buffer).is_ok());
+    }
+    answered
+}
+
+#[test]
+fn response_rate_limits_behind_dnsdist_count_each_client_not_the_proxy() {
+    // Two clients in two /24s (the limit's unit): one floods, the other
+    // asks a little. Were the proxy the client, both would share its bucket.
+    let (flooder, bystander) = (Ipv4Addr::new(127, 0, 1, 9), Ipv4Addr::new(127, 0, 2, 9));
+    let server = start_behind_proxy_with("[rrl]\nrate = 5\nslip = 0\n");
+    let Some(dnsdist) = dnsdist(server.pharos.address) else { return };
+    let flood = answered_of_a_burst(flooder, dnsdist.address, 60);
+    assert!(flood < 30, "the flooder is limited: {flood} of 60 answered");
+    let asked = answered_of_a_burst(bystander, dnsdist.address, 4);
+    assert_eq!(asked, 4, "the other client has its own bucket, whole");
+}
