@@ -177,19 +177,25 @@ fn clock_of(open: &HashMap<u64, Connection>) -> impl Fn(u64) -> Option<u64> {
     |id| open.get(&id).map(|connection| connection.last_active.load(Ordering::Relaxed))
 }
 
+/// [`clock_of`] for the index of `peer`'s connections: `None` too for a
+/// connection counted as another peer's since (see [`Admission::reassign`]).
+fn clock_of_peer(open: &HashMap<u64, Connection>, peer: IpAddr) -> impl Fn(u64) -> Option<u64> {
+    move |id| open.get(&id).filter(|connection| connection.peer == peer).map(|connection| connection.last_active.load(Ordering::Relaxed))
+}
+
 impl RegistryInner {
     /// Sheds the longest-idle connection of `of_peer`, or of all; false if
     /// there is none. Each connection closed is counted in `counters`, as
     /// below.
     fn shed_longest_idle(&mut self, of_peer: Option<IpAddr>, counters: &Counters) -> bool {
-        let index = match of_peer {
+        let taken = match of_peer {
             Some(peer) => match self.per_peer.get_mut(&peer) {
-                Some(known) => &mut known.idle,
+                Some(known) => known.idle.take_longest_idle(clock_of_peer(&self.open, peer)),
                 None => return false,
             },
-            None => &mut self.idle,
+            None => self.idle.take_longest_idle(clock_of(&self.open)),
         };
-        match index.take_longest_idle(clock_of(&self.open)) {
+        match taken {
             Some(id) => self.close(id, counters),
             None => false,
         }
@@ -208,14 +214,38 @@ impl RegistryInner {
         counters.connection_closed();
         let open = &self.open;
         self.idle.forget_closed(open.len(), |id| open.contains_key(&id));
-        if let Some(known) = self.per_peer.get_mut(&connection.peer) {
+        self.leave_peer(connection.peer);
+        Some(connection)
+    }
+
+    /// One connection fewer for `peer`.
+    fn leave_peer(&mut self, peer: IpAddr) {
+        let open = &self.open;
+        if let Some(known) = self.per_peer.get_mut(&peer) {
             known.connections -= 1;
             match known.connections {
-                0 => drop(self.per_peer.remove(&connection.peer)),
-                left => known.idle.forget_closed(left, |id| open.contains_key(&id)),
+                0 => drop(self.per_peer.remove(&peer)),
+                left => known.idle.forget_closed(left, |id| open.get(&id).is_some_and(|connection| connection.peer == peer)),
             }
         }
-        Some(connection)
+    }
+
+    /// Counts connection `id` as `client`'s from now on, first shedding
+    /// the longest-idle connection of `client` if it is at `cap`.
+    fn reassign(&mut self, id: u64, client: IpAddr, cap: usize, counters: &Counters) {
+        let Some(connection) = self.open.get_mut(&id) else { return };
+        let (from, last_active) = (connection.peer, connection.last_active.load(Ordering::Relaxed));
+        if from == client {
+            return;
+        }
+        connection.peer = client;
+        self.leave_peer(from);
+        if self.per_peer.get(&client).is_some_and(|known| known.connections >= cap) {
+            self.shed_longest_idle(Some(client), counters);
+        }
+        let known = self.per_peer.entry(client).or_default();
+        known.connections += 1;
+        known.idle.insert(id, last_active);
     }
 }
 
@@ -248,6 +278,14 @@ impl Admission {
     pub(crate) fn is_idle(&self) -> bool {
         let idle_us = self.registry.now_us().saturating_sub(self.last_active.load(Ordering::Relaxed));
         idle_us / 1000 >= self.registry.limits.idle_timeout_ms
+    }
+
+    /// Counts the connection as `client`'s from now on: behind a proxy,
+    /// the client its PROXY header names, so that the cap per client is
+    /// each client's and not the proxy's.
+    pub(crate) fn reassign(&self, client: IpAddr) {
+        let cap = self.registry.limits.max_connections_per_client;
+        self.registry.lock().reassign(self.id, client, cap, self.registry.counters());
     }
 
     /// What the server's transports count and log.
@@ -318,6 +356,30 @@ mod tests {
         assert_eq!(still_open(&registry, &[other]), [true], "another client's idler connection stays");
         assert_eq!(still_open(&registry, &mine), [true, false]);
         assert_eq!(still_open(&registry, &[newest]), [true]);
+    }
+
+    #[test]
+    fn behind_a_proxy_each_client_has_its_own_cap_and_the_proxy_none_of_theirs() {
+        let (proxy, client, other) = (address(4), address(1), address(2));
+        let registry = registry(10, 2);
+        // Each admitted as the proxy's, then its header read.
+        let relayed: Vec<Admission> = [client, client, other, other]
+            .into_iter()
+            .map(|named| {
+                let admission = registry.admit(proxy);
+                admission.reassign(named);
+                admission
+            })
+            .collect();
+        assert_eq!(still_open(&registry, &relayed), [true; 4], "four through one proxy under a cap of two");
+        touch_at(&relayed[0], LATER);
+        let third = registry.admit(proxy);
+        third.reassign(client);
+        assert_eq!(still_open(&registry, &relayed), [true, false, true, true], "the client's own idlest goes");
+        assert!(still_open(&registry, &[third])[0]);
+        let waiting: Vec<Admission> = (0..2).map(|_| registry.admit(proxy)).collect();
+        assert_eq!(still_open(&registry, &relayed), [true, false, true, true], "the proxy's cap sheds none of its clients'");
+        assert_eq!(still_open(&registry, &waiting), [true, true]);
     }
 
     #[test]

@@ -97,7 +97,9 @@ impl Serving {
         match self.proxies.as_deref() {
             Some(proxies) => {
                 let counters = &admission.observation().counters;
-                admission.unless_shed(proxies.open_stream(stream, peer, counters, mechanism)).await?
+                let (client, stream) = admission.unless_shed(proxies.open_stream(stream, peer, counters, mechanism)).await??;
+                admission.reassign(client.ip());
+                Some((client, stream))
             }
             None => Some((peer, Rewound::new(Bytes::new(), stream))),
         }
