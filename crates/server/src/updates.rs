@@ -12,6 +12,7 @@
 
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use domain::base::iana::Rtype;
 use pharos_answer::{RequestSignature, check_request};
@@ -21,6 +22,8 @@ use pharos_model::{Change, ControlError, State};
 use pharos_transport::updates::{Reply, UpdateRequest, Updates};
 use pharos_update::{Policy, Refusal, RuleConfig, Update, apply, parse, response};
 use pharos_wire::{name, rcode, types};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use tokio::runtime::Handle;
 
 use crate::config::Config;
@@ -34,6 +37,13 @@ const EDE_OTHER: u16 = 0;
 /// The types a signer makes (RFC 4034, RFC 5155): never written by
 /// UPDATE.
 const SIGNERS_TYPES: [u16; 4] = [types::RRSIG, types::NSEC, types::NSEC3, types::NSEC3PARAM];
+
+/// How many times in all an update is tried while other nodes of a fleet
+/// keep changing the state first (each try is itself tried a few times by
+/// the control plane, `pharos_control::retry`), each after a random pause
+/// of `BEHIND_PAUSE_MS`, so that nodes writing at once fall out of step.
+const BEHIND_TRIES: u32 = 6;
+const BEHIND_PAUSE_MS: std::ops::Range<u64> = 5..60;
 
 /// Applies the UPDATEs the transports hand over, on `runtime`.
 #[derive(Clone)]
@@ -84,10 +94,10 @@ impl UpdateApplier {
         let now = unix_millis() / 1000;
         let snapshot = self.control.snapshot().load();
         match check_request(message, update.tsig_at, &snapshot.settings.tsig_keys, now) {
-            RequestSignature::Unsigned => self.outcome(request, &update, None).await.and_then(|outcome| outcome_reply(message, &outcome)),
+            RequestSignature::Unsigned => outcome_reply(message, &self.outcome(request, &update, None).await),
             RequestSignature::Signed(signed) => {
                 let key = name::Display(signed.key_name()).to_string().trim_end_matches('.').to_owned();
-                let outcome = self.outcome(request, &update, Some(&key)).await?;
+                let outcome = self.outcome(request, &update, Some(&key)).await;
                 let mut reply = outcome_reply(message, &outcome)?;
                 signed.sign(&mut reply, now);
                 Some(reply)
@@ -104,11 +114,26 @@ impl UpdateApplier {
 
     /// Applies `update` from `request`'s client, signed with `key`:
     /// `Ok` once committed and served, or the refusal.
-    async fn outcome(&self, request: &UpdateRequest, update: &Update, key: Option<&str>) -> Option<Result<(), Refusal>> {
-        let state = self.control.state();
-        if let Err(refusal) = self.permitted(&state, update, key, request.client.ip()) {
-            return Some(Err(refusal));
+    async fn outcome(&self, request: &UpdateRequest, update: &Update, key: Option<&str>) -> Result<(), Refusal> {
+        self.permitted(&self.control.state(), update, key, request.client.ip())?;
+        let author = match key {
+            Some(key) => format!("UPDATE signed with key {key} from {}", request.client.ip()),
+            None => format!("UPDATE from {}", request.client.ip()),
+        };
+        for _ in 1..BEHIND_TRIES {
+            match self.commit(&author, update).await {
+                Err(Committed::Failed(ControlError::Behind { .. })) => {
+                    let pause = SmallRng::from_os_rng().random_range(BEHIND_PAUSE_MS);
+                    tokio::time::sleep(Duration::from_millis(pause)).await;
+                }
+                outcome => return outcome.map_err(Committed::into_refusal),
+            }
         }
+        self.commit(&author, update).await.map_err(Committed::into_refusal)
+    }
+
+    /// One try at applying `update` as an edit of the control plane.
+    async fn commit(&self, author: &str, update: &Update) -> Result<(), Committed> {
         let refused: Arc<Mutex<Option<Refusal>>> = Arc::default();
         let (update, kept) = (update.clone(), refused.clone());
         let edit = move |state: &State| {
@@ -118,17 +143,13 @@ impl UpdateApplier {
                 error
             })
         };
-        let author = match key {
-            Some(key) => format!("UPDATE signed with key {key} from {}", request.client.ip()),
-            None => format!("UPDATE from {}", request.client.ip()),
-        };
-        let committed = self.control.edit(author, Box::new(edit)).await;
+        let committed = self.control.edit(author.to_owned(), Box::new(edit)).await;
         let refusal = refused.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
-        Some(match (committed, refusal) {
+        match (committed, refusal) {
             (Ok(_), _) => Ok(()),
-            (Err(_), Some(refusal)) => Err(refusal),
-            (Err(error), None) => Err(commit_refusal(&error)),
-        })
+            (Err(_), Some(refusal)) => Err(Committed::Refused(refusal)),
+            (Err(error), None) => Err(Committed::Failed(error)),
+        }
     }
 
     /// Refuses an update to a zone the store does not keep, or that the
@@ -187,13 +208,26 @@ fn covers_in(rule: &RuleConfig, origin: &[u8]) -> bool {
     named.and_then(|text| name::from_dotted(text).ok()).is_some_and(|wire| name::is_at_or_below(&wire, origin))
 }
 
-/// Why a commit refused an applied update: the zone it made does not
-/// read as a zone (REFUSED, why), or the store cannot be written
-/// (SERVFAIL, why).
-fn commit_refusal(error: &ControlError) -> Refusal {
-    match error {
-        ControlError::Invalid { .. } | ControlError::Conflict { .. } => Refusal::refused(error.to_string()),
-        _ => Refusal { rcode: rcode::SERVFAIL, extended_error: Some(EDE_OTHER), reason: error.to_string() },
+/// Why a try at an update failed.
+enum Committed {
+    /// The update itself: a prerequisite, a rule of RFC 2136.
+    Refused(Refusal),
+    /// The commit: the zone it made does not read as a zone, the store
+    /// cannot be written, or other nodes kept changing the state first.
+    Failed(ControlError),
+}
+
+impl Committed {
+    /// The reply's refusal: the update's own, REFUSED for a zone that
+    /// would not read, else SERVFAIL saying why.
+    fn into_refusal(self) -> Refusal {
+        match self {
+            Committed::Refused(refusal) => refusal,
+            Committed::Failed(error @ (ControlError::Invalid { .. } | ControlError::Conflict { .. })) => {
+                Refusal::refused(error.to_string())
+            }
+            Committed::Failed(error) => Refusal { rcode: rcode::SERVFAIL, extended_error: Some(EDE_OTHER), reason: error.to_string() },
+        }
     }
 }
 
