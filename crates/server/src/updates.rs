@@ -8,7 +8,9 @@
 //! served (or once the update is refused, nothing changed).
 //!
 //! A zone from a file is not changed by UPDATE (REFUSED, saying so), nor
-//! is a name that is a service (REFUSED: the control API changes those).
+//! a secondary zone (REFUSED: its primary takes updates), nor a name that
+//! is a service (REFUSED: the control API changes those). The rules are
+//! the configuration's at start: a reload does not change them.
 
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
