@@ -141,25 +141,34 @@ const KNOWN_REFERENCE_DEVIATIONS: &[Deviation] = &[
         why: "NSD 4.6 leaves in-domain glue out of a referral that does not fit without setting TC; \
               RFC 9471 section 3 requires TC=1 then, as Knot does",
     },
-    Deviation {
-        case: "opcode 4 (NOTIFY) example.com SOA",
-        server: "nsd",
-        transport: None,
-        fields: &["flags.aa", "question"],
-        why: "NSD refuses a NOTIFY from an address it does not take them from with AA set and the question left \
-              out; RFC 1996 section 4.7 has the reply repeat the question, as Knot does (and neither sets AA \
-              on a refusal)",
-    },
     Deviation { case: "www.example.com A +class=CH", server: "knot", transport: None, fields: &["edns.ede"], why: KNOT_NO_CLASS_EDE },
     Deviation { case: "www.example.com A +class=HS", server: "knot", transport: None, fields: &["edns.ede"], why: KNOT_NO_CLASS_EDE },
 ];
+
+/// Deviations of a reference that show only against Pharos: comparing NSD
+/// with Knot does not reach these fields, so the references' run does not
+/// demand them.
+const KNOWN_DEVIATIONS_AGAINST_PHAROS: &[Deviation] = &[Deviation {
+    case: "opcode 4 (NOTIFY) example.com SOA",
+    server: "nsd",
+    transport: None,
+    fields: &["flags.aa", "question"],
+    why: "NSD refuses a NOTIFY from an address it does not take them from with AA set and the question left \
+              out; RFC 1996 section 4.7 has the reply repeat the question, as Knot does (and neither sets AA \
+              on a refusal)",
+}];
 
 const KNOT_NO_CLASS_EDE: &str = "Knot refuses a class it does not serve without saying why; this suite requires \
     the Extended DNS Error NSD sends, 21 Not Supported (RFC 8914 section 4.22), so that a client learns the \
     refusal is about the class";
 
 fn deviation_for(m: &Mismatch) -> Option<usize> {
-    KNOWN_REFERENCE_DEVIATIONS.iter().position(|d| {
+    deviation_in(KNOWN_REFERENCE_DEVIATIONS, m)
+}
+
+/// The index of the deviation of `deviations` that `m` is, if any.
+fn deviation_in(deviations: &[Deviation], m: &Mismatch) -> Option<usize> {
+    deviations.iter().position(|d| {
         m.case.starts_with(d.case)
             && m.servers.iter().any(|s| s == d.server)
             && d.transport.is_none_or(|t| t == m.transport)
@@ -310,11 +319,16 @@ fn differential(left: &Server, right: &Server, check_right: bool) -> (usize, Vec
 fn report(title: &str, cases: usize, all: Vec<Mismatch>, demand_all_deviations: bool) {
     let mut used = vec![0usize; KNOWN_REFERENCE_DEVIATIONS.len()];
     let mut mismatches = Vec::new();
+    let mut against_pharos = vec![0usize; KNOWN_DEVIATIONS_AGAINST_PHAROS.len()];
     for m in all {
-        match deviation_for(&m) {
-            Some(i) => used[i] += 1,
-            None => mismatches.push(m),
+        match (deviation_for(&m), deviation_in(KNOWN_DEVIATIONS_AGAINST_PHAROS, &m)) {
+            (Some(i), _) => used[i] += 1,
+            (None, Some(i)) => against_pharos[i] += 1,
+            (None, None) => mismatches.push(m),
         }
+    }
+    for (d, n) in KNOWN_DEVIATIONS_AGAINST_PHAROS.iter().zip(against_pharos).filter(|(_, n)| *n > 0) {
+        eprintln!("{title}: set aside {n} mismatch(es) of {} on {:?}: {}", d.server, d.case, d.why);
     }
     for (i, d) in KNOWN_REFERENCE_DEVIATIONS.iter().enumerate() {
         if used[i] > 0 {
