@@ -23,7 +23,8 @@ pub struct CtlArgs {
     api: String,
     /// Bearer token: the bootstrap token `admin` (printed by `pharos serve`
     /// at first start) or one made by `pharos ctl token create`.
-    #[arg(long, env = "PHAROS_TOKEN", hide_env_values = true)]
+    // A made token is base64url: one in 64 starts with '-'.
+    #[arg(long, env = "PHAROS_TOKEN", hide_env_values = true, allow_hyphen_values = true)]
     token: Option<String>,
     /// PEM certificate(s) to trust for an https:// API (its own certificate
     /// if self-signed, or the CA that issued it); without it, the web's

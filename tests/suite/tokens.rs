@@ -125,6 +125,9 @@ fn ctl_makes_lists_and_revokes_tokens_and_a_revoked_token_is_refused_at_once() {
     assert_eq!(secret.len(), 43, "256 bits in unpadded base64url: {secret:?}");
     let read = ctl(&api, &secret, &["services"]);
     assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
+    // A secret is base64url: one in 64 starts with '-', still a token.
+    let hyphen = ctl(&api, "-Gnot-a-flag", &["services"]);
+    assert!(String::from_utf8_lossy(&hyphen.stderr).contains("401"), "{}", String::from_utf8_lossy(&hyphen.stderr));
     let listed = stdout(&ctl(&api, TOKEN, &["token", "list"]));
     assert!(listed.contains("ci") && listed.contains("active") && listed.contains("zone=example.test"), "{listed}");
     assert!(!listed.contains(&secret), "the secret is shown once only");
