@@ -17,11 +17,12 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
-use std::str::FromStr;
-
 use domain::base::iana::{Rcode, Rtype};
 use domain::rdata::A;
 use serde_json::{Value, json};
+
+use pharos_update::write::{rr, update_message};
+use pharos_wire::types::CLASS_IN;
 
 use crate::common;
 use common::postgres::Postgres;
@@ -549,15 +550,8 @@ fn a_token_revoked_through_one_node_is_refused_by_every_node_within_a_second() {
 
 /// An unsigned UPDATE of dyn.test adding `owner` A `address`.
 fn update_adding(id: u16, owner: &str, address: Ipv4Addr) -> Vec<u8> {
-    use domain::base::{MessageBuilder, Name};
-    let mut builder = MessageBuilder::new_vec();
-    builder.header_mut().set_id(id);
-    builder.header_mut().set_opcode(domain::base::iana::Opcode::UPDATE);
-    let mut zone = builder.question();
-    zone.push((Name::<Vec<u8>>::from_str("dyn.test.").unwrap(), Rtype::SOA)).unwrap();
-    let mut changes = zone.authority();
-    changes.push((Name::<Vec<u8>>::from_str(owner).unwrap(), 60, A::new(address))).unwrap();
-    changes.finish()
+    let added = rr(owner, Rtype::A.to_int(), CLASS_IN, 60, &address.octets());
+    update_message(id, "dyn.test.", &[], &[added])
 }
 
 /// Sends `update` to `node` over UDP: the reply's RCODE and its extended
