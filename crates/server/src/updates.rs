@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use domain::base::iana::Rtype;
-use pharos_answer::{RequestSignature, check_request};
+use pharos_answer::{RequestSignature, Snapshot, check_request};
 use pharos_control::zones;
 use pharos_model::spec::service_name;
 use pharos_model::{Change, ControlError, State};
@@ -96,10 +96,10 @@ impl UpdateApplier {
         let now = unix_millis() / 1000;
         let snapshot = self.control.snapshot().load();
         match check_request(message, update.tsig_at, &snapshot.settings.tsig_keys, now) {
-            RequestSignature::Unsigned => outcome_reply(message, &self.outcome(request, &update, None).await),
+            RequestSignature::Unsigned => outcome_reply(message, &self.outcome(request, &update, None, &snapshot).await),
             RequestSignature::Signed(signed) => {
                 let key = name::Display(signed.key_name()).to_string().trim_end_matches('.').to_owned();
-                let outcome = self.outcome(request, &update, Some(&key)).await;
+                let outcome = self.outcome(request, &update, Some(&key), &snapshot).await;
                 let mut reply = outcome_reply(message, &outcome)?;
                 signed.sign(&mut reply, now);
                 Some(reply)
@@ -116,8 +116,8 @@ impl UpdateApplier {
 
     /// Applies `update` from `request`'s client, signed with `key`:
     /// `Ok` once committed and served, or the refusal.
-    async fn outcome(&self, request: &UpdateRequest, update: &Update, key: Option<&str>) -> Result<(), Refusal> {
-        self.permitted(&self.control.state(), update, key, request.client.ip())?;
+    async fn outcome(&self, request: &UpdateRequest, update: &Update, key: Option<&str>, served: &Snapshot) -> Result<(), Refusal> {
+        self.permitted(&self.control.state(), served, update, key, request.client.ip())?;
         let author = match key {
             Some(key) => format!("UPDATE signed with key {key} from {}", request.client.ip()),
             None => format!("UPDATE from {}", request.client.ip()),
@@ -156,10 +156,10 @@ impl UpdateApplier {
 
     /// Refuses an update to a zone the store does not keep, or that the
     /// zone's rules do not allow `key` from `source`.
-    fn permitted(&self, state: &State, update: &Update, key: Option<&str>, source: IpAddr) -> Result<(), Refusal> {
+    fn permitted(&self, state: &State, served: &Snapshot, update: &Update, key: Option<&str>, source: IpAddr) -> Result<(), Refusal> {
         let zone = name::Display(&update.zone).to_string();
         if state.zone(&zone).is_none() {
-            let served = self.control.snapshot().load().zones.zone_for(&update.zone).is_some_and(|served| *served.origin == *update.zone);
+            let served = served.zones.zone_for(&update.zone).is_some_and(|zone| *zone.origin == *update.zone);
             // RFC 2136 section 6 lets a secondary forward an update to its
             // primary; Pharos refuses it, naming where it should go, as
             // Knot DNS does unless told to forward.
